@@ -1,0 +1,85 @@
+#include "ops/ref/ops_ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace dsv4::ops::ref {
+
+void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens) {
+  CHECK(w.rank == 2 && w.strides[1] == 1, "MatMul: w must be a 2-D row-major matrix, got %s",
+        w.ShapeString().c_str());
+  const int64_t n_out = w.sizes[0];
+  const int64_t n_in = w.sizes[1];
+  std::vector<float> row(n_in);
+  for (int64_t n = 0; n < n_out; ++n) {
+    DequantizeRow(w.dtype, w[n].data, n_in, row.data());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + t * n_in;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < n_in; ++k) acc += xt[k] * row[k];
+      out[t * n_out + n] = acc;
+    }
+  }
+}
+
+void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
+                     float theta) {
+  for (int64_t i = 0; i < rot_dim; i += 2) {
+    const float freq = 1.0f / std::pow(theta, static_cast<float>(i) / static_cast<float>(rot_dim));
+    const float angle = static_cast<float>(pos) * freq;
+    const float c = std::cos(angle), s = std::sin(angle);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* p = x + h * head_dim + i;
+      const float a = p[0], b = p[1];
+      p[0] = a * c - b * s;
+      p[1] = a * s + b * c;
+    }
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float mx = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float Silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
+}
+
+int64_t Argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+void TopK(const float* x, int64_t n, int64_t k, int32_t* indices) {
+  std::vector<int32_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::min(k, n);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int32_t a, int32_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  });
+  std::copy(idx.begin(), idx.begin() + k, indices);
+}
+
+}  // namespace dsv4::ops::ref

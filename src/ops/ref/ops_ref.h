@@ -1,0 +1,44 @@
+// ops::ref — the scalar twin of every op: plain loops, fp32 (fp64 where it
+// helps), no SIMD. They are the oracle that fast kernels are tested against
+// and the path used while a fast version does not exist.
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+#ifndef DSV4_OPS_REF_OPS_REF_H_
+#define DSV4_OPS_REF_OPS_REF_H_
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace dsv4::ops::ref {
+
+// out[T, N] = x[T, K] · w[N, K]ᵀ. w may be any dtype; rows are dequantized
+// one at a time (DequantizeRow), accumulation in fp32.
+void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens);
+
+// out[n] = x[n] / sqrt(mean(x²) + eps) * weight[n].
+void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);
+
+// Rotary embedding on interleaved pairs (x[2i], x[2i+1]) of the first
+// `rot_dim` dims of each head: angle = pos · theta^(-2i/rot_dim).
+// x: [n_heads, head_dim], rotated in place.
+void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
+                     float theta);
+
+// In-place softmax over n values (max-subtracted).
+void Softmax(float* x, int64_t n);
+
+// x · sigmoid(x).
+float Silu(float x);
+// out[n] = silu(gate[n]) * up[n].
+void SwiGlu(float* out, const float* gate, const float* up, int64_t n);
+
+// Index of the largest value; the lowest index wins ties.
+int64_t Argmax(const float* x, int64_t n);
+
+// The k largest values' indices, largest first; ties go to the lower index.
+void TopK(const float* x, int64_t n, int64_t k, int32_t* indices);
+
+}  // namespace dsv4::ops::ref
+
+#endif  // DSV4_OPS_REF_OPS_REF_H_

@@ -1,0 +1,101 @@
+#include "tensor/dtype.h"
+
+#include <cstring>
+
+#include "base/check.h"
+#include "base/float_types.h"
+
+namespace dsv4 {
+namespace {
+constexpr DTypeInfo kInfos[] = {
+    {"f32", 1, 4},  {"f16", 1, 2}, {"bf16", 1, 2}, {"fp8_e4m3", 1, 1}, {"e8m0", 1, 1},
+    {"fp4_e2m1", 2, 1}, {"i8", 1, 1}, {"i32", 1, 4}, {"i64", 1, 8}, {"q8_0", 32, 34},
+};
+static_assert(sizeof(kInfos) / sizeof(kInfos[0]) == static_cast<size_t>(DType::kCount));
+}  // namespace
+
+const DTypeInfo& GetDTypeInfo(DType t) {
+  CHECK(t < DType::kCount, "bad dtype %d", static_cast<int>(t));
+  return kInfos[static_cast<int>(t)];
+}
+
+int64_t DTypeBytes(DType t, int64_t n) {
+  const DTypeInfo& info = GetDTypeInfo(t);
+  DCHECK(n % info.block_elems == 0);
+  return n / info.block_elems * info.block_bytes;
+}
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(DType::kCount); ++i) {
+    if (kInfos[i].name == name) return static_cast<DType>(i);
+  }
+  return std::nullopt;
+}
+
+void DequantizeRow(DType t, const void* src, int64_t n, float* dst) {
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(dst, p, n * sizeof(float));
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = F16ToF32(h);
+      }
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = Bf16ToF32(h);
+      }
+      return;
+    case DType::kFp8E4m3:
+      for (int64_t i = 0; i < n; ++i) dst[i] = Fp8E4m3ToF32(p[i]);
+      return;
+    case DType::kE8m0:
+      for (int64_t i = 0; i < n; ++i) dst[i] = E8m0ToF32(p[i]);
+      return;
+    case DType::kFp4E2m1:
+      DCHECK(n % 2 == 0);
+      for (int64_t i = 0; i < n / 2; ++i) {
+        dst[2 * i] = Fp4E2m1ToF32(p[i] & 0xf);
+        dst[2 * i + 1] = Fp4E2m1ToF32(p[i] >> 4);
+      }
+      return;
+    case DType::kI8:
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+      return;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kI64:
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v;
+        std::memcpy(&v, p + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kQ8_0: {
+      DCHECK(n % 32 == 0);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ8_0 blk;
+        std::memcpy(&blk, p + b * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+        const float d = F16ToF32(blk.d);
+        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * static_cast<float>(blk.qs[j]);
+      }
+      return;
+    }
+    case DType::kCount:
+      break;
+  }
+  CHECK(false, "DequantizeRow: bad dtype %d", static_cast<int>(t));
+}
+
+}  // namespace dsv4
