@@ -7,11 +7,13 @@
 
 namespace dsv4::ops::ref {
 
-void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens) {
+void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens,
+            int64_t out_stride) {
   CHECK(w.rank == 2 && w.strides[1] == 1, "MatMul: w must be a 2-D row-major matrix, got %s",
         w.ShapeString().c_str());
   const int64_t n_out = w.sizes[0];
   const int64_t n_in = w.sizes[1];
+  if (out_stride < 0) out_stride = n_out;
   std::vector<float> row(n_in);
   for (int64_t n = 0; n < n_out; ++n) {
     DequantizeRow(w.dtype, w[n].data, n_in, row.data());
@@ -19,7 +21,7 @@ void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens) {
       const float* xt = x + t * n_in;
       float acc = 0.0f;
       for (int64_t k = 0; k < n_in; ++k) acc += xt[k] * row[k];
-      out[t * n_out + n] = acc;
+      out[t * out_stride + n] = acc;
     }
   }
 }
@@ -54,11 +56,10 @@ void Softmax(float* x, int64_t n) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  for (int64_t i = 0; i < n; ++i) x[i] /= sum;  // divide, as llama2.c does
 }
 
-float Silu(float x) { return x / (1.0f + std::exp(-x)); }
+float Silu(float x) { return x * (1.0f / (1.0f + std::exp(-x))); }  // llama2.c order
 
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];

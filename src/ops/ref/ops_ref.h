@@ -13,8 +13,10 @@
 namespace dsv4::ops::ref {
 
 // out[T, N] = x[T, K] · w[N, K]ᵀ. w may be any dtype; rows are dequantized
-// one at a time (DequantizeRow), accumulation in fp32.
-void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens);
+// one at a time (DequantizeRow), accumulation in fp32, in k order.
+// Rows of `out` are `out_stride` floats apart (default: N).
+void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens,
+            int64_t out_stride = -1);
 
 // out[n] = x[n] / sqrt(mean(x²) + eps) * weight[n].
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);

@@ -1,0 +1,89 @@
+// `dsv4 bench`: prefill and decode speed. Each figure is the median of
+// --repeat runs. The last line is machine-readable.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "engine/generate.h"
+
+namespace dsv4::cli {
+namespace {
+
+struct BenchArgs {
+  LoadOptions load;
+  int64_t prompt_len = 128;
+  int64_t gen = 64;
+  int repeat = 3;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Run(const BenchArgs& a) {
+  auto loaded = LoadModel(a.load);
+  if (!loaded.ok()) return ReportError(loaded.status());
+  Model& model = *loaded->model;
+  const ModelInfo& info = model.info();
+  if (a.prompt_len < 1 || a.prompt_len + a.gen > info.max_context) {
+    return ReportError(InvalidArgument(
+        "--prompt-len + --gen = " + std::to_string(a.prompt_len + a.gen) +
+            " does not fit the context of " + std::to_string(info.max_context),
+        "use smaller values"));
+  }
+  // A fixed pseudo-random prompt (the content does not change the cost).
+  std::vector<int32_t> prompt(a.prompt_len);
+  uint64_t s = 42;
+  for (auto& t : prompt) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(info.vocab_size));
+  }
+  prompt[0] = info.bos_id >= 0 ? info.bos_id : prompt[0];
+  auto cache = model.NewCache(info.max_context);
+  std::vector<float> logits(info.vocab_size);
+  std::vector<double> prefill_tps, decode_tps;
+  for (int r = 0; r < a.repeat; ++r) {
+    cache->Truncate(0);
+    Timer t;
+    Status st = model.Forward(prompt, *cache, logits, false);
+    if (!st.ok()) return ReportError(st);
+    prefill_tps.push_back(static_cast<double>(a.prompt_len) / t.Seconds());
+    t.Reset();
+    int32_t next = prompt.back();
+    for (int64_t i = 0; i < a.gen; ++i) {
+      const int32_t one[1] = {next};
+      st = model.Forward(one, *cache, logits, false);
+      if (!st.ok()) return ReportError(st);
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
+  }
+  const double p = Median(prefill_tps), d = Median(decode_tps);
+  std::printf("model: %s (%s, %lld params)\n", loaded->path.c_str(), info.architecture.c_str(),
+              static_cast<long long>(info.n_params));
+  std::printf("prefill: %lld tokens, %.1f tokens/s (median of %d)\n",
+              static_cast<long long>(a.prompt_len), p, a.repeat);
+  std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(a.gen),
+              d, a.repeat);
+  std::printf("prefill_tps=%.2f decode_tps=%.2f peak_rss_mb=%.1f\n", p, d, PeakRssMiB());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode tokens/s");
+  AddModelOptions(*sub, args->load);
+  sub->add_option("--prompt-len", args->prompt_len, "prompt tokens (default 128)");
+  sub->add_option("--gen", args->gen, "decoded tokens (default 64)");
+  sub->add_option("--repeat", args->repeat, "runs; the median is reported (default 3)")
+      ->check(CLI::PositiveNumber);
+  sub->callback([args, &exit_code] { exit_code = Run(*args); });
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,46 @@
+// `dsv4 perplexity`: mean negative log-likelihood of a text file.
+#include <cstdio>
+#include <memory>
+
+#include "base/mapped_file.h"
+#include "cli/commands.h"
+#include "engine/generate.h"
+
+namespace dsv4::cli {
+namespace {
+
+struct PerplexityArgs {
+  LoadOptions load;
+  std::string file;
+  std::string separator = "<|endoftext|>";
+};
+
+int Run(const PerplexityArgs& a) {
+  auto loaded = LoadModel(a.load);
+  if (!loaded.ok()) return ReportError(loaded.status());
+  auto text = ReadFileToString(a.file);
+  if (!text.ok()) return ReportError(text.status());
+  std::vector<std::vector<int32_t>> docs;
+  for (const std::string& d : SplitDocuments(*text, a.separator)) {
+    docs.push_back(loaded->tokenizer->Encode(d, /*add_bos=*/true));
+  }
+  auto r = Perplexity(*loaded, docs);
+  if (!r.ok()) return ReportError(r.status().WithContext(a.file));
+  std::printf("nll=%.6f ppl=%.4f tokens=%lld\n", r->nll, r->ppl,
+              static_cast<long long>(r->tokens));
+  return 0;
+}
+
+}  // namespace
+
+void RegisterPerplexity(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<PerplexityArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "perplexity", "score a text file: documents split on <|endoftext|>, each from BOS");
+  AddModelOptions(*sub, args->load);
+  sub->add_option("-f,--file", args->file, "text file")->required();
+  sub->add_option("--separator", args->separator, "document separator (default <|endoftext|>)");
+  sub->callback([args, &exit_code] { exit_code = Run(*args); });
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,63 @@
+// `dsv4 run`: generate text from a prompt, streamed to stdout.
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "cli/commands.h"
+#include "engine/generate.h"
+
+namespace dsv4::cli {
+namespace {
+
+struct RunArgs {
+  LoadOptions load;
+  std::string prompt;
+  int64_t max_tokens = 256;
+  int64_t seed = -1;
+  SamplingParams sampling;
+};
+
+int Run(const RunArgs& a) {
+  auto loaded = LoadModel(a.load);
+  if (!loaded.ok()) return ReportError(loaded.status());
+  LoadedModel& m = *loaded;
+  GenerateOptions g;
+  g.max_tokens = a.max_tokens;
+  g.sampling = a.sampling;
+  g.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  std::vector<int32_t> prompt = m.tokenizer->Encode(a.prompt, /*add_bos=*/true);
+  // Echo the prompt as the model sees it (llama.cpp does the same).
+  StreamDecoder echo(*m.tokenizer);
+  for (int32_t id : prompt) std::fputs(echo.Push(id).c_str(), stdout);
+  std::fputs(echo.Flush().c_str(), stdout);
+  auto stats = Generate(m, prompt, g, [](int32_t, std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputc('\n', stdout);
+  if (!stats.ok()) return ReportError(stats.status());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterRun(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand("run", "generate text from a prompt");
+  AddModelOptions(*sub, args->load);
+  sub->add_option("-p,--prompt", args->prompt, "prompt text (default: empty, start from BOS)");
+  sub->add_option("-n,--max-tokens", args->max_tokens, "tokens to generate (default 256)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--temperature,--temp", args->sampling.temperature,
+                  "sampling temperature; 0 = greedy (default 0.8)");
+  sub->add_option("--top-p", args->sampling.top_p, "nucleus sampling (default 0.95)");
+  sub->add_option("--top-k", args->sampling.top_k, "top-k sampling, 0 = off (default 40)");
+  sub->add_option("--min-p", args->sampling.min_p, "min-p sampling (default 0.05)");
+  sub->add_option("--repeat-penalty", args->sampling.repeat_penalty, "(default 1.0 = off)");
+  sub->add_option("--presence-penalty", args->sampling.presence_penalty, "(default 0)");
+  sub->add_option("--frequency-penalty", args->sampling.frequency_penalty, "(default 0)");
+  sub->add_option("-s,--seed", args->seed, "random seed (default: random)");
+  sub->callback([args, &exit_code] { exit_code = Run(*args); });
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,25 @@
+// The `dsv4` subcommands. Each Register* adds one CLI11 subcommand to `app`
+// whose callback stores the process exit code in `exit_code`
+// (0 ok, 2 a user or file error, printed as one line on stderr).
+#ifndef DSV4_CLI_COMMANDS_H_
+#define DSV4_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+#include "engine/loader.h"
+
+namespace dsv4::cli {
+
+void RegisterRun(CLI::App& app, int& exit_code);
+void RegisterPerplexity(CLI::App& app, int& exit_code);
+void RegisterBench(CLI::App& app, int& exit_code);
+
+// Adds --model, --tokenizer and --threads to a subcommand.
+void AddModelOptions(CLI::App& sub, LoadOptions& options);
+// Prints "dsv4: error: ..." (and the hint) to stderr; returns exit code 2.
+int ReportError(const Status& status);
+
+}  // namespace dsv4::cli
+
+#endif  // DSV4_CLI_COMMANDS_H_

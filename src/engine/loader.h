@@ -1,0 +1,41 @@
+// LoadModel: opens a model file or directory, detects its format, reads its
+// config, binds the weights and loads the tokenizer — everything a front end
+// needs before it can generate.
+//   *.bin      llama2.c "v0" checkpoint; tokenizer from --tokenizer or a
+//              tok512.bin / tokenizer.bin beside it
+//   *.gguf     GGUF (arch `llama`), vocabulary inside
+#ifndef DSV4_ENGINE_LOADER_H_
+#define DSV4_ENGINE_LOADER_H_
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsv4 {
+
+struct LoadOptions {
+  std::string model_path;      // empty: the embedded default model (stories260K)
+  std::string tokenizer_path;  // empty: found from the model
+  int threads = 0;             // 0: all hardware threads
+};
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string path;    // what was loaded
+  std::string format;  // "llama2c", "gguf"
+};
+
+Result<LoadedModel> LoadModel(const LoadOptions& options);
+
+// The embedded default model, models/stories260K/stories260K.bin, searched for
+// next to the executable (and its parents) and in the source tree it was built
+// from. Empty when not found.
+std::string DefaultModelPath();
+
+}  // namespace dsv4
+
+#endif  // DSV4_ENGINE_LOADER_H_

@@ -1,0 +1,87 @@
+// The Llama-family dense baseline (llama2.c models such as stories260K, GGUF
+// arch `llama`): pre-norm blocks of RMSNorm → grouped-query attention with
+// interleaved-pair RoPE → residual, RMSNorm → SwiGLU MLP → residual; final
+// RMSNorm and the classifier (tied to the embedding when `output.weight` is
+// absent). It is the real-weights oracle for the engine (llama2.c run.c).
+//
+// Dimensions: T tokens in a call, S cached positions, D d_model, F d_ff,
+// H n_heads, G n_kv_heads, E head_dim (D / H), V vocab_size.
+#ifndef DSV4_MODEL_LLAMA_LLAMA_MODEL_H_
+#define DSV4_MODEL_LLAMA_LLAMA_MODEL_H_
+
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "io/checkpoint.h"
+#include "model/model.h"
+
+namespace dsv4 {
+
+struct LlamaConfig {
+  int64_t d_model = 0;        // D
+  int64_t d_ff = 0;           // F
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;        // H
+  int64_t n_kv_heads = 0;     // G
+  int64_t vocab_size = 0;     // V
+  int64_t max_context = 0;    // positions
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  int32_t bos_id = 1;
+  int32_t eos_id = 2;
+
+  int64_t head_dim() const { return d_model / n_heads; }    // E
+  int64_t kv_dim() const { return n_kv_heads * head_dim(); }
+  // Rejects zero/negative sizes and heads that do not divide, naming the field.
+  Status Validate() const;
+};
+
+class LlamaModel final : public Model {
+ public:
+  // Binds every weight from `reader` (GGUF llama tensor names), reporting all
+  // missing or mis-shaped tensors at once.
+  static Result<std::unique_ptr<LlamaModel>> Load(std::shared_ptr<const CheckpointReader> reader,
+                                                  const LlamaConfig& config);
+
+  const ModelInfo& info() const override { return info_; }
+  const LlamaConfig& config() const { return config_; }
+  std::unique_ptr<SequenceCache> NewCache(int64_t max_tokens) const override;
+  Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
+                 bool all_logits) override;
+  void SetThreads(int n_threads) override;
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm;  // [D]
+    TensorView wq;                 // [H*E, D]
+    TensorView wk;                 // [G*E, D]
+    TensorView wv;                 // [G*E, D]
+    TensorView wo;                 // [D, H*E]
+    std::vector<float> ffn_norm;   // [D]
+    TensorView w_gate;             // [F, D]  (llama2.c w1)
+    TensorView w_up;               // [F, D]  (w3)
+    TensorView w_down;             // [D, F]  (w2)
+  };
+
+  LlamaModel() = default;
+  void EnsureScratch(int64_t n_tokens);
+
+  LlamaConfig config_;
+  ModelInfo info_;
+  std::shared_ptr<const CheckpointReader> reader_;  // keeps the mapping alive
+  TensorView token_embd_;          // [V, D]
+  std::vector<Layer> layers_;
+  std::vector<float> output_norm_;  // [D]
+  TensorView output_;              // [V, D] (== token_embd_ when tied)
+  std::unique_ptr<ThreadPool> pool_;
+
+  // Scratch for a call of up to scratch_tokens_ tokens, sized once and grown
+  // only when a longer prefill chunk arrives.
+  int64_t scratch_tokens_ = 0;
+  std::vector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
+};
+
+}  // namespace dsv4
+
+#endif  // DSV4_MODEL_LLAMA_LLAMA_MODEL_H_
