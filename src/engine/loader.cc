@@ -1,0 +1,3 @@
+#include "engine/loader.h"
+
+// Filled in when the io readers and tokenizers land.
