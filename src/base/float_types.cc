@@ -24,7 +24,8 @@ uint8_t F32ToFp8E4m3(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t au = u & 0x7fffffffu;
-  if (au >= 0x43f00000u) return sign | 0x7fu;  // >= 480 or NaN/inf: NaN
+  // >= 480, inf or NaN: NaN. (464, 480) also ends at 0x7f (NaN) via the rounding below.
+  if (au >= 0x43f00000u) return sign | 0x7fu;
   if (au < 0x3c800000u) {                      // below 2^-6: subnormal, units of 2^-9
     const float a = std::bit_cast<float>(au);
     return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
@@ -36,6 +37,8 @@ uint8_t F32ToFp8E4m3(float f) {
 
 uint8_t F32ToFp4E2m1(float f) {
   const uint8_t sign = std::signbit(f) ? 0x8 : 0x0;
+  // ml_dtypes: numeric_limits<float4_e2m1fn>::quiet_NaN() is 0b1000, negated for -NaN.
+  if (std::isnan(f)) return sign ^ 0x8;
   const float a = std::fabs(f);
   // Representable magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; midpoints break ties to even code.
   uint8_t code;

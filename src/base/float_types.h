@@ -53,7 +53,9 @@ inline float Fp8E4m3ToF32(uint8_t v) {
   }
   return neg ? -r : r;
 }
-// Rounds to nearest even; |f| >= 480 (half-way past 448) and NaN give NaN, as c10.
+// Rounds to nearest even, as c10 and ml_dtypes: |f| <= 464 (the tie half-way from
+// 448 to the next step, 480) rounds to at most ±448; anything larger, ±inf and NaN
+// give the NaN code S.1111.111 with the input's sign.
 uint8_t F32ToFp8E4m3(float f);
 
 // ---- e8m0: an 8-bit biased exponent, the block scale of FP8/FP4 weights ----
@@ -69,8 +71,10 @@ inline float Fp4E2m1ToF32(uint8_t nibble) {
                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
   return kValues[nibble & 0xf];
 }
-// Rounds to nearest even, saturating at ±6 (as ml_dtypes float4_e2m1fn). NaN -> +0 is
-// not representable: NaN maps to 0x7 (6) only by caller choice, so callers must not pass NaN.
+// Rounds to nearest even, saturating at ±6 (±inf too), as ml_dtypes float4_e2m1fn.
+// fp4 has no NaN and the MX spec leaves NaN conversion implementation-defined; we
+// follow ml_dtypes, whose NaN stand-in is the code 0b1000 (-0) with the NaN's sign
+// flipped into it: +NaN -> 0x8 (-0), -NaN -> 0x0 (+0). A NaN weight is a bug upstream.
 uint8_t F32ToFp4E2m1(float f);
 
 }  // namespace dsv4

@@ -1,0 +1,119 @@
+// Tests of base/mapped_file.h: MappedFile::Open maps exactly a file's bytes,
+// and errors (missing file, directory) are IoError naming the path with a hint;
+// ReadFileToString likewise.
+#include "base/mapped_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>  // getpid
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace dsv4 {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh scratch directory per test, removed afterwards.
+class MappedFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Unique per process and test, so parallel runs (other build dirs, ctest -j) never collide.
+    dir_ = fs::path(::testing::TempDir()) /
+           ("dsv4_mapped_file_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p.string();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(MappedFileTest, MapsTheFileBytes) {
+  std::string bytes;
+  for (int i = 0; i < 10000; ++i) bytes.push_back(static_cast<char>((i * 7919) & 0xff));
+  const std::string path = Write("data.bin", bytes);
+  Result<std::shared_ptr<MappedFile>> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->path(), path);
+  ASSERT_EQ((*f)->size(), bytes.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*f)->data()), (*f)->size()), bytes);
+  EXPECT_EQ((*f)->bytes().size(), bytes.size());
+  EXPECT_EQ((*f)->bytes().data(), (*f)->data());
+}
+
+TEST_F(MappedFileTest, MapsTheDefaultModel) {
+  const std::string path = std::string(DSV4_SOURCE_DIR) + "/models/stories260K/tok512.bin";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << path;
+  const std::vector<char> want((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+  Result<std::shared_ptr<MappedFile>> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ((*f)->size(), want.size());
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), reinterpret_cast<const char*>((*f)->data())));
+}
+
+TEST_F(MappedFileTest, EmptyFileHasSizeZero) {
+  const std::string path = Write("empty.bin", "");
+  Result<std::shared_ptr<MappedFile>> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->size(), 0u);
+  EXPECT_TRUE((*f)->bytes().empty());
+}
+
+TEST_F(MappedFileTest, MappingOutlivesTheFileName) {
+  const std::string path = Write("gone.bin", "hello");
+  Result<std::shared_ptr<MappedFile>> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok());
+  fs::remove(path);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*f)->data()), (*f)->size()), "hello");
+}
+
+TEST_F(MappedFileTest, MissingFileIsIoErrorNamingThePath) {
+  const std::string path = (dir_ / "no_such_file.bin").string();
+  Result<std::shared_ptr<MappedFile>> f = MappedFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kIo);
+  EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status().ToString();
+  EXPECT_FALSE(f.status().hint().empty());
+}
+
+TEST_F(MappedFileTest, DirectoryIsIoErrorNamingThePath) {
+  const std::string path = dir_.string();
+  Result<std::shared_ptr<MappedFile>> f = MappedFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kIo);
+  EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status().ToString();
+}
+
+TEST_F(MappedFileTest, ReadFileToStringReadsAllBytes) {
+  const std::string bytes = std::string("a\0b\nc", 5) + std::string(5000, 'z');
+  const std::string path = Write("config.json", bytes);
+  Result<std::string> s = ReadFileToString(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(*s, bytes);
+}
+
+TEST_F(MappedFileTest, ReadFileToStringMissingIsIoErrorNamingThePath) {
+  const std::string path = (dir_ / "missing.json").string();
+  Result<std::string> s = ReadFileToString(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kIo);
+  EXPECT_NE(s.status().message().find(path), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace dsv4

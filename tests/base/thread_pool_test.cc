@@ -1,0 +1,143 @@
+// Tests of base/thread_pool.h: ParallelFor covers [0, n) exactly once for many
+// (threads, n, grain), including n = 0 and n < threads; chunks respect the
+// grain and the thread count; chunk 0 runs on the caller; the pool is reusable.
+#include "base/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace dsv4 {
+namespace {
+
+struct Chunk {
+  int64_t begin, end;
+  int thread;
+};
+
+// Runs one ParallelFor and checks every property the header promises.
+void CheckCoverage(ThreadPool& pool, int64_t n, int64_t grain) {
+  SCOPED_TRACE(::testing::Message()
+               << "threads=" << pool.size() << " n=" << n << " grain=" << grain);
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  for (auto& h : hits) h.store(0);
+  std::mutex mu;
+  std::vector<Chunk> chunks;
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end, int thread) {
+        for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        std::lock_guard<std::mutex> lock(mu);
+        chunks.push_back({begin, end, thread});
+      },
+      grain);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "index " << i;
+  EXPECT_LE(static_cast<int>(chunks.size()), pool.size());
+  std::set<int> threads;
+  for (const Chunk& c : chunks) {
+    EXPECT_GE(c.begin, 0);
+    EXPECT_LE(c.begin, c.end);
+    EXPECT_LE(c.end, n);
+    EXPECT_EQ(c.begin % grain, 0) << "chunk [" << c.begin << ", " << c.end << ")";
+    if (c.end != n) {
+      EXPECT_EQ(c.end % grain, 0) << "chunk [" << c.begin << ", " << c.end << ")";
+    }
+    EXPECT_GE(c.thread, 0);
+    EXPECT_LT(c.thread, pool.size());
+    EXPECT_TRUE(threads.insert(c.thread).second) << "thread " << c.thread << " got two chunks";
+  }
+  if (n == 0) {
+    EXPECT_TRUE(chunks.empty());
+  }
+}
+
+TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
+  for (int n_threads : {1, 2, 3, 4, 7, 8}) {
+    ThreadPool pool(n_threads);
+    EXPECT_EQ(pool.size(), n_threads);
+    for (int64_t n : {0, 1, 2, 3, 5, 7, 8, 9, 16, 31, 100, 1000, 1023, 4097}) {
+      for (int64_t grain : {1, 2, 3, 4, 7, 16, 64, 5000}) CheckCoverage(pool, n, grain);
+    }
+  }
+}
+
+TEST(ThreadPoolTest, FewerItemsThanThreads) {
+  ThreadPool pool(8);
+  for (int64_t n = 0; n < 8; ++n) CheckCoverage(pool, n, 1);
+}
+
+TEST(ThreadPoolTest, UsesSeveralThreadsWhenThereIsWork) {
+  ThreadPool pool(4);
+  std::mutex mu;
+  std::set<int> threads;
+  pool.ParallelFor(400, [&](int64_t, int64_t, int thread) {
+    std::lock_guard<std::mutex> lock(mu);
+    threads.insert(thread);
+  });
+  EXPECT_EQ(threads.size(), 4u);
+}
+
+TEST(ThreadPoolTest, ChunkZeroRunsOnTheCaller) {
+  for (int n_threads : {1, 3}) {
+    ThreadPool pool(n_threads);
+    std::mutex mu;
+    std::vector<std::pair<int, std::thread::id>> seen;
+    pool.ParallelFor(30, [&](int64_t, int64_t, int thread) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.emplace_back(thread, std::this_thread::get_id());
+    });
+    ASSERT_FALSE(seen.empty());
+    for (const auto& [thread, id] : seen) {
+      if (thread == 0) {
+        EXPECT_EQ(id, std::this_thread::get_id());
+      } else {
+        EXPECT_NE(id, std::this_thread::get_id());
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, RepeatedCallsOnOnePool) {
+  ThreadPool pool(3);
+  std::vector<int64_t> data(777);
+  for (int round = 0; round < 500; ++round) {
+    const int64_t n = 1 + (round * 37) % 777;
+    pool.ParallelFor(
+        n,
+        [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) data[i] += i;
+        },
+        1 + round % 5);
+  }
+  // Index i was touched by every round whose n exceeded i.
+  for (int64_t i = 0; i < 777; ++i) {
+    int64_t rounds = 0;
+    for (int round = 0; round < 500; ++round) rounds += (1 + (round * 37) % 777) > i;
+    ASSERT_EQ(data[i], rounds * i) << "index " << i;
+  }
+}
+
+TEST(ThreadPoolTest, NonPositiveThreadCountMeansOne) {
+  ThreadPool pool(0);
+  EXPECT_EQ(pool.size(), 1);
+  CheckCoverage(pool, 10, 3);
+}
+
+TEST(ThreadPoolTest, DefaultThreadsIsPositive) { EXPECT_GE(ThreadPool::DefaultThreads(), 1); }
+
+TEST(ThreadPoolTest, ManyPoolsCreatedAndDestroyed) {
+  for (int i = 0; i < 50; ++i) {
+    ThreadPool pool(1 + i % 4);
+    if (i % 2) CheckCoverage(pool, 50, 1);  // half never run a job before shutdown
+  }
+}
+
+}  // namespace
+}  // namespace dsv4
