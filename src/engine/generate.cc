@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/timer.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace dsv4 {
 
@@ -22,7 +23,7 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
   std::vector<float> logits(info.vocab_size);
   Sampler sampler(options.sampling);
   for (int32_t t : prompt) sampler.Accept(t);
-  StreamDecoder decoder(*m.tokenizer);
+  StreamDecoder decoder(*m.tokenizer, prompt.back());
 
   GenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());

@@ -1,3 +1,177 @@
 #include "engine/loader.h"
 
-// Filled in when the io readers and tokenizers land.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "io/gguf.h"
+#include "io/llama2c.h"
+#include "model/llama/llama_model.h"
+#include "tokenizer/spm_tokenizer.h"
+
+namespace dsv4 {
+namespace fs = std::filesystem;
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Llama2cFile> file, OpenLlama2c(o.model_path));
+  const Llama2cConfig& h = file->config();
+  LlamaConfig c{.d_model = h.dim,
+                .d_ff = h.hidden_dim,
+                .n_layers = h.n_layers,
+                .n_heads = h.n_heads,
+                .n_kv_heads = h.n_kv_heads,
+                .vocab_size = h.vocab_size,
+                .max_context = h.seq_len};
+  // The tokenizer: --tokenizer, else tok<V>.bin or tokenizer.bin beside the model.
+  std::string tok_path = o.tokenizer_path;
+  if (tok_path.empty()) {
+    const fs::path dir = fs::path(o.model_path).parent_path();
+    for (const std::string& name : {"tok" + std::to_string(h.vocab_size) + ".bin",
+                                    std::string("tokenizer.bin")}) {
+      if (fs::exists(dir / name)) {
+        tok_path = (dir / name).string();
+        break;
+      }
+    }
+    if (tok_path.empty()) {
+      return NotFound(o.model_path + ": no tokenizer found beside the model (looked for tok" +
+                          std::to_string(h.vocab_size) + ".bin and tokenizer.bin)",
+                      "pass --tokenizer PATH");
+    }
+  }
+  ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512(tok_path, h.vocab_size));
+  c.bos_id = vocab.bos;
+  c.eos_id = vocab.eos;
+  ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+  std::shared_ptr<const CheckpointReader> reader(std::move(file));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
+  LoadedModel m;
+  m.model = std::move(model);
+  m.tokenizer = std::move(tok);
+  m.path = o.model_path;
+  m.format = "llama2c";
+  return m;
+}
+
+Result<LoadedModel> LoadGguf(const LoadOptions& o) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(o.model_path));
+  ASSIGN_OR_RETURN(std::string arch, file->GetString("general.architecture"));
+  if (arch != "llama") {
+    return Unimplemented(o.model_path + ": GGUF architecture '" + arch + "' is not supported",
+                         "supported GGUF architectures: llama");
+  }
+  auto u32 = [&](const char* key) { return file->GetU32(std::string("llama.") + key); };
+  LlamaConfig c;
+  ASSIGN_OR_RETURN(c.d_model, u32("embedding_length"));
+  ASSIGN_OR_RETURN(c.d_ff, u32("feed_forward_length"));
+  ASSIGN_OR_RETURN(c.n_layers, u32("block_count"));
+  ASSIGN_OR_RETURN(c.n_heads, u32("attention.head_count"));
+  c.n_kv_heads = c.n_heads;
+  if (file->HasMeta("llama.attention.head_count_kv")) {
+    ASSIGN_OR_RETURN(c.n_kv_heads, u32("attention.head_count_kv"));
+  }
+  ASSIGN_OR_RETURN(c.max_context, u32("context_length"));
+  if (file->HasMeta("llama.rope.freq_base")) {
+    ASSIGN_OR_RETURN(c.rope_theta, file->GetF32("llama.rope.freq_base"));
+  }
+  if (file->HasMeta("llama.attention.layer_norm_rms_epsilon")) {
+    ASSIGN_OR_RETURN(c.norm_eps, file->GetF32("llama.attention.layer_norm_rms_epsilon"));
+  }
+  if (file->HasMeta("llama.rope.dimension_count")) {
+    ASSIGN_OR_RETURN(uint32_t rot, u32("rope.dimension_count"));
+    if (c.n_heads > 0 && rot != c.d_model / c.n_heads) {
+      return Unimplemented(o.model_path + ": llama.rope.dimension_count " + std::to_string(rot) +
+                           " differs from head_dim; partial RoPE is not supported for llama");
+    }
+  }
+  ASSIGN_OR_RETURN(std::string tok_model, file->GetString("tokenizer.ggml.model"));
+  if (tok_model != "llama") {
+    return Unimplemented(o.model_path + ": tokenizer model '" + tok_model + "' is not supported",
+                         "supported: llama (SentencePiece)");
+  }
+  GgufSpmMetadata meta;
+  ASSIGN_OR_RETURN(meta.tokens, file->GetStringArray("tokenizer.ggml.tokens"));
+  if (file->HasMeta("tokenizer.ggml.scores")) {
+    ASSIGN_OR_RETURN(meta.scores, file->GetF32Array("tokenizer.ggml.scores"));
+  }
+  if (file->HasMeta("tokenizer.ggml.token_type")) {
+    ASSIGN_OR_RETURN(meta.types, file->GetI32Array("tokenizer.ggml.token_type"));
+  }
+  if (file->HasMeta("tokenizer.ggml.bos_token_id")) {
+    ASSIGN_OR_RETURN(meta.bos, file->GetI64("tokenizer.ggml.bos_token_id"));
+  }
+  if (file->HasMeta("tokenizer.ggml.eos_token_id")) {
+    ASSIGN_OR_RETURN(meta.eos, file->GetI64("tokenizer.ggml.eos_token_id"));
+  }
+  if (file->HasMeta("tokenizer.ggml.unknown_token_id")) {
+    ASSIGN_OR_RETURN(meta.unk, file->GetI64("tokenizer.ggml.unknown_token_id"));
+  }
+  if (file->HasMeta("tokenizer.ggml.add_space_prefix")) {
+    ASSIGN_OR_RETURN(meta.add_space_prefix, file->GetBool("tokenizer.ggml.add_space_prefix"));
+  }
+  c.vocab_size = static_cast<int64_t>(meta.tokens.size());
+  ASSIGN_OR_RETURN(SpmVocab vocab, SpmVocabFromGguf(std::move(meta)));
+  c.bos_id = vocab.bos;
+  c.eos_id = vocab.eos;
+  ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+  std::shared_ptr<const CheckpointReader> reader(std::move(file));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
+  LoadedModel m;
+  m.model = std::move(model);
+  m.tokenizer = std::move(tok);
+  m.path = o.model_path;
+  m.format = "gguf";
+  return m;
+}
+
+}  // namespace
+
+std::string DefaultModelPath() {
+  const fs::path rel = fs::path("models") / "stories260K" / "stories260K.bin";
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      if (fs::exists(dir / rel)) return (dir / rel).string();
+      if (dir == dir.root_path()) break;
+    }
+  }
+  const fs::path src = fs::path(DSV4_SOURCE_DIR) / rel;
+  if (fs::exists(src)) return src.string();
+  return "";
+}
+
+Result<LoadedModel> LoadModel(const LoadOptions& options) {
+  LoadOptions o = options;
+  if (o.model_path.empty()) {
+    o.model_path = DefaultModelPath();
+    if (o.model_path.empty()) {
+      return NotFound("the default model models/stories260K/stories260K.bin was not found",
+                      "pass --model PATH, or run from a dsv4 checkout");
+    }
+  }
+  std::error_code ec;
+  if (!fs::exists(o.model_path, ec)) {
+    return NotFound(o.model_path + ": no such file or directory", "check the --model path");
+  }
+  Result<LoadedModel> r = NotFound("");
+  if (EndsWith(o.model_path, ".gguf")) {
+    r = LoadGguf(o);
+  } else if (EndsWith(o.model_path, ".bin")) {
+    r = LoadLlama2c(o);
+  } else {
+    return Unimplemented(o.model_path + ": unknown model format",
+                         "supported: llama2.c .bin, .gguf (DeepSeek-V4 directories: coming)");
+  }
+  if (r.ok()) {
+    r->model->SetThreads(o.threads > 0 ? o.threads : ThreadPool::DefaultThreads());
+  }
+  return r;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,121 @@
+// The dsv4 binary as a user runs it: exit codes, one-line errors, output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Output RunDsv4(const std::string& args) {
+  const std::string cmd = std::string(DSV4_BIN) + " " + args + " 2>&1";
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+  const int status = pclose(p);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+int CountLines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(Cli, RunDefaultModelPrintsAStory) {
+  Output o = RunDsv4("run --temperature 0 --max-tokens 40");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(o.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << o.out;
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  Output a = RunDsv4("run --seed 7 --max-tokens 60 --prompt 'The dog'");
+  Output b = RunDsv4("run --seed 7 --max-tokens 60 --prompt 'The dog'");
+  EXPECT_EQ(a.exit_code, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out.rfind("The dog", 0), 0u) << a.out;
+}
+
+TEST(Cli, HelpListsCommands) {
+  Output o = RunDsv4("--help");
+  EXPECT_EQ(o.exit_code, 0);
+  for (const char* cmd : {"run", "perplexity", "bench"}) {
+    EXPECT_NE(o.out.find(cmd), std::string::npos) << cmd;
+  }
+  EXPECT_EQ(RunDsv4("run --help").exit_code, 0);
+}
+
+TEST(Cli, PerplexityPrintsOneFinalLine) {
+  Output o = RunDsv4(std::string("perplexity --file ") + DSV4_TEST_DATA_DIR +
+                     "/text/tinystories_sample.txt");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  double nll = 0, ppl = 0;
+  long long tokens = 0;
+  ASSERT_EQ(std::sscanf(o.out.c_str(), "nll=%lf ppl=%lf tokens=%lld", &nll, &ppl, &tokens), 3)
+      << o.out;
+  EXPECT_GT(tokens, 500);
+  EXPECT_GT(nll, 0.0);
+  EXPECT_LT(ppl, 20.0);  // stories260K knows TinyStories
+}
+
+TEST(Cli, BenchLastLineIsMachineReadable) {
+  Output o = RunDsv4("bench --prompt-len 16 --gen 8 --repeat 1 --threads 1");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("prefill_tps="), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode_tps="), std::string::npos) << o.out;
+}
+
+TEST(Cli, MissingModelIsOneLineExit2) {
+  Output o = RunDsv4("run --model /nonexistent/model.bin");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("/nonexistent/model.bin"), std::string::npos) << o.out;
+  EXPECT_LE(CountLines(o.out), 2) << o.out;  // error + hint
+}
+
+TEST(Cli, GarbledModelFilesAreOneLineExit2) {
+  const std::string cases[][2] = {
+      {"bad_magic.gguf", std::string("GGUX\x03\x00\x00\x00", 8) + std::string(64, '\0')},
+      {"short.gguf", "GGUF"},
+      {"short.bin", std::string("\x40\x00\x00\x00", 4)},
+      {"truncated.bin", std::string("\x40\x00\x00\x00\xac\x00\x00\x00\x05\x00\x00\x00\x08\x00"
+                                    "\x00\x00\x04\x00\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00",
+                                    28) + std::string(100, '\0')},
+      {"unknown.xyz", "hello"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = WriteTemp(c[0], c[1]);
+    Output o = RunDsv4("run --model " + path);
+    EXPECT_EQ(o.exit_code, 2) << c[0] << ": " << o.out;
+    EXPECT_NE(o.out.find(path), std::string::npos) << c[0] << ": " << o.out;
+    EXPECT_NE(o.out.find("dsv4: error:"), std::string::npos) << o.out;
+    EXPECT_LE(CountLines(o.out), 2) << o.out;
+  }
+}
+
+TEST(Cli, BadFlagsExit2) {
+  EXPECT_EQ(RunDsv4("run --max-tokens -5").exit_code, 2);
+  EXPECT_EQ(RunDsv4("frobnicate").exit_code, 2);
+  EXPECT_EQ(RunDsv4("perplexity").exit_code, 2);  // --file is required
+  Output o = RunDsv4("perplexity --file /nonexistent.txt");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("/nonexistent.txt"), std::string::npos) << o.out;
+}
+
+}  // namespace
