@@ -9,7 +9,7 @@ What this writes, per config, into <out>/<name>/ (see tests/data/deepseek_v4/REA
   intermediates.safetensors    named activations of the same run (fp32 / int32)
   logits_qat_bf16.f32          official code as released: bf16 activations, FP8 activation
                                quantisation in FP8/FP4 linears, KV / indexer QAT sims on
-  logits_hf.f32                (with --hf) HF transformers port, fp32, same weights
+  logits_hf.f32                (with --hf; swa_bf16 only) HF transformers port, fp32, same weights
   mtp_logits.f32               (configs with an MTP layer) MTP logits [T-1, vocab]
   report.json                  numbers quoted in the README (diffs, routing margins, ...)
 
@@ -32,7 +32,6 @@ import shutil
 import sys
 import tempfile
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -388,7 +387,7 @@ class Official:
         mode 'tilelang': in-place sims round to e4m3 / e2m1 like kernel_tilelang.py does (the
         pure-torch kernel.py skips that rounding in its in-place branch)."""
         m, k = self.model, self.kernel
-        orig_aq, orig_f4 = self.orig["act_quant"], self.orig["fp4_act_quant"]
+        orig_aq = self.orig["act_quant"]
 
         if mode == "off":
             def act_quant(x, block_size=128, scale_fmt=None, scale_dtype=torch.float32, inplace=False):
