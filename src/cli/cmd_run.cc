@@ -18,6 +18,7 @@ struct RunArgs {
 };
 
 int Run(const RunArgs& a) {
+  if (Status st = ValidateSamplingParams(a.sampling); !st.ok()) return ReportError(st);
   auto loaded = LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;

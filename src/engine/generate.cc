@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "base/timer.h"
-#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
 

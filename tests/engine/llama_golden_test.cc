@@ -12,7 +12,7 @@
 
 #include "engine/generate.h"
 #include "engine/loader.h"
-#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
 namespace {
