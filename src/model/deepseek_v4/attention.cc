@@ -1,0 +1,168 @@
+// DeepSeek-V4 sliding-window attention (see attention.h). One function, top to
+// bottom in the order of the reference `Attention.forward`.
+#include "model/deepseek_v4/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace dsv4::deepseek_v4 {
+
+RopeFrequencies::RopeFrequencies(int64_t rope_dim, double base, const YarnScaling* yarn) {
+  CHECK(rope_dim > 0 && rope_dim % 2 == 0);
+  const int64_t half = rope_dim / 2;
+  omega_.resize(half);
+  // ω_i = 1 / base^(2i/R), in fp32 like the reference's float32 arange.
+  for (int64_t i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rope_dim);
+    omega_[i] = 1.0f / std::pow(static_cast<float>(base), exponent);
+  }
+  if (yarn == nullptr) return;
+  // YaRN (reference `precompute_freqs_cis`): pairs below `low` keep ω, pairs
+  // above `high` get ω / factor, a linear ramp blends in between.
+  auto correction_dim = [&](double rotations) {
+    return static_cast<double>(rope_dim) *
+           std::log(static_cast<double>(yarn->original_max_position) /
+                    (rotations * 2.0 * std::numbers::pi)) /
+           (2.0 * std::log(base));
+  };
+  double low = std::max(std::floor(correction_dim(yarn->beta_fast)), 0.0);
+  double high = std::min(std::ceil(correction_dim(yarn->beta_slow)),
+                         static_cast<double>(rope_dim - 1));
+  if (low == high) high += 0.001;
+  const float factor = static_cast<float>(yarn->factor);
+  for (int64_t i = 0; i < half; ++i) {
+    const float linear = (static_cast<float>(i) - static_cast<float>(low)) /
+                         static_cast<float>(high - low);
+    const float ramp = std::clamp(linear, 0.0f, 1.0f);
+    const float smooth = 1.0f - ramp;
+    omega_[i] = omega_[i] / factor * (1.0f - smooth) + omega_[i] * smooth;
+  }
+}
+
+void RopeFrequencies::Rotate(float* x, int64_t pos, bool inverse) const {
+  const float p = static_cast<float>(pos);
+  for (size_t i = 0; i < omega_.size(); ++i) {
+    const float angle = p * omega_[i];
+    const float c = std::cos(angle);
+    const float s = inverse ? -std::sin(angle) : std::sin(angle);
+    const float x0 = x[2 * i], x1 = x[2 * i + 1];
+    x[2 * i] = x0 * c - x1 * s;
+    x[2 * i + 1] = x0 * s + x1 * c;
+  }
+}
+
+void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
+  if (n <= n_tokens) return;
+  n_tokens = n;
+  const int64_t H = c.num_attention_heads, A = c.head_dim;
+  qr.resize(n * c.q_lora_rank);
+  q.resize(n * H * A);
+  kv.resize(n * A);
+  o.resize(n * H * A);
+  o_group.resize(n * c.heads_per_group() * A);
+  z.resize(n * c.o_groups * c.o_lora_rank);
+  scores.resize(c.sliding_window);
+}
+
+void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+                      const RopeFrequencies& rope, const NumericsOptions& opts,
+                      const Tracer& trace, int64_t layer, const float* x, int64_t n_tokens,
+                      int64_t pos0, float* ring, AttentionScratch& s, float* out) {
+  const int64_t T = n_tokens, Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
+  const int64_t R = c.qk_rope_head_dim, nope = A - R, G = c.o_groups, O = c.o_lora_rank;
+  const int64_t W = c.sliding_window, HG = c.heads_per_group();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  s.Reserve(c, T);
+
+  // ---- Low-rank query (§4.1): qr = q_norm(wq_a · x); q = wq_b · qr -> [T, H, A] ----
+  float* qr = s.qr.data();  // [T, Q]
+  Linear(pool, qr, LinearInput(x, T, w.wq_a, opts, s.act), w.wq_a, T);
+  for (int64_t t = 0; t < T; ++t) RmsNorm(qr + t * Q, qr + t * Q, w.q_norm.data(), Q, eps);
+  trace("attn.qr", layer, qr, {T, Q});
+  float* q = s.q.data();  // [T, H, A]
+  Linear(pool, q, LinearInput(qr, T, w.wq_b, opts, s.act), w.wq_b, T);
+  // Per-head unweighted RMS norm, then RoPE on the trailing R dims.
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      float* qh = q + (t * H + h) * A;
+      RmsNorm(qh, qh, nullptr, A, eps);
+      rope.Rotate(qh + nope, pos0 + t, /*inverse=*/false);
+    }
+  }
+  trace("attn.q", layer, q, {T, H, A});
+
+  // ---- Shared K=V head: kv = kv_norm(wkv · x) -> [T, A], RoPE on the last R ----
+  float* kv = s.kv.data();
+  Linear(pool, kv, LinearInput(x, T, w.wkv, opts, s.act), w.wkv, T);
+  for (int64_t t = 0; t < T; ++t) {
+    float* kvt = kv + t * A;
+    RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);
+    rope.Rotate(kvt + nope, pos0 + t, /*inverse=*/false);
+    // QAT: FP8-simulate the nope dims in blocks of 64; rope dims stay exact (§4.1).
+    if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(kvt, nope, 64);
+  }
+  trace("attn.kv", layer, kv, {T, A});
+
+  // ---- Window attention with a per-head sink (§4.3, §4.6) ----
+  // Keys of position p: positions max(0, p − W + 1) .. p; those before pos0 come
+  // from the ring (slot j mod W), the rest from this call's kv.
+  auto key = [&](int64_t j) -> const float* {
+    return j < pos0 ? ring + (j % W) * A : kv + (j - pos0) * A;
+  };
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
+  float* o = s.o.data();  // [T, H, A]
+  float* scores = s.scores.data();
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t p = pos0 + t;
+    const int64_t first = std::max<int64_t>(0, p - W + 1);
+    const int64_t n_keys = p - first + 1;
+    for (int64_t h = 0; h < H; ++h) {
+      const float* qh = q + (t * H + h) * A;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < n_keys; ++i) {
+        const float* kj = key(first + i);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < A; ++d) dot += qh[d] * kj[d];
+        scores[i] = dot * softmax_scale;
+        mx = std::max(mx, scores[i]);
+      }
+      // The sink only adds to the denominator; the max is over the real logits.
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n_keys; ++i) {
+        scores[i] = std::exp(scores[i] - mx);
+        sum += scores[i];
+      }
+      const float denom = sum + std::exp(w.attn_sink[h] - mx);
+      float* oh = o + (t * H + h) * A;
+      std::fill_n(oh, A, 0.0f);
+      for (int64_t i = 0; i < n_keys; ++i) {
+        const float pw = scores[i] / denom;
+        const float* kj = key(first + i);
+        for (int64_t d = 0; d < A; ++d) oh[d] += pw * kj[d];
+      }
+      // V = K carries rotated dims: undo the rotation at the query position (§4.2).
+      rope.Rotate(oh + nope, p, /*inverse=*/true);
+    }
+  }
+  trace("attn.o", layer, o, {T, H, A});
+  // The window now ends at pos0 + T − 1.
+  for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
+    std::copy_n(kv + t * A, A, ring + ((pos0 + t) % W) * A);
+  }
+
+  // ---- Grouped low-rank output (§4.7): z_g = wo_a[g] · o_g; out = wo_b · z ----
+  // wo_a runs unquantized in the reference (a bf16 einsum), so no act quant here.
+  float* og = s.o_group.data();  // [T, (H/G)·A]
+  float* z = s.z.data();         // [T, G·O]
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(o + (t * H + g * HG) * A, HG * A, og + t * HG * A);
+    }
+    LinearRows(pool, z + g * O, G * O, og, w.wo_a, T, g * O, (g + 1) * O);
+  }
+  trace("attn.wo_b_in", layer, z, {T, G * O});
+  Linear(pool, out, LinearInput(z, T, w.wo_b, opts, s.act), w.wo_b, T);
+}
+
+}  // namespace dsv4::deepseek_v4

@@ -1,0 +1,685 @@
+// Parsing and validation of DeepSeek-V4 config.json (see config.h).
+// nlohmann::json is used without exceptions (parse with allow_exceptions =
+// false, every access type-checked first), so nothing escapes this module.
+#include "model/deepseek_v4/config.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Str(int64_t v) { return std::to_string(v); }
+std::string Str(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// Reads typed fields from one JSON object, under a primary key and aliases.
+// The first type or consistency problem is kept and reported by status().
+class FieldReader {
+ public:
+  FieldReader(const Json& obj, std::string source) : obj_(obj), source_(std::move(source)) {}
+
+  // The value under the first present key of `keys`; nullptr when none.
+  // Two present keys with different values are an error (e.g. dim vs hidden_size).
+  const Json* Find(std::initializer_list<const char*> keys) {
+    const Json* found = nullptr;
+    const char* found_key = nullptr;
+    for (const char* k : keys) {
+      auto it = obj_.find(k);
+      if (it == obj_.end() || it->is_null()) continue;
+      if (found == nullptr) {
+        found = &*it;
+        found_key = k;
+      } else if (*found != *it) {
+        Fail(std::string("'") + found_key + "' = " + found->dump() + " and its alias '" + k +
+                 "' = " + it->dump() + " disagree",
+             "keep one spelling, or make them equal");
+      }
+    }
+    return found;
+  }
+
+  void Int(std::initializer_list<const char*> keys, int64_t& out) {
+    const Json* v = Find(keys);
+    if (v == nullptr) return;
+    if (v->is_number_integer() || v->is_number_unsigned()) {
+      out = v->get<int64_t>();
+    } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+               std::fabs(v->get<double>()) < 9e15) {
+      out = static_cast<int64_t>(v->get<double>());
+    } else {
+      TypeError(*keys.begin(), "an integer", *v);
+    }
+  }
+  void Int32(std::initializer_list<const char*> keys, int32_t& out) {
+    int64_t v = out;
+    Int(keys, v);
+    if (v < INT32_MIN || v > INT32_MAX) {
+      Fail(std::string("'") + *keys.begin() + "' = " + Str(v) + " does not fit in 32 bits");
+      return;
+    }
+    out = static_cast<int32_t>(v);
+  }
+  void Float(std::initializer_list<const char*> keys, double& out) {
+    const Json* v = Find(keys);
+    if (v == nullptr) return;
+    if (v->is_number()) {
+      out = v->get<double>();
+    } else {
+      TypeError(*keys.begin(), "a number", *v);
+    }
+  }
+  void Bool(std::initializer_list<const char*> keys, bool& out) {
+    const Json* v = Find(keys);
+    if (v == nullptr) return;
+    if (v->is_boolean()) {
+      out = v->get<bool>();
+    } else {
+      TypeError(*keys.begin(), "true or false", *v);
+    }
+  }
+  // Returns false when absent.
+  bool String(std::initializer_list<const char*> keys, std::string& out) {
+    const Json* v = Find(keys);
+    if (v == nullptr) return false;
+    if (!v->is_string()) {
+      TypeError(*keys.begin(), "a string", *v);
+      return false;
+    }
+    out = v->get<std::string>();
+    return true;
+  }
+  // Returns nullopt when absent.
+  std::optional<std::vector<int64_t>> IntList(std::initializer_list<const char*> keys) {
+    const Json* v = Find(keys);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_array()) {
+      TypeError(*keys.begin(), "a list of integers", *v);
+      return std::nullopt;
+    }
+    std::vector<int64_t> out;
+    for (const Json& e : *v) {
+      if (!e.is_number_integer() && !e.is_number_unsigned()) {
+        TypeError(*keys.begin(), "a list of integers", *v);
+        return std::nullopt;
+      }
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+  std::optional<std::vector<std::string>> StringList(std::initializer_list<const char*> keys) {
+    const Json* v = Find(keys);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_array()) {
+      TypeError(*keys.begin(), "a list of strings", *v);
+      return std::nullopt;
+    }
+    std::vector<std::string> out;
+    for (const Json& e : *v) {
+      if (!e.is_string()) {
+        TypeError(*keys.begin(), "a list of strings", *v);
+        return std::nullopt;
+      }
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+
+  void Fail(std::string message, std::string hint = {}) {
+    if (status_.ok()) status_ = InvalidArgument(source_ + ": " + message, std::move(hint));
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  void TypeError(const char* key, const char* want, const Json& got) {
+    std::string shown = got.dump();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    Fail(std::string("'") + key + "' must be " + want + ", got " + shown);
+  }
+
+  const Json& obj_;
+  std::string source_;
+  Status status_;
+};
+
+// HF transformers' `layer_types` labels (configuration_deepseek_v4.py).
+constexpr const char* kSlidingAttention = "sliding_attention";
+constexpr const char* kCompressedSparse = "compressed_sparse_attention";
+constexpr const char* kHeavilyCompressed = "heavily_compressed_attention";
+
+Status Field(const std::string& field, const std::string& value, const std::string& supported) {
+  return InvalidArgument("config field '" + field + "' = " + value + " is not supported",
+                         "supported: " + supported);
+}
+
+}  // namespace
+
+std::string_view ScoringFuncName(ScoringFunc f) {
+  switch (f) {
+    case ScoringFunc::kSqrtSoftplus: return "sqrtsoftplus";
+    case ScoringFunc::kSigmoid: return "sigmoid";
+    case ScoringFunc::kSoftmax: return "softmax";
+  }
+  return "?";
+}
+
+std::string_view ExpertDTypeName(ExpertDType d) {
+  switch (d) {
+    case ExpertDType::kDefault: return "default";
+    case ExpertDType::kFp8: return "fp8";
+    case ExpertDType::kFp4: return "fp4";
+  }
+  return "?";
+}
+
+std::string_view LayerTypeName(int64_t compress_ratio) {
+  if (compress_ratio == 0) return kSlidingAttention;
+  if (compress_ratio == 4) return kCompressedSparse;
+  return kHeavilyCompressed;
+}
+
+int64_t DeepSeekV4Config::compress_ratio(int64_t layer) const {
+  CHECK(layer >= 0 && layer < n_layers_total(), "layer %lld out of range",
+        static_cast<long long>(layer));
+  return layer < static_cast<int64_t>(compress_ratios.size()) ? compress_ratios[layer] : 0;
+}
+
+namespace {
+Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& source);
+}  // namespace
+
+Result<DeepSeekV4Config> DeepSeekV4Config::FromJson(std::string_view text,
+                                                    const std::string& source) {
+  Result<DeepSeekV4Config> c = ParseConfig(text, source);
+  if (!c.ok()) {
+    // Every error names the file it came from.
+    const Status& s = c.status();
+    if (s.message().rfind(source, 0) != 0) return s.WithContext(source);
+    return s;
+  }
+  RETURN_IF_ERROR(c->Validate().WithContext(source));
+  return c;
+}
+
+namespace {
+Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& source) {
+  Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return InvalidArgument(source + ": not valid JSON", "is this a config.json file?");
+  }
+  if (!root.is_object()) {
+    return InvalidArgument(source + ": the top level is not a JSON object",
+                           "a config.json holds one object of hyper-parameters");
+  }
+  DeepSeekV4Config c;
+  FieldReader f(root, source);
+
+  if (!f.String({"model_type"}, c.model_type)) {
+    return InvalidArgument(source + ": 'model_type' is missing",
+                           "a DeepSeek-V4 config.json has \"model_type\": \"deepseek_v4\"");
+  }
+  f.Int({"vocab_size"}, c.vocab_size);
+  f.Int({"hidden_size", "dim"}, c.hidden_size);
+  f.Int({"num_hidden_layers", "n_layers"}, c.num_hidden_layers);
+  f.Int({"num_attention_heads", "n_heads"}, c.num_attention_heads);
+  f.Int({"num_key_value_heads"}, c.num_key_value_heads);
+  f.Int({"head_dim"}, c.head_dim);
+  f.Int({"qk_rope_head_dim", "rope_head_dim"}, c.qk_rope_head_dim);
+  if (root.contains("partial_rotary_factor") && !root.contains("qk_rope_head_dim") &&
+      !root.contains("rope_head_dim")) {
+    double factor = 0.0;
+    f.Float({"partial_rotary_factor"}, factor);
+    c.qk_rope_head_dim = static_cast<int64_t>(std::llround(factor * c.head_dim));
+  }
+  f.Int({"q_lora_rank"}, c.q_lora_rank);
+  f.Int({"o_groups"}, c.o_groups);
+  f.Int({"o_lora_rank"}, c.o_lora_rank);
+  f.Int({"sliding_window", "window_size"}, c.sliding_window);
+  f.Int({"max_position_embeddings"}, c.max_position_embeddings);
+
+  // RoPE bases and YaRN: official keys, HF `rope_scaling`, or HF v5 `rope_parameters`
+  // ({"main": {...}, "compress": {...}}).
+  f.Float({"rope_theta"}, c.rope_theta);
+  f.Float({"compress_rope_theta"}, c.compress_rope_theta);
+  const Json* scaling = f.Find({"rope_scaling"});
+  if (const Json* rp = f.Find({"rope_parameters"}); rp != nullptr && rp->is_object()) {
+    if (rp->contains("main") && (*rp)["main"].is_object()) {
+      FieldReader m((*rp)["main"], source + " rope_parameters.main");
+      m.Float({"rope_theta"}, c.rope_theta);
+      std::string type = "default";
+      m.String({"rope_type", "type"}, type);
+      if (type != "default") {
+        return Field("rope_parameters.main.rope_type", "\"" + type + "\"",
+                     "\"default\" (sliding-window layers use plain RoPE, spec §4.2)");
+      }
+      RETURN_IF_ERROR(m.status());
+    }
+    if (rp->contains("compress") && (*rp)["compress"].is_object()) {
+      FieldReader m((*rp)["compress"], source + " rope_parameters.compress");
+      m.Float({"rope_theta"}, c.compress_rope_theta);
+      RETURN_IF_ERROR(m.status());
+      if (scaling == nullptr) scaling = &(*rp)["compress"];
+    } else if (!rp->contains("main") && scaling == nullptr) {
+      scaling = rp;  // a flat rope_parameters dict is the compressed layers' YaRN
+    }
+  }
+  if (scaling != nullptr) {
+    if (!scaling->is_object()) {
+      return InvalidArgument(source + ": 'rope_scaling' must be an object or null, got " +
+                             scaling->dump());
+    }
+    FieldReader s(*scaling, source + " rope_scaling");
+    std::string type = "yarn";
+    s.String({"type", "rope_type"}, type);
+    if (type == "yarn") {
+      c.rope_scaling.enabled = true;
+    } else if (type == "default" || type == "none") {
+      c.rope_scaling.enabled = false;
+    } else {
+      return Field("rope_scaling.type", "\"" + type + "\"", "\"yarn\" or none");
+    }
+    s.Float({"factor"}, c.rope_scaling.factor);
+    s.Int({"original_max_position_embeddings"}, c.rope_scaling.original_max_position);
+    s.Float({"beta_fast"}, c.rope_scaling.beta_fast);
+    s.Float({"beta_slow"}, c.rope_scaling.beta_slow);
+    double attention_factor = 1.0;
+    s.Float({"attention_factor"}, attention_factor);
+    double mscale = 1.0, mscale_all_dim = 1.0;
+    s.Float({"mscale"}, mscale);
+    s.Float({"mscale_all_dim"}, mscale_all_dim);
+    RETURN_IF_ERROR(s.status());
+    if (attention_factor != 1.0 || mscale != mscale_all_dim) {
+      return Field("rope_scaling.attention_factor", Str(attention_factor),
+                   "1.0: DeepSeek-V4 applies no YaRN amplitude (mscale) factor (spec §4.2)");
+    }
+  } else if (root.contains("original_seq_len") || root.contains("rope_factor")) {
+    // Inference ModelArgs spelling; original_seq_len == 0 disables YaRN.
+    int64_t original = 0;
+    f.Int({"original_seq_len"}, original);
+    f.Float({"rope_factor"}, c.rope_scaling.factor);
+    f.Float({"beta_fast"}, c.rope_scaling.beta_fast);
+    f.Float({"beta_slow"}, c.rope_scaling.beta_slow);
+    c.rope_scaling.enabled = original > 0;
+    if (original > 0) c.rope_scaling.original_max_position = original;
+  } else if (root.contains("rope_scaling")) {
+    c.rope_scaling.enabled = false;  // explicit null
+  }
+
+  f.Int({"index_n_heads"}, c.index_n_heads);
+  f.Int({"index_head_dim"}, c.index_head_dim);
+  f.Int({"index_topk"}, c.index_topk);
+
+  f.Int({"n_routed_experts", "num_local_experts"}, c.n_routed_experts);
+  f.Int({"num_experts_per_tok", "n_activated_experts"}, c.num_experts_per_tok);
+  f.Int({"n_shared_experts"}, c.n_shared_experts);
+  f.Int({"moe_intermediate_size", "moe_inter_dim"}, c.moe_intermediate_size);
+  f.Int({"num_hash_layers", "n_hash_layers"}, c.num_hash_layers);
+  std::string scoring = "sqrtsoftplus";
+  if (f.String({"scoring_func", "score_func"}, scoring)) {
+    if (scoring == "sqrtsoftplus") {
+      c.scoring_func = ScoringFunc::kSqrtSoftplus;
+    } else if (scoring == "sigmoid") {
+      c.scoring_func = ScoringFunc::kSigmoid;
+    } else if (scoring == "softmax") {
+      c.scoring_func = ScoringFunc::kSoftmax;
+    } else {
+      return Field("scoring_func", "\"" + scoring + "\"", "sqrtsoftplus, sigmoid, softmax");
+    }
+  }
+  f.String({"topk_method"}, c.topk_method);
+  f.Bool({"norm_topk_prob"}, c.norm_topk_prob);
+  f.Float({"routed_scaling_factor", "route_scale"}, c.routed_scaling_factor);
+  f.Float({"swiglu_limit"}, c.swiglu_limit);
+
+  f.Int({"hc_mult"}, c.hc_mult);
+  f.Int({"hc_sinkhorn_iters"}, c.hc_sinkhorn_iters);
+  f.Float({"hc_eps"}, c.hc_eps);
+  f.Float({"rms_norm_eps", "norm_eps"}, c.rms_norm_eps);
+  f.Int({"num_nextn_predict_layers", "n_mtp_layers"}, c.num_nextn_predict_layers);
+  f.Int32({"bos_token_id"}, c.bos_token_id);
+  if (const Json* eos = f.Find({"eos_token_id"}); eos != nullptr && eos->is_array()) {
+    // HF allows a list; the first id is the end-of-sequence token.
+    if (eos->empty() || !(*eos)[0].is_number_integer()) {
+      return InvalidArgument(source + ": 'eos_token_id' must be an integer or a list of them");
+    }
+    c.eos_token_id = (*eos)[0].get<int32_t>();
+  } else {
+    f.Int32({"eos_token_id"}, c.eos_token_id);
+  }
+  f.Bool({"tie_word_embeddings"}, c.tie_word_embeddings);
+
+  // Features of other families that V4 does not have: reject non-default values
+  // instead of silently ignoring them.
+  int64_t first_k_dense = 0, n_group = 1, topk_group = 1;
+  f.Int({"first_k_dense_replace"}, first_k_dense);
+  f.Int({"n_group"}, n_group);
+  f.Int({"topk_group"}, topk_group);
+  if (first_k_dense != 0) {
+    return Field("first_k_dense_replace", Str(first_k_dense), "0 (every V4 layer is MoE)");
+  }
+  if (n_group > 1 || topk_group > 1) {
+    return Field("n_group", Str(n_group), "1 (V4 routing has no expert groups, spec §5.1)");
+  }
+  bool attention_bias = false, mlp_bias = false;
+  f.Bool({"attention_bias"}, attention_bias);
+  f.Bool({"mlp_bias"}, mlp_bias);
+  if (attention_bias || mlp_bias) {
+    return Field(attention_bias ? "attention_bias" : "mlp_bias", "true",
+                 "false (DeepSeek-V4 linears have no bias)");
+  }
+  std::string hidden_act = "silu";
+  f.String({"hidden_act"}, hidden_act);
+  if (hidden_act != "silu") return Field("hidden_act", "\"" + hidden_act + "\"", "\"silu\"");
+
+  // Weight formats: HF quantization_config, and the inference keys dtype /
+  // scale_fmt / expert_dtype / scale_dtype.
+  std::string expert_dtype;
+  if (f.String({"expert_dtype"}, expert_dtype)) {
+    if (expert_dtype == "fp4") {
+      c.expert_dtype = ExpertDType::kFp4;
+    } else if (expert_dtype == "fp8") {
+      c.expert_dtype = ExpertDType::kFp8;
+    } else if (expert_dtype == "bf16" || expert_dtype == "bfloat16") {
+      c.expert_dtype = ExpertDType::kDefault;
+    } else {
+      return Field("expert_dtype", "\"" + expert_dtype + "\"", "fp4, fp8, bf16 or absent");
+    }
+  }
+  if (const Json* q = f.Find({"quantization_config"}); q != nullptr) {
+    if (!q->is_object()) {
+      return InvalidArgument(source + ": 'quantization_config' must be an object, got " +
+                             q->dump());
+    }
+    QuantizationConfig& qc = c.quantization_config;
+    qc.present = true;
+    FieldReader r(*q, source + " quantization_config");
+    r.String({"quant_method"}, qc.quant_method);
+    r.String({"fmt"}, qc.fmt);
+    if (!r.String({"scale_fmt"}, qc.scale_fmt)) qc.scale_fmt.clear();
+    if (auto block = r.IntList({"weight_block_size"})) qc.weight_block_size = *block;
+    r.String({"activation_scheme"}, qc.activation_scheme);
+    RETURN_IF_ERROR(r.status());
+  }
+  std::string dtype;
+  if (f.String({"dtype"}, dtype)) {
+    if (dtype == "fp8") {
+      c.quantization_config.present = true;  // inference config.json: FP8 dense weights
+    } else if (dtype == "bf16") {
+      // inference config.json: unquantized weights
+    } else {
+      c.torch_dtype = dtype;  // transformers v5 writes torch_dtype as `dtype`
+    }
+  }
+  std::string scale_fmt;
+  if (f.String({"scale_fmt"}, scale_fmt)) c.quantization_config.scale_fmt = scale_fmt;
+  f.String({"torch_dtype"}, c.torch_dtype);
+
+  // ---- attention schedule ----
+  // compress_ratios (official and HF legacy) or layer_types (+ compress_rates).
+  std::map<std::string, int64_t> rates = {{kCompressedSparse, 4}, {kHeavilyCompressed, 128}};
+  if (const Json* cr = f.Find({"compress_rates"}); cr != nullptr) {
+    if (!cr->is_object()) {
+      return InvalidArgument(source + ": 'compress_rates' must be an object, got " + cr->dump());
+    }
+    for (auto it = cr->begin(); it != cr->end(); ++it) {
+      if (!it->is_number_integer()) {
+        return InvalidArgument(source + ": 'compress_rates." + it.key() + "' must be an integer");
+      }
+      rates[it.key()] = it->get<int64_t>();
+    }
+  }
+  f.Int({"compress_rate_csa"}, rates[kCompressedSparse]);
+  f.Int({"compress_rate_hca"}, rates[kHeavilyCompressed]);
+  std::optional<std::vector<int64_t>> ratios = f.IntList({"compress_ratios"});
+  std::optional<std::vector<std::string>> layer_types = f.StringList({"layer_types"});
+  RETURN_IF_ERROR(f.status());
+  if (layer_types) {
+    std::vector<int64_t> from_types;
+    for (size_t i = 0; i < layer_types->size(); ++i) {
+      const std::string& t = (*layer_types)[i];
+      if (t == kSlidingAttention) {
+        from_types.push_back(0);
+      } else if (rates.count(t)) {
+        from_types.push_back(rates[t]);
+      } else {
+        return Field("layer_types[" + std::to_string(i) + "]", "\"" + t + "\"",
+                     "sliding_attention, compressed_sparse_attention, "
+                     "heavily_compressed_attention");
+      }
+    }
+    if (ratios) {
+      for (size_t i = 0; i < from_types.size() && i < ratios->size(); ++i) {
+        if (from_types[i] != (*ratios)[i]) {
+          return InvalidArgument(
+              source + ": layer " + std::to_string(i) + " is '" + (*layer_types)[i] +
+                  "' in layer_types but has compress_ratios[" + std::to_string(i) + "] = " +
+                  Str((*ratios)[i]),
+              "make compress_ratios and layer_types agree");
+        }
+      }
+    } else {
+      ratios = from_types;
+    }
+  }
+  if (!ratios) {
+    return InvalidArgument(source + ": neither 'compress_ratios' nor 'layer_types' is present",
+                           "the attention schedule must come from the checkpoint's config "
+                           "(spec §1.2); add compress_ratios with one entry per layer");
+  }
+  c.compress_ratios = *ratios;
+
+  // mlp_layer_types (HF v5): hash_moe for the first layers, then moe.
+  if (auto mlp = f.StringList({"mlp_layer_types"})) {
+    int64_t n_hash = 0;
+    bool seen_moe = false;
+    for (size_t i = 0; i < mlp->size(); ++i) {
+      const std::string& t = (*mlp)[i];
+      if (t == "hash_moe" && !seen_moe) {
+        ++n_hash;
+      } else if (t == "moe") {
+        seen_moe = true;
+      } else {
+        return Field("mlp_layer_types[" + std::to_string(i) + "]", "\"" + t + "\"",
+                     "\"hash_moe\" for a leading run of layers, then \"moe\"");
+      }
+    }
+    if (root.contains("num_hash_layers") && n_hash != c.num_hash_layers) {
+      return InvalidArgument(source + ": mlp_layer_types has " + Str(n_hash) +
+                                 " hash_moe layers but num_hash_layers = " +
+                                 Str(c.num_hash_layers),
+                             "make them agree");
+    }
+    c.num_hash_layers = n_hash;
+  }
+  RETURN_IF_ERROR(f.status());
+  return c;
+}
+}  // namespace
+
+Result<DeepSeekV4Config> DeepSeekV4Config::FromFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return FromJson(text, path);
+}
+
+Status DeepSeekV4Config::Validate() const {
+  if (model_type != "deepseek_v4") {
+    return Field("model_type", "\"" + model_type + "\"", "\"deepseek_v4\"");
+  }
+  struct Positive {
+    const char* name;
+    int64_t value;
+  };
+  for (const Positive& p : {Positive{"vocab_size", vocab_size},
+                            Positive{"hidden_size", hidden_size},
+                            Positive{"num_hidden_layers", num_hidden_layers},
+                            Positive{"num_attention_heads", num_attention_heads},
+                            Positive{"head_dim", head_dim},
+                            Positive{"qk_rope_head_dim", qk_rope_head_dim},
+                            Positive{"q_lora_rank", q_lora_rank},
+                            Positive{"o_groups", o_groups},
+                            Positive{"o_lora_rank", o_lora_rank},
+                            Positive{"sliding_window", sliding_window},
+                            Positive{"max_position_embeddings", max_position_embeddings},
+                            Positive{"n_routed_experts", n_routed_experts},
+                            Positive{"num_experts_per_tok", num_experts_per_tok},
+                            Positive{"moe_intermediate_size", moe_intermediate_size},
+                            Positive{"hc_mult", hc_mult},
+                            Positive{"hc_sinkhorn_iters", hc_sinkhorn_iters}}) {
+    if (p.value <= 0) return Field(p.name, Str(p.value), "a positive integer");
+  }
+  // Sizes far beyond any release are file damage, and would overflow products.
+  constexpr int64_t kHuge = int64_t{1} << 24;
+  for (const Positive& p : {Positive{"vocab_size", vocab_size},
+                            Positive{"hidden_size", hidden_size},
+                            Positive{"num_hidden_layers", num_hidden_layers},
+                            Positive{"num_attention_heads", num_attention_heads},
+                            Positive{"head_dim", head_dim},
+                            Positive{"q_lora_rank", q_lora_rank},
+                            Positive{"o_lora_rank", o_lora_rank},
+                            Positive{"n_routed_experts", n_routed_experts},
+                            Positive{"moe_intermediate_size", moe_intermediate_size},
+                            Positive{"hc_mult", hc_mult},
+                            Positive{"index_n_heads", index_n_heads},
+                            Positive{"index_head_dim", index_head_dim}}) {
+    if (p.value > kHuge) return Field(p.name, Str(p.value), "at most " + Str(kHuge));
+  }
+  if (hc_mult > 64) return Field("hc_mult", Str(hc_mult), "1..64 (V4 uses 4)");
+  if (hc_sinkhorn_iters > 10000) {
+    return Field("hc_sinkhorn_iters", Str(hc_sinkhorn_iters), "1..10000 (V4 uses 20)");
+  }
+  if (num_key_value_heads != 1) {
+    return Field("num_key_value_heads", Str(num_key_value_heads),
+                 "1 (DeepSeek-V4 attention has one shared K=V head)");
+  }
+  if (qk_rope_head_dim > head_dim || qk_rope_head_dim % 2 != 0) {
+    return Field("qk_rope_head_dim", Str(qk_rope_head_dim),
+                 "an even number ≤ head_dim = " + Str(head_dim));
+  }
+  if (num_attention_heads % o_groups != 0) {
+    return Field("o_groups", Str(o_groups),
+                 "a divisor of num_attention_heads = " + Str(num_attention_heads));
+  }
+  if (n_shared_experts != 1) {
+    return Field("n_shared_experts", Str(n_shared_experts), "1 (the reference asserts it)");
+  }
+  if (num_experts_per_tok > n_routed_experts) {
+    return Field("num_experts_per_tok", Str(num_experts_per_tok),
+                 "at most n_routed_experts = " + Str(n_routed_experts));
+  }
+  if (num_hash_layers < 0 || num_hash_layers > num_hidden_layers) {
+    return Field("num_hash_layers", Str(num_hash_layers),
+                 "0..num_hidden_layers = " + Str(num_hidden_layers));
+  }
+  if (topk_method != "noaux_tc" && topk_method != "greedy") {
+    return Field("topk_method", "\"" + topk_method + "\"",
+                 "\"noaux_tc\" (bias for selection only, no groups)");
+  }
+  if (!norm_topk_prob && scoring_func != ScoringFunc::kSoftmax) {
+    return Field("norm_topk_prob", "false",
+                 "true with " + std::string(ScoringFuncName(scoring_func)) +
+                     " scores (the reference always normalises them, spec §5.1)");
+  }
+  if (!(routed_scaling_factor > 0.0) || !std::isfinite(routed_scaling_factor)) {
+    return Field("routed_scaling_factor", Str(routed_scaling_factor), "a positive number");
+  }
+  if (!(swiglu_limit >= 0.0) || !std::isfinite(swiglu_limit)) {
+    return Field("swiglu_limit", Str(swiglu_limit), "a non-negative number (0 = no clamp)");
+  }
+  if (!(hc_eps >= 0.0) || !(rms_norm_eps > 0.0) || !std::isfinite(rms_norm_eps)) {
+    return Field(hc_eps >= 0.0 ? "rms_norm_eps" : "hc_eps",
+                 Str(hc_eps >= 0.0 ? rms_norm_eps : hc_eps), "a small positive number");
+  }
+  if (!(rope_theta > 1.0) || !(compress_rope_theta > 1.0)) {
+    return Field(rope_theta > 1.0 ? "compress_rope_theta" : "rope_theta",
+                 Str(rope_theta > 1.0 ? compress_rope_theta : rope_theta), "a base > 1");
+  }
+  if (rope_scaling.enabled &&
+      (!(rope_scaling.factor >= 1.0) || rope_scaling.original_max_position <= 0 ||
+       !(rope_scaling.beta_fast > 0.0) || !(rope_scaling.beta_slow > 0.0))) {
+    return Field("rope_scaling", "factor " + Str(rope_scaling.factor),
+                 "yarn with factor ≥ 1, original_max_position_embeddings > 0, betas > 0");
+  }
+  if (num_nextn_predict_layers < 0 || num_nextn_predict_layers > 16) {
+    return Field("num_nextn_predict_layers", Str(num_nextn_predict_layers), "0..16");
+  }
+  if (bos_token_id < 0 || bos_token_id >= vocab_size) {
+    return Field("bos_token_id", Str(int64_t{bos_token_id}), "an id in [0, vocab_size)");
+  }
+  if (eos_token_id < 0 || eos_token_id >= vocab_size) {
+    return Field("eos_token_id", Str(int64_t{eos_token_id}), "an id in [0, vocab_size)");
+  }
+  if (tie_word_embeddings) {
+    return Field("tie_word_embeddings", "true",
+                 "false (DeepSeek-V4 has a separate head.weight, spec §6.2)");
+  }
+  const QuantizationConfig& q = quantization_config;
+  if (q.present) {
+    if (q.quant_method != "fp8") {
+      return Field("quantization_config.quant_method", "\"" + q.quant_method + "\"", "\"fp8\"");
+    }
+    if (q.fmt != "e4m3") {
+      return Field("quantization_config.fmt", "\"" + q.fmt + "\"", "\"e4m3\"");
+    }
+    if (!q.scale_fmt.empty() && q.scale_fmt != "ue8m0") {
+      return Field("quantization_config.scale_fmt", "\"" + q.scale_fmt + "\"",
+                   "\"ue8m0\" or absent (f32 scales)");
+    }
+    if (q.weight_block_size != std::vector<int64_t>{128, 128}) {
+      std::string shown;
+      for (int64_t b : q.weight_block_size) shown += (shown.empty() ? "" : ", ") + Str(b);
+      return Field("quantization_config.weight_block_size", "[" + shown + "]", "[128, 128]");
+    }
+    if (q.activation_scheme != "dynamic") {
+      return Field("quantization_config.activation_scheme", "\"" + q.activation_scheme + "\"",
+                   "\"dynamic\"");
+    }
+  }
+  const int64_t n_ratios = static_cast<int64_t>(compress_ratios.size());
+  if (n_ratios != num_hidden_layers && n_ratios != n_layers_total()) {
+    return Field("compress_ratios", "a list of " + Str(n_ratios) + " entries",
+                 "one entry per layer: " + Str(num_hidden_layers) + " (+ " +
+                     Str(num_nextn_predict_layers) + " MTP) entries");
+  }
+  for (int64_t l = 0; l < n_ratios; ++l) {
+    const int64_t r = compress_ratios[l];
+    if (r < 0 || r > 65536) {
+      return Field("compress_ratios[" + Str(l) + "]", Str(r),
+                   "0 (window), 4 (CSA) or another ratio in 1..65536 (HCA)");
+    }
+  }
+  if (n_ratios > num_hidden_layers && compress_ratios[num_hidden_layers] != 0) {
+    return Field("compress_ratios[" + Str(num_hidden_layers) + "]",
+                 Str(compress_ratios[num_hidden_layers]), "0 (the MTP layer is window-only)");
+  }
+  return Status::Ok();
+}
+
+Status DeepSeekV4Config::CheckForwardSupported() const {
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    const int64_t r = compress_ratio(l);
+    if (r > 0) {
+      return Unimplemented(
+          "config field 'compress_ratios[" + Str(l) + "]' = " + Str(r) + ": layer " + Str(l) +
+              " is " +
+              (r == 4 ? "compressed sparse attention (CSA)"
+                      : "heavily compressed attention (HCA)") +
+              ", which the forward pass does not support yet",
+          "only sliding-window layers (compress ratio 0) run today (CSA/HCA is issue 4); "
+          "`dsv4 inspect` still reads this config");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace dsv4::deepseek_v4

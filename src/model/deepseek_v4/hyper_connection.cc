@@ -1,0 +1,125 @@
+// mHC coefficient computation, collapse, expansion and head (see hyper_connection.h).
+#include "model/deepseek_v4/hyper_connection.h"
+
+#include <cmath>
+
+#include "ops/matmul.h"
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// 1 / sqrt(mean(v²) + eps) over n values (reference: x.square().mean(-1)).
+float InvRms(const float* v, int64_t n, float eps) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(v[i]) * v[i];
+  return 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+}
+
+}  // namespace
+
+void SinkhornProject(float* comb, int64_t n, int64_t iters, float eps) {
+  // comb[j * n + k]: row j, column k. Row softmax over k, then + eps.
+  for (int64_t j = 0; j < n; ++j) {
+    float* row = comb + j * n;
+    float mx = row[0];
+    for (int64_t k = 1; k < n; ++k) mx = std::max(mx, row[k]);
+    float sum = 0.0f;
+    for (int64_t k = 0; k < n; ++k) {
+      row[k] = std::exp(row[k] - mx);
+      sum += row[k];
+    }
+    for (int64_t k = 0; k < n; ++k) row[k] = row[k] / sum + eps;
+  }
+  auto normalize_columns = [&] {
+    for (int64_t k = 0; k < n; ++k) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) sum += comb[j * n + k];
+      for (int64_t j = 0; j < n; ++j) comb[j * n + k] /= sum + eps;
+    }
+  };
+  auto normalize_rows = [&] {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (int64_t k = 0; k < n; ++k) sum += comb[j * n + k];
+      for (int64_t k = 0; k < n; ++k) comb[j * n + k] /= sum + eps;
+    }
+  };
+  normalize_columns();
+  for (int64_t i = 0; i < iters - 1; ++i) {
+    normalize_rows();
+    normalize_columns();
+  }
+}
+
+void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w,
+                        const float* x, int64_t n_tokens, float* mix, float* pre, float* post,
+                        float* comb) {
+  const int64_t C = p.streams, CD = p.streams * p.hidden, M = (2 + C) * C;
+  CHECK(w.fn.sizes[0] == M && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(M) &&
+        w.scale.size() == 3);
+  ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, M] = x[T, C·D] · fnᵀ
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* m = mix + t * M;
+    // The reference multiplies by the inverse RMS after the matvec.
+    const float r = InvRms(x + t * CD, CD, p.norm_eps);
+    for (int64_t i = 0; i < M; ++i) m[i] *= r;
+    for (int64_t c = 0; c < C; ++c) {
+      pre[t * C + c] = Sigmoid(m[c] * w.scale[0] + w.base[c]) + p.hc_eps;
+      post[t * C + c] = 2.0f * Sigmoid(m[C + c] * w.scale[1] + w.base[C + c]);
+    }
+    float* cb = comb + t * C * C;  // [C(src j), C(dst k)] = m[2C + j·C + k]
+    for (int64_t i = 0; i < C * C; ++i) cb[i] = m[2 * C + i] * w.scale[2] + w.base[2 * C + i];
+    SinkhornProject(cb, C, p.sinkhorn_iters, p.hc_eps);
+  }
+}
+
+void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_tokens, float* u) {
+  const int64_t C = p.streams, D = p.hidden;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * C * D;
+    float* ut = u + t * D;
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < C; ++c) acc += pre[t * C + c] * xt[c * D + d];
+      ut[d] = acc;
+    }
+  }
+}
+
+void HcExpand(const HcParams& p, float* x, const float* y, const float* post, const float* comb,
+              int64_t n_tokens, float* scratch) {
+  const int64_t C = p.streams, D = p.hidden;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* xt = x + t * C * D;           // [C, D], read as the old residual
+    const float* yt = y + t * D;         // [D] sublayer output
+    const float* cb = comb + t * C * C;  // [C(src j), C(dst k)]
+    for (int64_t k = 0; k < C; ++k) {
+      float* out = scratch + k * D;
+      for (int64_t d = 0; d < D; ++d) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < C; ++j) acc += cb[j * C + k] * xt[j * D + d];
+        out[d] = post[t * C + k] * yt[d] + acc;
+      }
+    }
+    std::copy_n(scratch, C * D, xt);
+  }
+}
+
+void HcHead(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w, const float* x,
+            int64_t n_tokens, float* mix, float* pre, float* u) {
+  const int64_t C = p.streams, CD = p.streams * p.hidden;
+  CHECK(w.fn.sizes[0] == C && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(C) &&
+        w.scale.size() == 1);
+  ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, C]
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float r = InvRms(x + t * CD, CD, p.norm_eps);
+    for (int64_t c = 0; c < C; ++c) {
+      pre[t * C + c] = Sigmoid(mix[t * C + c] * r * w.scale[0] + w.base[c]) + p.hc_eps;
+    }
+  }
+  HcCollapse(p, x, pre, n_tokens, u);
+}
+
+}  // namespace dsv4::deepseek_v4

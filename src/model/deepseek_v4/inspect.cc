@@ -1,0 +1,197 @@
+// The `dsv4 inspect` report for DeepSeek-V4 (see inspect.h).
+#include "model/deepseek_v4/inspect.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/weights.h"
+
+#include "io/safetensors.h"  // OpenCheckpointDir
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+std::string Fmt(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+std::string HumanBytes(int64_t b) {
+  const double gib = static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0);
+  if (gib >= 1.0) return Fmt("%.2f GiB", gib);
+  const double mib = static_cast<double>(b) / (1024.0 * 1024.0);
+  if (mib >= 1.0) return Fmt("%.2f MiB", mib);
+  return Fmt("%lld B", static_cast<long long>(b));
+}
+
+}  // namespace
+
+std::string HumanCount(int64_t n) {
+  const double v = static_cast<double>(n);
+  if (v >= 1e12) return Fmt("%.2fT", v / 1e12);
+  if (v >= 1e9) return Fmt("%.2fB", v / 1e9);
+  if (v >= 1e6) return Fmt("%.2fM", v / 1e6);
+  if (v >= 1e3) return Fmt("%.2fK", v / 1e3);
+  return Fmt("%lld", static_cast<long long>(n));
+}
+
+ParameterCounts CountParameters(const DeepSeekV4Config& c, const CheckpointReader* reader) {
+  ParameterCounts out;
+  const std::vector<LayerPlan> plans = BuildLayerPlans(c);
+  // Routed experts: k of E are read per token. Accumulated per layer in
+  // elements and divided once, so the count is exact for E | k·n.
+  int64_t expert_elems = 0;
+  ForEachWeight(c, plans, [&](const WeightDecl& d) {
+    const int64_t n = Numel(d.shape);
+    ++out.n_tensors;
+    if (d.mtp) {
+      out.mtp += n;
+    } else {
+      out.total += n;
+      if (d.expert >= 0) {
+        expert_elems += n;
+      } else if (d.per_token) {
+        out.active += n;
+      }
+    }
+    if (reader == nullptr) {
+      const DType dt = PredictedDType(c, d.kind);
+      out.bytes_by_dtype[std::string(DTypeName(dt))] += DTypeBytes(dt, n);
+      if (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1) {
+        const DType st = PredictedScaleDType(c, d.kind);
+        const int64_t rows = d.shape[0], cols = d.shape[1];
+        const int64_t n_scales = dt == DType::kFp4E2m1
+                                     ? rows * (cols / 32)
+                                     : ((rows + 127) / 128) * ((cols + 127) / 128);
+        out.bytes_by_dtype[std::string(DTypeName(st))] += DTypeBytes(st, n_scales);
+      }
+    }
+  });
+  out.active += expert_elems / c.n_routed_experts * c.num_experts_per_tok;
+  if (reader != nullptr) {
+    out.measured = true;
+    for (const TensorInfo& t : reader->tensors()) {
+      out.bytes_by_dtype[std::string(DTypeName(t.dtype))] += t.nbytes;
+    }
+  }
+  return out;
+}
+
+std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* reader,
+                          const std::string& source) {
+  std::string r;
+  r += "DeepSeek-V4 model: " + source + "\n";
+  r += "config:\n";
+  r += Fmt("  vocab %lld, hidden %lld, layers %lld (+%lld MTP), heads %lld x %lld "
+           "(rope %lld), kv heads %lld\n",
+           (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.num_hidden_layers,
+           (long long)c.num_nextn_predict_layers, (long long)c.num_attention_heads,
+           (long long)c.head_dim, (long long)c.qk_rope_head_dim,
+           (long long)c.num_key_value_heads);
+  r += Fmt("  q_lora_rank %lld, output %lld groups x rank %lld, sliding window %lld, "
+           "max positions %lld\n",
+           (long long)c.q_lora_rank, (long long)c.o_groups, (long long)c.o_lora_rank,
+           (long long)c.sliding_window, (long long)c.max_position_embeddings);
+  r += Fmt("  MoE: %lld routed experts, %lld per token, %lld shared, width %lld; %lld hash "
+           "layers; scoring %s, topk %s, route scale %g, swiglu limit %g\n",
+           (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
+           (long long)c.n_shared_experts, (long long)c.moe_intermediate_size,
+           (long long)c.num_hash_layers, std::string(ScoringFuncName(c.scoring_func)).c_str(),
+           c.topk_method.c_str(), c.routed_scaling_factor, c.swiglu_limit);
+  r += Fmt("  mHC: %lld streams, %lld Sinkhorn iterations, hc_eps %g; rms_norm_eps %g\n",
+           (long long)c.hc_mult, (long long)c.hc_sinkhorn_iters, c.hc_eps, c.rms_norm_eps);
+  r += Fmt("  RoPE: theta %g on window layers; theta %g", c.rope_theta, c.compress_rope_theta);
+  if (c.rope_scaling.enabled) {
+    r += Fmt(" + YaRN x%g (original %lld, beta %g/%g)", c.rope_scaling.factor,
+             (long long)c.rope_scaling.original_max_position, c.rope_scaling.beta_fast,
+             c.rope_scaling.beta_slow);
+  }
+  r += " on compressed layers\n";
+  r += Fmt("  indexer: %lld heads x %lld, top-k %lld\n", (long long)c.index_n_heads,
+           (long long)c.index_head_dim, (long long)c.index_topk);
+  const QuantizationConfig& q = c.quantization_config;
+  r += "  weights: dense " +
+       (q.present ? "fp8 " + q.fmt + " (" + (q.scale_fmt.empty() ? "f32" : q.scale_fmt) +
+                        " scales per 128x128)"
+                  : std::string("unquantized")) +
+       ", routed experts " + std::string(ExpertDTypeName(c.expert_dtype)) + ", torch_dtype " +
+       c.torch_dtype + "\n";
+  r += Fmt("  bos %d, eos %d\n", c.bos_token_id, c.eos_token_id);
+
+  const std::vector<LayerPlan> plans = BuildLayerPlans(c);
+  int64_t n_window = 0, n_csa = 0, n_hca = 0, n_hash = 0;
+  r += "layer plan:\n";
+  for (const LayerPlan& p : plans) {
+    r += Fmt("  %3lld  ", (long long)p.layer) + DescribeLayerPlan(p) + "\n";
+    if (p.role != LayerRole::kMain) continue;
+    n_window += p.attention == AttentionKind::kWindow;
+    n_csa += p.attention == AttentionKind::kCsa;
+    n_hca += p.attention == AttentionKind::kHca;
+    n_hash += p.router == RouterKind::kHash;
+  }
+  r += Fmt("  main layers: %lld window, %lld CSA, %lld HCA; %lld hash-routed, %lld scored\n",
+           (long long)n_window, (long long)n_csa, (long long)n_hca, (long long)n_hash,
+           (long long)(c.num_hidden_layers - n_hash));
+  if (Status s = c.CheckForwardSupported(); !s.ok()) {
+    r += "  forward: not runnable yet — " + s.message() + "\n";
+  } else {
+    r += "  forward: supported\n";
+  }
+
+  const ParameterCounts n = CountParameters(c, reader);
+  r += "parameters:\n";
+  r += Fmt("  total %s (%lld), main model\n", HumanCount(n.total).c_str(), (long long)n.total);
+  r += Fmt("  active per token %s (%lld): %lld of %lld routed experts, embedding table "
+           "excluded\n",
+           HumanCount(n.active).c_str(), (long long)n.active, (long long)c.num_experts_per_tok,
+           (long long)c.n_routed_experts);
+  r += Fmt("  MTP %s (%lld), not in the total\n", HumanCount(n.mtp).c_str(), (long long)n.mtp);
+  r += n.measured ? "bytes by dtype (measured, " + std::to_string(reader->tensors().size()) +
+                        " tensors in the checkpoint):\n"
+                  : std::string("bytes by dtype (predicted from config.json; no weights read):\n");
+  int64_t total_bytes = 0;
+  for (const auto& [name, bytes] : n.bytes_by_dtype) {
+    r += Fmt("  %-10s %14lld  %s\n", name.c_str(), (long long)bytes, HumanBytes(bytes).c_str());
+    total_bytes += bytes;
+  }
+  r += Fmt("  %-10s %14lld  %s\n", "total", (long long)total_bytes, HumanBytes(total_bytes).c_str());
+  return r;
+}
+
+Result<std::string> InspectPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(path, ec);
+  const std::string config_path = is_dir ? path + "/config.json" : path;
+  if (!fs::exists(config_path, ec)) {
+    return NotFound(config_path + ": no such file",
+                    "pass a model directory holding config.json, or a config.json file");
+  }
+  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromFile(config_path));
+  std::shared_ptr<const CheckpointReader> reader;
+  std::string weights_note;
+  const bool has_weights = is_dir && (fs::exists(path + "/model.safetensors", ec) ||
+                                      fs::exists(path + "/model.safetensors.index.json", ec));
+  if (has_weights) {
+    ASSIGN_OR_RETURN(auto opened, OpenCheckpointDir(path));
+    reader = std::shared_ptr<const CheckpointReader>(std::move(opened));
+    auto bound = BindWeights(*reader, config, BuildLayerPlans(config));
+    weights_note = bound.ok() ? "weights: every declared tensor bound ("
+                                    + std::string(NameSchemeName(bound->scheme)) + " names)\n"
+                              : "weights: " + bound.status().message() + "\n";
+  } else {
+    weights_note = "weights: none (config.json only)\n";
+  }
+  return InspectReport(config, reader.get(), path) + weights_note;
+}
+
+}  // namespace dsv4::deepseek_v4

@@ -1,0 +1,52 @@
+// The `dsv4 inspect` report of a DeepSeek-V4 model directory: the config, the
+// layer plan, parameter counts (total and active per token) and bytes by
+// dtype. Works from config.json alone when no weights are present (then the
+// dtypes are the ones the config predicts for a release checkpoint), so the
+// real V4-Flash / V4-Pro configs can be inspected without 160+ GB of weights.
+//
+// Counting convention (matches the published 284B/13B and 1.6T/49B): the main
+// model only (MTP layers reported apart); "active" counts every tensor read
+// for a token except the embedding table (one row is gathered, not multiplied)
+// and k/E of the routed experts.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_INSPECT_H_
+#define DSV4_MODEL_DEEPSEEK_V4_INSPECT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "base/status.h"
+#include "io/checkpoint.h"
+#include "model/deepseek_v4/config.h"
+
+namespace dsv4::deepseek_v4 {
+
+struct ParameterCounts {
+  int64_t total = 0;        // main model parameters (logical elements)
+  int64_t active = 0;       // per token (see the header comment)
+  int64_t mtp = 0;          // MTP layers, not in total
+  int64_t n_tensors = 0;    // declared tensors incl. MTP (scales not counted)
+  // Bytes by stored dtype name ("bf16", "fp8_e4m3", "e8m0", ...), scales
+  // included: measured from the checkpoint when `reader` is given, else predicted.
+  std::map<std::string, int64_t> bytes_by_dtype;
+  bool measured = false;
+};
+
+// Counts parameters from the declarations (weights.h); bytes from `reader`
+// when non-null (every tensor it holds), else predicted from the config.
+ParameterCounts CountParameters(const DeepSeekV4Config& config, const CheckpointReader* reader);
+
+// The report text. `source` names the directory or file.
+std::string InspectReport(const DeepSeekV4Config& config, const CheckpointReader* reader,
+                          const std::string& source);
+
+// Reads DIR/config.json (or a config file path) and, when safetensors weights
+// are present and readable, opens them; returns the report.
+Result<std::string> InspectPath(const std::string& path);
+
+// "284.33B", "1.57T", "13.3M" — counts in short scale.
+std::string HumanCount(int64_t n);
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_INSPECT_H_

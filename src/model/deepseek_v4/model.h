@@ -1,0 +1,115 @@
+// DeepSeekV4Model: the DeepSeek-V4 forward pass behind the engine's Model
+// interface (model/model.h) — the clear scalar reference path; speed comes
+// later through ops/. It reads like the paper, top to bottom:
+//
+//   X = expand(Embed(tokens))                 // [T, C, D], C identical copies
+//   for each layer:                           // plan.h decides the kinds
+//     X = mHC(X, Attention(attn_norm(·)))     // hyper_connection.h, attention.h
+//     X = mHC(X, MoE(ffn_norm(·), tokens))    // moe.h
+//   logits = head · norm(HcHead(X))           // fp32
+//
+// Today every main layer must be sliding-window (compress ratio 0); CSA/HCA
+// layers (issue 4) and the MTP module (speculative decoding) are not run.
+//
+// Dimensions: T tokens in a call, D hidden, C hc_mult, V vocab, W window,
+// A head_dim, L layers.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_MODEL_H_
+#define DSV4_MODEL_DEEPSEEK_V4_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "io/checkpoint.h"
+#include "model/deepseek_v4/attention.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/hyper_connection.h"
+#include "model/deepseek_v4/moe.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/weights.h"
+#include "model/model.h"
+
+namespace dsv4::deepseek_v4 {
+
+struct LoadOptions {
+  NumericsOptions numerics;
+  int threads = 1;
+  int64_t max_context = 0;  // 0: max_position_embeddings
+};
+
+class DeepSeekV4Model final : public Model {
+ public:
+  // Validates the config (and that the forward supports it), builds the layer
+  // plans and binds every weight from `reader`, reporting all problems at once.
+  static Result<std::unique_ptr<DeepSeekV4Model>> Load(
+      std::shared_ptr<const CheckpointReader> reader, const DeepSeekV4Config& config,
+      const LoadOptions& options = {});
+
+  const ModelInfo& info() const override { return info_; }
+  const DeepSeekV4Config& config() const { return config_; }
+  const std::vector<LayerPlan>& plans() const { return plans_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  std::unique_ptr<SequenceCache> NewCache(int64_t max_tokens) const override;
+  // Runs tokens at positions cache.length() ..; logits [T, V] or [V] (last token).
+  Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
+                 bool all_logits) override;
+  void SetThreads(int n_threads) override;
+
+  // Named intermediates go to `fn` during Forward, under the golden-dump names
+  // of tests/data/deepseek_v4/README.md ("embed", "layers.{i}.hc_attn.pre",
+  // "layers.{i}.attn_norm_out", "layers.{i}.attn.q", "layers.{i}.attn_out",
+  // "layers.{i}.router_scores", "layers.{i}.out", "hc_head_out",
+  // "final_norm_out", ...); an empty fn turns tracing off.
+  void SetTrace(TraceFn fn) { trace_fn_ = std::move(fn); }
+
+ private:
+  DeepSeekV4Model() = default;
+  void EnsureScratch(int64_t n_tokens);
+  // Traces the mHC coefficients (pre/post/comb) of the site just computed.
+  void TraceHc(const Tracer& trace, const char* site, int64_t layer, int64_t n_tokens) const;
+
+  DeepSeekV4Config config_;
+  std::vector<LayerPlan> plans_;
+  NumericsOptions numerics_;
+  ModelInfo info_;
+  std::shared_ptr<const CheckpointReader> reader_;  // keeps the mapping alive
+  ModelWeights weights_;
+  std::vector<RopeFrequencies> rope_;  // [L] per layer (window vs compressed bases)
+  HcParams hc_;
+  std::unique_ptr<ThreadPool> pool_;
+  TraceFn trace_fn_;
+
+  // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
+  // only when a longer prefill chunk arrives.
+  int64_t scratch_tokens_ = 0;
+  std::vector<float> x_;        // [T, C, D] residual streams
+  std::vector<float> u_;        // [T, D] collapsed stream
+  std::vector<float> h_;        // [T, D] normed sublayer input
+  std::vector<float> y_;        // [T, D] sublayer output
+  std::vector<float> mix_;      // [T, M]
+  std::vector<float> pre_;      // [T, C]
+  std::vector<float> post_;     // [T, C]
+  std::vector<float> comb_;     // [T, C, C]
+  std::vector<float> hc_tmp_;   // [C, D]
+  AttentionScratch attn_scratch_;
+  MoeScratch moe_scratch_;
+};
+
+}  // namespace dsv4::deepseek_v4
+
+namespace dsv4 {
+
+using deepseek_v4::DeepSeekV4Model;
+
+// Loads a DeepSeek-V4 checkpoint directory: config.json plus safetensors
+// (model.safetensors, or shards with model.safetensors.index.json), official
+// or HF tensor names. Errors name the file and the problem.
+Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
+                                              const deepseek_v4::LoadOptions& options = {});
+
+}  // namespace dsv4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_MODEL_H_

@@ -1,0 +1,156 @@
+// DeepSeek-V4 MoE: router, routed experts, shared expert (see moe.h).
+#include "model/deepseek_v4/moe.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/matmul.h"
+#include "ops/ref/ops_ref.h"
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+// PyTorch softplus (beta 1, threshold 20): linear above the threshold.
+float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// One SwiGLU expert over n gathered rows (spec §5.2): g = w1·x, u = w3·x,
+// clamp (u to ±limit, g to ≤ limit), h = silu(g)·u·row_weight, out = w2·h.
+// row_weight null: the shared expert (no routing weight).
+void Expert(ThreadPool& pool, const ExpertWeights& e, float limit, const NumericsOptions& opts,
+            const float* x, int64_t n, const float* row_weight, MoeScratch& s, float* out) {
+  const int64_t F = e.w1.rows();
+  float* g = s.gate.data();  // [n, F]
+  float* u = s.up.data();    // [n, F]
+  const float* xin = LinearInput(x, n, e.w1, opts, s.act);
+  Linear(pool, g, xin, e.w1, n);
+  xin = LinearInput(x, n, e.w3, opts, s.act);
+  Linear(pool, u, xin, e.w3, n);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t f = 0; f < F; ++f) {
+      float gv = g[r * F + f], uv = u[r * F + f];
+      if (limit > 0.0f) {
+        uv = std::clamp(uv, -limit, limit);
+        gv = std::min(gv, limit);
+      }
+      float h = ops::ref::Silu(gv) * uv;
+      // The routing weight scales h before w2 (the reference's order, §11 item 3).
+      if (row_weight != nullptr) h *= row_weight[r];
+      g[r * F + f] = h;
+    }
+  }
+  Linear(pool, out, LinearInput(g, n, e.w2, opts, s.act), e.w2, n);
+}
+
+}  // namespace
+
+void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
+  if (n <= n_tokens) return;
+  n_tokens = n;
+  const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok, D = c.hidden_size;
+  const int64_t F = c.moe_intermediate_size;
+  const int64_t rows_max = std::max(n * k, n);  // routed picks, or all tokens (shared)
+  routing.scores.resize(n * E);
+  routing.experts.resize(n * k);
+  routing.weights.resize(n * k);
+  logits.resize(n * E);
+  rows.resize(n * k);
+  row_weight.resize(n * k);
+  xe.resize(rows_max * D);
+  gate.resize(rows_max * F);
+  up.resize(rows_max * F);
+  down.resize(rows_max * D);
+  y.resize(n * D);
+  biased.resize(E);
+  order.resize(E);
+}
+
+void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+           const MoeWeights& w, const float* x, std::span<const int32_t> token_ids,
+           MoeScratch& s) {
+  const int64_t T = static_cast<int64_t>(token_ids.size());
+  const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
+  s.Reserve(c, T);
+  float* logits = s.logits.data();
+  ops::MatMul(pool, logits, x, w.gate, T);  // [T, E], fp32
+  Routing& r = s.routing;
+  for (int64_t t = 0; t < T; ++t) {
+    float* sc = r.scores.data() + t * E;
+    const float* lg = logits + t * E;
+    switch (c.scoring_func) {
+      case ScoringFunc::kSqrtSoftplus:
+        for (int64_t e = 0; e < E; ++e) sc[e] = std::sqrt(Softplus(lg[e]));
+        break;
+      case ScoringFunc::kSigmoid:
+        for (int64_t e = 0; e < E; ++e) sc[e] = 1.0f / (1.0f + std::exp(-lg[e]));
+        break;
+      case ScoringFunc::kSoftmax:
+        std::copy_n(lg, E, sc);
+        ops::ref::Softmax(sc, E);
+        break;
+    }
+    int32_t* idx = r.experts.data() + t * k;
+    if (plan.router == RouterKind::kHash) {
+      // The token's own id picks the experts; no bias, no top-k (§5.1).
+      std::copy_n(w.tid2eid.data() + static_cast<int64_t>(token_ids[t]) * k, k, idx);
+    } else {
+      // The bias shifts the selection only; weights use the unbiased scores.
+      float* biased = s.biased.data();
+      for (int64_t e = 0; e < E; ++e) biased[e] = sc[e] + (w.bias.empty() ? 0.0f : w.bias[e]);
+      ops::ref::TopK(biased, E, k, idx);
+    }
+    float* wt = r.weights.data() + t * k;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      wt[j] = sc[idx[j]];
+      sum += wt[j];
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      if (c.scoring_func != ScoringFunc::kSoftmax) wt[j] /= sum;  // no epsilon (reference)
+      wt[j] *= static_cast<float>(c.routed_scaling_factor);
+    }
+  }
+}
+
+void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                const MoeWeights& w, const NumericsOptions& opts, const Tracer& trace,
+                const float* x, std::span<const int32_t> token_ids, MoeScratch& s, float* out) {
+  const int64_t T = static_cast<int64_t>(token_ids.size());
+  const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok, D = c.hidden_size;
+  const float limit = static_cast<float>(c.swiglu_limit);
+  Route(pool, c, plan, w, x, token_ids, s);
+  const Routing& r = s.routing;
+  if (trace.on()) {
+    trace("router_scores", plan.layer, r.scores.data(), {T, E});
+    std::vector<float> ids(r.experts.begin(), r.experts.begin() + T * k);
+    trace("router_indices", plan.layer, ids.data(), {T, k});
+    trace("router_weights", plan.layer, r.weights.data(), {T, k});
+  }
+
+  // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.
+  float* y = s.y.data();
+  std::fill_n(y, T * D, 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t n = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (r.experts[t * k + j] != e) continue;
+        s.rows[n] = static_cast<int32_t>(t);
+        s.row_weight[n] = r.weights[t * k + j];
+        std::copy_n(x + t * D, D, s.xe.data() + n * D);
+        ++n;
+      }
+    }
+    if (n == 0) continue;
+    Expert(pool, w.experts[e], limit, opts, s.xe.data(), n, s.row_weight.data(), s,
+           s.down.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float* d = s.down.data() + i * D;
+      float* yt = y + static_cast<int64_t>(s.rows[i]) * D;
+      for (int64_t dd = 0; dd < D; ++dd) yt[dd] += d[dd];
+    }
+  }
+  Expert(pool, w.shared, limit, opts, x, T, nullptr, s, s.down.data());
+  for (int64_t i = 0; i < T * D; ++i) out[i] = y[i] + s.down[i];
+}
+
+}  // namespace dsv4::deepseek_v4

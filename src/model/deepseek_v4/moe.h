@@ -1,0 +1,64 @@
+// DeepSeek-V4 mixture of experts: a router (sqrt(softplus) scores; top-k of
+// score + bias on scored layers, the fixed tid2eid[token] table on hash
+// layers; weights = unbiased scores normalised over the k picks × route
+// scale), k routed SwiGLU experts with the routing weight applied before the
+// down projection, and one always-on shared expert. Both expert kinds clamp
+// the SwiGLU inputs (gate ≤ limit, up ∈ [−limit, limit]).
+//
+// Source: specs/deepseek-v4.md §5 (reference `Gate`, `Expert`, `MoE`);
+// gotchas §11 items 1–3, 25.
+//
+// Dimensions: T tokens, D hidden, E routed experts, k experts per token,
+// F expert width (moe_intermediate_size), V vocab.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_MOE_H_
+#define DSV4_MODEL_DEEPSEEK_V4_MOE_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/weights.h"
+
+namespace dsv4::deepseek_v4 {
+
+// The routing decision of T tokens.
+struct Routing {
+  std::vector<float> scores;     // [T, E] activated router scores (before the bias)
+  std::vector<int32_t> experts;  // [T, k] chosen expert ids
+  std::vector<float> weights;    // [T, k] their routing weights (× route scale)
+};
+
+struct MoeScratch {
+  void Reserve(const DeepSeekV4Config& c, int64_t n_tokens);
+  int64_t n_tokens = 0;
+  Routing routing;
+  std::vector<float> logits;     // [T, E]
+  std::vector<int32_t> rows;     // [T·k] token of each (token, pick) routed to the current expert
+  std::vector<float> row_weight; // [T·k]
+  std::vector<float> xe;         // [T·k, D] gathered inputs
+  std::vector<float> gate;       // [T·k, F]
+  std::vector<float> up;         // [T·k, F]
+  std::vector<float> down;       // [T·k, D]
+  std::vector<float> y;          // [T, D] fp32 accumulator
+  std::vector<float> act;        // activation-quant copies
+  std::vector<float> biased;     // [E]
+  std::vector<int32_t> order;    // [E]
+};
+
+// Router for T tokens (spec §5.1). token_ids: [T] (used by hash layers).
+void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+           const MoeWeights& w, const float* x, std::span<const int32_t> token_ids,
+           MoeScratch& s);
+
+// The MoE sublayer: out[T, D] = Σ_k routed experts + shared expert, for x [T, D].
+void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                const MoeWeights& w, const NumericsOptions& opts, const Tracer& trace,
+                const float* x, std::span<const int32_t> token_ids, MoeScratch& s, float* out);
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_MOE_H_

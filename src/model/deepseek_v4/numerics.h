@@ -1,0 +1,88 @@
+// Shared numerics of the DeepSeek-V4 reference forward: the precision options
+// (which of the reference's quantisation simulations to reproduce), the
+// trace hook that names intermediates like the golden dumps, and the two
+// small row ops every block uses (RMSNorm, activation prep for a linear).
+//
+// Not here: the blocks themselves (hyper_connection.h, attention.h, moe.h).
+#ifndef DSV4_MODEL_DEEPSEEK_V4_NUMERICS_H_
+#define DSV4_MODEL_DEEPSEEK_V4_NUMERICS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/deepseek_v4/weights.h"
+#include "ops/ref/quant_matmul_ref.h"
+
+namespace dsv4::deepseek_v4 {
+
+// Which quantisation-aware-training simulations of the official inference code
+// the forward reproduces (spec §9.2). Both off = exact fp32 math on the
+// dequantized weights, which is what the fp32 goldens use.
+struct NumericsOptions {
+  // FP8 e4m3 activation quantisation (block 128 along K, power-of-two scales)
+  // of the input of every FP8/FP4 linear, as the reference `linear()` does.
+  bool act_quant = false;
+  // FP8 QAT simulation of the kv "nope" dims (block 64) after RoPE (spec §4.1).
+  bool kv_quant = false;
+};
+
+// Trace(name, layer, data, shape): called with named intermediates when set.
+// The name is the golden-dump key (tests/data/deepseek_v4/README.md): a
+// per-layer name "attn_out" of layer 3 arrives as "layers.3.attn_out", with
+// layer = 3; top-level names ("embed", layer −1) arrive as they are. Costs one
+// branch when unset.
+using TraceFn = std::function<void(std::string_view name, int64_t layer, const float* data,
+                                   std::span<const int64_t> shape)>;
+class Tracer {
+ public:
+  Tracer() = default;
+  explicit Tracer(const TraceFn* fn) : fn_(fn) {}
+  bool on() const { return fn_ != nullptr && *fn_; }
+  void operator()(std::string_view name, int64_t layer, const float* data,
+                  std::initializer_list<int64_t> shape) const {
+    if (!on()) return;
+    const std::span<const int64_t> dims(shape.begin(), shape.size());
+    if (layer < 0) {
+      (*fn_)(name, layer, data, dims);
+    } else {
+      const std::string full = "layers." + std::to_string(layer) + "." + std::string(name);
+      (*fn_)(full, layer, data, dims);
+    }
+  }
+
+ private:
+  const TraceFn* fn_ = nullptr;
+};
+
+// out[n] = x[n] / sqrt(mean(x²) + eps) · weight[n] (weight may be null: unweighted).
+// The mean is accumulated in double, close to the reference's fp32 reduction.
+inline void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = weight ? weight[i] * (x[i] * r) : x[i] * r;
+}
+
+// The input a linear actually multiplies: x itself, or — with act_quant on and
+// an FP8/FP4 weight — an FP8-simulated copy in `scratch` (spec §7.4, §9.2).
+inline const float* LinearInput(const float* x, int64_t n_tokens, const LinearWeight& w,
+                                const NumericsOptions& opts, std::vector<float>& scratch) {
+  if (!opts.act_quant || w.format == LinearFormat::kDense) return x;
+  const int64_t k = w.cols();
+  if (static_cast<int64_t>(scratch.size()) < n_tokens * k) scratch.resize(n_tokens * k);
+  std::copy_n(x, n_tokens * k, scratch.data());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    ops::ref::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
+  }
+  return scratch.data();
+}
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_NUMERICS_H_

@@ -1,0 +1,202 @@
+// The DeepSeek-V4 tensor name table (see tensor_names.h).
+// Official names: spec §7.2; HF: §7.5 (transformers conversion_mapping.py);
+// GGUF: §7.6 (llama.cpp deepseek4). GGUF names marked "unverified" come from
+// third-party GGUF tooling, not from upstream llama.cpp.
+#include "model/deepseek_v4/tensor_names.h"
+
+#include <cctype>
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+using S = NameScope;
+using St = HfStack;
+
+// clang-format off
+constexpr TensorNameRow kTable[] = {
+  // ---- top level ----
+  {S::kTop, "embed.weight",   "model.embed_tokens.weight", "token_embd.weight"},
+  {S::kTop, "head.weight",    "lm_head.weight",            "output.weight"},
+  {S::kTop, "norm.weight",    "model.norm.weight",         "output_norm.weight"},
+  {S::kTop, "hc_head_fn",     "model.hc_head.hc_fn",       "output_hc_fn.weight"},     // gguf unverified
+  {S::kTop, "hc_head_base",   "model.hc_head.hc_base",     "output_hc_base.weight"},   // gguf unverified
+  {S::kTop, "hc_head_scale",  "model.hc_head.hc_scale",    "output_hc_scale.weight"},  // gguf unverified
+
+  // ---- every layer (and the MTP block, which repeats them under mtp.{M}.) ----
+  {S::kLayer, "attn_norm.weight", "input_layernorm.weight",          "attn_norm.weight"},
+  {S::kLayer, "ffn_norm.weight",  "post_attention_layernorm.weight", "ffn_norm.weight"},
+  {S::kLayer, "hc_attn_fn",       "attn_hc.fn",                      "hc_attn_fn.weight"},
+  {S::kLayer, "hc_attn_base",     "attn_hc.base",                    "hc_attn_base.weight"},
+  {S::kLayer, "hc_attn_scale",    "attn_hc.scale",                   "hc_attn_scale.weight"},
+  {S::kLayer, "hc_ffn_fn",        "ffn_hc.fn",                       "hc_ffn_fn.weight"},
+  {S::kLayer, "hc_ffn_base",      "ffn_hc.base",                     "hc_ffn_base.weight"},
+  {S::kLayer, "hc_ffn_scale",     "ffn_hc.scale",                    "hc_ffn_scale.weight"},
+
+  {S::kLayer, "attn.wq_a.weight",  "self_attn.q_a_proj.weight",           "attn_q_a.weight"},
+  {S::kLayer, "attn.wq_a.scale",   "self_attn.q_a_proj.weight_scale_inv", ""},
+  {S::kLayer, "attn.q_norm.weight","self_attn.q_a_norm.weight",           "attn_q_a_norm.weight"},
+  {S::kLayer, "attn.wq_b.weight",  "self_attn.q_b_proj.weight",           "attn_q_b.weight"},
+  {S::kLayer, "attn.wq_b.scale",   "self_attn.q_b_proj.weight_scale_inv", ""},
+  {S::kLayer, "attn.wkv.weight",   "self_attn.kv_proj.weight",            "attn_kv.weight"},
+  {S::kLayer, "attn.wkv.scale",    "self_attn.kv_proj.weight_scale_inv",  ""},
+  {S::kLayer, "attn.kv_norm.weight","self_attn.kv_norm.weight",           "attn_kv_a_norm.weight"},
+  {S::kLayer, "attn.wo_a.weight",  "self_attn.o_a_proj.weight",           "attn_output_a.weight"},
+  {S::kLayer, "attn.wo_a.scale",   "self_attn.o_a_proj.weight_scale_inv", ""},
+  {S::kLayer, "attn.wo_b.weight",  "self_attn.o_b_proj.weight",           "attn_output_b.weight"},
+  {S::kLayer, "attn.wo_b.scale",   "self_attn.o_b_proj.weight_scale_inv", ""},
+  {S::kLayer, "attn.attn_sink",    "self_attn.sinks",                     "attn_sinks.weight"},
+
+  // compressor (ratio > 0) and indexer (ratio 4); HF flattens the indexer onto the compressor
+  {S::kLayer, "attn.compressor.wkv.weight",   "self_attn.compressor.kv_proj.weight",   "attn_compressor_kv.weight"},
+  {S::kLayer, "attn.compressor.wgate.weight", "self_attn.compressor.gate_proj.weight", "attn_compressor_gate.weight"},
+  {S::kLayer, "attn.compressor.ape",          "self_attn.compressor.position_bias",    "attn_compressor_ape.weight"},
+  {S::kLayer, "attn.compressor.norm.weight",  "self_attn.compressor.kv_norm.weight",   "attn_compressor_norm.weight"},
+  {S::kLayer, "attn.indexer.wq_b.weight",     "self_attn.compressor.indexer.q_b_proj.weight",           "indexer.attn_q_b.weight"},
+  {S::kLayer, "attn.indexer.wq_b.scale",      "self_attn.compressor.indexer.q_b_proj.weight_scale_inv", ""},
+  {S::kLayer, "attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.weights_proj.weight",   "indexer.proj.weight"},
+  {S::kLayer, "attn.indexer.compressor.wkv.weight",   "self_attn.compressor.indexer.kv_proj.weight",   "indexer_compressor_kv.weight"},
+  {S::kLayer, "attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight", "indexer_compressor_gate.weight"},
+  {S::kLayer, "attn.indexer.compressor.ape",          "self_attn.compressor.indexer.position_bias",    "indexer_compressor_ape.weight"},
+  {S::kLayer, "attn.indexer.compressor.norm.weight",  "self_attn.compressor.indexer.kv_norm.weight",   "indexer_compressor_norm.weight"},
+
+  // MoE
+  {S::kLayer, "ffn.gate.weight",  "mlp.gate.weight",                   "ffn_gate_inp.weight"},
+  {S::kLayer, "ffn.gate.bias",    "mlp.gate.e_score_correction_bias",  "exp_probs_b.bias"},
+  {S::kLayer, "ffn.gate.tid2eid", "mlp.gate.tid2eid",                  "ffn_gate_tid2eid.weight"},  // gguf unverified
+  {S::kLayer, "ffn.experts.{X}.w1.weight", "mlp.experts.gate_up_proj", "ffn_gate_exps.weight", St::kGateHalf},
+  {S::kLayer, "ffn.experts.{X}.w1.scale",  "",                         ""},
+  {S::kLayer, "ffn.experts.{X}.w3.weight", "mlp.experts.gate_up_proj", "ffn_up_exps.weight",   St::kUpHalf},
+  {S::kLayer, "ffn.experts.{X}.w3.scale",  "",                         ""},
+  {S::kLayer, "ffn.experts.{X}.w2.weight", "mlp.experts.down_proj",    "ffn_down_exps.weight", St::kWhole},
+  {S::kLayer, "ffn.experts.{X}.w2.scale",  "",                         ""},
+  {S::kLayer, "ffn.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight",           "ffn_gate_shexp.weight"},
+  {S::kLayer, "ffn.shared_experts.w1.scale",  "mlp.shared_experts.gate_proj.weight_scale_inv", ""},
+  {S::kLayer, "ffn.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight",             "ffn_up_shexp.weight"},
+  {S::kLayer, "ffn.shared_experts.w3.scale",  "mlp.shared_experts.up_proj.weight_scale_inv",   ""},
+  {S::kLayer, "ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight",           "ffn_down_shexp.weight"},
+  {S::kLayer, "ffn.shared_experts.w2.scale",  "mlp.shared_experts.down_proj.weight_scale_inv", ""},
+
+  // ---- MTP-only tensors (mtp.{M}.); HF ignores mtp.*, llama.cpp's converter skips them ----
+  {S::kMtp, "e_proj.weight", "", ""},
+  {S::kMtp, "e_proj.scale",  "", ""},
+  {S::kMtp, "h_proj.weight", "", ""},
+  {S::kMtp, "h_proj.scale",  "", ""},
+  {S::kMtp, "enorm.weight",  "", ""},
+  {S::kMtp, "hnorm.weight",  "", ""},
+  {S::kMtp, "norm.weight",   "", ""},
+  {S::kMtp, "hc_head_fn",    "", ""},
+  {S::kMtp, "hc_head_base",  "", ""},
+  {S::kMtp, "hc_head_scale", "", ""},
+};
+// clang-format on
+
+// Splits a leading "<word>.<digits>." off `name`; returns the number.
+std::optional<int64_t> TakeIndexedPrefix(std::string_view& name, std::string_view word) {
+  if (name.substr(0, word.size()) != word || name.size() <= word.size() ||
+      name[word.size()] != '.') {
+    return std::nullopt;
+  }
+  size_t i = word.size() + 1;
+  int64_t v = 0;
+  const size_t digits_begin = i;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) {
+    if (i - digits_begin > 9) return std::nullopt;
+    v = v * 10 + (name[i] - '0');
+    ++i;
+  }
+  if (i == digits_begin || i >= name.size() || name[i] != '.') return std::nullopt;
+  name.remove_prefix(i + 1);
+  return v;
+}
+
+// Matches `name` against `pattern` with at most one "{X}" (a decimal number).
+bool MatchPattern(std::string_view pattern, std::string_view name, int64_t* expert) {
+  const size_t hole = pattern.find("{X}");
+  if (hole == std::string_view::npos) return pattern == name;
+  const std::string_view head = pattern.substr(0, hole);
+  const std::string_view tail = pattern.substr(hole + 3);
+  if (name.size() <= head.size() + tail.size()) return false;
+  if (name.substr(0, head.size()) != head) return false;
+  if (name.substr(name.size() - tail.size()) != tail) return false;
+  const std::string_view digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  if (digits.empty() || digits.size() > 9) return false;
+  int64_t v = 0;
+  for (char ch : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(ch))) return false;
+    v = v * 10 + (ch - '0');
+  }
+  *expert = v;
+  return true;
+}
+
+std::string Substitute(std::string_view pattern, int64_t expert) {
+  std::string s(pattern);
+  const size_t hole = s.find("{X}");
+  if (hole != std::string::npos) s.replace(hole, 3, std::to_string(expert));
+  return s;
+}
+
+}  // namespace
+
+std::string_view NameSchemeName(NameScheme s) {
+  switch (s) {
+    case NameScheme::kOfficial: return "official";
+    case NameScheme::kHf: return "hf";
+    case NameScheme::kGguf: return "gguf";
+  }
+  return "?";
+}
+
+std::span<const TensorNameRow> TensorNameTable() { return kTable; }
+
+std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme scheme) {
+  std::string_view rest = official;
+  NameScope scope = NameScope::kTop;
+  int64_t index = -1;
+  if (auto l = TakeIndexedPrefix(rest, "layers")) {
+    scope = NameScope::kLayer;
+    index = *l;
+  } else if (auto m = TakeIndexedPrefix(rest, "mtp")) {
+    scope = NameScope::kMtp;
+    index = *m;
+  }
+  for (const TensorNameRow& row : kTable) {
+    // MTP layers repeat the per-layer rows.
+    const bool scope_ok = row.scope == scope ||
+                          (scope == NameScope::kMtp && row.scope == NameScope::kLayer);
+    if (!scope_ok) continue;
+    int64_t expert = -1;
+    if (!MatchPattern(row.official, rest, &expert)) continue;
+    ResolvedName out;
+    out.expert = expert;
+    switch (scheme) {
+      case NameScheme::kOfficial:
+        out.name = std::string(official);
+        return out;
+      case NameScheme::kHf:
+        if (row.hf.empty() || scope == NameScope::kMtp) return std::nullopt;
+        out.hf_stack = row.hf_stack;
+        out.name = (scope == NameScope::kLayer ? "model.layers." + std::to_string(index) + "."
+                                               : std::string()) +
+                   Substitute(row.hf, expert);
+        return out;
+      case NameScheme::kGguf:
+        if (row.gguf.empty() || scope == NameScope::kMtp) return std::nullopt;
+        out.name = (scope == NameScope::kLayer ? "blk." + std::to_string(index) + "."
+                                               : std::string()) +
+                   std::string(row.gguf);
+        return out;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<NameScheme> DetectNameScheme(const CheckpointReader& reader) {
+  for (NameScheme s : {NameScheme::kOfficial, NameScheme::kHf, NameScheme::kGguf}) {
+    auto name = TranslateName("embed.weight", s);
+    if (name && reader.Find(name->name) != nullptr) return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dsv4::deepseek_v4

@@ -1,0 +1,476 @@
+// Declaring, binding and multiplying DeepSeek-V4 weights (see weights.h).
+#include "model/deepseek_v4/weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "ops/ref/ops_ref.h"
+#include "ops/ref/quant_matmul_ref.h"
+
+namespace dsv4::deepseek_v4 {
+
+// ---------------------------------------------------------------------------
+// ForEachWeight: the declaration table (spec §7.2 names, §7.3 shapes).
+// ---------------------------------------------------------------------------
+
+void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plans,
+                   const std::function<void(const WeightDecl&)>& fn) {
+  const int64_t V = c.vocab_size, D = c.hidden_size, C = c.hc_mult, M = c.hc_mix_dim();
+  const int64_t H = c.num_attention_heads, A = c.head_dim, Q = c.q_lora_rank;
+  const int64_t G = c.o_groups, O = c.o_lora_rank, E = c.n_routed_experts;
+  const int64_t F = c.moe_intermediate_size, k = c.num_experts_per_tok;
+  const int64_t IH = c.index_n_heads, ID = c.index_head_dim;
+  using K = WeightKind;
+
+  auto top = [&](std::string name, std::vector<int64_t> shape, K kind, bool per_token = true) {
+    fn(WeightDecl{.name = std::move(name), .shape = std::move(shape), .kind = kind,
+                  .per_token = per_token});
+  };
+  top("embed.weight", {V, D}, K::kMatrix, /*per_token=*/false);  // one row is read per token
+  top("head.weight", {V, D}, K::kMatrix);
+  top("norm.weight", {D}, K::kVector);
+  top("hc_head_fn", {C, C * D}, K::kMatrix);
+  top("hc_head_base", {C}, K::kF32Param);
+  top("hc_head_scale", {1}, K::kF32Param);
+
+  for (const LayerPlan& p : plans) {
+    const bool mtp = p.role == LayerRole::kMtp;
+    auto add = [&](const std::string& rel, std::vector<int64_t> shape, K kind,
+                   int64_t expert = -1) {
+      fn(WeightDecl{.name = p.prefix + rel, .shape = std::move(shape), .kind = kind,
+                    .layer = p.layer, .mtp = mtp, .expert = expert, .per_token = expert < 0});
+    };
+    if (mtp) {  // spec §6.3
+      add("e_proj.weight", {D, D}, K::kLinear);
+      add("h_proj.weight", {D, D}, K::kLinear);
+      add("enorm.weight", {D}, K::kVector);
+      add("hnorm.weight", {D}, K::kVector);
+      add("norm.weight", {D}, K::kVector);
+      add("hc_head_fn", {C, C * D}, K::kMatrix);
+      add("hc_head_base", {C}, K::kF32Param);
+      add("hc_head_scale", {1}, K::kF32Param);
+    }
+    add("attn_norm.weight", {D}, K::kVector);
+    add("ffn_norm.weight", {D}, K::kVector);
+    add("hc_attn_fn", {M, C * D}, K::kMatrix);
+    add("hc_attn_base", {M}, K::kF32Param);
+    add("hc_attn_scale", {3}, K::kF32Param);
+    add("hc_ffn_fn", {M, C * D}, K::kMatrix);
+    add("hc_ffn_base", {M}, K::kF32Param);
+    add("hc_ffn_scale", {3}, K::kF32Param);
+
+    // Attention (spec §4.1, §4.7).
+    add("attn.wq_a.weight", {Q, D}, K::kLinear);
+    add("attn.q_norm.weight", {Q}, K::kVector);
+    add("attn.wq_b.weight", {H * A, Q}, K::kLinear);
+    add("attn.wkv.weight", {A, D}, K::kLinear);
+    add("attn.kv_norm.weight", {A}, K::kVector);
+    add("attn.wo_a.weight", {G * O, H / G * A}, K::kLinear);
+    add("attn.wo_b.weight", {D, G * O}, K::kLinear);
+    add("attn.attn_sink", {H}, K::kF32Param);
+    if (p.compress_ratio > 0) {  // spec §4.4
+      const int64_t r = p.compress_ratio, cf = r == 4 ? 2 : 1;
+      add("attn.compressor.wkv.weight", {cf * A, D}, K::kMatrix);
+      add("attn.compressor.wgate.weight", {cf * A, D}, K::kMatrix);
+      add("attn.compressor.ape", {r, cf * A}, K::kF32Param);
+      add("attn.compressor.norm.weight", {A}, K::kVector);
+    }
+    if (p.has_indexer) {  // spec §4.5
+      add("attn.indexer.wq_b.weight", {IH * ID, Q}, K::kLinear);
+      add("attn.indexer.weights_proj.weight", {IH, D}, K::kMatrix);
+      add("attn.indexer.compressor.wkv.weight", {2 * ID, D}, K::kMatrix);
+      add("attn.indexer.compressor.wgate.weight", {2 * ID, D}, K::kMatrix);
+      add("attn.indexer.compressor.ape", {p.compress_ratio, 2 * ID}, K::kF32Param);
+      add("attn.indexer.compressor.norm.weight", {ID}, K::kVector);
+    }
+
+    // MoE (spec §5).
+    add("ffn.gate.weight", {E, D}, K::kMatrix);
+    if (p.router == RouterKind::kHash) {
+      add("ffn.gate.tid2eid", {V, k}, K::kIndexTable);
+    } else {
+      add("ffn.gate.bias", {E}, K::kF32Param);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = "ffn.experts." + std::to_string(e) + ".";
+      add(x + "w1.weight", {F, D}, K::kExpertLinear, e);
+      add(x + "w2.weight", {D, F}, K::kExpertLinear, e);
+      add(x + "w3.weight", {F, D}, K::kExpertLinear, e);
+    }
+    add("ffn.shared_experts.w1.weight", {F, D}, K::kLinear);
+    add("ffn.shared_experts.w2.weight", {D, F}, K::kLinear);
+    add("ffn.shared_experts.w3.weight", {F, D}, K::kLinear);
+  }
+}
+
+DType PredictedDType(const DeepSeekV4Config& c, WeightKind kind) {
+  switch (kind) {
+    case WeightKind::kLinear:
+      return c.dense_fp8() ? DType::kFp8E4m3 : DType::kBF16;
+    case WeightKind::kExpertLinear:
+      if (c.expert_dtype == ExpertDType::kFp4) return DType::kFp4E2m1;
+      if (c.expert_dtype == ExpertDType::kFp8 || c.dense_fp8()) return DType::kFp8E4m3;
+      return DType::kBF16;
+    case WeightKind::kMatrix:
+    case WeightKind::kVector:
+      return DType::kBF16;
+    case WeightKind::kF32Param:
+      return DType::kF32;
+    case WeightKind::kIndexTable:
+      return DType::kI64;
+  }
+  return DType::kBF16;
+}
+
+DType PredictedScaleDType(const DeepSeekV4Config& c, WeightKind kind) {
+  if (PredictedDType(c, kind) == DType::kFp4E2m1) return DType::kE8m0;
+  return c.quantization_config.scale_fmt.empty() ? DType::kF32 : DType::kE8m0;
+}
+
+// ---------------------------------------------------------------------------
+// LinearRows: one dispatch on the stored format.
+// ---------------------------------------------------------------------------
+
+void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x,
+                const LinearWeight& w, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+  CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.rows(),
+        "LinearRows: rows [%lld, %lld) of %s", static_cast<long long>(row_begin),
+        static_cast<long long>(row_end), w.weight.ShapeString().c_str());
+  pool.ParallelFor(
+      row_end - row_begin,
+      [&](int64_t b, int64_t e, int) {
+        switch (w.format) {
+          case LinearFormat::kDense:
+            ops::ref::MatMul(out + b, x, w.weight.Slice(row_begin + b, row_begin + e), n_tokens,
+                             out_stride);
+            return;
+          case LinearFormat::kFp8Block:
+            ops::ref::MatMulFp8Block(out + b, out_stride, x, w.weight, w.scale, n_tokens,
+                                     row_begin + b, row_begin + e);
+            return;
+          case LinearFormat::kFp4Block:
+            ops::ref::MatMulFp4Block(out + b, out_stride, x, w.weight, w.scale, n_tokens,
+                                     row_begin + b, row_begin + e);
+            return;
+        }
+      },
+      16);
+}
+
+// ---------------------------------------------------------------------------
+// Binding
+// ---------------------------------------------------------------------------
+
+namespace {
+
+bool IsFloatDType(DType t) {
+  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
+}
+bool IsDenseMatrixDType(DType t) { return IsFloatDType(t) || t == DType::kQ8_0; }
+
+std::string Shape(const std::vector<int64_t>& s) { return ShapeToString(s); }
+
+const char* KindExpectation(WeightKind kind) {
+  switch (kind) {
+    case WeightKind::kLinear:
+      return "f32/bf16/f16, or fp8_e4m3 with an e8m0/f32 `.scale` per 128x128 block";
+    case WeightKind::kExpertLinear:
+      return "f32/bf16/f16, fp8_e4m3 + 128x128 `.scale`, or FP4 e2m1 packed as i8 [N, K/2] + "
+             "e8m0 `.scale` [N, K/32]";
+    case WeightKind::kMatrix:
+      return "f32, bf16 or f16";
+    case WeightKind::kVector:
+    case WeightKind::kF32Param:
+      return "f32 (bf16/f16 accepted)";
+    case WeightKind::kIndexTable:
+      return "i64 or i32";
+  }
+  return "?";
+}
+
+// One bound tensor: a view (+ scale) or a small copy.
+struct Bound {
+  TensorView view;
+  TensorView scale;
+  LinearFormat format = LinearFormat::kDense;
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+};
+
+class Binder {
+ public:
+  Binder(const CheckpointReader& reader, const DeepSeekV4Config& config, NameScheme scheme)
+      : reader_(reader), config_(config), scheme_(scheme) {}
+
+  void Bind(const WeightDecl& d) {
+    auto resolved = TranslateName(d.name, scheme_);
+    if (!resolved) {
+      missing_.push_back(d.name + " (no " + std::string(NameSchemeName(scheme_)) + " spelling)");
+      return;
+    }
+    const TensorInfo* info = reader_.Find(resolved->name);
+    if (info == nullptr) {
+      missing_.push_back(scheme_ == NameScheme::kOfficial
+                             ? d.name
+                             : resolved->name + " (official: " + d.name + ")");
+      return;
+    }
+    Bound b;
+    bool ok = true;
+    if (resolved->hf_stack != HfStack::kNone) {
+      ok = BindStacked(d, *resolved, *info, b);
+    } else {
+      switch (d.kind) {
+        case WeightKind::kLinear:
+        case WeightKind::kExpertLinear:
+          ok = BindLinear(d, *info, b);
+          break;
+        case WeightKind::kMatrix:
+          ok = Expect(d, *info, IsDenseMatrixDType(info->dtype));
+          if (ok) b.view = info->view();
+          break;
+        case WeightKind::kVector:
+        case WeightKind::kF32Param:
+          ok = Expect(d, *info, IsFloatDType(info->dtype));
+          if (ok) {
+            b.f32.resize(info->view().numel());
+            DequantizeRow(info->dtype, info->data, static_cast<int64_t>(b.f32.size()),
+                          b.f32.data());
+          }
+          break;
+        case WeightKind::kIndexTable:
+          ok = Expect(d, *info, info->dtype == DType::kI64 || info->dtype == DType::kI32);
+          if (ok) ok = CopyIndexTable(d, *info, b);
+          break;
+      }
+    }
+    if (ok) bound_.emplace(d.name, std::move(b));
+  }
+
+  Bound& Get(const std::string& name) {
+    auto it = bound_.find(name);
+    CHECK(it != bound_.end(), "weight '%s' was not bound", name.c_str());
+    return it->second;
+  }
+
+  Status Finish() const {
+    if (missing_.empty() && problems_.empty()) return Status::Ok();
+    std::string msg = reader_.path() + ": cannot bind the DeepSeek-V4 weights (" +
+                      std::string(NameSchemeName(scheme_)) + " tensor names)";
+    if (!missing_.empty()) {
+      msg += "\n  " + std::to_string(missing_.size()) + " tensor(s) missing:";
+      for (const std::string& m : missing_) msg += "\n    " + m;
+    }
+    for (const std::string& p : problems_) msg += "\n  " + p;
+    const std::string hint =
+        "the checkpoint does not match its config.json (layer count, sizes, compress_ratios, "
+        "num_hash_layers) or is incomplete";
+    return missing_.empty() ? InvalidArgument(msg, hint) : NotFound(msg, hint);
+  }
+
+ private:
+  bool Expect(const WeightDecl& d, const TensorInfo& info, bool dtype_ok) {
+    if (dtype_ok && info.shape == d.shape) return true;
+    problems_.push_back("tensor '" + info.name + "' is " + Shape(info.shape) + " " +
+                        std::string(DTypeName(info.dtype)) + ", expected " + Shape(d.shape) +
+                        " " + KindExpectation(d.kind));
+    return false;
+  }
+
+  // Finds the `.scale` companion of a quantized weight and checks it.
+  bool BindScale(const WeightDecl& d, const TensorInfo& info, const std::vector<int64_t>& want,
+                 bool fp4, Bound& b) {
+    std::string official = d.name;
+    official.replace(official.size() - std::string(".weight").size(), std::string::npos,
+                     ".scale");
+    auto resolved = TranslateName(official, scheme_);
+    const TensorInfo* s = resolved ? reader_.Find(resolved->name) : nullptr;
+    if (s == nullptr) {
+      missing_.push_back(official + " (the block scales of " +
+                         std::string(DTypeName(info.dtype)) + " '" + info.name + "')");
+      return false;
+    }
+    const bool dtype_ok = s->dtype == DType::kE8m0 ||
+                          (!fp4 && (s->dtype == DType::kF32 || s->dtype == DType::kBF16));
+    if (!dtype_ok || s->shape != want) {
+      problems_.push_back("scale '" + s->name + "' of '" + info.name + "' is " + Shape(s->shape) +
+                          " " + std::string(DTypeName(s->dtype)) + ", expected " + Shape(want) +
+                          (fp4 ? " e8m0 (one per 32 inputs)" : " e8m0 or f32 (one per 128x128)"));
+      return false;
+    }
+    b.scale = s->view();
+    return true;
+  }
+
+  bool BindLinear(const WeightDecl& d, const TensorInfo& info, Bound& b) {
+    const int64_t n = d.shape[0], k = d.shape[1];
+    if (IsDenseMatrixDType(info.dtype)) {
+      if (!Expect(d, info, true)) return false;
+      b.view = info.view();
+      b.format = LinearFormat::kDense;
+      return true;
+    }
+    if (info.dtype == DType::kFp8E4m3) {
+      if (!Expect(d, info, true)) return false;
+      b.view = info.view();
+      b.format = LinearFormat::kFp8Block;
+      const int64_t blk = ops::ref::kFp8WeightBlock;
+      return BindScale(d, info, {(n + blk - 1) / blk, (k + blk - 1) / blk}, false, b);
+    }
+    // FP4 e2m1, two per byte: stored as I8 [N, K/2] in the official checkpoints
+    // (torch float4_e2m1fn_x2), or already typed fp4 with the logical shape.
+    const bool fp4_packed_i8 = info.dtype == DType::kI8 && k % 2 == 0 &&
+                               info.shape == std::vector<int64_t>{n, k / 2};
+    const bool fp4_typed = info.dtype == DType::kFp4E2m1 && info.shape == d.shape;
+    if (d.kind == WeightKind::kExpertLinear && (fp4_packed_i8 || fp4_typed)) {
+      if (k % ops::ref::kFp4WeightBlock != 0) {
+        problems_.push_back("FP4 tensor '" + info.name + "' has " + std::to_string(k) +
+                            " inputs, not a multiple of the 32-element scale block");
+        return false;
+      }
+      b.view = TensorView::Contiguous(info.data, DType::kFp4E2m1, {n, k});
+      b.format = LinearFormat::kFp4Block;
+      return BindScale(d, info, {n, k / ops::ref::kFp4WeightBlock}, true, b);
+    }
+    return Expect(d, info, false);
+  }
+
+  // HF stacked routed experts: gate_up_proj [E, 2F, D] and down_proj [E, D, F].
+  bool BindStacked(const WeightDecl& d, const ResolvedName& r, const TensorInfo& info,
+                   Bound& b) {
+    const int64_t E = config_.n_routed_experts, F = config_.moe_intermediate_size;
+    const int64_t D = config_.hidden_size;
+    const std::vector<int64_t> want = r.hf_stack == HfStack::kWhole
+                                          ? std::vector<int64_t>{E, D, F}
+                                          : std::vector<int64_t>{E, 2 * F, D};
+    if (!IsFloatDType(info.dtype) || info.shape != want) {
+      if (stacked_reported_.insert(info.name).second) {
+        problems_.push_back("tensor '" + info.name + "' is " + Shape(info.shape) + " " +
+                            std::string(DTypeName(info.dtype)) + ", expected " + Shape(want) +
+                            " f32/bf16/f16 (quantized stacked HF experts are not supported)");
+      }
+      return false;
+    }
+    const TensorView expert = info.view()[r.expert];
+    switch (r.hf_stack) {
+      case HfStack::kGateHalf: b.view = expert.Slice(0, F); break;
+      case HfStack::kUpHalf: b.view = expert.Slice(F, 2 * F); break;
+      case HfStack::kWhole: b.view = expert; break;
+      case HfStack::kNone: break;
+    }
+    b.format = LinearFormat::kDense;
+    return true;
+  }
+
+  bool CopyIndexTable(const WeightDecl& d, const TensorInfo& info, Bound& b) {
+    const int64_t n = info.view().numel();
+    b.i32.resize(n);
+    const int64_t E = config_.n_routed_experts;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      if (info.dtype == DType::kI64) {
+        std::memcpy(&v, static_cast<const uint8_t*>(info.data) + 8 * i, 8);
+      } else {
+        int32_t v32;
+        std::memcpy(&v32, static_cast<const uint8_t*>(info.data) + 4 * i, 4);
+        v = v32;
+      }
+      if (v < 0 || v >= E) {
+        problems_.push_back("tensor '" + info.name + "' entry [" + std::to_string(i / d.shape[1]) +
+                            ", " + std::to_string(i % d.shape[1]) + "] = " + std::to_string(v) +
+                            " is not an expert id in [0, " + std::to_string(E) + ")");
+        return false;
+      }
+      b.i32[i] = static_cast<int32_t>(v);
+    }
+    return true;
+  }
+
+  const CheckpointReader& reader_;
+  const DeepSeekV4Config& config_;
+  NameScheme scheme_;
+  std::map<std::string, Bound> bound_;
+  std::vector<std::string> missing_;
+  std::vector<std::string> problems_;
+  std::set<std::string> stacked_reported_;
+};
+
+LinearWeight TakeLinear(Binder& b, const std::string& name) {
+  Bound& x = b.Get(name);
+  return LinearWeight{.weight = x.view, .scale = x.scale, .format = x.format};
+}
+
+HyperConnectionWeights TakeHc(Binder& b, const std::string& fn, const std::string& base,
+                              const std::string& scale) {
+  return HyperConnectionWeights{.fn = b.Get(fn).view,
+                                .base = std::move(b.Get(base).f32),
+                                .scale = std::move(b.Get(scale).f32)};
+}
+
+}  // namespace
+
+Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV4Config& c,
+                                 const std::vector<LayerPlan>& plans) {
+  std::optional<NameScheme> scheme = DetectNameScheme(reader);
+  if (!scheme) {
+    return NotFound(reader.path() + ": no embedding tensor: none of 'embed.weight' (official), "
+                                    "'model.embed_tokens.weight' (HF), 'token_embd.weight' (GGUF)",
+                    "is this a DeepSeek-V4 checkpoint?");
+  }
+  if (*scheme == NameScheme::kGguf) {
+    return Unimplemented(reader.path() + ": DeepSeek-V4 GGUF files are not supported yet",
+                         "use the safetensors release (official or HF tensor names)");
+  }
+  Binder binder(reader, c, *scheme);
+  ForEachWeight(c, plans, [&](const WeightDecl& d) {
+    if (!d.mtp) binder.Bind(d);
+  });
+  RETURN_IF_ERROR(binder.Finish());
+
+  ModelWeights w;
+  w.scheme = *scheme;
+  w.embed = binder.Get("embed.weight").view;
+  w.head = binder.Get("head.weight").view;
+  w.norm = std::move(binder.Get("norm.weight").f32);
+  w.hc_head = TakeHc(binder, "hc_head_fn", "hc_head_base", "hc_head_scale");
+  for (const LayerPlan& p : plans) {
+    if (p.role != LayerRole::kMain) continue;
+    const std::string& x = p.prefix;
+    LayerWeights l;
+    l.attn_norm = std::move(binder.Get(x + "attn_norm.weight").f32);
+    l.ffn_norm = std::move(binder.Get(x + "ffn_norm.weight").f32);
+    l.hc_attn = TakeHc(binder, x + "hc_attn_fn", x + "hc_attn_base", x + "hc_attn_scale");
+    l.hc_ffn = TakeHc(binder, x + "hc_ffn_fn", x + "hc_ffn_base", x + "hc_ffn_scale");
+    AttentionWeights& a = l.attn;
+    a.wq_a = TakeLinear(binder, x + "attn.wq_a.weight");
+    a.q_norm = std::move(binder.Get(x + "attn.q_norm.weight").f32);
+    a.wq_b = TakeLinear(binder, x + "attn.wq_b.weight");
+    a.wkv = TakeLinear(binder, x + "attn.wkv.weight");
+    a.kv_norm = std::move(binder.Get(x + "attn.kv_norm.weight").f32);
+    a.wo_a = TakeLinear(binder, x + "attn.wo_a.weight");
+    a.wo_b = TakeLinear(binder, x + "attn.wo_b.weight");
+    a.attn_sink = std::move(binder.Get(x + "attn.attn_sink").f32);
+    MoeWeights& m = l.moe;
+    m.gate = binder.Get(x + "ffn.gate.weight").view;
+    if (p.router == RouterKind::kHash) {
+      m.tid2eid = std::move(binder.Get(x + "ffn.gate.tid2eid").i32);
+    } else {
+      m.bias = std::move(binder.Get(x + "ffn.gate.bias").f32);
+    }
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      const std::string ex = x + "ffn.experts." + std::to_string(e) + ".";
+      m.experts.push_back(ExpertWeights{.w1 = TakeLinear(binder, ex + "w1.weight"),
+                                        .w3 = TakeLinear(binder, ex + "w3.weight"),
+                                        .w2 = TakeLinear(binder, ex + "w2.weight")});
+    }
+    m.shared = ExpertWeights{.w1 = TakeLinear(binder, x + "ffn.shared_experts.w1.weight"),
+                             .w3 = TakeLinear(binder, x + "ffn.shared_experts.w3.weight"),
+                             .w2 = TakeLinear(binder, x + "ffn.shared_experts.w2.weight")};
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+}  // namespace dsv4::deepseek_v4

@@ -1,0 +1,59 @@
+// ops::ref quantized matmuls — the scalar twins for block-scaled weights as
+// DeepSeek-V4 ships them (spec deepseek-v4.md §7.4):
+//   FP8: w [N, K] e4m3fn, scale [ceil(N/128), ceil(K/128)] e8m0 (or f32 in the
+//        -Base checkpoints); W[n, k] = fp8(w[n, k]) · scale[n / 128, k / 128].
+//   FP4: w [N, K] e2m1 packed two per byte (element 2j in the LOW nibble of
+//        byte j), scale [N, K / 32] e8m0; W[n, k] = fp4(w[n, k]) · scale[n, k / 32].
+// Weights are read in their stored format (views into the mmap'd checkpoint);
+// nothing is expanded at load time. Also here: the activation-side QAT
+// simulations of the reference (spec §9.2), which are what the official FP8/FP4
+// linears apply to their inputs.
+//
+// Not here: fast kernels (ops/simd, later), which are tested against these.
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+#ifndef DSV4_OPS_REF_QUANT_MATMUL_REF_H_
+#define DSV4_OPS_REF_QUANT_MATMUL_REF_H_
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace dsv4::ops::ref {
+
+inline constexpr int64_t kFp8WeightBlock = 128;  // 128×128 weight tiles share one scale
+inline constexpr int64_t kFp4WeightBlock = 32;   // 32 inputs along K share one scale
+
+// Dequantizes row n of an FP8 block-scaled weight into out[K]. Exact: an e4m3
+// value times a power of two is representable in f32. scale may be e8m0, f32 or bf16.
+void DequantizeFp8BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out);
+// Dequantizes row n of an FP4 block-scaled weight into out[K] (exact).
+void DequantizeFp4BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out);
+
+// out[t, n - row_begin] (row stride out_stride) = Σ_k x[t, k] · W[n, k] for the
+// output features n in [row_begin, row_end) of an FP8 block-scaled weight, fp32
+// accumulation in k order. x: [T, K] contiguous. Callers split rows across
+// threads or pick a group of rows (the grouped output projection).
+void MatMulFp8Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                    int64_t row_end);
+// The same for an FP4 block-scaled weight.
+void MatMulFp4Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                    int64_t row_end);
+
+// 2^ceil(log2(a)) for a > 0, by the IEEE trick of the reference kernels
+// (exponent − 127 + [mantissa ≠ 0]); the "ue8m0" activation scale (spec §9.2).
+float Pow2Ceil(float a);
+
+// FP8 activation quantisation, simulated in place (spec §9.2, reference
+// `act_quant`): per block of `block` values, s = Pow2Ceil(max(amax, 1e-4) / 448),
+// x ← e4m3(clamp(x / s, ±448)) · s. n must be a multiple of block.
+void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block);
+// FP4 activation quantisation, simulated in place (reference `fp4_act_quant`):
+// s = Pow2Ceil(max(amax, 6·2^-126) / 6), x ← e2m1(clamp(x / s, ±6)) · s.
+void QuantizeDequantizeFp4(float* x, int64_t n, int64_t block);
+
+}  // namespace dsv4::ops::ref
+
+#endif  // DSV4_OPS_REF_QUANT_MATMUL_REF_H_

@@ -1,0 +1,426 @@
+// DeepSeek-V4 config.json parsing, validation, layer plans and the inspect
+// report: the real V4-Flash / V4-Pro configs (parameter totals 284B/13B and
+// 1.6T/49B), the alternative spellings (inference ModelArgs, HF v5), and one
+// test per rejected value — each error must name the field and the value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/inspect.h"
+#include "model/deepseek_v4/plan.h"
+#include "deepseek_v4_test_util.h"
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+using Json = nlohmann::json;
+using testing::DataDir;
+
+Json LoadJson(const std::string& path) {
+  auto text = ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return Json::parse(text.ok() ? *text : "{}");
+}
+
+Json FlashJson() { return LoadJson(DataDir() + "/v4_flash_config.json"); }
+Json TinyJson() { return LoadJson(DataDir() + "/swa_bf16/config.json"); }
+
+Result<DeepSeekV4Config> Parse(const Json& j) { return DeepSeekV4Config::FromJson(j.dump(), "test.json"); }
+
+TEST(DeepSeekV4Config, FlashConfigParses) {
+  auto c = DeepSeekV4Config::FromFile(DataDir() + "/v4_flash_config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hidden_size, 4096);
+  EXPECT_EQ(c->num_hidden_layers, 43);
+  EXPECT_EQ(c->num_attention_heads, 64);
+  EXPECT_EQ(c->head_dim, 512);
+  EXPECT_EQ(c->qk_rope_head_dim, 64);
+  EXPECT_EQ(c->q_lora_rank, 1024);
+  EXPECT_EQ(c->o_groups, 8);
+  EXPECT_EQ(c->n_routed_experts, 256);
+  EXPECT_EQ(c->num_experts_per_tok, 6);
+  EXPECT_EQ(c->moe_intermediate_size, 2048);
+  EXPECT_EQ(c->num_hash_layers, 3);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.5);
+  EXPECT_EQ(c->expert_dtype, ExpertDType::kFp4);
+  EXPECT_TRUE(c->quantization_config.present);
+  EXPECT_EQ(c->quantization_config.scale_fmt, "ue8m0");
+  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 16.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position, 65536);
+  ASSERT_EQ(c->compress_ratios.size(), 44u);
+  // Valid, but not runnable yet: CSA at layer 2 is named.
+  Status s = c->CheckForwardSupported();
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("layer 2"), std::string::npos) << s.message();
+}
+
+TEST(DeepSeekV4Config, FlashLayerPlan) {
+  auto c = DeepSeekV4Config::FromFile(DataDir() + "/v4_flash_config.json");
+  ASSERT_TRUE(c.ok());
+  const auto plans = BuildLayerPlans(*c);
+  ASSERT_EQ(plans.size(), 44u);
+  int window = 0, csa = 0, hca = 0, hash = 0;
+  for (const LayerPlan& p : plans) {
+    if (p.role != LayerRole::kMain) continue;
+    window += p.attention == AttentionKind::kWindow;
+    csa += p.attention == AttentionKind::kCsa;
+    hca += p.attention == AttentionKind::kHca;
+    hash += p.router == RouterKind::kHash;
+  }
+  // Spec §1.2: layers 0–1 SWA, CSA at even 2..42 (21), HCA at odd 3..41 (20).
+  EXPECT_EQ(window, 2);
+  EXPECT_EQ(csa, 21);
+  EXPECT_EQ(hca, 20);
+  EXPECT_EQ(hash, 3);
+  EXPECT_EQ(plans[0].attention, AttentionKind::kWindow);
+  EXPECT_FALSE(plans[0].rope_yarn);
+  EXPECT_DOUBLE_EQ(plans[0].rope_theta, 10000.0);
+  EXPECT_EQ(plans[2].attention, AttentionKind::kCsa);
+  EXPECT_TRUE(plans[2].has_indexer);
+  EXPECT_TRUE(plans[2].rope_yarn);
+  EXPECT_DOUBLE_EQ(plans[2].rope_theta, 160000.0);
+  EXPECT_EQ(plans[3].attention, AttentionKind::kHca);
+  EXPECT_FALSE(plans[3].has_indexer);
+  EXPECT_EQ(plans[3].cache.compress_ratio, 128);
+  // The MTP layer: window-only, scored router, own prefix.
+  EXPECT_EQ(plans[43].role, LayerRole::kMtp);
+  EXPECT_EQ(plans[43].prefix, "mtp.0.");
+  EXPECT_EQ(plans[43].attention, AttentionKind::kWindow);
+  EXPECT_EQ(plans[43].router, RouterKind::kScored);
+}
+
+// The published sizes: V4-Flash 284B total / 13B active, V4-Pro 1.6T / 49B.
+TEST(DeepSeekV4Config, FlashParameterTotals) {
+  auto c = DeepSeekV4Config::FromFile(DataDir() + "/v4_flash_config.json");
+  ASSERT_TRUE(c.ok());
+  const ParameterCounts n = CountParameters(*c, nullptr);
+  EXPECT_EQ(std::llround(n.total / 1e9), 284) << n.total;
+  EXPECT_EQ(std::llround(n.active / 1e9), 13) << n.active;
+  EXPECT_GT(n.mtp, 0);
+  EXPECT_FALSE(n.measured);
+  // Predicted storage: FP4 experts dominate, FP8 dense, bf16 embed/head, e8m0 scales.
+  EXPECT_GT(n.bytes_by_dtype.at("fp4_e2m1"), n.bytes_by_dtype.at("fp8_e4m3"));
+  EXPECT_GT(n.bytes_by_dtype.at("e8m0"), 0);
+  EXPECT_GT(n.bytes_by_dtype.at("bf16"), 2 * 129280 * 4096);
+}
+
+TEST(DeepSeekV4Config, ProParameterTotals) {
+  auto c = DeepSeekV4Config::FromFile(DataDir() + "/v4_pro_config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hidden_size, 7168);
+  EXPECT_EQ(c->num_hidden_layers, 61);
+  const ParameterCounts n = CountParameters(*c, nullptr);
+  EXPECT_EQ(std::llround(n.total / 1e11), 16) << n.total;  // 1.6T
+  EXPECT_EQ(std::llround(n.active / 1e9), 49) << n.active;
+  const auto plans = BuildLayerPlans(*c);
+  EXPECT_EQ(plans[0].attention, AttentionKind::kHca);  // Pro starts with two HCA layers
+  EXPECT_EQ(plans[1].attention, AttentionKind::kHca);
+}
+
+TEST(DeepSeekV4Config, InspectReportFromConfigAlone) {
+  auto report = InspectPath(DataDir() + "/v4_flash_config.json");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const std::string& r = *report;
+  EXPECT_NE(r.find("total 284."), std::string::npos) << r;
+  EXPECT_NE(r.find("active per token 13."), std::string::npos) << r;
+  EXPECT_NE(r.find("2 window, 21 CSA, 20 HCA; 3 hash-routed"), std::string::npos) << r;
+  EXPECT_NE(r.find("predicted from config.json"), std::string::npos) << r;
+  EXPECT_NE(r.find("fp4_e2m1"), std::string::npos) << r;
+  EXPECT_NE(r.find("weights: none"), std::string::npos) << r;
+}
+
+TEST(DeepSeekV4Config, InspectReportWithWeights) {
+  auto report = InspectPath(DataDir() + "/swa_fp8");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const std::string& r = *report;
+  EXPECT_NE(r.find("measured"), std::string::npos) << r;
+  EXPECT_NE(r.find("fp8_e4m3"), std::string::npos) << r;
+  EXPECT_NE(r.find("e8m0"), std::string::npos) << r;
+  EXPECT_NE(r.find("every declared tensor bound (official names)"), std::string::npos) << r;
+  EXPECT_NE(r.find("forward: supported"), std::string::npos) << r;
+}
+
+TEST(DeepSeekV4Config, TinyGoldenConfigParses) {
+  auto c = Parse(TinyJson());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->sliding_window, 8);
+  EXPECT_DOUBLE_EQ(c->swiglu_limit, 1.5);
+  EXPECT_TRUE(c->CheckForwardSupported().ok());
+}
+
+// The official inference config.json spelling (ModelArgs names) parses to the same values.
+TEST(DeepSeekV4Config, InferenceSpellings) {
+  Json j = {{"model_type", "deepseek_v4"}, {"vocab_size", 256}, {"dim", 64}, {"n_layers", 2},
+            {"n_heads", 4}, {"head_dim", 128}, {"rope_head_dim", 64}, {"q_lora_rank", 16},
+            {"o_groups", 2}, {"o_lora_rank", 16}, {"window_size", 8},
+            {"n_routed_experts", 8}, {"n_activated_experts", 2}, {"moe_inter_dim", 16},
+            {"n_hash_layers", 1}, {"score_func", "sqrtsoftplus"}, {"route_scale", 2.5},
+            {"norm_eps", 1e-5}, {"n_mtp_layers", 0}, {"compress_ratios", {0, 0}},
+            {"original_seq_len", 65536}, {"rope_factor", 16}, {"dtype", "fp8"},
+            {"scale_fmt", "ue8m0"}, {"expert_dtype", "fp4"}};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->num_hidden_layers, 2);
+  EXPECT_EQ(c->sliding_window, 8);
+  EXPECT_EQ(c->num_experts_per_tok, 2);
+  EXPECT_EQ(c->moe_intermediate_size, 16);
+  EXPECT_EQ(c->num_hash_layers, 1);
+  EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 2.5);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
+  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_TRUE(c->quantization_config.present);
+  EXPECT_EQ(c->expert_dtype, ExpertDType::kFp4);
+}
+
+// HF transformers v5 spellings: layer_types + compress_rates, mlp_layer_types,
+// rope_parameters {main, compress}, partial_rotary_factor.
+TEST(DeepSeekV4Config, HfV5Spellings) {
+  Json j = TinyJson();
+  j.erase("compress_ratios");
+  j.erase("num_hash_layers");
+  j.erase("qk_rope_head_dim");
+  j.erase("rope_scaling");
+  j["layer_types"] = {"sliding_attention", "sliding_attention", "heavily_compressed_attention",
+                      "compressed_sparse_attention"};
+  j["compress_rates"] = {{"heavily_compressed_attention", 8}};
+  j["mlp_layer_types"] = {"hash_moe", "hash_moe", "moe", "moe"};
+  j["partial_rotary_factor"] = 0.5;
+  j["rope_parameters"] = {
+      {"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+      {"compress",
+       {{"rope_type", "yarn"}, {"rope_theta", 160000.0}, {"factor", 16.0},
+        {"original_max_position_embeddings", 65536}, {"beta_fast", 32}, {"beta_slow", 1},
+        {"attention_factor", 1.0}}}};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->compress_ratios, (std::vector<int64_t>{0, 0, 8, 4}));
+  EXPECT_EQ(c->num_hash_layers, 2);
+  EXPECT_EQ(c->qk_rope_head_dim, 64);
+  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_DOUBLE_EQ(c->compress_rope_theta, 160000.0);
+  EXPECT_EQ(BuildLayerPlans(*c)[2].attention, AttentionKind::kHca);
+  EXPECT_EQ(BuildLayerPlans(*c)[3].attention, AttentionKind::kCsa);
+}
+
+// ---- rejected configs: one test per case; the error names field and value ----
+
+void ExpectRejected(const Json& j, const std::string& field, const std::string& value) {
+  auto c = Parse(j);
+  ASSERT_FALSE(c.ok()) << "accepted: " << j.dump();
+  const std::string msg = c.status().message() + " " + c.status().hint();
+  EXPECT_NE(msg.find(field), std::string::npos) << msg;
+  EXPECT_NE(msg.find(value), std::string::npos) << msg;
+  EXPECT_NE(c.status().message().find("test.json"), std::string::npos) << msg;
+}
+
+TEST(DeepSeekV4ConfigBad, NotJson) {
+  auto c = DeepSeekV4Config::FromJson("{\"model_type\": ", "bad.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("bad.json"), std::string::npos);
+  EXPECT_NE(c.status().message().find("not valid JSON"), std::string::npos);
+}
+TEST(DeepSeekV4ConfigBad, NotAnObject) {
+  auto c = DeepSeekV4Config::FromJson("[1, 2]", "bad.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not a JSON object"), std::string::npos);
+}
+TEST(DeepSeekV4ConfigBad, MissingModelType) {
+  Json j = TinyJson();
+  j.erase("model_type");
+  ExpectRejected(j, "model_type", "missing");
+}
+TEST(DeepSeekV4ConfigBad, WrongModelType) {
+  Json j = TinyJson();
+  j["model_type"] = "deepseek_v3";
+  ExpectRejected(j, "model_type", "deepseek_v3");
+}
+TEST(DeepSeekV4ConfigBad, WrongFieldType) {
+  Json j = TinyJson();
+  j["hidden_size"] = "sixty-four";
+  ExpectRejected(j, "hidden_size", "sixty-four");
+}
+TEST(DeepSeekV4ConfigBad, NegativeSize) {
+  Json j = TinyJson();
+  j["num_attention_heads"] = -4;
+  ExpectRejected(j, "num_attention_heads", "-4");
+}
+TEST(DeepSeekV4ConfigBad, AbsurdSize) {
+  Json j = TinyJson();
+  j["vocab_size"] = int64_t{1} << 40;
+  ExpectRejected(j, "vocab_size", std::to_string(int64_t{1} << 40));
+}
+TEST(DeepSeekV4ConfigBad, SeveralKvHeads) {
+  Json j = TinyJson();
+  j["num_key_value_heads"] = 4;
+  ExpectRejected(j, "num_key_value_heads", "4");
+}
+TEST(DeepSeekV4ConfigBad, RopeDimLargerThanHead) {
+  Json j = TinyJson();
+  j["qk_rope_head_dim"] = 256;
+  ExpectRejected(j, "qk_rope_head_dim", "256");
+}
+TEST(DeepSeekV4ConfigBad, GroupsDoNotDivideHeads) {
+  Json j = TinyJson();
+  j["o_groups"] = 3;
+  ExpectRejected(j, "o_groups", "3");
+}
+TEST(DeepSeekV4ConfigBad, TwoSharedExperts) {
+  Json j = TinyJson();
+  j["n_shared_experts"] = 2;
+  ExpectRejected(j, "n_shared_experts", "2");
+}
+TEST(DeepSeekV4ConfigBad, TopKAboveExperts) {
+  Json j = TinyJson();
+  j["num_experts_per_tok"] = 9;
+  ExpectRejected(j, "num_experts_per_tok", "9");
+}
+TEST(DeepSeekV4ConfigBad, TooManyHashLayers) {
+  Json j = TinyJson();
+  j["num_hash_layers"] = 5;
+  ExpectRejected(j, "num_hash_layers", "5");
+}
+TEST(DeepSeekV4ConfigBad, UnknownScoringFunc) {
+  Json j = TinyJson();
+  j["scoring_func"] = "relu";
+  ExpectRejected(j, "scoring_func", "relu");
+}
+TEST(DeepSeekV4ConfigBad, UnknownTopkMethod) {
+  Json j = TinyJson();
+  j["topk_method"] = "group_limited_greedy";
+  ExpectRejected(j, "topk_method", "group_limited_greedy");
+}
+TEST(DeepSeekV4ConfigBad, ExpertGroups) {
+  Json j = TinyJson();
+  j["n_group"] = 8;
+  ExpectRejected(j, "n_group", "8");
+}
+TEST(DeepSeekV4ConfigBad, DenseFirstLayers) {
+  Json j = TinyJson();
+  j["first_k_dense_replace"] = 1;
+  ExpectRejected(j, "first_k_dense_replace", "1");
+}
+TEST(DeepSeekV4ConfigBad, UnnormalisedTopK) {
+  Json j = TinyJson();
+  j["norm_topk_prob"] = false;
+  ExpectRejected(j, "norm_topk_prob", "false");
+}
+TEST(DeepSeekV4ConfigBad, TiedEmbeddings) {
+  Json j = TinyJson();
+  j["tie_word_embeddings"] = true;
+  ExpectRejected(j, "tie_word_embeddings", "true");
+}
+TEST(DeepSeekV4ConfigBad, AttentionBias) {
+  Json j = TinyJson();
+  j["attention_bias"] = true;
+  ExpectRejected(j, "attention_bias", "true");
+}
+TEST(DeepSeekV4ConfigBad, OtherActivation) {
+  Json j = TinyJson();
+  j["hidden_act"] = "gelu";
+  ExpectRejected(j, "hidden_act", "gelu");
+}
+TEST(DeepSeekV4ConfigBad, NonYarnRopeScaling) {
+  Json j = TinyJson();
+  j["rope_scaling"]["type"] = "linear";
+  ExpectRejected(j, "rope_scaling.type", "linear");
+}
+TEST(DeepSeekV4ConfigBad, YarnAmplitudeFactor) {
+  Json j = TinyJson();
+  j["rope_scaling"]["attention_factor"] = 1.277;
+  ExpectRejected(j, "attention_factor", "1.277");
+}
+TEST(DeepSeekV4ConfigBad, QuantMethod) {
+  Json j = TinyJson();
+  j["quantization_config"] = {{"quant_method", "gptq"}};
+  ExpectRejected(j, "quantization_config.quant_method", "gptq");
+}
+TEST(DeepSeekV4ConfigBad, QuantBlockSize) {
+  Json j = FlashJson();
+  j["quantization_config"]["weight_block_size"] = {64, 64};
+  ExpectRejected(j, "weight_block_size", "[64, 64]");
+}
+TEST(DeepSeekV4ConfigBad, QuantScaleFormat) {
+  Json j = FlashJson();
+  j["quantization_config"]["scale_fmt"] = "fp32";
+  ExpectRejected(j, "scale_fmt", "fp32");
+}
+TEST(DeepSeekV4ConfigBad, ExpertDType) {
+  Json j = TinyJson();
+  j["expert_dtype"] = "int4";
+  ExpectRejected(j, "expert_dtype", "int4");
+}
+TEST(DeepSeekV4ConfigBad, NoAttentionSchedule) {
+  Json j = TinyJson();
+  j.erase("compress_ratios");
+  ExpectRejected(j, "compress_ratios", "layer_types");
+}
+TEST(DeepSeekV4ConfigBad, ScheduleLengthMismatch) {
+  Json j = TinyJson();
+  j["compress_ratios"] = {0, 0};
+  ExpectRejected(j, "compress_ratios", "2 entries");
+}
+TEST(DeepSeekV4ConfigBad, NegativeCompressRatio) {
+  Json j = TinyJson();
+  j["compress_ratios"] = {0, -4, 0, 0};
+  ExpectRejected(j, "compress_ratios[1]", "-4");
+}
+TEST(DeepSeekV4ConfigBad, UnknownLayerType) {
+  Json j = TinyJson();
+  j.erase("compress_ratios");
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention",
+                      "sliding_attention"};
+  ExpectRejected(j, "layer_types[1]", "full_attention");
+}
+TEST(DeepSeekV4ConfigBad, LayerTypesDisagreeWithRatios) {
+  Json j = TinyJson();
+  j["layer_types"] = {"sliding_attention", "compressed_sparse_attention", "sliding_attention",
+                      "sliding_attention"};
+  ExpectRejected(j, "layer_types", "compress_ratios[1]");
+}
+TEST(DeepSeekV4ConfigBad, AliasesDisagree) {
+  Json j = TinyJson();
+  j["dim"] = 128;  // hidden_size is 64
+  ExpectRejected(j, "hidden_size", "dim");
+}
+TEST(DeepSeekV4ConfigBad, HashLayersNotLeading) {
+  Json j = TinyJson();
+  j["mlp_layer_types"] = {"moe", "hash_moe", "moe", "moe"};
+  ExpectRejected(j, "mlp_layer_types[1]", "hash_moe");
+}
+TEST(DeepSeekV4ConfigBad, BosOutsideVocab) {
+  Json j = TinyJson();
+  j["bos_token_id"] = 999;
+  ExpectRejected(j, "bos_token_id", "999");
+}
+TEST(DeepSeekV4ConfigBad, CompressedMtpLayer) {
+  Json j = TinyJson();
+  j["num_nextn_predict_layers"] = 1;
+  j["compress_ratios"] = {0, 0, 0, 0, 4};
+  ExpectRejected(j, "compress_ratios[4]", "4");
+}
+
+// Valid configs with CSA/HCA layers load for inspection but the forward
+// refuses them, naming the layer and its kind.
+TEST(DeepSeekV4ConfigBad, CompressedLayerNotYetSupportedForForward) {
+  Json j = TinyJson();
+  j["compress_ratios"] = {0, 0, 128, 0};
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Status s = c->CheckForwardSupported();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("layer 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("HCA"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not support"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace dsv4::deepseek_v4
