@@ -18,7 +18,8 @@ Status ValidateSamplingParams(const SamplingParams& p) {
     return InvalidArgument(fmt::format("sampling parameter {} = {} is out of range", field, value),
                            fmt::format("{} must be {}", field, want));
   };
-  if (!std::isfinite(p.temperature)) return bad("temperature", p.temperature, "finite (<= 0: greedy)");
+  if (!std::isfinite(p.temperature))
+    return bad("temperature", p.temperature, "finite (<= 0: greedy)");
   if (!(p.top_p >= 0.0f && p.top_p <= 1.0f)) return bad("top_p", p.top_p, "in [0, 1] (1: off)");
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p", p.min_p, "in [0, 1] (0: off)");
   if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f)) {
@@ -29,7 +30,8 @@ Status ValidateSamplingParams(const SamplingParams& p) {
                fmt::format("in [0, {}] (0: off; for llama.cpp's -1 pass the context length)",
                            kMaxRepeatLastN));
   }
-  if (!std::isfinite(p.presence_penalty)) return bad("presence_penalty", p.presence_penalty, "finite");
+  if (!std::isfinite(p.presence_penalty))
+    return bad("presence_penalty", p.presence_penalty, "finite");
   if (!std::isfinite(p.frequency_penalty)) {
     return bad("frequency_penalty", p.frequency_penalty, "finite");
   }
@@ -150,9 +152,7 @@ void Sampler::ApplyPenalties(std::span<float> logits) {
   }
   // The window is the whole ring once it is full, else its first history_size_ slots.
   const std::span<const int32_t> window(history_.data(), history_size_);
-  const auto in_range = [&](int32_t t) {
-    return t >= 0 && static_cast<size_t>(t) < logits.size();
-  };
+  const auto in_range = [&](int32_t t) { return t >= 0 && static_cast<size_t>(t) < logits.size(); };
   for (const int32_t t : window) {
     if (in_range(t)) ++counts_[static_cast<size_t>(t)];
   }

@@ -36,18 +36,18 @@
 namespace dsv4 {
 
 struct SamplingParams {
-  float temperature = 0.8f;       // <= 0: greedy
-  int32_t top_k = 40;             // <= 0: off
-  float top_p = 0.95f;            // in [0, 1]; 1: off
-  float min_p = 0.05f;            // in [0, 1]; 0: off
-  float repeat_penalty = 1.0f;    // > 0; 1: off
-  int32_t repeat_last_n = 64;     // penalty window in accepted tokens; 0: penalties off.
-                                  // llama.cpp's -1 ("the context") is for the caller to
-                                  // translate into the context length.
-  float presence_penalty = 0.0f;  // 0: off
-  float frequency_penalty = 0.0f; // 0: off
-  uint64_t seed = 0;              // every value is a valid seed; the caller picks a random
-                                  // one when the user gives none
+  float temperature = 0.8f;        // <= 0: greedy
+  int32_t top_k = 40;              // <= 0: off
+  float top_p = 0.95f;             // in [0, 1]; 1: off
+  float min_p = 0.05f;             // in [0, 1]; 0: off
+  float repeat_penalty = 1.0f;     // > 0; 1: off
+  int32_t repeat_last_n = 64;      // penalty window in accepted tokens; 0: penalties off.
+                                   // llama.cpp's -1 ("the context") is for the caller to
+                                   // translate into the context length.
+  float presence_penalty = 0.0f;   // 0: off
+  float frequency_penalty = 0.0f;  // 0: off
+  uint64_t seed = 0;               // every value is a valid seed; the caller picks a random
+                                   // one when the user gives none
 };
 
 // Largest repeat_last_n accepted (the window is allocated up front).
@@ -111,9 +111,7 @@ class Sampler {
   // The candidates of the last non-greedy draw after all filters, with
   // temperature-scaled logits, in the order the draw walked them. Empty after a
   // greedy call.
-  std::span<const Candidate> last_candidates() const {
-    return {candidates_.data(), last_size_};
-  }
+  std::span<const Candidate> last_candidates() const { return {candidates_.data(), last_size_}; }
 
  private:
   void ApplyPenalties(std::span<float> logits);
@@ -122,10 +120,10 @@ class Sampler {
 
   SamplingParams params_;
   Xoshiro256 rng_;
-  std::vector<int32_t> history_;  // [repeat_last_n] ring buffer of accepted tokens
-  size_t history_size_ = 0;       // valid entries
-  size_t history_next_ = 0;       // where the next token goes
-  std::vector<int32_t> counts_;   // [V] scratch, all zero between calls
+  std::vector<int32_t> history_;       // [repeat_last_n] ring buffer of accepted tokens
+  size_t history_size_ = 0;            // valid entries
+  size_t history_next_ = 0;            // where the next token goes
+  std::vector<int32_t> counts_;        // [V] scratch, all zero between calls
   std::vector<Candidate> candidates_;  // [V]
   std::vector<double> weights_;        // [V] scratch for the draw
   size_t last_size_ = 0;

@@ -97,15 +97,14 @@ Result<SpmVocab> ParseTok512(std::span<const uint8_t> bytes, int32_t vocab_size,
   }
   const size_t size = bytes.size();
   if (size < 4) {
-    return DataLoss(fmt::format("{}: {} bytes, too short for the 4-byte max_token_length header",
-                                source, size),
-                    "is this a llama2.c tokenizer.bin (e.g. tok512.bin)?");
+    return DataLoss(
+        fmt::format("{}: {} bytes, too short for the 4-byte max_token_length header", source, size),
+        "is this a llama2.c tokenizer.bin (e.g. tok512.bin)?");
   }
   SpmVocab vocab;
   size_t offset = 4;  // skip max_token_length: pieces carry their own lengths
-  const std::string expected =
-      vocab_size < 0 ? std::string("tokens up to the end of the file")
-                     : fmt::format("the model's {} tokens", vocab_size);
+  const std::string expected = vocab_size < 0 ? std::string("tokens up to the end of the file")
+                                              : fmt::format("the model's {} tokens", vocab_size);
   while (vocab_size < 0 ? offset < size : vocab.pieces.size() < static_cast<size_t>(vocab_size)) {
     const size_t index = vocab.pieces.size();
     if (size - offset < 8) {
@@ -138,8 +137,7 @@ Result<SpmVocab> ParseTok512(std::span<const uint8_t> bytes, int32_t vocab_size,
     }
   }
   if (offset != size) {
-    return DataLoss(fmt::format("{}: {} bytes left over after {}", source, size - offset,
-                                expected),
+    return DataLoss(fmt::format("{}: {} bytes left over after {}", source, size - offset, expected),
                     "the tokenizer has more tokens than the model's vocab_size: use the "
                     "tokenizer that came with the model");
   }
@@ -395,8 +393,8 @@ std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_bos) c
     if (size > max_piece_bytes_) return;
     const int32_t id = PieceToId(s.substr(l.start, size));
     if (id < 0) return;
-    queue.push({vocab_.scores[static_cast<size_t>(id)], id, static_cast<uint32_t>(size), left,
-                right});
+    queue.push(
+        {vocab_.scores[static_cast<size_t>(id)], id, static_cast<uint32_t>(size), left, right});
   };
   for (size_t k = 1; k < symbols.size(); ++k) {
     try_add(static_cast<int64_t>(k - 1), static_cast<int64_t>(k));
@@ -432,7 +430,8 @@ std::string SpmTokenizer::Decode(int32_t id) const {
 std::string SpmTokenizer::DecodeNext(int32_t prev_id, int32_t id) const {
   std::string text = Decode(id);
   if (prev_id >= 0 && prev_id == vocab_.bos && vocab_.add_space_prefix && !text.empty() &&
-      text[0] == ' ' && vocab_.types[static_cast<size_t>(id)] != static_cast<int32_t>(SpmTokenType::kByte)) {
+      text[0] == ' ' &&
+      vocab_.types[static_cast<size_t>(id)] != static_cast<int32_t>(SpmTokenType::kByte)) {
     text.erase(0, 1);
   }
   return text;

@@ -23,7 +23,8 @@ namespace {
 
 const dsv4::SpmTokenizer& Stories260K() {
   static const dsv4::SpmTokenizer* tok = [] {
-    auto vocab = dsv4::ReadTok512(std::string(DSV4_SOURCE_DIR) + "/models/stories260K/tok512.bin", 512);
+    auto vocab =
+        dsv4::ReadTok512(std::string(DSV4_SOURCE_DIR) + "/models/stories260K/tok512.bin", 512);
     CHECK(vocab.ok(), "%s", vocab.status().ToString().c_str());
     auto t = dsv4::SpmTokenizer::Create(std::move(vocab).value());
     CHECK(t.ok(), "%s", t.status().ToString().c_str());

@@ -235,8 +235,8 @@ TEST(SamplerStagesTest, TopPKeepsTheShortestPrefixReachingP) {
     int kept;
   };
   // Cumulative mass: 0.5, 0.7, 0.85, 0.95, 1.0.
-  for (const Case c : {Case{0.0f, 1}, Case{0.4f, 1}, Case{0.6f, 2}, Case{0.8f, 3},
-                       Case{0.9f, 4}, Case{0.97f, 5}, Case{1.0f, 5}}) {
+  for (const Case c : {Case{0.0f, 1}, Case{0.4f, 1}, Case{0.6f, 2}, Case{0.8f, 3}, Case{0.9f, 4},
+                       Case{0.97f, 5}, Case{1.0f, 5}}) {
     std::vector<Candidate> cand;
     const std::vector<float> logits = FiveLogits();
     for (int32_t i = 0; i < 5; ++i) cand.push_back({logits[static_cast<size_t>(i)], i});
@@ -397,7 +397,8 @@ TEST(SamplerPenaltyTest, NoEffectWhenOffOutOfRangeOrReset) {
 // ---- the draw ------------------------------------------------------------------------
 
 // Pearson's chi-square statistic of `counts` against probabilities `expected`.
-double ChiSquare(const std::vector<int64_t>& counts, const std::vector<double>& expected, int64_t n) {
+double ChiSquare(const std::vector<int64_t>& counts, const std::vector<double>& expected,
+                 int64_t n) {
   double chi2 = 0.0;
   for (size_t i = 0; i < counts.size(); ++i) {
     const double e = expected[i] * static_cast<double>(n);

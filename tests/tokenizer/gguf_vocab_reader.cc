@@ -12,8 +12,19 @@ namespace {
 
 // GGUF metadata value types.
 enum : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 class Cursor {
@@ -23,7 +34,8 @@ class Cursor {
 
   template <typename T>
   Result<T> Read() {
-    if (size_ - pos_ < sizeof(T)) return DataLoss(path_ + ": truncated at byte " + std::to_string(pos_));
+    if (size_ - pos_ < sizeof(T))
+      return DataLoss(path_ + ": truncated at byte " + std::to_string(pos_));
     T v;
     std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
@@ -31,19 +43,33 @@ class Cursor {
   }
   Result<std::string> ReadString() {
     ASSIGN_OR_RETURN(const uint64_t n, Read<uint64_t>());
-    if (n > size_ - pos_) return DataLoss(path_ + ": string past the end at byte " + std::to_string(pos_));
+    if (n > size_ - pos_)
+      return DataLoss(path_ + ": string past the end at byte " + std::to_string(pos_));
     std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
     pos_ += n;
     return s;
   }
   Status Skip(uint32_t type) {
     switch (type) {
-      case kU8: case kI8: case kBool: return Advance(1);
-      case kU16: case kI16: return Advance(2);
-      case kU32: case kI32: case kF32: return Advance(4);
-      case kU64: case kI64: case kF64: return Advance(8);
-      case kString: return ReadString().status();
-      default: return DataLoss(path_ + ": unknown value type " + std::to_string(type));
+      case kU8:
+      case kI8:
+      case kBool:
+        return Advance(1);
+      case kU16:
+      case kI16:
+        return Advance(2);
+      case kU32:
+      case kI32:
+      case kF32:
+        return Advance(4);
+      case kU64:
+      case kI64:
+      case kF64:
+        return Advance(8);
+      case kString:
+        return ReadString().status();
+      default:
+        return DataLoss(path_ + ": unknown value type " + std::to_string(type));
     }
   }
   Status Advance(size_t n) {
@@ -54,15 +80,40 @@ class Cursor {
   // A scalar integer of any integer type.
   Result<int64_t> ReadInteger(uint32_t type) {
     switch (type) {
-      case kU8: { ASSIGN_OR_RETURN(auto v, Read<uint8_t>()); return int64_t{v}; }
-      case kI8: { ASSIGN_OR_RETURN(auto v, Read<int8_t>()); return int64_t{v}; }
-      case kU16: { ASSIGN_OR_RETURN(auto v, Read<uint16_t>()); return int64_t{v}; }
-      case kI16: { ASSIGN_OR_RETURN(auto v, Read<int16_t>()); return int64_t{v}; }
-      case kU32: { ASSIGN_OR_RETURN(auto v, Read<uint32_t>()); return int64_t{v}; }
-      case kI32: { ASSIGN_OR_RETURN(auto v, Read<int32_t>()); return int64_t{v}; }
-      case kU64: { ASSIGN_OR_RETURN(auto v, Read<uint64_t>()); return static_cast<int64_t>(v); }
-      case kI64: { ASSIGN_OR_RETURN(auto v, Read<int64_t>()); return v; }
-      default: return InvalidArgument(path_ + ": expected an integer, found type " + std::to_string(type));
+      case kU8: {
+        ASSIGN_OR_RETURN(auto v, Read<uint8_t>());
+        return int64_t{v};
+      }
+      case kI8: {
+        ASSIGN_OR_RETURN(auto v, Read<int8_t>());
+        return int64_t{v};
+      }
+      case kU16: {
+        ASSIGN_OR_RETURN(auto v, Read<uint16_t>());
+        return int64_t{v};
+      }
+      case kI16: {
+        ASSIGN_OR_RETURN(auto v, Read<int16_t>());
+        return int64_t{v};
+      }
+      case kU32: {
+        ASSIGN_OR_RETURN(auto v, Read<uint32_t>());
+        return int64_t{v};
+      }
+      case kI32: {
+        ASSIGN_OR_RETURN(auto v, Read<int32_t>());
+        return int64_t{v};
+      }
+      case kU64: {
+        ASSIGN_OR_RETURN(auto v, Read<uint64_t>());
+        return static_cast<int64_t>(v);
+      }
+      case kI64: {
+        ASSIGN_OR_RETURN(auto v, Read<int64_t>());
+        return v;
+      }
+      default:
+        return InvalidArgument(path_ + ": expected an integer, found type " + std::to_string(type));
     }
   }
 

@@ -29,13 +29,13 @@ class FakeTokenizer final : public Tokenizer {
 
 TEST(StreamDecoderTest, HoldsBackIncompleteCharacters) {
   FakeTokenizer tok;
-  tok.pieces = {"a\xF0\x9F", "\x98", "\x80" "b", "\xE2\x82", "\xAC"};  // a😀b€
+  tok.pieces = {"a\xF0\x9F", "\x98", "\x80\x62", "\xE2\x82", "\xAC"};  // a😀b€
   StreamDecoder d(tok);
   EXPECT_EQ(d.Push(0), "a");
   EXPECT_EQ(d.pending_bytes(), 2u);
   EXPECT_EQ(d.Push(1), "");
   EXPECT_EQ(d.pending_bytes(), 3u);
-  EXPECT_EQ(d.Push(2), "\xF0\x9F\x98\x80" "b");
+  EXPECT_EQ(d.Push(2), "\xF0\x9F\x98\x80\x62");
   EXPECT_EQ(d.Push(3), "");
   EXPECT_EQ(d.Push(4), "\xE2\x82\xAC");
   EXPECT_EQ(d.Flush(), "");
@@ -66,12 +66,13 @@ TEST(StreamDecoderTest, OutOfRangeIdsAddNothing) {
 TEST(StreamDecoderTest, RandomSplitsEqualSanitize) {
   std::mt19937 rng(7);
   // Bytes biased towards UTF-8 structure: ASCII, lead bytes, continuation bytes.
-  const std::vector<uint8_t> alphabet = {'a', ' ', 0xC2, 0xC3, 0xE0, 0xE2, 0xED, 0xF0,
+  const std::vector<uint8_t> alphabet = {'a',  ' ',  0xC2, 0xC3, 0xE0, 0xE2, 0xED, 0xF0,
                                          0xF4, 0xF5, 0x80, 0x82, 0x9F, 0xA0, 0xAC, 0xBF};
   for (int trial = 0; trial < 2000; ++trial) {
     std::string bytes;
     const int n = static_cast<int>(rng() % 24);
-    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>(alphabet[rng() % alphabet.size()]));
+    for (int i = 0; i < n; ++i)
+      bytes.push_back(static_cast<char>(alphabet[rng() % alphabet.size()]));
     FakeTokenizer tok;
     for (size_t i = 0; i < bytes.size();) {
       const size_t len = 1 + rng() % 3;
