@@ -1,0 +1,479 @@
+// DeepSeek-V4 blocks and model behaviour beyond the goldens: Sinkhorn
+// projection, the mHC transpose, RoPE (inverse, YaRN ramp of spec §4.2),
+// router semantics (bias for selection only, hash routing, clamps), native
+// FP8/FP4 weights vs the same weights dequantized, threads, Forward errors,
+// cache truncation, and the QAT-simulation options vs the released-numerics
+// golden.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "model/deepseek_v4/attention.h"
+#include "model/deepseek_v4/hyper_connection.h"
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/moe.h"
+#include "ops/ref/quant_matmul_ref.h"
+#include "deepseek_v4_test_util.h"
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+using testing::ArgmaxRow;
+using testing::DataDir;
+using testing::FillRandomCheckpoint;
+using testing::MeanKl;
+using testing::MemoryCheckpoint;
+using testing::ReadF32File;
+using testing::ReadIds;
+using testing::SynthFormat;
+using testing::TinyConfig;
+using testing::TinyQuantConfig;
+
+// ---- mHC ----
+
+TEST(DeepSeekV4Blocks, SinkhornIsNearlyDoublyStochastic) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  float comb[16];
+  for (float& v : comb) v = normal(rng);
+  SinkhornProject(comb, 4, 20, 1e-6f);
+  for (int k = 0; k < 4; ++k) {
+    float col = 0.0f, row = 0.0f;
+    for (int j = 0; j < 4; ++j) {
+      col += comb[j * 4 + k];
+      row += comb[k * 4 + j];
+      EXPECT_GT(comb[j * 4 + k], 0.0f);
+    }
+    EXPECT_NEAR(col, 1.0f, 1e-5f);  // the last step normalises columns
+    EXPECT_NEAR(row, 1.0f, 1e-3f);
+  }
+}
+
+TEST(DeepSeekV4Blocks, SinkhornOneIterationIsSoftmaxThenColumnNormalise) {
+  float comb[4] = {0.0f, std::log(3.0f), 0.0f, 0.0f};  // rows: softmax -> [.25 .75], [.5 .5]
+  SinkhornProject(comb, 2, 1, 0.0f);
+  // Column sums: .75 and 1.25.
+  EXPECT_NEAR(comb[0], 0.25f / 0.75f, 1e-6f);
+  EXPECT_NEAR(comb[1], 0.75f / 1.25f, 1e-6f);
+  EXPECT_NEAR(comb[2], 0.5f / 0.75f, 1e-6f);
+  EXPECT_NEAR(comb[3], 0.5f / 1.25f, 1e-6f);
+}
+
+TEST(DeepSeekV4Blocks, HcExpandUsesCombRowsAsSourceStreams) {
+  // X'[k] = post[k]·y + Σ_j comb[j][k]·X[j] (spec §3.2, §11 item 8).
+  HcParams p{.streams = 2, .hidden = 1};
+  float x[2] = {10.0f, 100.0f};   // [C, D]
+  const float y[1] = {1.0f};
+  const float post[2] = {2.0f, 3.0f};
+  const float comb[4] = {0.1f, 0.2f,   // from stream 0 to streams 0, 1
+                         0.3f, 0.4f};  // from stream 1 to streams 0, 1
+  float scratch[2];
+  HcExpand(p, x, y, post, comb, 1, scratch);
+  EXPECT_FLOAT_EQ(x[0], 2.0f + 0.1f * 10.0f + 0.3f * 100.0f);
+  EXPECT_FLOAT_EQ(x[1], 3.0f + 0.2f * 10.0f + 0.4f * 100.0f);
+}
+
+TEST(DeepSeekV4Blocks, HcCollapseDoesNotRenormalisePre) {
+  HcParams p{.streams = 2, .hidden = 2};
+  const float x[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  const float pre[2] = {0.9f, 0.8f};  // sums to 1.7
+  float u[2];
+  HcCollapse(p, x, pre, 1, u);
+  EXPECT_FLOAT_EQ(u[0], 0.9f * 1.0f + 0.8f * 3.0f);
+  EXPECT_FLOAT_EQ(u[1], 0.9f * 2.0f + 0.8f * 4.0f);
+}
+
+// ---- RoPE ----
+
+TEST(DeepSeekV4Blocks, RopeInverseUndoesRotation) {
+  YarnScaling yarn;
+  const RopeFrequencies rope(64, 160000.0, &yarn);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(64), orig;
+  for (float& v : x) v = normal(rng);
+  orig = x;
+  rope.Rotate(x.data(), 12345, false);
+  EXPECT_NE(x, orig);
+  rope.Rotate(x.data(), 12345, true);
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(x[i], orig[i], 2e-5f) << i;
+}
+
+TEST(DeepSeekV4Blocks, RopeRotatesAdjacentPairs) {
+  const RopeFrequencies rope(4, 10000.0, nullptr);  // ω = 1, 0.01
+  float x[4] = {1.0f, 0.0f, 0.0f, 1.0f};
+  rope.Rotate(x, 1, false);
+  EXPECT_NEAR(x[0], std::cos(1.0f), 1e-6f);
+  EXPECT_NEAR(x[1], std::sin(1.0f), 1e-6f);
+  EXPECT_NEAR(x[2], -std::sin(0.01f), 1e-6f);
+  EXPECT_NEAR(x[3], std::cos(0.01f), 1e-6f);
+}
+
+TEST(DeepSeekV4Blocks, YarnRampMatchesSpec) {
+  // Spec §4.2 for R = 64, base 160000, factor 16, original 65536, betas 32/1:
+  // low = 15, high = 25: pairs 0..15 unscaled, 25..31 divided by 16, linear between.
+  YarnScaling yarn;
+  const RopeFrequencies plain(64, 160000.0, nullptr), scaled(64, 160000.0, &yarn);
+  for (int i = 0; i < 32; ++i) {
+    const float w = plain.omega()[i];
+    const float ramp = std::clamp((i - 15.0f) / 10.0f, 0.0f, 1.0f);
+    EXPECT_FLOAT_EQ(scaled.omega()[i], w / 16.0f * ramp + w * (1.0f - ramp)) << i;
+    if (i <= 15) EXPECT_EQ(scaled.omega()[i], w) << i;
+  }
+  EXPECT_FLOAT_EQ(plain.omega()[1], std::pow(160000.0f, -2.0f / 64.0f));
+}
+
+// ---- MoE ----
+
+// One scored layer with hand-made weights: D = 2, E = 4, k = 2, F = 1.
+struct TinyMoe {
+  DeepSeekV4Config c;
+  std::vector<float> gate, w1, w3, w2, sw1, sw3, sw2;
+  MoeWeights w;
+  LayerPlan plan;
+  TinyMoe() {
+    c = TinyConfig();
+    c.hidden_size = 2;
+    c.n_routed_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 1;
+    c.routed_scaling_factor = 1.5;
+    c.swiglu_limit = 10.0;
+    // Router logits for x = [1, 0] are the first column: experts score in order 3 > 2 > 1 > 0.
+    gate = {0.0f, 0.0f, 1.0f, 0.0f, 2.0f, 0.0f, 3.0f, 0.0f};
+    w.gate = TensorView::Contiguous(gate.data(), DType::kF32, {4, 2});
+    w.bias = {0.0f, 0.0f, 0.0f, 0.0f};
+    w1 = {1.0f, 0.0f};  // shared by every expert: gate = x0
+    w3 = {1.0f, 0.0f};  // up = x0
+    w2 = {1.0f, 0.0f};  // down: out[0] = h, out[1] = 0  ([D, F] = [2, 1])
+    for (int e = 0; e < 4; ++e) {
+      w.experts.push_back(ExpertWeights{
+          .w1 = {.weight = TensorView::Contiguous(w1.data(), DType::kF32, {1, 2})},
+          .w3 = {.weight = TensorView::Contiguous(w3.data(), DType::kF32, {1, 2})},
+          .w2 = {.weight = TensorView::Contiguous(w2.data(), DType::kF32, {2, 1})}});
+    }
+    sw1 = {0.0f, 0.0f};  // the shared expert contributes 0
+    sw3 = {0.0f, 0.0f};
+    sw2 = {0.0f, 0.0f};
+    w.shared = ExpertWeights{
+        .w1 = {.weight = TensorView::Contiguous(sw1.data(), DType::kF32, {1, 2})},
+        .w3 = {.weight = TensorView::Contiguous(sw3.data(), DType::kF32, {1, 2})},
+        .w2 = {.weight = TensorView::Contiguous(sw2.data(), DType::kF32, {2, 1})}};
+    plan.router = RouterKind::kScored;
+  }
+};
+
+float SqrtSoftplus(float x) { return std::sqrt(std::log1p(std::exp(x))); }
+
+TEST(DeepSeekV4Blocks, RouterBiasSelectsButDoesNotWeight) {
+  TinyMoe m;
+  ThreadPool pool(1);
+  MoeScratch s;
+  const float x[2] = {1.0f, 0.0f};
+  const int32_t tok[1] = {0};
+  Route(pool, m.c, m.plan, m.w, x, tok, s);
+  EXPECT_EQ(s.routing.experts[0], 3);
+  EXPECT_EQ(s.routing.experts[1], 2);
+  // A bias on expert 0 makes it win the selection...
+  m.w.bias = {5.0f, 0.0f, 0.0f, 0.0f};
+  Route(pool, m.c, m.plan, m.w, x, tok, s);
+  EXPECT_EQ(s.routing.experts[0], 0);
+  EXPECT_EQ(s.routing.experts[1], 3);
+  // ...but the weights use the unbiased scores, normalised × route scale.
+  const float s0 = SqrtSoftplus(0.0f), s3 = SqrtSoftplus(3.0f);
+  EXPECT_NEAR(s.routing.weights[0], s0 / (s0 + s3) * 1.5f, 1e-6f);
+  EXPECT_NEAR(s.routing.weights[1], s3 / (s0 + s3) * 1.5f, 1e-6f);
+  EXPECT_NEAR(s.routing.scores[3], s3, 1e-6f);
+}
+
+TEST(DeepSeekV4Blocks, HashRouterUsesTheTokensRow) {
+  TinyMoe m;
+  m.c.vocab_size = 3;
+  m.plan.router = RouterKind::kHash;
+  m.w.bias.clear();
+  m.w.tid2eid = {0, 1, 2, 3, 1, 0};  // [V = 3, k = 2]
+  ThreadPool pool(1);
+  MoeScratch s;
+  const float x[4] = {1.0f, 0.0f, 1.0f, 0.0f};
+  const int32_t tok[2] = {2, 1};
+  Route(pool, m.c, m.plan, m.w, x, tok, s);
+  EXPECT_EQ(s.routing.experts[0], 1);  // token 2's row, in table order
+  EXPECT_EQ(s.routing.experts[1], 0);
+  EXPECT_EQ(s.routing.experts[2], 2);  // token 1's row
+  EXPECT_EQ(s.routing.experts[3], 3);
+  const float s0 = SqrtSoftplus(0.0f), s1 = SqrtSoftplus(1.0f);
+  EXPECT_NEAR(s.routing.weights[0], s1 / (s0 + s1) * 1.5f, 1e-6f);
+}
+
+TEST(DeepSeekV4Blocks, SwigluClampsGateAboveAndUpBothWays) {
+  TinyMoe m;
+  ThreadPool pool(1);
+  MoeScratch s;
+  NumericsOptions opts;
+  // x0 = 50: gate = min(50, 10) = 10, up = clamp(50, ±10) = 10 -> h = silu(10)·10.
+  // Shared expert: gate = 50 -> 10, up = -50 -> -10: h = silu(10)·(-10) (no weight).
+  m.sw1 = {1.0f, 0.0f};
+  m.sw3 = {-1.0f, 0.0f};
+  m.sw2 = {0.0f, 1.0f};  // into out[1]
+  const float x[2] = {50.0f, 0.0f};
+  const int32_t tok[1] = {0};
+  float out[2];
+  MoeForward(pool, m.c, m.plan, m.w, opts, Tracer(), x, tok, s, out);
+  const float silu10 = 10.0f / (1.0f + std::exp(-10.0f));
+  // Routed: the two picks' weights sum to route_scale (1.5), each applied before w2.
+  EXPECT_NEAR(out[0], silu10 * 10.0f * 1.5f, 1e-3f);
+  EXPECT_NEAR(out[1], silu10 * -10.0f, 1e-4f);
+}
+
+// ---- whole model ----
+
+std::shared_ptr<MemoryCheckpoint> Synthetic(const DeepSeekV4Config& c, SynthFormat f,
+                                            uint32_t seed) {
+  auto ckpt = std::make_shared<MemoryCheckpoint>("synthetic.safetensors");
+  FillRandomCheckpoint(c, seed, f, *ckpt);
+  return ckpt;
+}
+
+// The same weights with every FP8/FP4 linear dequantized to f32 (exact).
+std::shared_ptr<MemoryCheckpoint> Dequantized(const MemoryCheckpoint& q, const DeepSeekV4Config& c,
+                                              const ModelWeights& w) {
+  auto out = std::make_shared<MemoryCheckpoint>("dequantized.safetensors");
+  for (const TensorInfo& t : q.tensors()) {
+    if (t.name.ends_with(".scale")) continue;
+    out->Add(t.name, t.dtype, t.shape,
+             std::vector<uint8_t>(static_cast<const uint8_t*>(t.data),
+                                  static_cast<const uint8_t*>(t.data) + t.nbytes));
+  }
+  auto replace = [&](const std::string& name, const LinearWeight& lw) {
+    std::vector<float> dense(lw.rows() * lw.cols());
+    for (int64_t n = 0; n < lw.rows(); ++n) {
+      if (lw.format == LinearFormat::kFp8Block) {
+        ops::ref::DequantizeFp8BlockRow(lw.weight, lw.scale, n, dense.data() + n * lw.cols());
+      } else {
+        ops::ref::DequantizeFp4BlockRow(lw.weight, lw.scale, n, dense.data() + n * lw.cols());
+      }
+    }
+    out->Add(name, DType::kF32, {lw.rows(), lw.cols()}, testing::F32Bytes(dense));
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const LayerWeights& lw = w.layers[l];
+    replace(p + "attn.wq_a.weight", lw.attn.wq_a);
+    replace(p + "attn.wq_b.weight", lw.attn.wq_b);
+    replace(p + "attn.wkv.weight", lw.attn.wkv);
+    replace(p + "attn.wo_a.weight", lw.attn.wo_a);
+    replace(p + "attn.wo_b.weight", lw.attn.wo_b);
+    replace(p + "ffn.shared_experts.w1.weight", lw.moe.shared.w1);
+    replace(p + "ffn.shared_experts.w2.weight", lw.moe.shared.w2);
+    replace(p + "ffn.shared_experts.w3.weight", lw.moe.shared.w3);
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
+      replace(x + "w1.weight", lw.moe.experts[e].w1);
+      replace(x + "w2.weight", lw.moe.experts[e].w2);
+      replace(x + "w3.weight", lw.moe.experts[e].w3);
+    }
+  }
+  return out;
+}
+
+std::vector<float> RunAll(DeepSeekV4Model& m, const std::vector<int32_t>& ids) {
+  std::vector<float> logits(ids.size() * m.info().vocab_size);
+  auto cache = m.NewCache(0);
+  EXPECT_TRUE(m.Forward(ids, *cache, logits, true).ok());
+  return logits;
+}
+
+TEST(DeepSeekV4Model, NativeFp8Fp4EqualsDequantizedWeights) {
+  const DeepSeekV4Config c = TinyQuantConfig();
+  auto q = Synthetic(c, SynthFormat::kFp8Fp4, 9);
+  auto mq = DeepSeekV4Model::Load(q, c);
+  ASSERT_TRUE(mq.ok()) << mq.status().ToString();
+  auto d = Dequantized(*q, c, (*mq)->weights());
+  auto md = DeepSeekV4Model::Load(d, c);
+  ASSERT_TRUE(md.ok()) << md.status().ToString();
+  EXPECT_EQ((*md)->weights().layers[0].attn.wq_a.format, LinearFormat::kDense);
+  const std::vector<int32_t> ids = {0, 17, 17, 3, 60, 42, 8, 1, 9};
+  // Same products in the same order: bit-identical logits.
+  EXPECT_EQ(RunAll(**mq, ids), RunAll(**md, ids));
+}
+
+TEST(DeepSeekV4Model, ThreadsDoNotChangeLogits) {
+  const DeepSeekV4Config c = TinyConfig();
+  auto ckpt = Synthetic(c, SynthFormat::kBf16, 4);
+  auto m = DeepSeekV4Model::Load(ckpt, c);
+  ASSERT_TRUE(m.ok());
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<float> one = RunAll(**m, ids);
+  (*m)->SetThreads(2);
+  EXPECT_EQ(RunAll(**m, ids), one);
+}
+
+TEST(DeepSeekV4Model, InfoAndParameterCount) {
+  const DeepSeekV4Config c = TinyConfig();
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 1), c);
+  ASSERT_TRUE(m.ok());
+  const ModelInfo& info = (*m)->info();
+  EXPECT_EQ(info.architecture, "deepseek_v4");
+  EXPECT_EQ(info.vocab_size, 64);
+  EXPECT_EQ(info.max_context, 4096);
+  EXPECT_EQ(info.bos_id, 0);
+  EXPECT_EQ(info.eos_id, 1);
+  int64_t n = 0;
+  auto ckpt = Synthetic(c, SynthFormat::kBf16, 1);
+  for (const TensorInfo& t : ckpt->tensors()) {
+    int64_t e = 1;
+    for (int64_t s : t.shape) e *= s;
+    n += e;
+  }
+  EXPECT_EQ(info.n_params, n);  // every tensor of a dense checkpoint is a parameter
+}
+
+TEST(DeepSeekV4ModelBad, ForwardErrors) {
+  const DeepSeekV4Config c = TinyConfig();
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 1), c);
+  ASSERT_TRUE(m.ok());
+  DeepSeekV4Model& model = **m;
+  std::vector<float> logits(4 * 64);
+  auto cache = model.NewCache(4);
+  const std::vector<int32_t> bad_id = {0, 64};
+  Status s = model.Forward(bad_id, *cache, logits, true);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("token id 64"), std::string::npos) << s.message();
+  EXPECT_EQ(cache->length(), 0);
+  EXPECT_FALSE(model.Forward({}, *cache, logits, true).ok());
+  std::vector<float> small(10);
+  EXPECT_NE(model.Forward(std::vector<int32_t>{1, 2}, *cache, small, true).message().find(
+                "logits buffer"),
+            std::string::npos);
+  const std::vector<int32_t> five = {1, 2, 3, 4, 5};
+  std::vector<float> big(5 * 64);
+  s = model.Forward(five, *cache, big, true);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  // A cache from another model instance is refused.
+  auto other = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 2), c);
+  ASSERT_TRUE(other.ok());
+  auto foreign = (*other)->NewCache(4);
+  EXPECT_EQ(model.Forward(std::vector<int32_t>{1}, *foreign, logits, false).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(DeepSeekV4Model, TruncateZeroRestarts) {
+  const DeepSeekV4Config c = TinyConfig();  // window 4
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 5), c);
+  ASSERT_TRUE(m.ok());
+  const std::vector<int32_t> ids = {0, 9, 8, 7, 6, 5, 4};
+  const std::vector<float> want = RunAll(**m, ids);
+  auto cache = (*m)->NewCache(0);
+  std::vector<float> got(ids.size() * 64);
+  ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{3, 3, 3, 3, 3, 3}, *cache,
+                            std::span<float>(got).first(64), false).ok());
+  cache->Truncate(0);
+  ASSERT_TRUE((*m)->Forward(ids, *cache, got, true).ok());
+  EXPECT_EQ(got, want);
+}
+
+TEST(DeepSeekV4Model, TruncateWithinTheWindowIsExact) {
+  const DeepSeekV4Config c = TinyConfig();  // window 4
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 5), c);
+  ASSERT_TRUE(m.ok());
+  const std::vector<int32_t> ids = {0, 9, 8};
+  const std::vector<float> want = RunAll(**m, ids);
+  auto cache = (*m)->NewCache(0);
+  std::vector<float> got(3 * 64);
+  // 4 tokens (≤ window), drop the last two, continue with a different one.
+  ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{0, 9, 1, 1}, *cache,
+                            std::span<float>(got).first(64), false).ok());
+  cache->Truncate(2);
+  ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{8}, *cache, std::span<float>(got).last(64),
+                            false).ok());
+  for (int v = 0; v < 64; ++v) EXPECT_EQ(got[2 * 64 + v], want[2 * 64 + v]);
+}
+
+TEST(DeepSeekV4ModelBad, TruncatePastTheWindowIsReported) {
+  const DeepSeekV4Config c = TinyConfig();  // window 4
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 5), c);
+  ASSERT_TRUE(m.ok());
+  auto cache = (*m)->NewCache(0);
+  std::vector<float> logits(64);
+  ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, *cache, logits, false).ok());
+  cache->Truncate(3);  // positions 0..2 were evicted from the 4-slot ring
+  Status s = (*m)->Forward(std::vector<int32_t>{1}, *cache, logits, false);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("truncated past its 4-token window"), std::string::npos)
+      << s.message();
+}
+
+TEST(DeepSeekV4ModelBad, ActQuantNeedsWhole128Blocks) {
+  const DeepSeekV4Config c = TinyConfig();  // hidden 64
+  LoadOptions o;
+  o.numerics.act_quant = true;
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 1), c, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("multiples of 128"), std::string::npos);
+}
+
+struct QatRun {
+  double kl_released = 0.0;  // vs logits_qat_bf16.f32 (official as released)
+  double kl_fp32 = 0.0;      // vs logits.f32 (official fp32, sims off)
+  double kl_released_fp32 = 0.0;
+  int64_t top1_fp32 = 0, n = 0;
+};
+
+QatRun RunWithSims(const std::string& name, bool act_quant, bool kv_quant) {
+  const std::string dir = DataDir() + "/" + name;
+  LoadOptions o;
+  o.numerics.act_quant = act_quant;
+  o.numerics.kv_quant = kv_quant;
+  auto loaded = LoadDeepSeekV4(dir, o);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  QatRun r;
+  if (!loaded.ok()) return r;
+  auto& m = static_cast<DeepSeekV4Model&>(**loaded);
+  const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
+  const int64_t T = static_cast<int64_t>(ids.size()), V = m.info().vocab_size;
+  const std::vector<float> ours = RunAll(m, ids);
+  const std::vector<float> released = ReadF32File(dir + "/logits_qat_bf16.f32");
+  const std::vector<float> fp32 = ReadF32File(dir + "/logits.f32");
+  r.kl_released = MeanKl(released, ours, T, V);
+  r.kl_fp32 = MeanKl(fp32, ours, T, V);
+  r.kl_released_fp32 = MeanKl(fp32, released, T, V);
+  r.n = T;
+  for (int64_t t = 0; t < T; ++t) {
+    r.top1_fp32 += ArgmaxRow(&ours[t * V], V) == ArgmaxRow(&fp32[t * V], V);
+  }
+  std::printf("[%s act %d kv %d] KL vs released %.3g, vs fp32 %.3g (released vs fp32 %.3g), "
+              "top-1 vs fp32 %lld/%lld\n",
+              name.c_str(), act_quant, kv_quant, r.kl_released, r.kl_fp32, r.kl_released_fp32,
+              static_cast<long long>(r.top1_fp32), static_cast<long long>(T));
+  return r;
+}
+
+// The kv FP8 simulation (block 64, spec §4.1) reproduces the released numerics:
+// on swa_bf16 (no FP8 linears, so it is the only simulation in play) it takes
+// our logits ~10x closer to the official as-released run.
+TEST(DeepSeekV4Model, KvSimulationTracksTheReleasedNumerics) {
+  const QatRun off = RunWithSims("swa_bf16", false, false);
+  const QatRun on = RunWithSims("swa_bf16", false, true);
+  EXPECT_LE(on.kl_released, 2e-3);
+  EXPECT_LE(on.kl_released * 5, off.kl_released);
+}
+
+// FP8 activation quantisation in front of the FP8/FP4 linears: on these tiny
+// random models its rounding is chaotic (rounding the inputs to bf16 first
+// already moves the logits by KL ~5e-3), so the released golden cannot pin it
+// down; we check the FP4-expert "full forward reduced" tolerance of
+// oracles/README.md (mean KL ≤ 3e-2 vs the fp32 golden) and that the
+// perturbation has the released run's size.
+TEST(DeepSeekV4Model, ActivationQuantisationHasTheReleasedSize) {
+  const QatRun on = RunWithSims("swa_fp8", true, true);
+  EXPECT_LE(on.kl_fp32, 3e-2);
+  EXPECT_LE(on.kl_released, 3e-2);
+  EXPECT_GT(on.kl_fp32, on.kl_released_fp32 / 3);  // the simulation really acts
+  EXPECT_LT(on.kl_fp32, on.kl_released_fp32 * 3);
+  EXPECT_GE(on.top1_fp32 * 100, on.n * 85);  // the released run itself: 87-94 %
+}
+
+}  // namespace
+}  // namespace dsv4::deepseek_v4
