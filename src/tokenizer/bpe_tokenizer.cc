@@ -256,9 +256,11 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromVocab(const BpeVocab& vo
                                        origin, vocab.token_types.size(), n));
   }
   auto tok = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
-  ASSIGN_OR_RETURN(PreTokenizerType pre_type, PreTokenizerTypeFromName(vocab.pre));
-  ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::Create(PreTokenizerPatterns(pre_type)));
-  tok->splitter_.emplace(std::move(splitter));
+  auto pre_type = PreTokenizerTypeFromName(vocab.pre);
+  if (!pre_type.ok()) return pre_type.status().WithContext(std::string(origin));
+  auto splitter = RegexSplitter::Create(PreTokenizerPatterns(*pre_type));
+  if (!splitter.ok()) return splitter.status().WithContext(std::string(origin));
+  tok->splitter_.emplace(std::move(splitter).value());
 
   tok->token_text_ = vocab.tokens;
   tok->token_type_.assign(n, BpeTokenType::kNormal);
@@ -431,6 +433,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   } catch (const Json::parse_error& e) {
     return InvalidArgument(fmt::format("{}: not valid JSON at byte {}: {}", origin, e.byte, e.what()),
                            "is this a tokenizer.json? a truncated download?");
+  } catch (const Json::exception& e) {  // e.g. a number too large for a double
+    return InvalidArgument(fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
   // nlohmann's accessors throw on type mismatches; every access below is
   // checked first, and this catch keeps anything missed from escaping.
@@ -470,8 +474,9 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
     RETURN_IF_ERROR(CollectPreTokenizer(root.value("pre_tokenizer", Json()), origin, "pre_tokenizer",
                                         &patterns));
     RETURN_IF_ERROR(CheckDecoder(root.value("decoder", Json()), origin));
-    ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::Create(patterns));
-    tok->splitter_.emplace(std::move(splitter));
+    auto splitter = RegexSplitter::Create(patterns);
+    if (!splitter.ok()) return splitter.status().WithContext(std::string(origin));
+    tok->splitter_.emplace(std::move(splitter).value());
 
     // BPE vocabulary.
     ASSIGN_OR_RETURN(const Json* vocab, Member(*model, "vocab", Json::value_t::object, "model", origin));
@@ -597,9 +602,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       Json config;
       try {
         config = Json::parse(config_json.begin(), config_json.end());
-      } catch (const Json::parse_error& e) {
-        return InvalidArgument(fmt::format("{} (tokenizer_config.json): not valid JSON at byte {}: {}",
-                                           origin, e.byte, e.what()));
+      } catch (const Json::exception& e) {
+        return InvalidArgument(fmt::format("{} (tokenizer_config.json): not valid JSON: {}", origin, e.what()));
       }
       if (!config.is_object()) {
         return InvalidArgument(fmt::format("{} (tokenizer_config.json): top level is not an object", origin));

@@ -673,6 +673,9 @@ Result<std::string> EncodeChatDsv4Json(std::string_view request_json, const Dsv4
   } catch (const Json::parse_error& e) {
     return InvalidArgument(fmt::format("chat request is not valid JSON (byte {}): {}", e.byte, e.what()),
                            "strings must be UTF-8 without lone surrogates (\\ud800 alone)");
+  } catch (const Json::exception& e) {  // e.g. a number too large for a double
+    return InvalidArgument(fmt::format("chat request is not valid JSON: {}", e.what()),
+                           "numbers must fit in a double");
   }
   return EncodeChatDsv4(request, options);
 }

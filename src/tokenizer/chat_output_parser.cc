@@ -160,7 +160,8 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
     case State::kInvokeHeader: {
       size_t close = buf.find("\">\n");
       size_t tag = buf.find(kDsml);
-      if (close == std::string_view::npos || (tag != std::string_view::npos && tag < close)) {
+      if (close == std::string_view::npos || (tag != std::string_view::npos && tag < close) ||
+          close > kMaxHeader) {
         if (at_end || tag != std::string_view::npos || buf.size() > kMaxHeader) {
           Fail("malformed <｜DSML｜invoke name=\"...\"> header", delta);
           return true;
@@ -205,21 +206,25 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       return true;
     }
     case State::kParamHeader: {
-      size_t t = buf.find("\" string=\"true\">");
-      size_t f = buf.find("\" string=\"false\">");
+      constexpr std::string_view kNameOpen = " name=\"";
+      Match open = StartsWith(buf, kNameOpen);
+      if (open != Match::kYes) {
+        if (open == Match::kMaybe && !at_end) return false;
+        Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
+        return true;
+      }
+      size_t t = buf.find("\" string=\"true\">", kNameOpen.size());
+      size_t f = buf.find("\" string=\"false\">", kNameOpen.size());
       size_t pos = std::min(t, f);
-      if (pos == std::string_view::npos) {
-        if (at_end || buf.find(kDsml) != std::string_view::npos || buf.size() > kMaxHeader) {
+      size_t tag = buf.find(kDsml);
+      if (pos == std::string_view::npos || (tag != std::string_view::npos && tag < pos) || pos > kMaxHeader) {
+        if (at_end || tag != std::string_view::npos || buf.size() > kMaxHeader) {
           Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
           return true;
         }
         return false;
       }
-      if (buf.substr(0, 7) != " name=\"") {
-        Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
-        return true;
-      }
-      std::string key(buf.substr(7, pos - 7));
+      std::string key(buf.substr(kNameOpen.size(), pos - kNameOpen.size()));
       param_is_string_ = pos == t;
       if (!param_names_.insert(key).second) {
         Fail(fmt::format("duplicate parameter name '{}'", key), delta);

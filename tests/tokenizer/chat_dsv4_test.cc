@@ -104,6 +104,9 @@ TEST(ChatDsv4BadInputTest, InvalidUtf8InProgrammaticJson) {
   EXPECT_NE(prompt.status().message().find("[0].content is not valid UTF-8"), std::string::npos)
       << prompt.status().message();
 }
+TEST(ChatDsv4BadInputTest, NumberTooLarge) {
+  ExpectError(R"([{"role": "user", "content": "x", "n": 1e999}])", "not valid JSON");
+}
 TEST(ChatDsv4BadInputTest, TopLevelScalar) { ExpectError("42", "expected messages"); }
 TEST(ChatDsv4BadInputTest, ObjectWithoutMessages) { ExpectError(R"({"tools": []})", "no \"messages\""); }
 TEST(ChatDsv4BadInputTest, MessageNotObject) { ExpectError(R"(["hi"])", "messages[0] is a string"); }
