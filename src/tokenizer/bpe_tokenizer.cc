@@ -36,8 +36,10 @@ struct ByteLevelTables {
     char_to_byte.fill(-1);
     int next_extra = 0;
     for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + next_extra++);
+      bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      char32_t cp =
+          printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + next_extra++);
       byte_to_char[b] = cp;
       char_to_byte[cp] = static_cast<int16_t>(b);
     }
@@ -66,9 +68,15 @@ std::string ByteLevelDecode(std::string_view text) {
     char32_t cp = 0;
     const auto* p = reinterpret_cast<const uint8_t*>(text.data() + pos);
     switch (scan.length) {
-      case 1: cp = p[0]; break;
-      case 2: cp = ((p[0] & 0x1F) << 6) | (p[1] & 0x3F); break;
-      case 3: cp = ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F); break;
+      case 1:
+        cp = p[0];
+        break;
+      case 2:
+        cp = ((p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+        break;
+      case 3:
+        cp = ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+        break;
       default:
         cp = ((p[0] & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
     }
@@ -150,7 +158,8 @@ struct BpeTokenizer::MergeTable {
   uint64_t mask = 0;
 
   static uint64_t Key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
   static uint64_t Hash(uint64_t key) {
     key ^= key >> 33;
@@ -248,8 +257,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromVocab(const BpeVocab& vo
                            "the file has no BPE vocabulary");
   }
   if (static_cast<int64_t>(n) > kMaxVocab) {
-    return OutOfRange(fmt::format("{}: {} tokens is more than the {} this engine accepts", origin,
-                                  n, kMaxVocab));
+    return OutOfRange(
+        fmt::format("{}: {} tokens is more than the {} this engine accepts", origin, n, kMaxVocab));
   }
   if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
     return InvalidArgument(fmt::format("{}: tokenizer.ggml.token_type has {} entries for {} tokens",
@@ -330,8 +339,8 @@ Result<const Json*> Member(const Json& object, const char* key, Json::value_t ty
   if (it == object.end()) {
     return InvalidArgument(fmt::format("{}: {} has no \"{}\"", origin, where, key));
   }
-  bool ok = it->type() == type ||
-            (type == Json::value_t::number_integer && it->is_number_unsigned());
+  bool ok =
+      it->type() == type || (type == Json::value_t::number_integer && it->is_number_unsigned());
   if (!ok) {
     return InvalidArgument(fmt::format("{}: {}.{} is a {}, expected {}", origin, where, key,
                                        it->type_name(), Json(type).type_name()));
@@ -425,66 +434,77 @@ std::optional<std::string> ConfigTokenContent(const Json& config, const char* ke
 
 }  // namespace
 
-Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
-    std::string_view json_text, std::string_view config_json, std::string_view origin) {
+Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(std::string_view json_text,
+                                                                      std::string_view config_json,
+                                                                      std::string_view origin) {
   Json root;
   try {
     root = Json::parse(json_text.begin(), json_text.end());
   } catch (const Json::parse_error& e) {
-    return InvalidArgument(fmt::format("{}: not valid JSON at byte {}: {}", origin, e.byte, e.what()),
-                           "is this a tokenizer.json? a truncated download?");
+    return InvalidArgument(
+        fmt::format("{}: not valid JSON at byte {}: {}", origin, e.byte, e.what()),
+        "is this a tokenizer.json? a truncated download?");
   } catch (const Json::exception& e) {  // e.g. a number too large for a double
     return InvalidArgument(fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
   // nlohmann's accessors throw on type mismatches; every access below is
   // checked first, and this catch keeps anything missed from escaping.
   try {
-    if (!root.is_object()) return InvalidArgument(fmt::format("{}: top level is not an object", origin));
-    ASSIGN_OR_RETURN(const Json* model, Member(root, "model", Json::value_t::object, "root", origin));
+    if (!root.is_object())
+      return InvalidArgument(fmt::format("{}: top level is not an object", origin));
+    ASSIGN_OR_RETURN(const Json* model,
+                     Member(root, "model", Json::value_t::object, "root", origin));
     std::string model_type = model->value("type", std::string("BPE"));
     if (model_type != "BPE") {
-      return Unimplemented(fmt::format("{}: model type '{}' is not supported here", origin, model_type),
-                           "BpeTokenizer reads byte-level BPE; SentencePiece vocabularies use spm_tokenizer");
+      return Unimplemented(
+          fmt::format("{}: model type '{}' is not supported here", origin, model_type),
+          "BpeTokenizer reads byte-level BPE; SentencePiece vocabularies use spm_tokenizer");
     }
     if (!IsNullOrEmptyString(*model, "continuing_subword_prefix") ||
-        !IsNullOrEmptyString(*model, "end_of_word_suffix") || !IsNullOrFalse(*model, "byte_fallback")) {
+        !IsNullOrEmptyString(*model, "end_of_word_suffix") ||
+        !IsNullOrFalse(*model, "byte_fallback")) {
       return Unimplemented(fmt::format("{}: BPE model uses continuing_subword_prefix, "
-                                       "end_of_word_suffix or byte_fallback", origin),
+                                       "end_of_word_suffix or byte_fallback",
+                                       origin),
                            "only plain byte-level BPE is supported");
     }
     if (!IsNullOrFalse(*model, "ignore_merges")) {
       return Unimplemented(fmt::format("{}: BPE ignore_merges is set", origin),
                            "DeepSeek tokenizers do not use it; add support in EncodePiece");
     }
-    if (auto d = model->find("dropout"); d != model->end() && d->is_number() && d->get<double>() != 0) {
-      return Unimplemented(fmt::format("{}: BPE dropout is set", origin), "use a tokenizer without dropout");
+    if (auto d = model->find("dropout");
+        d != model->end() && d->is_number() && d->get<double>() != 0) {
+      return Unimplemented(fmt::format("{}: BPE dropout is set", origin),
+                           "use a tokenizer without dropout");
     }
     if (auto n = root.find("normalizer"); n != root.end() && !n->is_null()) {
       bool empty_sequence = n->is_object() && n->value("type", std::string()) == "Sequence" &&
                             n->contains("normalizers") && (*n)["normalizers"].is_array() &&
                             (*n)["normalizers"].empty();
       if (!empty_sequence) {
-        return Unimplemented(fmt::format("{}: normalizers are not supported ({})", origin,
-                                         n->dump().substr(0, 80)),
-                             "DeepSeek tokenizers have none (an empty Sequence)");
+        return Unimplemented(
+            fmt::format("{}: normalizers are not supported ({})", origin, n->dump().substr(0, 80)),
+            "DeepSeek tokenizers have none (an empty Sequence)");
       }
     }
     auto tok = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
     std::vector<std::string> patterns;
-    RETURN_IF_ERROR(CollectPreTokenizer(root.value("pre_tokenizer", Json()), origin, "pre_tokenizer",
-                                        &patterns));
+    RETURN_IF_ERROR(CollectPreTokenizer(root.value("pre_tokenizer", Json()), origin,
+                                        "pre_tokenizer", &patterns));
     RETURN_IF_ERROR(CheckDecoder(root.value("decoder", Json()), origin));
     auto splitter = RegexSplitter::Create(patterns);
     if (!splitter.ok()) return splitter.status().WithContext(std::string(origin));
     tok->splitter_.emplace(std::move(splitter).value());
 
     // BPE vocabulary.
-    ASSIGN_OR_RETURN(const Json* vocab, Member(*model, "vocab", Json::value_t::object, "model", origin));
+    ASSIGN_OR_RETURN(const Json* vocab,
+                     Member(*model, "vocab", Json::value_t::object, "model", origin));
     int64_t max_id = -1;
     for (auto it = vocab->begin(); it != vocab->end(); ++it) {
       if (!it.value().is_number_integer()) {
-        return InvalidArgument(fmt::format("{}: model.vocab[\"{}\"] is a {}, expected an id", origin,
-                                           utf8::Sanitize(it.key()), it.value().type_name()));
+        return InvalidArgument(fmt::format("{}: model.vocab[\"{}\"] is a {}, expected an id",
+                                           origin, utf8::Sanitize(it.key()),
+                                           it.value().type_name()));
       }
       int64_t id = it.value().get<int64_t>();
       if (id < 0 || id >= kMaxVocab) {
@@ -502,15 +522,19 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
     };
     std::vector<Added> added;
     if (auto a = root.find("added_tokens"); a != root.end() && !a->is_null()) {
-      if (!a->is_array()) return InvalidArgument(fmt::format("{}: added_tokens is not an array", origin));
+      if (!a->is_array())
+        return InvalidArgument(fmt::format("{}: added_tokens is not an array", origin));
       for (size_t i = 0; i < a->size(); ++i) {
         const Json& entry = (*a)[i];
         std::string where = fmt::format("added_tokens[{}]", i);
-        ASSIGN_OR_RETURN(const Json* id, Member(entry, "id", Json::value_t::number_integer, where, origin));
-        ASSIGN_OR_RETURN(const Json* content, Member(entry, "content", Json::value_t::string, where, origin));
+        ASSIGN_OR_RETURN(const Json* id,
+                         Member(entry, "id", Json::value_t::number_integer, where, origin));
+        ASSIGN_OR_RETURN(const Json* content,
+                         Member(entry, "content", Json::value_t::string, where, origin));
         int64_t value = id->get<int64_t>();
         if (value < 0 || value >= kMaxVocab) {
-          return OutOfRange(fmt::format("{}: {}.id = {} is outside [0, {})", origin, where, value, kMaxVocab));
+          return OutOfRange(
+              fmt::format("{}: {}.id = {} is outside [0, {})", origin, where, value, kMaxVocab));
         }
         if (content->get_ref<const std::string&>().empty()) {
           return InvalidArgument(fmt::format("{}: {}.content is empty", origin, where));
@@ -522,7 +546,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
                                "only plain added tokens are supported");
         }
         added.push_back({content->get<std::string>(), static_cast<int32_t>(value),
-                         entry.value("special", false), entry.value("normalized", !entry.value("special", false))});
+                         entry.value("special", false),
+                         entry.value("normalized", !entry.value("special", false))});
         max_id = std::max(max_id, value);
       }
     }
@@ -563,7 +588,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
     }
 
     // Merges: "left right" strings (tokenizers < 0.20) or ["left", "right"].
-    ASSIGN_OR_RETURN(const Json* merges, Member(*model, "merges", Json::value_t::array, "model", origin));
+    ASSIGN_OR_RETURN(const Json* merges,
+                     Member(*model, "merges", Json::value_t::array, "model", origin));
     tok->merges_ = std::make_unique<MergeTable>(merges->size());
     for (size_t rank = 0; rank < merges->size(); ++rank) {
       const Json& m = (*merges)[rank];
@@ -571,15 +597,15 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       if (m.is_string()) {
         std::string_view l, r;
         if (!SplitMerge(m.get_ref<const std::string&>(), &l, &r)) {
-          return InvalidArgument(fmt::format("{}: model.merges[{}] ('{}') is not 'left right'", origin,
-                                             rank, utf8::Sanitize(m.get<std::string>())));
+          return InvalidArgument(fmt::format("{}: model.merges[{}] ('{}') is not 'left right'",
+                                             origin, rank, utf8::Sanitize(m.get<std::string>())));
         }
         left = l, right = r;
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
         left = m[0].get<std::string>(), right = m[1].get<std::string>();
       } else {
-        return InvalidArgument(fmt::format("{}: model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]",
-                                           origin, rank));
+        return InvalidArgument(fmt::format(
+            "{}: model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", origin, rank));
       }
       auto l = tok->model_vocab_.find(left);
       auto r = tok->model_vocab_.find(right);
@@ -587,8 +613,9 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       if (l == tok->model_vocab_.end() || r == tok->model_vocab_.end() ||
           merged == tok->model_vocab_.end()) {
         return InvalidArgument(
-            fmt::format("{}: model.merges[{}] ('{}' + '{}') uses a token that is not in model.vocab",
-                        origin, rank, utf8::Sanitize(left), utf8::Sanitize(right)),
+            fmt::format(
+                "{}: model.merges[{}] ('{}' + '{}') uses a token that is not in model.vocab",
+                origin, rank, utf8::Sanitize(left), utf8::Sanitize(right)),
             "the vocabulary and merges do not belong together");
       }
       if (tok->merges_->Insert(l->second, r->second, static_cast<int32_t>(rank), merged->second)) {
@@ -603,10 +630,12 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       try {
         config = Json::parse(config_json.begin(), config_json.end());
       } catch (const Json::exception& e) {
-        return InvalidArgument(fmt::format("{} (tokenizer_config.json): not valid JSON: {}", origin, e.what()));
+        return InvalidArgument(
+            fmt::format("{} (tokenizer_config.json): not valid JSON: {}", origin, e.what()));
       }
       if (!config.is_object()) {
-        return InvalidArgument(fmt::format("{} (tokenizer_config.json): top level is not an object", origin));
+        return InvalidArgument(
+            fmt::format("{} (tokenizer_config.json): top level is not an object", origin));
       }
       bos_text = ConfigTokenContent(config, "bos_token");
       eos_text = ConfigTokenContent(config, "eos_token");
@@ -614,21 +643,27 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
         tok->add_bos_ = it->get<bool>();
       }
     } else {
-      for (const char* name : {"<｜begin▁of▁sentence｜>", "<s>", "<|begin_of_text|>", "<|startoftext|>"}) {
+      for (const char* name :
+           {"<｜begin▁of▁sentence｜>", "<s>", "<|begin_of_text|>", "<|startoftext|>"}) {
         if (!bos_text && tok->added_vocab_.count(name)) bos_text = name;
       }
-      for (const char* name : {"<｜end▁of▁sentence｜>", "</s>", "<|end_of_text|>", "<|endoftext|>"}) {
+      for (const char* name :
+           {"<｜end▁of▁sentence｜>", "</s>", "<|end_of_text|>", "<|endoftext|>"}) {
         if (!eos_text && tok->added_vocab_.count(name)) eos_text = name;
       }
     }
     if (bos_text) {
       auto id = tok->TokenToId(*bos_text);
-      if (!id) return NotFound(fmt::format("{}: bos_token '{}' is not in the vocabulary", origin, *bos_text));
+      if (!id)
+        return NotFound(
+            fmt::format("{}: bos_token '{}' is not in the vocabulary", origin, *bos_text));
       tok->bos_id_ = *id;
     }
     if (eos_text) {
       auto id = tok->TokenToId(*eos_text);
-      if (!id) return NotFound(fmt::format("{}: eos_token '{}' is not in the vocabulary", origin, *eos_text));
+      if (!id)
+        return NotFound(
+            fmt::format("{}: eos_token '{}' is not in the vocabulary", origin, *eos_text));
       tok->eos_id_ = *id;
     }
     RETURN_IF_ERROR(tok->Finalize(origin));
@@ -650,9 +685,9 @@ void BpeTokenizer::EncodePiece(std::string_view piece, std::vector<int32_t>* ids
     return;
   }
   // Scratch reused across calls on this thread: no allocation per word.
-  thread_local std::vector<int32_t> sym;   // [n] token id of the symbol starting here
-  thread_local std::vector<int32_t> prev;  // [n] previous live symbol, -1 at the start
-  thread_local std::vector<int32_t> next;  // [n] next live symbol, -1 at the end
+  thread_local std::vector<int32_t> sym;    // [n] token id of the symbol starting here
+  thread_local std::vector<int32_t> prev;   // [n] previous live symbol, -1 at the start
+  thread_local std::vector<int32_t> next;   // [n] next live symbol, -1 at the end
   thread_local std::vector<uint64_t> heap;  // (rank << 32 | left position), min-heap
   sym.resize(n);
   prev.resize(n);
@@ -731,7 +766,8 @@ void BpeTokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* i
   }
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, const BpeEncodeOptions& options) const {
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
+                                          const BpeEncodeOptions& options) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (options.add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
@@ -870,7 +906,8 @@ Result<std::unique_ptr<BpeTokenizer>> LoadTokenizerJson(const std::string& path,
   if (!config_path.empty()) {
     ASSIGN_OR_RETURN(config, ReadFileMaybeGzip(config_path));
   } else {
-    std::filesystem::path sibling = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+    std::filesystem::path sibling =
+        std::filesystem::path(path).parent_path() / "tokenizer_config.json";
     std::error_code ec;
     if (std::filesystem::exists(sibling, ec)) {
       ASSIGN_OR_RETURN(config, ReadFileMaybeGzip(sibling.string()));

@@ -51,13 +51,13 @@ enum class BpeTokenType : int32_t {
 // `tokenizer.ggml.{tokens,merges,token_type,bos_token_id,eos_token_id,
 // add_bos_token,pre}` when `tokenizer.ggml.model` is "gpt2".
 struct BpeVocab {
-  std::vector<std::string> tokens;    // id -> token text, byte-level encoded ("Ġthe")
-  std::vector<std::string> merges;    // "left right", highest priority first
-  std::vector<int32_t> token_types;   // BpeTokenType per id; empty: all normal
-  int32_t bos_id = -1;                // -1: none
-  int32_t eos_id = -1;                // -1: none
-  bool add_bos = false;               // tokenizer.ggml.add_bos_token
-  std::string pre = "default";        // tokenizer.ggml.pre
+  std::vector<std::string> tokens;   // id -> token text, byte-level encoded ("Ġthe")
+  std::vector<std::string> merges;   // "left right", highest priority first
+  std::vector<int32_t> token_types;  // BpeTokenType per id; empty: all normal
+  int32_t bos_id = -1;               // -1: none
+  int32_t eos_id = -1;               // -1: none
+  bool add_bos = false;              // tokenizer.ggml.add_bos_token
+  std::string pre = "default";       // tokenizer.ggml.pre
 };
 
 struct BpeEncodeOptions {
@@ -125,13 +125,13 @@ class BpeTokenizer final : public Tokenizer {
   // Finishes construction: byte tables, decoded bytes, tries. Checks ids.
   Status Finalize(std::string_view origin);
 
-  std::vector<std::string> token_text_;     // [V] stored text
-  std::vector<std::string> token_bytes_;    // [V] decoded bytes
-  std::vector<BpeTokenType> token_type_;    // [V]
+  std::vector<std::string> token_text_;                   // [V] stored text
+  std::vector<std::string> token_bytes_;                  // [V] decoded bytes
+  std::vector<BpeTokenType> token_type_;                  // [V]
   std::unordered_map<std::string, int32_t> model_vocab_;  // BPE vocabulary text -> id
   std::unordered_map<std::string, int32_t> added_vocab_;  // added token text -> id
   std::vector<int32_t> added_ids_;
-  std::array<int32_t, 256> byte_to_id_{};   // initial symbol of each byte, -1: none
+  std::array<int32_t, 256> byte_to_id_{};  // initial symbol of each byte, -1: none
   std::unique_ptr<MergeTable> merges_;
   size_t num_merges_ = 0;
   // Added-token passes, applied in order (tokenizer.json: non-normalized, then

@@ -36,8 +36,8 @@ constexpr std::string_view kResponseFormatPrefix =
 // Quick-instruction task -> its token.
 const std::map<std::string, std::string, std::less<>>& TaskTokens() {
   static const std::map<std::string, std::string, std::less<>> kTasks = {
-      {"action", "<｜action｜>"},       {"query", "<｜query｜>"}, {"authority", "<｜authority｜>"},
-      {"domain", "<｜domain｜>"},       {"title", "<｜title｜>"}, {"read_url", "<｜read_url｜>"},
+      {"action", "<｜action｜>"}, {"query", "<｜query｜>"}, {"authority", "<｜authority｜>"},
+      {"domain", "<｜domain｜>"}, {"title", "<｜title｜>"}, {"read_url", "<｜read_url｜>"},
   };
   return kTasks;
 }
@@ -45,15 +45,23 @@ const std::map<std::string, std::string, std::less<>>& TaskTokens() {
 // Python truthiness of a JSON value (None, False, 0, "", [], {} are false).
 bool Truthy(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::null: return false;
-    case Json::value_t::boolean: return v.get<bool>();
-    case Json::value_t::string: return !v.get_ref<const std::string&>().empty();
+    case Json::value_t::null:
+      return false;
+    case Json::value_t::boolean:
+      return v.get<bool>();
+    case Json::value_t::string:
+      return !v.get_ref<const std::string&>().empty();
     case Json::value_t::array:
-    case Json::value_t::object: return !v.empty();
-    case Json::value_t::number_integer: return v.get<int64_t>() != 0;
-    case Json::value_t::number_unsigned: return v.get<uint64_t>() != 0;
-    case Json::value_t::number_float: return v.get<double>() != 0.0;
-    default: return true;
+    case Json::value_t::object:
+      return !v.empty();
+    case Json::value_t::number_integer:
+      return v.get<int64_t>() != 0;
+    case Json::value_t::number_unsigned:
+      return v.get<uint64_t>() != 0;
+    case Json::value_t::number_float:
+      return v.get<double>() != 0.0;
+    default:
+      return true;
   }
 }
 
@@ -68,8 +76,9 @@ Result<std::string> TextField(const Json& msg, std::string_view key, std::string
   const Json* v = Get(msg, key);
   if (v == nullptr || v->is_null()) return std::string();
   if (!v->is_string()) {
-    return InvalidArgument(fmt::format("{}: \"{}\" is a {}, expected a string", where, key, v->type_name()),
-                           "flatten content parts into one string before encoding");
+    return InvalidArgument(
+        fmt::format("{}: \"{}\" is a {}, expected a string", where, key, v->type_name()),
+        "flatten content parts into one string before encoding");
   }
   return v->get<std::string>();
 }
@@ -78,13 +87,27 @@ void AppendPythonString(std::string_view s, std::string* out) {
   out->push_back('"');
   for (char c : s) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           *out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
@@ -147,12 +170,24 @@ void AppendPythonFloat(double x, std::string* out) {
 
 void AppendPythonJson(const Json& v, std::string* out) {
   switch (v.type()) {
-    case Json::value_t::null: *out += "null"; break;
-    case Json::value_t::boolean: *out += v.get<bool>() ? "true" : "false"; break;
-    case Json::value_t::number_integer: *out += std::to_string(v.get<int64_t>()); break;
-    case Json::value_t::number_unsigned: *out += std::to_string(v.get<uint64_t>()); break;
-    case Json::value_t::number_float: AppendPythonFloat(v.get<double>(), out); break;
-    case Json::value_t::string: AppendPythonString(v.get_ref<const std::string&>(), out); break;
+    case Json::value_t::null:
+      *out += "null";
+      break;
+    case Json::value_t::boolean:
+      *out += v.get<bool>() ? "true" : "false";
+      break;
+    case Json::value_t::number_integer:
+      *out += std::to_string(v.get<int64_t>());
+      break;
+    case Json::value_t::number_unsigned:
+      *out += std::to_string(v.get<uint64_t>());
+      break;
+    case Json::value_t::number_float:
+      AppendPythonFloat(v.get<double>(), out);
+      break;
+    case Json::value_t::string:
+      AppendPythonString(v.get_ref<const std::string&>(), out);
+      break;
     case Json::value_t::array: {
       out->push_back('[');
       bool first = true;
@@ -177,7 +212,9 @@ void AppendPythonJson(const Json& v, std::string* out) {
       out->push_back('}');
       break;
     }
-    default: *out += "null"; break;  // binary / discarded: not produced by the parser
+    default:
+      *out += "null";
+      break;  // binary / discarded: not produced by the parser
   }
 }
 
@@ -194,7 +231,8 @@ std::string RenderTools(const std::vector<const Json*>& functions) {
       "by writing a \"<{0}tool_calls>\" block like the following:\n\n"
       "<{0}tool_calls>\n"
       "<{0}invoke name=\"$TOOL_NAME\">\n"
-      "<{0}parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</{0}parameter>\n"
+      "<{0}parameter name=\"$PARAMETER_NAME\" "
+      "string=\"true|false\">$PARAMETER_VALUE</{0}parameter>\n"
       "...\n"
       "</{0}invoke>\n"
       "<{0}invoke name=\"$TOOL_NAME2\">\n"
@@ -217,7 +255,8 @@ std::string RenderTools(const std::vector<const Json*>& functions) {
 // tools_from_openai_format: [tool["function"] for tool in tools], validated.
 Result<std::vector<const Json*>> ToolFunctions(const Json& tools, std::string_view where) {
   if (!tools.is_array()) {
-    return InvalidArgument(fmt::format("{}: \"tools\" is a {}, expected an array", where, tools.type_name()));
+    return InvalidArgument(
+        fmt::format("{}: \"tools\" is a {}, expected an array", where, tools.type_name()));
   }
   std::vector<const Json*> out;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -230,12 +269,15 @@ Result<std::vector<const Json*>> ToolFunctions(const Json& tools, std::string_vi
     }
     const Json* name = Get(*fn, "name");
     if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
-      return InvalidArgument(fmt::format("{}: tools[{}].function has no \"name\" string", where, i));
+      return InvalidArgument(
+          fmt::format("{}: tools[{}].function has no \"name\" string", where, i));
     }
-    if (const Json* params = Get(*fn, "parameters"); params != nullptr && !params->is_object() &&
-                                                     !params->is_null()) {
-      return InvalidArgument(fmt::format("{}: tools[{}].function.parameters is a {}, expected a "
-                                         "JSON-schema object", where, i, params->type_name()));
+    if (const Json* params = Get(*fn, "parameters");
+        params != nullptr && !params->is_object() && !params->is_null()) {
+      return InvalidArgument(
+          fmt::format("{}: tools[{}].function.parameters is a {}, expected a "
+                      "JSON-schema object",
+                      where, i, params->type_name()));
     }
     out.push_back(fn);
   }
@@ -250,7 +292,8 @@ struct ToolCall {
 // tool_calls_from_openai_format, validated.
 Result<std::vector<ToolCall>> ToolCalls(const Json& calls, std::string_view where) {
   if (!calls.is_array()) {
-    return InvalidArgument(fmt::format("{}: \"tool_calls\" is a {}, expected an array", where, calls.type_name()));
+    return InvalidArgument(
+        fmt::format("{}: \"tool_calls\" is a {}, expected an array", where, calls.type_name()));
   }
   std::vector<ToolCall> out;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -259,8 +302,8 @@ Result<std::vector<ToolCall>> ToolCalls(const Json& calls, std::string_view wher
     const Json* name = fn != nullptr && fn->is_object() ? Get(*fn, "name") : nullptr;
     const Json* args = fn != nullptr && fn->is_object() ? Get(*fn, "arguments") : nullptr;
     if (name == nullptr || !name->is_string() || args == nullptr) {
-      return InvalidArgument(
-          fmt::format("{}: tool_calls[{}] needs function.name (a string) and function.arguments", where, i));
+      return InvalidArgument(fmt::format(
+          "{}: tool_calls[{}] needs function.name (a string) and function.arguments", where, i));
     }
     out.push_back({name->get<std::string>(), *args});
   }
@@ -295,8 +338,8 @@ Result<std::string> EncodeArgumentsToDsml(const ToolCall& call, std::string_view
     first = false;
     const bool is_string = it.value().is_string();
     std::string value = is_string ? it.value().get<std::string>() : PythonJsonDumps(it.value());
-    out += fmt::format("<{0}parameter name=\"{1}\" string=\"{2}\">{3}</{0}parameter>", dsml, it.key(),
-                       is_string ? "true" : "false", value);
+    out += fmt::format("<{0}parameter name=\"{1}\" string=\"{2}\">{3}</{0}parameter>", dsml,
+                       it.key(), is_string ? "true" : "false", value);
   }
   return out;
 }
@@ -308,7 +351,8 @@ Result<std::vector<Json>> MergeToolMessages(const Json& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& msg = messages[i];
     std::string where = fmt::format("messages[{}]", i);
-    if (!msg.is_object()) return InvalidArgument(fmt::format("{} is a {}, expected an object", where, msg.type_name()));
+    if (!msg.is_object())
+      return InvalidArgument(fmt::format("{} is a {}, expected an object", where, msg.type_name()));
     const Json* role = Get(msg, "role");
     if (role == nullptr || !role->is_string()) {
       return InvalidArgument(fmt::format("{} has no \"role\" string", where));
@@ -321,7 +365,8 @@ Result<std::vector<Json>> MergeToolMessages(const Json& messages) {
       block["tool_use_id"] = id != nullptr && id->is_string() ? *id : Json("");
       const Json* content = Get(msg, "content");
       block["content"] = content != nullptr ? *content : Json("");
-      if (!merged.empty() && merged.back().value("role", "") == "user" && merged.back().contains("content_blocks")) {
+      if (!merged.empty() && merged.back().value("role", "") == "user" &&
+          merged.back().contains("content_blocks")) {
         merged.back()["content_blocks"].push_back(std::move(block));
       } else {
         Json user = Json::object();
@@ -336,7 +381,8 @@ Result<std::vector<Json>> MergeToolMessages(const Json& messages) {
       block["text"] = text;
       bool prev_user = !merged.empty() && merged.back().value("role", "") == "user" &&
                        merged.back().contains("content_blocks");
-      bool prev_has_task = prev_user && merged.back().contains("task") && !merged.back()["task"].is_null();
+      bool prev_has_task =
+          prev_user && merged.back().contains("task") && !merged.back()["task"].is_null();
       if (prev_user && !prev_has_task) {
         merged.back()["content_blocks"].push_back(std::move(block));
       } else {
@@ -369,10 +415,12 @@ void SortToolResultsByCallOrder(std::vector<Json>* messages) {
       for (const Json& tc : msg["tool_calls"]) {
         std::string id;
         if (tc.is_object()) {
-          if (const Json* v = Get(tc, "id"); v != nullptr && v->is_string()) id = v->get<std::string>();
+          if (const Json* v = Get(tc, "id"); v != nullptr && v->is_string())
+            id = v->get<std::string>();
           if (id.empty()) {
             if (const Json* fn = Get(tc, "function"); fn != nullptr && fn->is_object()) {
-              if (const Json* v = Get(*fn, "id"); v != nullptr && v->is_string()) id = v->get<std::string>();
+              if (const Json* v = Get(*fn, "id"); v != nullptr && v->is_string())
+                id = v->get<std::string>();
             }
           }
         }
@@ -441,8 +489,8 @@ Result<std::string> RenderToolsAndFormat(const Json& msg, std::string_view where
   return out;
 }
 
-Result<std::string> RenderMessage(int index, const std::vector<Json>& messages, const Dsv4ChatOptions& options,
-                                  bool drop_thinking) {
+Result<std::string> RenderMessage(int index, const std::vector<Json>& messages,
+                                  const Dsv4ChatOptions& options, bool drop_thinking) {
   const bool thinking = options.thinking_mode == Dsv4ThinkingMode::kThinking;
   const Json& msg = messages[index];
   const std::string where = fmt::format("message {}", index);
@@ -518,7 +566,8 @@ Result<std::string> RenderMessage(int index, const std::vector<Json>& messages, 
       for (size_t k = 0; k < tool_calls.size(); ++k) {
         ASSIGN_OR_RETURN(std::string args, EncodeArgumentsToDsml(tool_calls[k], where));
         if (k) list += '\n';
-        list += fmt::format("<{0}invoke name=\"{1}\">\n{2}\n</{0}invoke>", dsml, tool_calls[k].name, args);
+        list += fmt::format("<{0}invoke name=\"{1}\">\n{2}\n</{0}invoke>", dsml, tool_calls[k].name,
+                            args);
       }
       tc_content = fmt::format("\n\n<{0}tool_calls>\n{1}\n</{0}tool_calls>", dsml, list);
     }
@@ -554,8 +603,8 @@ Result<std::string> RenderMessage(int index, const std::vector<Json>& messages, 
     if (name != "action") {
       prompt += it->second;
     } else {
-      prompt += std::string(tok::kAssistant) + std::string(thinking ? tok::kThinkStart : tok::kThinkEnd) +
-                it->second;
+      prompt += std::string(tok::kAssistant) +
+                std::string(thinking ? tok::kThinkStart : tok::kThinkEnd) + it->second;
     }
   } else if (role == "user" || role == "developer") {
     prompt += tok::kAssistant;
@@ -622,7 +671,8 @@ Result<std::string> EncodeChatDsv4Impl(const Json& request, const Dsv4ChatOption
     }
     messages = *m;
     if (const Json* tools = Get(request, "tools"); tools != nullptr && Truthy(*tools)) {
-      std::string first_role = !messages.empty() && messages[0].is_object() ? messages[0].value("role", "") : "";
+      std::string first_role =
+          !messages.empty() && messages[0].is_object() ? messages[0].value("role", "") : "";
       if (first_role != "system" && first_role != "developer") {
         Json system = Json::object();
         system["role"] = "system";
@@ -642,7 +692,8 @@ Result<std::string> EncodeChatDsv4Impl(const Json& request, const Dsv4ChatOption
   std::string prompt = options.add_bos ? std::string(tok::kBos) : std::string();
   bool drop_thinking = options.drop_thinking;
   for (const Json& m : full) {
-    if (const Json* tools = Get(m, "tools"); tools != nullptr && Truthy(*tools)) drop_thinking = false;
+    if (const Json* tools = Get(m, "tools"); tools != nullptr && Truthy(*tools))
+      drop_thinking = false;
   }
   if (options.thinking_mode == Dsv4ThinkingMode::kThinking && drop_thinking) {
     full = DropThinkingMessages(full);
@@ -655,7 +706,8 @@ Result<std::string> EncodeChatDsv4Impl(const Json& request, const Dsv4ChatOption
 }
 }  // namespace
 
-Result<std::string> EncodeChatDsv4(const nlohmann::ordered_json& request, const Dsv4ChatOptions& options) {
+Result<std::string> EncodeChatDsv4(const nlohmann::ordered_json& request,
+                                   const Dsv4ChatOptions& options) {
   // Every access above checks types first; this keeps a missed case from
   // escaping as an exception (the module boundary is exception-free).
   try {
@@ -666,13 +718,15 @@ Result<std::string> EncodeChatDsv4(const nlohmann::ordered_json& request, const 
   }
 }
 
-Result<std::string> EncodeChatDsv4Json(std::string_view request_json, const Dsv4ChatOptions& options) {
+Result<std::string> EncodeChatDsv4Json(std::string_view request_json,
+                                       const Dsv4ChatOptions& options) {
   Json request;
   try {
     request = Json::parse(request_json.begin(), request_json.end());
   } catch (const Json::parse_error& e) {
-    return InvalidArgument(fmt::format("chat request is not valid JSON (byte {}): {}", e.byte, e.what()),
-                           "strings must be UTF-8 without lone surrogates (\\ud800 alone)");
+    return InvalidArgument(
+        fmt::format("chat request is not valid JSON (byte {}): {}", e.byte, e.what()),
+        "strings must be UTF-8 without lone surrogates (\\ud800 alone)");
   } catch (const Json::exception& e) {  // e.g. a number too large for a double
     return InvalidArgument(fmt::format("chat request is not valid JSON: {}", e.what()),
                            "numbers must fit in a double");

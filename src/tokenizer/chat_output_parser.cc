@@ -27,7 +27,8 @@ enum class Match { kYes, kMaybe, kNo };
 
 // Whether `buf` starts with `marker` (kYes), is a proper prefix of it (kMaybe).
 Match StartsWith(std::string_view buf, std::string_view marker) {
-  if (buf.size() >= marker.size()) return buf.substr(0, marker.size()) == marker ? Match::kYes : Match::kNo;
+  if (buf.size() >= marker.size())
+    return buf.substr(0, marker.size()) == marker ? Match::kYes : Match::kNo;
   return marker.substr(0, buf.size()) == buf ? Match::kMaybe : Match::kNo;
 }
 
@@ -46,7 +47,9 @@ size_t SafeEnd(std::string_view buf, std::initializer_list<std::string_view> mar
   return buf.size() - hold;
 }
 
-std::string JsonQuote(std::string_view s) { return PythonJsonDumps(nlohmann::ordered_json(std::string(s))); }
+std::string JsonQuote(std::string_view s) {
+  return PythonJsonDumps(nlohmann::ordered_json(std::string(s)));
+}
 
 std::string JsonEscapeBody(std::string_view s) {
   std::string q = JsonQuote(s);
@@ -170,8 +173,8 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       }
       std::string_view header = buf.substr(0, close);
       size_t lead = 0;
-      while (lead < header.size() && (header[lead] == ' ' || header[lead] == '\t' || header[lead] == '\n' ||
-                                      header[lead] == '\r')) {
+      while (lead < header.size() && (header[lead] == ' ' || header[lead] == '\t' ||
+                                      header[lead] == '\n' || header[lead] == '\r')) {
         ++lead;
       }
       if (header.substr(lead, 6) != "name=\"") {
@@ -182,7 +185,8 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       consume(close + 3);
       result_.tool_calls.push_back({name, std::string()});
       param_names_.clear();
-      delta->tool_calls.push_back({static_cast<int>(result_.tool_calls.size()) - 1, name, std::string()});
+      delta->tool_calls.push_back(
+          {static_cast<int>(result_.tool_calls.size()) - 1, name, std::string()});
       EmitArguments("{", delta);
       state_ = State::kInvokeBody;
       return true;
@@ -217,7 +221,8 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       size_t f = buf.find("\" string=\"false\">", kNameOpen.size());
       size_t pos = std::min(t, f);
       size_t tag = buf.find(kDsml);
-      if (pos == std::string_view::npos || (tag != std::string_view::npos && tag < pos) || pos > kMaxHeader) {
+      if (pos == std::string_view::npos || (tag != std::string_view::npos && tag < pos) ||
+          pos > kMaxHeader) {
         if (at_end || tag != std::string_view::npos || buf.size() > kMaxHeader) {
           Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
           return true;
@@ -232,13 +237,15 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       }
       consume(pos + (param_is_string_ ? 16 : 17));
       const bool first = param_names_.size() == 1;
-      EmitArguments((first ? "" : ", ") + JsonQuote(key) + ": " + (param_is_string_ ? "\"" : ""), delta);
+      EmitArguments((first ? "" : ", ") + JsonQuote(key) + ": " + (param_is_string_ ? "\"" : ""),
+                    delta);
       state_ = State::kParamValue;
       return true;
     }
     case State::kParamValue: {
       size_t end = buf.find(kParamEnd);
-      size_t stop = end == std::string_view::npos ? (at_end ? buf.size() : SafeEnd(buf, {kParamEnd})) : end;
+      size_t stop =
+          end == std::string_view::npos ? (at_end ? buf.size() : SafeEnd(buf, {kParamEnd})) : end;
       std::string_view value = buf.substr(0, stop);
       EmitArguments(param_is_string_ ? JsonEscapeBody(value) : std::string(value), delta);
       consume(stop);

@@ -69,7 +69,8 @@ std::string Pcre2ErrorMessage(int code) {
 // used to step over an empty match.
 size_t StepOneChar(std::string_view text, size_t pos) {
   size_t next = pos + 1;
-  while (next < text.size() && (static_cast<uint8_t>(text[next]) & 0xC0) == 0x80 && next - pos < 4) {
+  while (next < text.size() && (static_cast<uint8_t>(text[next]) & 0xC0) == 0x80 &&
+         next - pos < 4) {
     ++next;
   }
   return next;
@@ -97,14 +98,21 @@ std::vector<std::string> PreTokenizerPatterns(PreTokenizerType type) {
     case PreTokenizerType::kGpt2:
       return {kGpt2Pattern};
     case PreTokenizerType::kDeepseekLlm:
-      return {"[\r\n]", kDeepseekLlmLetters, "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$",
-              "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}+"};
+      return {"[\r\n]",
+              kDeepseekLlmLetters,
+              "\\s?[!-/"
+              ":-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+",
+              "\\s+$",
+              "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+",
+              "\\p{N}+"};
     case PreTokenizerType::kDeepseekCoder:
-      return {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}"};
+      return {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
+              "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}"};
     case PreTokenizerType::kDeepseekV3:
-      return {"\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
-              "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"
-              "\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
+      return {
+          "\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
+          "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"
+          "\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
   }
   CHECK(false, "unhandled PreTokenizerType %d", static_cast<int>(type));
 }
@@ -189,9 +197,10 @@ Result<RegexSplitter> RegexSplitter::Create(const std::vector<std::string>& patt
         pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(), options,
                       &error_code, &error_offset, nullptr);
     if (code == nullptr) {
-      return InvalidArgument(fmt::format("pre-tokenizer regex '{}' does not compile: {} at offset {}",
-                                         pattern, Pcre2ErrorMessage(error_code), error_offset),
-                             "check the pattern in tokenizer.json (pre_tokenizer.Split.pattern.Regex)");
+      return InvalidArgument(
+          fmt::format("pre-tokenizer regex '{}' does not compile: {} at offset {}", pattern,
+                      Pcre2ErrorMessage(error_code), error_offset),
+          "check the pattern in tokenizer.json (pre_tokenizer.Split.pattern.Regex)");
     }
     Impl::Compiled compiled{code, false, pattern};
     // JIT is an optimisation: fall back to the interpreter where unsupported.
@@ -218,10 +227,9 @@ void RegexSplitter::Split(std::string_view text, std::vector<std::string_view>* 
       size_t gap_start = 0;
       size_t search = 0;
       while (search <= piece.size()) {
-        int rc = regex.jit ? pcre2_jit_match(regex.code, subject, piece.size(), search, 0, match,
-                                             nullptr)
-                           : pcre2_match(regex.code, subject, piece.size(), search, 0, match,
-                                         nullptr);
+        int rc = regex.jit
+                     ? pcre2_jit_match(regex.code, subject, piece.size(), search, 0, match, nullptr)
+                     : pcre2_match(regex.code, subject, piece.size(), search, 0, match, nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         // Other negative codes are resource limits (match/depth/heap limit);
         // treat the rest of the piece as unmatched rather than abort.

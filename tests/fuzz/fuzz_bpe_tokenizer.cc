@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool parse_special = (data[0] & 1) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   const dsv4::BpeTokenizer& tok = V4();
-  const std::vector<int32_t> ids = tok.Encode(text, dsv4::BpeEncodeOptions{.parse_special = parse_special});
+  const std::vector<int32_t> ids =
+      tok.Encode(text, dsv4::BpeEncodeOptions{.parse_special = parse_special});
   for (int32_t id : ids) CHECK(id >= 0 && id < tok.vocab_size(), "id %d out of range", id);
   CHECK(tok.DecodeText(ids) == text, "token bytes do not concatenate back to the input");
   if (!parse_special) {

@@ -17,7 +17,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto mode = (data[0] & 1) ? dsv4::Dsv4ThinkingMode::kThinking : dsv4::Dsv4ThinkingMode::kChat;
+  const auto mode =
+      (data[0] & 1) ? dsv4::Dsv4ThinkingMode::kThinking : dsv4::Dsv4ThinkingMode::kChat;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
 
   auto prompt = dsv4::EncodeChatDsv4Json(text, dsv4::Dsv4ChatOptions{.thinking_mode = mode});

@@ -11,7 +11,8 @@
 namespace dsv4 {
 namespace {
 
-std::vector<std::string> SplitWith(const std::vector<std::string>& patterns, std::string_view text) {
+std::vector<std::string> SplitWith(const std::vector<std::string>& patterns,
+                                   std::string_view text) {
   auto splitter = RegexSplitter::Create(patterns);
   CHECK(splitter.ok(), "%s", splitter.status().ToString().c_str());
   std::vector<std::string_view> pieces;
@@ -50,7 +51,8 @@ TEST(PreTokenizerTest, DeepseekV3CjkRunsAndPunctuation) {
 }
 
 TEST(PreTokenizerTest, DeepseekV3Whitespace) {
-  EXPECT_EQ(SplitV3("a   b"), (Pieces{"a", "  ", " b"}));  // \s+(?!\S) leaves one space for the word
+  EXPECT_EQ(SplitV3("a   b"),
+            (Pieces{"a", "  ", " b"}));  // \s+(?!\S) leaves one space for the word
   EXPECT_EQ(SplitV3("a\r\n\r\nb"), (Pieces{"a", "\r\n\r\n", "b"}));
   EXPECT_EQ(SplitV3("end  "), (Pieces{"end", "  "}));
 }
@@ -92,8 +94,8 @@ TEST(PreTokenizerTest, NamedTypes) {
   EXPECT_EQ(*PreTokenizerTypeFromName("deepseek-coder"), PreTokenizerType::kDeepseekCoder);
   EXPECT_EQ(*PreTokenizerTypeFromName("gpt2"), PreTokenizerType::kGpt2);
   EXPECT_FALSE(PreTokenizerTypeFromName("llama3").ok());
-  for (auto type : {PreTokenizerType::kGpt2, PreTokenizerType::kDeepseekLlm, PreTokenizerType::kDeepseekCoder,
-                    PreTokenizerType::kDeepseekV3}) {
+  for (auto type : {PreTokenizerType::kGpt2, PreTokenizerType::kDeepseekLlm,
+                    PreTokenizerType::kDeepseekCoder, PreTokenizerType::kDeepseekV3}) {
     EXPECT_TRUE(RegexSplitter::Create(PreTokenizerPatterns(type)).ok());
   }
 }
@@ -106,7 +108,8 @@ TEST(PreTokenizerTest, DeepseekLlmLetterClassKeepsNonNfcCodePoints) {
 }
 
 TEST(PreTokenizerTest, AnyBytesAreCoveredExactly) {
-  const std::string junk = std::string("ok\xff\xfe\xc3(") + "\xe2\x82" + " 12345 " + std::string("\0z", 2);
+  const std::string junk =
+      std::string("ok\xff\xfe\xc3(") + "\xe2\x82" + " 12345 " + std::string("\0z", 2);
   std::vector<std::string> pieces = SplitV3(junk);
   std::string joined;
   for (const std::string& p : pieces) {

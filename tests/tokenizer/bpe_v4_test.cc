@@ -75,13 +75,22 @@ TEST(BpeV4Test, VocabularyFacts) {
 
 TEST(BpeV4Test, SpecialTokenIds) {
   const BpeTokenizer& tok = V4();
-  const std::vector<std::pair<std::string, int32_t>> specials = {
-      {"<｜begin▁of▁sentence｜>", 0}, {"<｜end▁of▁sentence｜>", 1}, {"<｜▁pad▁｜>", 2},
-      {"<｜User｜>", 128803},        {"<｜Assistant｜>", 128804},     {"<think>", 128821},
-      {"</think>", 128822},          {"｜DSML｜", 128825},            {"<｜latest_reminder｜>", 128828},
-      {"<｜action｜>", 128829},      {"<｜query｜>", 128830},         {"<｜authority｜>", 128831},
-      {"<｜domain｜>", 128832},      {"<｜title｜>", 128836},         {"<｜extracted_url｜>", 128844},
-      {"<｜read_url｜>", 128845}};
+  const std::vector<std::pair<std::string, int32_t>> specials = {{"<｜begin▁of▁sentence｜>", 0},
+                                                                 {"<｜end▁of▁sentence｜>", 1},
+                                                                 {"<｜▁pad▁｜>", 2},
+                                                                 {"<｜User｜>", 128803},
+                                                                 {"<｜Assistant｜>", 128804},
+                                                                 {"<think>", 128821},
+                                                                 {"</think>", 128822},
+                                                                 {"｜DSML｜", 128825},
+                                                                 {"<｜latest_reminder｜>", 128828},
+                                                                 {"<｜action｜>", 128829},
+                                                                 {"<｜query｜>", 128830},
+                                                                 {"<｜authority｜>", 128831},
+                                                                 {"<｜domain｜>", 128832},
+                                                                 {"<｜title｜>", 128836},
+                                                                 {"<｜extracted_url｜>", 128844},
+                                                                 {"<｜read_url｜>", 128845}};
   for (const auto& [text, id] : specials) {
     EXPECT_EQ(tok.TokenToId(text), id) << text;
     EXPECT_EQ(tok.Encode(text, false), std::vector<int32_t>{id}) << text;
@@ -95,8 +104,10 @@ TEST(BpeV4Test, ReadmeExamples) {
   EXPECT_EQ(Ids(tok.Encode("Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ", false)),
             "19923 3 223 5464 5008 1175 19 940 223 19 438 223 20 6113 257 76589 131 100 76032 1628 "
             "76589 131 108 76589 131 98 ");
-  EXPECT_EQ(Ids(tok.Encode("<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>", false)),
-            "128803 30594 128804 128821 36101 128822 7624 1 ");
+  EXPECT_EQ(
+      Ids(tok.Encode("<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>",
+                     false)),
+      "128803 30594 128804 128821 36101 128822 7624 1 ");
   EXPECT_EQ(Ids(tok.Encode("Hi", true)), "0 " + Ids(tok.Encode("Hi", false)));
 }
 

@@ -35,7 +35,8 @@ TEST(ChatDsv4Test, OracleCase1ThinkingWithTools) {
   // Case 1: the top-level "tools" go into the first message (OpenAI style).
   std::string input = ReadOrDie(kDataDir + "dsv4_encoding/case1.input.json");
   std::string expected = ReadOrDie(kDataDir + "dsv4_encoding/case1.expected.txt");
-  auto prompt = EncodeChatDsv4Json(input, Dsv4ChatOptions{.thinking_mode = Dsv4ThinkingMode::kThinking});
+  auto prompt =
+      EncodeChatDsv4Json(input, Dsv4ChatOptions{.thinking_mode = Dsv4ThinkingMode::kThinking});
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
   EXPECT_EQ(*prompt, expected);
 }
@@ -43,7 +44,8 @@ TEST(ChatDsv4Test, OracleCase1ThinkingWithTools) {
 TEST(ChatDsv4Test, OracleCase2ThinkingDropsEarlierReasoning) {
   std::string input = ReadOrDie(kDataDir + "dsv4_encoding/case2.input.json");
   std::string expected = ReadOrDie(kDataDir + "dsv4_encoding/case2.expected.txt");
-  auto prompt = EncodeChatDsv4Json(input, Dsv4ChatOptions{.thinking_mode = Dsv4ThinkingMode::kThinking});
+  auto prompt =
+      EncodeChatDsv4Json(input, Dsv4ChatOptions{.thinking_mode = Dsv4ThinkingMode::kThinking});
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
   EXPECT_EQ(*prompt, expected);
   EXPECT_EQ(prompt->find("The user said hello"), std::string::npos);
@@ -62,12 +64,14 @@ TEST(ChatDsv4Test, ReferenceGoldensByteExact) {
 
 TEST(ChatDsv4Test, PythonJsonDumpsMatchesPython) {
   // Expected strings are what CPython 3.11 json.dumps(x, ensure_ascii=False) prints.
-  Json v = Json::parse(R"({"b": 1, "a": [1.0, 0.1, 1e-05, 0.0001, 1e16, 1e15, -0.0, 2.5e-300, 123456789.125],
+  Json v = Json::parse(
+      R"({"b": 1, "a": [1.0, 0.1, 1e-05, 0.0001, 1e16, 1e15, -0.0, 2.5e-300, 123456789.125],
                            "s": "q\"\\\n\t\u0001\u007f ü 😀", "n": null, "t": true, "e": {}, "l": []})");
-  EXPECT_EQ(PythonJsonDumps(v),
-            "{\"b\": 1, \"a\": [1.0, 0.1, 1e-05, 0.0001, 1e+16, 1000000000000000.0, -0.0, 2.5e-300, "
-            "123456789.125], \"s\": \"q\\\"\\\\\\n\\t\\u0001\x7f ü 😀\", \"n\": null, \"t\": true, "
-            "\"e\": {}, \"l\": []}");
+  EXPECT_EQ(
+      PythonJsonDumps(v),
+      "{\"b\": 1, \"a\": [1.0, 0.1, 1e-05, 0.0001, 1e+16, 1000000000000000.0, -0.0, 2.5e-300, "
+      "123456789.125], \"s\": \"q\\\"\\\\\\n\\t\\u0001\x7f ü 😀\", \"n\": null, \"t\": true, "
+      "\"e\": {}, \"l\": []}");
 }
 
 TEST(ChatDsv4Test, TopLevelToolsWithoutSystemGetAnEmptySystemMessage) {
@@ -108,14 +112,19 @@ TEST(ChatDsv4BadInputTest, NumberTooLarge) {
   ExpectError(R"([{"role": "user", "content": "x", "n": 1e999}])", "not valid JSON");
 }
 TEST(ChatDsv4BadInputTest, TopLevelScalar) { ExpectError("42", "expected messages"); }
-TEST(ChatDsv4BadInputTest, ObjectWithoutMessages) { ExpectError(R"({"tools": []})", "no \"messages\""); }
-TEST(ChatDsv4BadInputTest, MessageNotObject) { ExpectError(R"(["hi"])", "messages[0] is a string"); }
+TEST(ChatDsv4BadInputTest, ObjectWithoutMessages) {
+  ExpectError(R"({"tools": []})", "no \"messages\"");
+}
+TEST(ChatDsv4BadInputTest, MessageNotObject) {
+  ExpectError(R"(["hi"])", "messages[0] is a string");
+}
 TEST(ChatDsv4BadInputTest, MissingRole) { ExpectError(R"([{"content": "x"}])", "no \"role\""); }
 TEST(ChatDsv4BadInputTest, UnknownRole) {
   ExpectError(R"([{"role": "wizard", "content": "x"}])", "unknown role 'wizard'");
 }
 TEST(ChatDsv4BadInputTest, NonStringContent) {
-  ExpectError(R"([{"role": "user", "content": [{"type": "text", "text": "x"}]}])", "expected a string");
+  ExpectError(R"([{"role": "user", "content": [{"type": "text", "text": "x"}]}])",
+              "expected a string");
 }
 TEST(ChatDsv4BadInputTest, EmptyDeveloperContent) {
   ExpectError(R"([{"role": "developer", "content": ""}])", "empty content");
@@ -128,16 +137,18 @@ TEST(ChatDsv4BadInputTest, ToolWithoutFunction) {
               "tools[0] has no \"function\"");
 }
 TEST(ChatDsv4BadInputTest, ToolWithoutName) {
-  ExpectError(R"([{"role": "system", "content": "s", "tools": [{"function": {"description": "d"}}]}])",
-              "no \"name\"");
+  ExpectError(
+      R"([{"role": "system", "content": "s", "tools": [{"function": {"description": "d"}}]}])",
+      "no \"name\"");
 }
 TEST(ChatDsv4BadInputTest, ToolParametersNotObject) {
   ExpectError(R"([{"role": "system", "tools": [{"function": {"name": "f", "parameters": "x"}}]}])",
               "JSON-schema object");
 }
 TEST(ChatDsv4BadInputTest, ToolCallWithoutFunction) {
-  ExpectError(R"([{"role": "user", "content": "u"}, {"role": "assistant", "tool_calls": [{"id": "1"}]}])",
-              "tool_calls[0] needs function.name");
+  ExpectError(
+      R"([{"role": "user", "content": "u"}, {"role": "assistant", "tool_calls": [{"id": "1"}]}])",
+      "tool_calls[0] needs function.name");
 }
 TEST(ChatDsv4BadInputTest, ToolCallArgumentsNotAnObject) {
   ExpectError(R"([{"role": "user", "content": "u"},
@@ -148,9 +159,10 @@ TEST(ChatDsv4BadInputTest, InvalidTask) {
   ExpectError(R"([{"role": "user", "content": "u", "task": "dance"}])", "invalid task 'dance'");
 }
 TEST(ChatDsv4BadInputTest, WrongFieldTypeDeepInside) {
-  ExpectError(R"([{"role": "user", "content": "u"}, {"role": "tool", "content": "x", "tool_call_id": 5},
+  ExpectError(
+      R"([{"role": "user", "content": "u"}, {"role": "tool", "content": "x", "tool_call_id": 5},
                  {"role": "user", "content": "v"}, {"role": "tool", "content": {"k": 1}}])",
-              "expected a string");
+      "expected a string");
 }
 
 TEST(ChatDsv4Test, OptionParsers) {

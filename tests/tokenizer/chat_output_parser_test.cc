@@ -54,7 +54,8 @@ TEST(ChatOutputParserTest, MatchesReferenceParser) {
     ASSERT_EQ(out.tool_calls.size(), want["tool_calls"].size()) << name;
     for (size_t i = 0; i < out.tool_calls.size(); ++i) {
       EXPECT_EQ(out.tool_calls[i].name, want["tool_calls"][i]["name"].get<std::string>()) << name;
-      EXPECT_EQ(out.tool_calls[i].arguments, want["tool_calls"][i]["arguments"].get<std::string>()) << name;
+      EXPECT_EQ(out.tool_calls[i].arguments, want["tool_calls"][i]["arguments"].get<std::string>())
+          << name;
     }
   }
   EXPECT_GE(errors_seen, 5);
@@ -99,7 +100,8 @@ TEST(ChatOutputParserTest, StreamingEqualsOneShotForEveryPieceSize) {
       ASSERT_EQ(s.tool_calls.size(), whole.tool_calls.size()) << name << " step " << step;
       for (size_t i = 0; i < s.tool_calls.size(); ++i) {
         EXPECT_EQ(s.tool_calls[i].name, whole.tool_calls[i].name) << name;
-        EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments) << name << " step " << step;
+        EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments)
+            << name << " step " << step;
       }
     }
   }
@@ -125,8 +127,9 @@ TEST(ChatOutputParserTest, TruncatedReasoningIsFlagged) {
 }
 
 TEST(ChatOutputParserTest, UnterminatedToolCallIsFlaggedAndKeptAsContent) {
-  const std::string text = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" "
-                           "string=\"true\">unfinished";
+  const std::string text =
+      "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" "
+      "string=\"true\">unfinished";
   Dsv4ParsedOutput out = ParseDsv4Output(text, Dsv4ThinkingMode::kChat);
   EXPECT_TRUE(out.malformed);
   EXPECT_EQ(out.content, text);
