@@ -14,6 +14,9 @@ namespace dsv4::cli {
 void RegisterRun(CLI::App& app, int& exit_code);
 void RegisterPerplexity(CLI::App& app, int& exit_code);
 void RegisterBench(CLI::App& app, int& exit_code);
+void RegisterTokenize(CLI::App& app, int& exit_code);
+void RegisterChatTemplate(CLI::App& app, int& exit_code);
+void RegisterInspect(CLI::App& app, int& exit_code);  // DeepSeek-V4 model report
 
 // Adds --model, --tokenizer and --threads to a subcommand.
 void AddModelOptions(CLI::App& sub, LoadOptions& options);

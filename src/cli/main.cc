@@ -10,6 +10,9 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterRun(app, exit_code);
   dsv4::cli::RegisterPerplexity(app, exit_code);
   dsv4::cli::RegisterBench(app, exit_code);
+  dsv4::cli::RegisterTokenize(app, exit_code);
+  dsv4::cli::RegisterChatTemplate(app, exit_code);
+  dsv4::cli::RegisterInspect(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

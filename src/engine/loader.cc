@@ -7,6 +7,7 @@
 #include "io/gguf.h"
 #include "io/llama2c.h"
 #include "model/llama/llama_model.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 
 namespace dsv4 {
@@ -15,6 +16,61 @@ namespace {
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The vocabulary inside a GGUF file: `llama` (SentencePiece) or `gpt2`
+// (byte-level BPE, with its pre-tokenizer named by tokenizer.ggml.pre).
+Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
+  ASSIGN_OR_RETURN(std::string tok_model, file.GetString("tokenizer.ggml.model"));
+  if (tok_model == "gpt2") {
+    BpeVocab vocab;
+    ASSIGN_OR_RETURN(vocab.tokens, file.GetStringArray("tokenizer.ggml.tokens"));
+    ASSIGN_OR_RETURN(vocab.merges, file.GetStringArray("tokenizer.ggml.merges"));
+    if (file.HasMeta("tokenizer.ggml.token_type")) {
+      ASSIGN_OR_RETURN(vocab.token_types, file.GetI32Array("tokenizer.ggml.token_type"));
+    }
+    if (file.HasMeta("tokenizer.ggml.bos_token_id")) {
+      ASSIGN_OR_RETURN(vocab.bos_id, file.GetI32("tokenizer.ggml.bos_token_id"));
+    }
+    if (file.HasMeta("tokenizer.ggml.eos_token_id")) {
+      ASSIGN_OR_RETURN(vocab.eos_id, file.GetI32("tokenizer.ggml.eos_token_id"));
+    }
+    if (file.HasMeta("tokenizer.ggml.add_bos_token")) {
+      ASSIGN_OR_RETURN(vocab.add_bos, file.GetBool("tokenizer.ggml.add_bos_token"));
+    }
+    if (file.HasMeta("tokenizer.ggml.pre")) {
+      ASSIGN_OR_RETURN(vocab.pre, file.GetString("tokenizer.ggml.pre"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok, BpeTokenizer::FromVocab(vocab, file.path()));
+    return std::unique_ptr<Tokenizer>(std::move(tok));
+  }
+  if (tok_model != "llama") {
+    return Unimplemented(file.path() + ": tokenizer model '" + tok_model + "' is not supported",
+                         "supported: llama (SentencePiece), gpt2 (byte-level BPE)");
+  }
+  GgufSpmMetadata meta;
+  ASSIGN_OR_RETURN(meta.tokens, file.GetStringArray("tokenizer.ggml.tokens"));
+  if (file.HasMeta("tokenizer.ggml.scores")) {
+    ASSIGN_OR_RETURN(meta.scores, file.GetF32Array("tokenizer.ggml.scores"));
+  }
+  if (file.HasMeta("tokenizer.ggml.token_type")) {
+    ASSIGN_OR_RETURN(meta.types, file.GetI32Array("tokenizer.ggml.token_type"));
+  }
+  if (file.HasMeta("tokenizer.ggml.bos_token_id")) {
+    ASSIGN_OR_RETURN(meta.bos, file.GetI64("tokenizer.ggml.bos_token_id"));
+  }
+  if (file.HasMeta("tokenizer.ggml.eos_token_id")) {
+    ASSIGN_OR_RETURN(meta.eos, file.GetI64("tokenizer.ggml.eos_token_id"));
+  }
+  if (file.HasMeta("tokenizer.ggml.unknown_token_id")) {
+    ASSIGN_OR_RETURN(meta.unk, file.GetI64("tokenizer.ggml.unknown_token_id"));
+  }
+  if (file.HasMeta("tokenizer.ggml.add_space_prefix")) {
+    ASSIGN_OR_RETURN(meta.add_space_prefix, file.GetBool("tokenizer.ggml.add_space_prefix"));
+  }
+  ASSIGN_OR_RETURN(SpmVocab vocab, SpmVocabFromGguf(std::move(meta)));
+  ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
 Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
@@ -89,36 +145,10 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
                            " differs from head_dim; partial RoPE is not supported for llama");
     }
   }
-  ASSIGN_OR_RETURN(std::string tok_model, file->GetString("tokenizer.ggml.model"));
-  if (tok_model != "llama") {
-    return Unimplemented(o.model_path + ": tokenizer model '" + tok_model + "' is not supported",
-                         "supported: llama (SentencePiece)");
-  }
-  GgufSpmMetadata meta;
-  ASSIGN_OR_RETURN(meta.tokens, file->GetStringArray("tokenizer.ggml.tokens"));
-  if (file->HasMeta("tokenizer.ggml.scores")) {
-    ASSIGN_OR_RETURN(meta.scores, file->GetF32Array("tokenizer.ggml.scores"));
-  }
-  if (file->HasMeta("tokenizer.ggml.token_type")) {
-    ASSIGN_OR_RETURN(meta.types, file->GetI32Array("tokenizer.ggml.token_type"));
-  }
-  if (file->HasMeta("tokenizer.ggml.bos_token_id")) {
-    ASSIGN_OR_RETURN(meta.bos, file->GetI64("tokenizer.ggml.bos_token_id"));
-  }
-  if (file->HasMeta("tokenizer.ggml.eos_token_id")) {
-    ASSIGN_OR_RETURN(meta.eos, file->GetI64("tokenizer.ggml.eos_token_id"));
-  }
-  if (file->HasMeta("tokenizer.ggml.unknown_token_id")) {
-    ASSIGN_OR_RETURN(meta.unk, file->GetI64("tokenizer.ggml.unknown_token_id"));
-  }
-  if (file->HasMeta("tokenizer.ggml.add_space_prefix")) {
-    ASSIGN_OR_RETURN(meta.add_space_prefix, file->GetBool("tokenizer.ggml.add_space_prefix"));
-  }
-  c.vocab_size = static_cast<int64_t>(meta.tokens.size());
-  ASSIGN_OR_RETURN(SpmVocab vocab, SpmVocabFromGguf(std::move(meta)));
-  c.bos_id = vocab.bos;
-  c.eos_id = vocab.eos;
-  ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, TokenizerFromGguf(*file));
+  c.vocab_size = tok->vocab_size();
+  c.bos_id = tok->bos_id();
+  c.eos_id = tok->eos_id();
   std::shared_ptr<const CheckpointReader> reader(std::move(file));
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
   LoadedModel m;
@@ -130,6 +160,41 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
 }
 
 }  // namespace
+
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path dir(path);
+    for (const char* name : {"tokenizer.json", "tokenizer.json.gz"}) {
+      if (fs::exists(dir / name)) {
+        const fs::path config = dir / "tokenizer_config.json";
+        ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok,
+                         LoadTokenizerJson((dir / name).string(),
+                                           fs::exists(config) ? config.string() : ""));
+        return std::unique_ptr<Tokenizer>(std::move(tok));
+      }
+    }
+    return NotFound(path + ": the directory has no tokenizer.json",
+                    "pass a tokenizer.json, a GGUF file or a model directory that has one");
+  }
+  if (!fs::exists(path, ec)) return NotFound(path + ": no such file", "check the tokenizer path");
+  if (EndsWith(path, ".gguf")) {
+    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(path));
+    return TokenizerFromGguf(*file);
+  }
+  if (EndsWith(path, ".json") || EndsWith(path, ".json.gz")) {
+    ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok, LoadTokenizerJson(path));
+    return std::unique_ptr<Tokenizer>(std::move(tok));
+  }
+  if (EndsWith(path, ".bin")) {
+    ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512(path, -1));
+    ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+    return std::unique_ptr<Tokenizer>(std::move(tok));
+  }
+  return Unimplemented(path + ": unknown tokenizer format",
+                       "supported: tokenizer.json(.gz), .gguf, llama2.c tokenizer .bin, a model "
+                       "directory");
+}
 
 std::string DefaultModelPath() {
   const fs::path rel = fs::path("models") / "stories260K" / "stories260K.bin";

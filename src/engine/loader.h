@@ -31,6 +31,11 @@ struct LoadedModel {
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);
 
+// A tokenizer on its own: a tokenizer.json (or .json.gz), a GGUF file (its
+// `llama` or `gpt2` vocabulary), a llama2.c tokenizer .bin, or a model
+// directory holding tokenizer.json.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path);
+
 // The embedded default model, models/stories260K/stories260K.bin, searched for
 // next to the executable (and its parents) and in the source tree it was built
 // from. Empty when not found.

@@ -118,4 +118,49 @@ TEST(Cli, BadFlagsExit2) {
   EXPECT_NE(o.out.find("/nonexistent.txt"), std::string::npos) << o.out;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Cli, TokenizeWithEveryTokenizerKind) {
+  const std::string data = DSV4_TEST_DATA_DIR;
+  const std::string models = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
+  // ../shared/oracles/README.md: the DeepSeek-V4 tokenizer.json and stories260K.
+  Output v4 = RunDsv4("tokenize --tokenizer " + data +
+                      "/tokenizer/deepseek_v4_tokenizer.json.gz "
+                      "'<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>'");
+  EXPECT_EQ(v4.exit_code, 0) << v4.out;
+  EXPECT_EQ(v4.out, "128803 30594 128804 128821 36101 128822 7624 1\n");
+  for (const char* tok : {"stories260K.gguf", "tok512.bin"}) {
+    Output o = RunDsv4("tokenize --bos --tokenizer " + models + tok + " 'Once upon a time'");
+    EXPECT_EQ(o.out, "1 403 407 261 378\n") << tok;
+  }
+  Output bad = RunDsv4("tokenize --tokenizer /nonexistent.json hi");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("/nonexistent.json"), std::string::npos);
+}
+
+TEST(Cli, ChatTemplateMatchesOfficialCasesExactly) {
+  const std::string dir = std::string(DSV4_TEST_DATA_DIR) + "/tokenizer/dsv4_encoding/";
+  for (const char* c : {"case1", "case2"}) {
+    const std::string cmd = "chat-template --messages " + dir + c + ".input.json";
+    const std::string full = std::string(DSV4_BIN) + " " + cmd;
+    FILE* p = popen(full.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    EXPECT_EQ(pclose(p), 0);
+    EXPECT_EQ(out, ReadFile(dir + c + ".expected.txt")) << c;
+  }
+  Output bad = RunDsv4("chat-template --messages " + dir + "case1.input.json --mode sideways");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  const std::string broken = WriteTemp("broken.json", "{\"messages\": [{\"role\": \"wizard\"}]}");
+  bad = RunDsv4("chat-template --messages " + broken);
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("wizard"), std::string::npos) << bad.out;
+}
+
 }  // namespace

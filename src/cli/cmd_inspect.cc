@@ -1,0 +1,33 @@
+// `dsv4 inspect --model DIR`: prints a DeepSeek-V4 model's config, layer plan,
+// parameter counts (total and active per token) and bytes by dtype. Reads
+// config.json alone when no weights are present, so the released V4-Flash /
+// V4-Pro configs can be inspected without downloading the weights.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "model/deepseek_v4/inspect.h"  // InspectPath (not behind engine/ yet)
+
+namespace dsv4::cli {
+
+void RegisterInspect(CLI::App& app, int& exit_code) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "inspect", "print a model's config, layer plan, parameter counts and bytes by dtype");
+  sub->add_option("-m,--model", *path,
+                  "DeepSeek-V4 model directory (config.json, optional safetensors) or a "
+                  "config.json file")
+      ->required();
+  sub->callback([path, &exit_code] {
+    auto report = deepseek_v4::InspectPath(*path);
+    if (!report.ok()) {
+      exit_code = ReportError(report.status());
+      return;
+    }
+    std::fputs(report->c_str(), stdout);
+    exit_code = 0;
+  });
+}
+
+}  // namespace dsv4::cli
