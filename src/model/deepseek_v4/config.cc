@@ -3,6 +3,7 @@
 // false, every access type-checked first), so nothing escapes this module.
 #include "model/deepseek_v4/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -538,21 +539,35 @@ Status DeepSeekV4Config::Validate() const {
                             Positive{"hc_sinkhorn_iters", hc_sinkhorn_iters}}) {
     if (p.value <= 0) return Field(p.name, Str(p.value), "a positive integer");
   }
-  // Sizes far beyond any release are file damage, and would overflow products.
-  constexpr int64_t kHuge = int64_t{1} << 24;
-  for (const Positive& p : {Positive{"vocab_size", vocab_size},
-                            Positive{"hidden_size", hidden_size},
-                            Positive{"num_hidden_layers", num_hidden_layers},
-                            Positive{"num_attention_heads", num_attention_heads},
-                            Positive{"head_dim", head_dim},
-                            Positive{"q_lora_rank", q_lora_rank},
-                            Positive{"o_lora_rank", o_lora_rank},
-                            Positive{"n_routed_experts", n_routed_experts},
-                            Positive{"moe_intermediate_size", moe_intermediate_size},
-                            Positive{"hc_mult", hc_mult},
-                            Positive{"index_n_heads", index_n_heads},
-                            Positive{"index_head_dim", index_head_dim}}) {
-    if (p.value > kHuge) return Field(p.name, Str(p.value), "at most " + Str(kHuge));
+  // Sizes far beyond any release (V4-Pro: vocab 129280, hidden 7168, 61 layers,
+  // 384 experts) are file damage; the limits also keep every tensor-size product
+  // (e.g. E·L·3·F·D) far from int64 overflow.
+  struct Limit {
+    const char* name;
+    int64_t value;
+    int64_t max;
+  };
+  for (const Limit& p : {Limit{"vocab_size", vocab_size, int64_t{1} << 22},
+                         Limit{"hidden_size", hidden_size, int64_t{1} << 16},
+                         Limit{"num_hidden_layers", num_hidden_layers, 1024},
+                         Limit{"num_attention_heads", num_attention_heads, 4096},
+                         Limit{"head_dim", head_dim, int64_t{1} << 14},
+                         Limit{"q_lora_rank", q_lora_rank, int64_t{1} << 16},
+                         Limit{"o_lora_rank", o_lora_rank, int64_t{1} << 16},
+                         Limit{"n_routed_experts", n_routed_experts, int64_t{1} << 14},
+                         Limit{"moe_intermediate_size", moe_intermediate_size, int64_t{1} << 16},
+                         Limit{"sliding_window", sliding_window, int64_t{1} << 20},
+                         Limit{"index_n_heads", index_n_heads, 4096},
+                         Limit{"index_head_dim", index_head_dim, int64_t{1} << 14},
+                         Limit{"index_topk", index_topk, int64_t{1} << 24},
+                         Limit{"max_position_embeddings", max_position_embeddings,
+                               int64_t{1} << 40}}) {
+    if (p.value > p.max) return Field(p.name, Str(p.value), "at most " + Str(p.max));
+  }
+  if (index_n_heads <= 0 || index_head_dim <= 0 || index_topk <= 0) {
+    return Field(index_n_heads <= 0 ? "index_n_heads"
+                 : index_head_dim <= 0 ? "index_head_dim" : "index_topk",
+                 Str(std::min({index_n_heads, index_head_dim, index_topk})), "a positive integer");
   }
   if (hc_mult > 64) return Field("hc_mult", Str(hc_mult), "1..64 (V4 uses 4)");
   if (hc_sinkhorn_iters > 10000) {
