@@ -20,8 +20,10 @@
 // xoshiro256** seeded through splitmix64 and a 53-bit uniform double, so a
 // seed gives the same tokens on every platform (up to libm's expf).
 //
-// No allocation per call: buffers are sized on the first Sample (to the vocab)
-// and at construction (the penalty window). Not thread-safe; one per request.
+// Cost per call: O(V) for top-k (nth_element) and the draw; top-p without
+// top-k sorts the whole vocabulary, O(V log V). No allocation per call: buffers
+// are sized on the first Sample (to the vocab) and at construction (the penalty
+// window). Not thread-safe; one per request.
 #ifndef DSV4_SAMPLING_SAMPLER_H_
 #define DSV4_SAMPLING_SAMPLER_H_
 
