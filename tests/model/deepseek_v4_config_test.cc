@@ -54,10 +54,7 @@ TEST(DeepSeekV4Config, FlashConfigParses) {
   EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 16.0);
   EXPECT_EQ(c->rope_scaling.original_max_position, 65536);
   ASSERT_EQ(c->compress_ratios.size(), 44u);
-  // Valid, but not runnable yet: CSA at layer 2 is named.
-  Status s = c->CheckForwardSupported();
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("layer 2"), std::string::npos) << s.message();
+  EXPECT_TRUE(c->CheckForwardSupported().ok());
 }
 
 TEST(DeepSeekV4Config, FlashLayerPlan) {
@@ -407,19 +404,19 @@ TEST(DeepSeekV4ConfigBad, CompressedMtpLayer) {
   ExpectRejected(j, "compress_ratios[4]", "4");
 }
 
-// Valid configs with CSA/HCA layers load for inspection but the forward
-// refuses them, naming the layer and its kind.
-TEST(DeepSeekV4ConfigBad, CompressedLayerNotYetSupportedForForward) {
+// A CSA layer needs a power-of-two indexer width (Hadamard); the config is
+// valid for inspection, the forward refuses it naming the layer and field.
+TEST(DeepSeekV4ConfigBad, IndexerWidthNotAPowerOfTwo) {
   Json j = TinyJson();
-  j["compress_ratios"] = {0, 0, 128, 0};
+  j["compress_ratios"] = {0, 0, 4, 0};
+  j["index_head_dim"] = 96;
   auto c = Parse(j);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Status s = c->CheckForwardSupported();
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("layer 2"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("HCA"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("not support"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("index_head_dim' = 96"), std::string::npos) << s.message();
 }
 
 }  // namespace

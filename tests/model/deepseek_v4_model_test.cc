@@ -11,6 +11,7 @@
 #include <random>
 
 #include "model/deepseek_v4/attention.h"
+#include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
@@ -83,6 +84,31 @@ TEST(DeepSeekV4Blocks, HcCollapseDoesNotRenormalisePre) {
   HcCollapse(p, x, pre, 1, u);
   EXPECT_FLOAT_EQ(u[0], 0.9f * 1.0f + 0.8f * 3.0f);
   EXPECT_FLOAT_EQ(u[1], 0.9f * 2.0f + 0.8f * 4.0f);
+}
+
+// ---- compressor / indexer pieces ----
+
+TEST(DeepSeekV4Blocks, HadamardRotation) {
+  float two[2] = {3.0f, 1.0f};  // H_2 = [[1, 1], [1, -1]] / sqrt(2)
+  HadamardRotate(two, 2);
+  EXPECT_FLOAT_EQ(two[0], 4.0f / std::sqrt(2.0f));
+  EXPECT_FLOAT_EQ(two[1], 2.0f / std::sqrt(2.0f));
+  // Natural (Sylvester) order: row i of H_8 has sign (−1)^popcount(i & j).
+  float e[8] = {0, 0, 0, 0, 0, 1, 0, 0};  // unit vector e_5
+  HadamardRotate(e, 8);
+  for (int j = 0; j < 8; ++j) {
+    const float sign = (__builtin_popcount(5 & j) % 2) ? -1.0f : 1.0f;
+    EXPECT_FLOAT_EQ(e[j], sign / std::sqrt(8.0f)) << j;
+  }
+  // Orthonormal and its own inverse.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(128), orig;
+  for (float& v : x) v = normal(rng);
+  orig = x;
+  HadamardRotate(x.data(), 128);
+  HadamardRotate(x.data(), 128);
+  for (int i = 0; i < 128; ++i) EXPECT_NEAR(x[i], orig[i], 1e-5f);
 }
 
 // ---- RoPE ----
@@ -401,8 +427,24 @@ TEST(DeepSeekV4ModelBad, TruncatePastTheWindowIsReported) {
   cache->Truncate(3);  // positions 0..2 were evicted from the 4-slot ring
   Status s = (*m)->Forward(std::vector<int32_t>{1}, *cache, logits, false);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("truncated past its 4-token window"), std::string::npos)
+  EXPECT_NE(s.message().find("truncated past what it can restore (4-token window"), std::string::npos)
       << s.message();
+}
+
+TEST(DeepSeekV4ModelBad, TruncateOfACompressedModelIsReported) {
+  // The compressor's running state (window tails, CSA halves) cannot be rolled
+  // back: any partial truncation of a model with CSA/HCA layers is refused.
+  auto loaded = LoadDeepSeekV4(DataDir() + "/mixed_mtp_bf16");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  Model& m = **loaded;
+  auto cache = m.NewCache(0);
+  std::vector<float> logits(256);
+  ASSERT_TRUE(m.Forward(std::vector<int32_t>{0, 5, 7}, *cache, logits, false).ok());
+  cache->Truncate(2);
+  EXPECT_EQ(m.Forward(std::vector<int32_t>{7}, *cache, logits, false).code(),
+            StatusCode::kInvalidArgument);
+  cache->Truncate(0);  // a restart always works
+  EXPECT_TRUE(m.Forward(std::vector<int32_t>{0, 5}, *cache, logits, false).ok());
 }
 
 TEST(DeepSeekV4ModelBad, ActQuantNeedsWhole128Blocks) {

@@ -52,6 +52,18 @@ void RopeFrequencies::Rotate(float* x, int64_t pos, bool inverse) const {
   }
 }
 
+void AttentionState::Init(const DeepSeekV4Config& c, const LayerPlan& plan) {
+  ring.assign(c.sliding_window * c.head_dim, 0.0f);
+  if (plan.compress_ratio > 0) compressed.Init(plan.compress_ratio, c.head_dim);
+  if (plan.has_indexer) index_keys.Init(plan.compress_ratio, c.index_head_dim);
+}
+
+void AttentionState::Reset() {
+  std::fill(ring.begin(), ring.end(), 0.0f);
+  if (compressed.ratio > 0) compressed.Reset();
+  if (index_keys.ratio > 0) index_keys.Reset();
+}
+
 void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   if (n <= n_tokens) return;
   n_tokens = n;
@@ -63,12 +75,17 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   o_group.resize(n * c.heads_per_group() * A);
   z.resize(n * c.o_groups * c.o_lora_rank);
   scores.resize(c.sliding_window);
+  keys.resize(c.sliding_window);
+  top.resize(n * c.index_topk);
 }
 
-void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                      const AttentionWeights& w,
                       const RopeFrequencies& rope, const NumericsOptions& opts,
-                      const Tracer& trace, int64_t layer, const float* x, int64_t n_tokens,
-                      int64_t pos0, float* ring, AttentionScratch& s, float* out) {
+                      const Tracer& trace, const float* x, int64_t n_tokens, int64_t pos0,
+                      AttentionState& state, AttentionScratch& s, float* out) {
+  const int64_t layer = plan.layer;
+  float* ring = state.ring.data();
   const int64_t T = n_tokens, Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
   const int64_t R = c.qk_rope_head_dim, nope = A - R, G = c.o_groups, O = c.o_lora_rank;
   const int64_t W = c.sliding_window, HG = c.heads_per_group();
@@ -104,24 +121,54 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const Attenti
   }
   trace("attn.kv", layer, kv, {T, A});
 
-  // ---- Window attention with a per-head sink (§4.3, §4.6) ----
-  // Keys of position p: positions max(0, p − W + 1) .. p; those before pos0 come
-  // from the ring (slot j mod W), the rest from this call's kv.
-  auto key = [&](int64_t j) -> const float* {
-    return j < pos0 ? ring + (j % W) * A : kv + (j - pos0) * A;
-  };
+  // ---- Compressed keys (§4.4, §4.5): entries completed by these tokens come first ----
+  const int64_t r = plan.compress_ratio;
+  if (r > 0) {
+    CompressorAppend(pool, w.compressor, CompressorKind::kMain, rope, R, opts, eps, x, T, pos0,
+                     state.compressed, s.compressor);
+    trace("attn.compressed_kv", layer, state.compressed.entries.data(),
+          {state.compressed.n_entries(), A});
+  }
+  const int64_t k = c.index_topk;
+  if (plan.has_indexer) {
+    IndexerForward(pool, c, w.indexer, rope, opts, trace, layer, x, qr, T, pos0,
+                   state.index_keys, s.indexer, s.top.data());
+  }
+  const int64_t max_keys = W + (r == 0 ? 0 : plan.has_indexer ? k : state.compressed.n_entries());
+  if (static_cast<int64_t>(s.scores.size()) < max_keys) {
+    s.scores.resize(max_keys);
+    s.keys.resize(max_keys);
+  }
+
+  // ---- Attention with a per-head sink over window ∪ compressed keys (§4.6) ----
+  // Window keys of position p: positions max(0, p − W + 1) .. p; those before
+  // pos0 come from the ring (slot j mod W), the rest from this call's kv.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
   float* o = s.o.data();  // [T, H, A]
   float* scores = s.scores.data();
+  const float** keys = s.keys.data();
   for (int64_t t = 0; t < T; ++t) {
     const int64_t p = pos0 + t;
-    const int64_t first = std::max<int64_t>(0, p - W + 1);
-    const int64_t n_keys = p - first + 1;
+    int64_t n_keys = 0;
+    for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+      keys[n_keys++] = j < pos0 ? ring + (j % W) * A : kv + (j - pos0) * A;
+    }
+    if (r > 0) {
+      const int64_t n_visible = (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
+      if (plan.has_indexer) {
+        for (int64_t j = 0; j < k; ++j) {
+          const int32_t e = s.top[t * k + j];
+          if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
+        }
+      } else {
+        for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
+      }
+    }
     for (int64_t h = 0; h < H; ++h) {
       const float* qh = q + (t * H + h) * A;
       float mx = -INFINITY;
       for (int64_t i = 0; i < n_keys; ++i) {
-        const float* kj = key(first + i);
+        const float* kj = keys[i];
         float dot = 0.0f;
         for (int64_t d = 0; d < A; ++d) dot += qh[d] * kj[d];
         scores[i] = dot * softmax_scale;
@@ -138,7 +185,7 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const Attenti
       std::fill_n(oh, A, 0.0f);
       for (int64_t i = 0; i < n_keys; ++i) {
         const float pw = scores[i] / denom;
-        const float* kj = key(first + i);
+        const float* kj = keys[i];
         for (int64_t d = 0; d < A; ++d) oh[d] += pw * kj[d];
       }
       // V = K carries rotated dims: undo the rotation at the query position (§4.2).

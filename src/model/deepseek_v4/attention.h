@@ -1,17 +1,18 @@
-// DeepSeek-V4 attention, sliding-window branch (every layer has it; the CSA /
-// HCA compressed branches are issue 4): low-rank query with a per-head
-// unweighted RMS norm, one shared K=V head, partial RoPE on the trailing R dims
-// of each head (inverse rotation on the output, since V = K carries rotated
-// dims), a learned per-head attention sink in the softmax denominator, a
-// W-token window including the current token, and the grouped low-rank output
-// projection.
+// DeepSeek-V4 attention: low-rank query with a per-head unweighted RMS norm,
+// one shared K=V head, partial RoPE on the trailing R dims of each head
+// (inverse rotation on the output, since V = K carries rotated dims), a learned
+// per-head attention sink in the softmax denominator, and the grouped low-rank
+// output projection. The keys of a query are the W-token window (every layer),
+// plus on HCA layers every visible compressed entry, and on CSA layers the
+// compressed entries the lightning indexer picks (compressor.h, indexer.h).
 //
 // Source: specs/deepseek-v4.md §4.1 (projections), §4.2 (RoPE), §4.3 (window),
-// §4.6 (sink), §4.7 (grouped output); gotchas §11 items 4–7, 19.
+// §4.6 (key sets, sink), §4.7 (grouped output); gotchas §11 items 4–7, 12–13, 19.
 //
 // Dimensions: T tokens in the call, D hidden, Q q_lora_rank, H heads,
 // A head_dim, R rope dims (the last R of A), G o_groups, O o_lora_rank,
-// W window (ring slots).
+// W window (ring slots), r compress ratio, n compressed entries,
+// k index_topk.
 #ifndef DSV4_MODEL_DEEPSEEK_V4_ATTENTION_H_
 #define DSV4_MODEL_DEEPSEEK_V4_ATTENTION_H_
 
@@ -19,8 +20,11 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/weights.h"
 
 namespace dsv4::deepseek_v4 {
@@ -42,6 +46,15 @@ class RopeFrequencies {
   std::vector<float> omega_;
 };
 
+// Per-sequence attention state of one layer.
+struct AttentionState {
+  void Init(const DeepSeekV4Config& c, const LayerPlan& plan);
+  void Reset();  // a new sequence
+  std::vector<float> ring;       // [W, A] kv of the last W positions, position p in slot p mod W
+  CompressorState compressed;    // ratio > 0: compressed kv entries [n, A] + compressor state
+  CompressorState index_keys;    // CSA: index keys [n, ID] + the indexer compressor's state
+};
+
 // Per-call scratch, sized for up to `n_tokens` tokens once (grown if needed).
 struct AttentionScratch {
   void Reserve(const DeepSeekV4Config& c, int64_t n_tokens);
@@ -52,20 +65,26 @@ struct AttentionScratch {
   std::vector<float> o;       // [T, H·A]
   std::vector<float> o_group; // [T, (H/G)·A]
   std::vector<float> z;       // [T, G·O]
-  std::vector<float> scores;  // [W]
+  std::vector<float> scores;  // [W + compressed keys]
+  std::vector<const float*> keys;  // [W + compressed keys] the key rows of one query
   std::vector<float> act;     // activation-quant copies of linear inputs
+  std::vector<int32_t> top;   // [T, k] CSA: indexer picks
+  CompressorScratch compressor;
+  IndexerScratch indexer;
 };
 
 // The attention sublayer for T consecutive tokens at positions pos0 .. pos0+T−1.
 // x: [T, D] (= attn_norm(mHC collapse)); out: [T, D].
-// ring: the layer's window cache [W, A] holding the kv of positions
-// max(0, pos0−W) .. pos0−1 in slots p mod W; on return it holds the window
-// ending at pos0+T−1. Keys of query t are positions max(0, p−W+1) .. p, in
-// ascending position order (as the reference's prefill and decode orders).
-void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+// state: the layer's window ring holding the kv of positions max(0, pos0−W) ..
+// pos0−1 (slot p mod W) and its compressors' state; on return it includes the
+// T new tokens. Keys of the query at position p: the window positions
+// max(0, p−W+1) .. p in ascending order, then (HCA) the compressed entries
+// 0 .. (p+1) div r − 1 or (CSA) the indexer's picks among them.
+void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                      const AttentionWeights& w,
                       const RopeFrequencies& rope, const NumericsOptions& opts,
-                      const Tracer& trace, int64_t layer, const float* x, int64_t n_tokens,
-                      int64_t pos0, float* ring, AttentionScratch& s, float* out);
+                      const Tracer& trace, const float* x, int64_t n_tokens, int64_t pos0,
+                      AttentionState& state, AttentionScratch& s, float* out);
 
 }  // namespace dsv4::deepseek_v4
 

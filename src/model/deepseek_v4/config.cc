@@ -682,16 +682,15 @@ Status DeepSeekV4Config::Validate() const {
 
 Status DeepSeekV4Config::CheckForwardSupported() const {
   for (int64_t l = 0; l < num_hidden_layers; ++l) {
-    const int64_t r = compress_ratio(l);
-    if (r > 0) {
+    if (compress_ratio(l) != 4) continue;
+    // The indexer rotates its keys and queries with a Hadamard transform and
+    // RoPE on their last qk_rope_head_dim dims (spec §4.5).
+    if ((index_head_dim & (index_head_dim - 1)) != 0 || index_head_dim < qk_rope_head_dim) {
       return Unimplemented(
-          "config field 'compress_ratios[" + Str(l) + "]' = " + Str(r) + ": layer " + Str(l) +
-              " is " +
-              (r == 4 ? "compressed sparse attention (CSA)"
-                      : "heavily compressed attention (HCA)") +
-              ", which the forward pass does not support yet",
-          "only sliding-window layers (compress ratio 0) run today (CSA/HCA is issue 4); "
-          "`dsv4 inspect` still reads this config");
+          "config field 'index_head_dim' = " + Str(index_head_dim) + ": layer " + Str(l) +
+              " is compressed sparse attention (CSA), whose indexer needs a power-of-two "
+              "index_head_dim of at least qk_rope_head_dim = " + Str(qk_rope_head_dim),
+          "V4 uses index_head_dim 128");
     }
   }
   return Status::Ok();

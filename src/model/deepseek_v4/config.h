@@ -120,8 +120,9 @@ struct DeepSeekV4Config {
 
   // Checks every field; errors name the field, the value and what is supported.
   Status Validate() const;
-  // What the forward pass runs today: rejects layers with compress ratio > 0
-  // (CSA / HCA, issue 4), naming the layer. Inspection does not need it.
+  // What the forward pass needs beyond Validate() (e.g. a power-of-two indexer
+  // width for the Hadamard rotation of CSA layers), naming the layer and field.
+  // Inspection does not need it.
   Status CheckForwardSupported() const;
 
   // Parses config.json text; `source` names the file in errors. Runs Validate().

@@ -8,8 +8,8 @@
 //     X = mHC(X, MoE(ffn_norm(·), tokens))    // moe.h
 //   logits = head · norm(HcHead(X))           // fp32
 //
-// Today every main layer must be sliding-window (compress ratio 0); CSA/HCA
-// layers (issue 4) and the MTP module (speculative decoding) are not run.
+// Layer kinds: sliding window, CSA (compressed + lightning indexer) and HCA
+// (compressed). The MTP layer (speculative decoding) runs through ForwardMtp.
 //
 // Dimensions: T tokens in a call, D hidden, C hc_mult, V vocab, W window,
 // A head_dim, L layers.
@@ -32,6 +32,8 @@
 #include "model/model.h"
 
 namespace dsv4::deepseek_v4 {
+
+class DeepSeekV4Cache;
 
 struct LoadOptions {
   NumericsOptions numerics;
@@ -58,6 +60,21 @@ class DeepSeekV4Model final : public Model {
                  bool all_logits) override;
   void SetThreads(int n_threads) override;
 
+  // ---- Multi-token prediction (spec §6.3; speculative decoding) ----
+  // The main model's final residual streams [T, C, D] of the last Forward
+  // call (before the HC head): the MTP input.
+  std::span<const float> last_hidden() const;
+  bool has_mtp() const { return !weights_.mtp.empty(); }
+  // A cache for the first MTP layer (its own window ring).
+  std::unique_ptr<SequenceCache> NewMtpCache(int64_t max_tokens) const;
+  // Draft logits of the first MTP layer for T positions: row t predicts the
+  // token after next_tokens[t], from next_tokens[t] (the token that followed
+  // main position t) and main_hidden[t] ([T, C, D], e.g. last_hidden()).
+  // Positions continue from mtp_cache.length(). Errors: no MTP weights, wrong
+  // sizes, bad ids, full cache.
+  Status ForwardMtp(std::span<const int32_t> next_tokens, std::span<const float> main_hidden,
+                    SequenceCache& mtp_cache, std::span<float> logits, bool all_logits);
+
   // Named intermediates go to `fn` during Forward, under the golden-dump names
   // of tests/data/deepseek_v4/README.md ("embed", "layers.{i}.hc_attn.pre",
   // "layers.{i}.attn_norm_out", "layers.{i}.attn.q", "layers.{i}.attn_out",
@@ -68,6 +85,16 @@ class DeepSeekV4Model final : public Model {
  private:
   DeepSeekV4Model() = default;
   void EnsureScratch(int64_t n_tokens);
+  // Validates a Forward/ForwardMtp call; returns the cache.
+  Result<DeepSeekV4Cache*> CheckCall(SequenceCache& cache, LayerRole role,
+                                     std::span<const int32_t> tokens, std::span<float> logits,
+                                     bool all_logits) const;
+  // One block (mHC + attention, mHC + MoE) on x_ [T, C, D], in place.
+  void RunBlock(const LayerPlan& plan, const LayerWeights& lw, std::span<const int32_t> tokens,
+                int64_t pos0, AttentionState& state, const Tracer& trace);
+  // HC head → norm → logits of the last token or of all T (x_ is read).
+  void Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm, int64_t layer,
+            int64_t n_tokens, bool all_logits, float* logits, const Tracer& trace);
   // Traces the mHC coefficients (pre/post/comb) of the site just computed.
   void TraceHc(const Tracer& trace, const char* site, int64_t layer, int64_t n_tokens) const;
 
@@ -77,7 +104,7 @@ class DeepSeekV4Model final : public Model {
   ModelInfo info_;
   std::shared_ptr<const CheckpointReader> reader_;  // keeps the mapping alive
   ModelWeights weights_;
-  std::vector<RopeFrequencies> rope_;  // [L] per layer (window vs compressed bases)
+  std::vector<RopeFrequencies> rope_;  // per plan (window vs compressed bases), MTP included
   HcParams hc_;
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
@@ -94,6 +121,9 @@ class DeepSeekV4Model final : public Model {
   std::vector<float> post_;     // [T, C]
   std::vector<float> comb_;     // [T, C, C]
   std::vector<float> hc_tmp_;   // [C, D]
+  std::vector<float> mtp_tmp_;  // [T, C, D] hnorm of the main residual
+  std::vector<float> mtp_act_;  // activation-quant copies (MTP projections)
+  int64_t hidden_tokens_ = 0;   // rows of x_ holding the last Forward's final residual
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;
 };

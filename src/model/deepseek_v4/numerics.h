@@ -28,21 +28,26 @@ struct NumericsOptions {
   // FP8 e4m3 activation quantisation (block 128 along K, power-of-two scales)
   // of the input of every FP8/FP4 linear, as the reference `linear()` does.
   bool act_quant = false;
-  // FP8 QAT simulation of the kv "nope" dims (block 64) after RoPE (spec §4.1).
+  // FP8 QAT simulation of the kv "nope" dims (block 64) after RoPE, for the
+  // window kv and the compressed entries (spec §4.1, §4.4).
   bool kv_quant = false;
+  // FP4 QAT simulation (block 32) of the indexer's queries and keys after the
+  // Hadamard rotation (spec §4.5).
+  bool index_quant = false;
 };
 
 // Trace(name, layer, data, shape): called with named intermediates when set.
 // The name is the golden-dump key (tests/data/deepseek_v4/README.md): a
 // per-layer name "attn_out" of layer 3 arrives as "layers.3.attn_out", with
-// layer = 3; top-level names ("embed", layer −1) arrive as they are. Costs one
-// branch when unset.
+// layer = 3, of MTP layer k (layer L + k) as "mtp.k.attn_out"; top-level names
+// ("embed", layer −1) arrive as they are. Costs one branch when unset.
 using TraceFn = std::function<void(std::string_view name, int64_t layer, const float* data,
                                    std::span<const int64_t> shape)>;
 class Tracer {
  public:
   Tracer() = default;
-  explicit Tracer(const TraceFn* fn) : fn_(fn) {}
+  // n_main_layers: L; layers from L on are MTP layers.
+  Tracer(const TraceFn* fn, int64_t n_main_layers) : fn_(fn), n_main_layers_(n_main_layers) {}
   bool on() const { return fn_ != nullptr && *fn_; }
   void operator()(std::string_view name, int64_t layer, const float* data,
                   std::initializer_list<int64_t> shape) const {
@@ -51,13 +56,17 @@ class Tracer {
     if (layer < 0) {
       (*fn_)(name, layer, data, dims);
     } else {
-      const std::string full = "layers." + std::to_string(layer) + "." + std::string(name);
+      const std::string full =
+          (layer < n_main_layers_ ? "layers." + std::to_string(layer)
+                                  : "mtp." + std::to_string(layer - n_main_layers_)) +
+          "." + std::string(name);
       (*fn_)(full, layer, data, dims);
     }
   }
 
  private:
   const TraceFn* fn_ = nullptr;
+  int64_t n_main_layers_ = INT64_MAX;
 };
 
 // out[n] = x[n] / sqrt(mean(x²) + eps) · weight[n] (weight may be null: unweighted).

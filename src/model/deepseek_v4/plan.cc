@@ -60,7 +60,7 @@ std::string DescribeLayerPlan(const LayerPlan& p) {
   std::string attention(AttentionKindName(p.attention));
   if (p.compress_ratio > 0) attention += " ratio " + std::to_string(p.compress_ratio);
   if (p.has_indexer) attention += " +indexer";
-  std::snprintf(buf, sizeof(buf), "%-9s %-6s %-22s router %-6s %s rope theta %g%s",
+  std::snprintf(buf, sizeof(buf), "%-4s %-10s %-22s router %-6s %s rope theta %g%s",
                 p.role == LayerRole::kMtp ? "mtp" : "main", p.prefix.c_str(), attention.c_str(),
                 std::string(RouterKindName(p.router)).c_str(), p.hyper_connection ? "mHC" : "   ",
                 p.rope_theta, p.rope_yarn ? " +yarn" : "");

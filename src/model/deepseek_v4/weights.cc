@@ -409,6 +409,54 @@ HyperConnectionWeights TakeHc(Binder& b, const std::string& fn, const std::strin
                                 .scale = std::move(b.Get(scale).f32)};
 }
 
+CompressorWeights TakeCompressor(Binder& b, const std::string& prefix) {
+  return CompressorWeights{.wkv = b.Get(prefix + "wkv.weight").view,
+                           .wgate = b.Get(prefix + "wgate.weight").view,
+                           .ape = std::move(b.Get(prefix + "ape").f32),
+                           .norm = std::move(b.Get(prefix + "norm.weight").f32)};
+}
+
+LayerWeights TakeLayer(Binder& binder, const DeepSeekV4Config& c, const LayerPlan& p) {
+  const std::string& x = p.prefix;
+  LayerWeights l;
+  l.attn_norm = std::move(binder.Get(x + "attn_norm.weight").f32);
+  l.ffn_norm = std::move(binder.Get(x + "ffn_norm.weight").f32);
+  l.hc_attn = TakeHc(binder, x + "hc_attn_fn", x + "hc_attn_base", x + "hc_attn_scale");
+  l.hc_ffn = TakeHc(binder, x + "hc_ffn_fn", x + "hc_ffn_base", x + "hc_ffn_scale");
+  AttentionWeights& a = l.attn;
+  a.wq_a = TakeLinear(binder, x + "attn.wq_a.weight");
+  a.q_norm = std::move(binder.Get(x + "attn.q_norm.weight").f32);
+  a.wq_b = TakeLinear(binder, x + "attn.wq_b.weight");
+  a.wkv = TakeLinear(binder, x + "attn.wkv.weight");
+  a.kv_norm = std::move(binder.Get(x + "attn.kv_norm.weight").f32);
+  a.wo_a = TakeLinear(binder, x + "attn.wo_a.weight");
+  a.wo_b = TakeLinear(binder, x + "attn.wo_b.weight");
+  a.attn_sink = std::move(binder.Get(x + "attn.attn_sink").f32);
+  if (p.compress_ratio > 0) a.compressor = TakeCompressor(binder, x + "attn.compressor.");
+  if (p.has_indexer) {
+    a.indexer.wq_b = TakeLinear(binder, x + "attn.indexer.wq_b.weight");
+    a.indexer.weights_proj = binder.Get(x + "attn.indexer.weights_proj.weight").view;
+    a.indexer.compressor = TakeCompressor(binder, x + "attn.indexer.compressor.");
+  }
+  MoeWeights& m = l.moe;
+  m.gate = binder.Get(x + "ffn.gate.weight").view;
+  if (p.router == RouterKind::kHash) {
+    m.tid2eid = std::move(binder.Get(x + "ffn.gate.tid2eid").i32);
+  } else {
+    m.bias = std::move(binder.Get(x + "ffn.gate.bias").f32);
+  }
+  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    const std::string ex = x + "ffn.experts." + std::to_string(e) + ".";
+    m.experts.push_back(ExpertWeights{.w1 = TakeLinear(binder, ex + "w1.weight"),
+                                      .w3 = TakeLinear(binder, ex + "w3.weight"),
+                                      .w2 = TakeLinear(binder, ex + "w2.weight")});
+  }
+  m.shared = ExpertWeights{.w1 = TakeLinear(binder, x + "ffn.shared_experts.w1.weight"),
+                           .w3 = TakeLinear(binder, x + "ffn.shared_experts.w3.weight"),
+                           .w2 = TakeLinear(binder, x + "ffn.shared_experts.w2.weight")};
+  return l;
+}
+
 }  // namespace
 
 Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV4Config& c,
@@ -423,9 +471,19 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
     return Unimplemented(reader.path() + ": DeepSeek-V4 GGUF files are not supported yet",
                          "use the safetensors release (official or HF tensor names)");
   }
+  // MTP layers (speculative decoding only) are bound when the checkpoint has
+  // them: their e_proj is present (official names; HF drops mtp.*).
+  auto has_mtp = [&](const LayerPlan& p) {
+    auto name = TranslateName(p.prefix + "e_proj.weight", *scheme);
+    return name && reader.Find(name->name) != nullptr;
+  };
+  std::vector<bool> bind_mtp(plans.size(), false);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    bind_mtp[i] = plans[i].role == LayerRole::kMtp && has_mtp(plans[i]);
+  }
   Binder binder(reader, c, *scheme);
   ForEachWeight(c, plans, [&](const WeightDecl& d) {
-    if (!d.mtp) binder.Bind(d);
+    if (!d.mtp || bind_mtp[d.layer]) binder.Bind(d);
   });
   RETURN_IF_ERROR(binder.Finish());
 
@@ -435,40 +493,22 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
   w.head = binder.Get("head.weight").view;
   w.norm = std::move(binder.Get("norm.weight").f32);
   w.hc_head = TakeHc(binder, "hc_head_fn", "hc_head_base", "hc_head_scale");
-  for (const LayerPlan& p : plans) {
-    if (p.role != LayerRole::kMain) continue;
-    const std::string& x = p.prefix;
-    LayerWeights l;
-    l.attn_norm = std::move(binder.Get(x + "attn_norm.weight").f32);
-    l.ffn_norm = std::move(binder.Get(x + "ffn_norm.weight").f32);
-    l.hc_attn = TakeHc(binder, x + "hc_attn_fn", x + "hc_attn_base", x + "hc_attn_scale");
-    l.hc_ffn = TakeHc(binder, x + "hc_ffn_fn", x + "hc_ffn_base", x + "hc_ffn_scale");
-    AttentionWeights& a = l.attn;
-    a.wq_a = TakeLinear(binder, x + "attn.wq_a.weight");
-    a.q_norm = std::move(binder.Get(x + "attn.q_norm.weight").f32);
-    a.wq_b = TakeLinear(binder, x + "attn.wq_b.weight");
-    a.wkv = TakeLinear(binder, x + "attn.wkv.weight");
-    a.kv_norm = std::move(binder.Get(x + "attn.kv_norm.weight").f32);
-    a.wo_a = TakeLinear(binder, x + "attn.wo_a.weight");
-    a.wo_b = TakeLinear(binder, x + "attn.wo_b.weight");
-    a.attn_sink = std::move(binder.Get(x + "attn.attn_sink").f32);
-    MoeWeights& m = l.moe;
-    m.gate = binder.Get(x + "ffn.gate.weight").view;
-    if (p.router == RouterKind::kHash) {
-      m.tid2eid = std::move(binder.Get(x + "ffn.gate.tid2eid").i32);
-    } else {
-      m.bias = std::move(binder.Get(x + "ffn.gate.bias").f32);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const LayerPlan& p = plans[i];
+    if (p.role == LayerRole::kMain) {
+      w.layers.push_back(TakeLayer(binder, c, p));
+    } else if (bind_mtp[i]) {
+      const std::string& x = p.prefix;
+      MtpWeights m;
+      m.e_proj = TakeLinear(binder, x + "e_proj.weight");
+      m.h_proj = TakeLinear(binder, x + "h_proj.weight");
+      m.enorm = std::move(binder.Get(x + "enorm.weight").f32);
+      m.hnorm = std::move(binder.Get(x + "hnorm.weight").f32);
+      m.norm = std::move(binder.Get(x + "norm.weight").f32);
+      m.hc_head = TakeHc(binder, x + "hc_head_fn", x + "hc_head_base", x + "hc_head_scale");
+      m.block = TakeLayer(binder, c, p);
+      w.mtp.push_back(std::move(m));
     }
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-      const std::string ex = x + "ffn.experts." + std::to_string(e) + ".";
-      m.experts.push_back(ExpertWeights{.w1 = TakeLinear(binder, ex + "w1.weight"),
-                                        .w3 = TakeLinear(binder, ex + "w3.weight"),
-                                        .w2 = TakeLinear(binder, ex + "w2.weight")});
-    }
-    m.shared = ExpertWeights{.w1 = TakeLinear(binder, x + "ffn.shared_experts.w1.weight"),
-                             .w3 = TakeLinear(binder, x + "ffn.shared_experts.w3.weight"),
-                             .w2 = TakeLinear(binder, x + "ffn.shared_experts.w2.weight")};
-    w.layers.push_back(std::move(l));
   }
   return w;
 }

@@ -12,7 +12,7 @@
 // Dimensions: V vocab, D hidden, C hc_mult, M = (2+C)·C, H heads, A head_dim,
 // Q q_lora_rank, G o_groups, O o_lora_rank, E routed experts, k experts per
 // token, F moe_intermediate_size, r compress ratio, c = 2 if r == 4 else 1,
-// IH / ID indexer heads / head dim.
+// IH / ID indexer heads / head dim, Wd a compressor's entry width (A or ID).
 #ifndef DSV4_MODEL_DEEPSEEK_V4_WEIGHTS_H_
 #define DSV4_MODEL_DEEPSEEK_V4_WEIGHTS_H_
 
@@ -103,6 +103,21 @@ struct HyperConnectionWeights {
   std::vector<float> scale;   // [3] for a layer site, [1] for the head
 };
 
+// A KV compressor (spec §4.4): the main one of a CSA/HCA layer, or the indexer's.
+struct CompressorWeights {
+  TensorView wkv;            // [c·Wd, D] (unquantized, used in fp32)
+  TensorView wgate;          // [c·Wd, D]
+  std::vector<float> ape;    // [r, c·Wd] added to the gate logits by slot p mod r
+  std::vector<float> norm;   // [Wd] RMSNorm of each new entry
+};
+
+// The lightning indexer of a CSA layer (spec §4.5).
+struct IndexerWeights {
+  LinearWeight wq_b;               // [IH·ID, Q]
+  TensorView weights_proj;         // [IH, D] per-head score weights (unquantized)
+  CompressorWeights compressor;    // index keys: wkv/wgate [2·ID, D], ape [r, 2·ID], norm [ID]
+};
+
 struct AttentionWeights {
   LinearWeight wq_a;              // [Q, D]
   std::vector<float> q_norm;      // [Q]
@@ -112,6 +127,8 @@ struct AttentionWeights {
   LinearWeight wo_a;              // [G·O, (H/G)·A]
   LinearWeight wo_b;              // [D, G·O]
   std::vector<float> attn_sink;   // [H]
+  CompressorWeights compressor;   // ratio > 0 only (wkv/wgate [c·A, D], ape [r, c·A], norm [A])
+  IndexerWeights indexer;         // CSA (ratio 4) only
 };
 
 struct ExpertWeights {
@@ -137,18 +154,32 @@ struct LayerWeights {
   MoeWeights moe;
 };
 
+// A multi-token-prediction layer (spec §6.3): its own projections, norms and
+// head collapse around a full block; embedding and LM head are the main model's.
+struct MtpWeights {
+  LinearWeight e_proj;            // [D, D] on enorm(embedding of the next token)
+  LinearWeight h_proj;            // [D, D] on hnorm(main residual), per stream
+  std::vector<float> enorm;       // [D]
+  std::vector<float> hnorm;       // [D]
+  std::vector<float> norm;        // [D] final norm before the shared head
+  HyperConnectionWeights hc_head; // fn [C, C·D], base [C], scale [1]
+  LayerWeights block;             // window attention + scored MoE
+};
+
 struct ModelWeights {
   TensorView embed;               // [V, D]
   TensorView head;                // [V, D]
   std::vector<float> norm;        // [D]
   HyperConnectionWeights hc_head; // fn [C, C·D], base [C], scale [1]
   std::vector<LayerWeights> layers;  // the L main layers
+  std::vector<MtpWeights> mtp;       // the MTP layers, when the checkpoint has them
   NameScheme scheme = NameScheme::kOfficial;
 };
 
-// Binds the weights of the main layers (MTP tensors are not needed by the
-// forward pass and are not required). All missing tensors are reported in one
-// error; wrong shapes/dtypes name the tensor, what was expected and found.
+// Binds the weights of the main layers, and of each MTP layer whose
+// `mtp.{k}.e_proj.weight` is present (MTP is optional: speculative decoding
+// only). All missing tensors are reported in one error; wrong shapes/dtypes
+// name the tensor, what was expected and found.
 Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV4Config& config,
                                  const std::vector<LayerPlan>& plans);
 

@@ -1,0 +1,126 @@
+// The DeepSeek-V4 KV compressor (see compressor.h), in the order of the
+// reference `Compressor.forward` decode branch.
+#include "model/deepseek_v4/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/deepseek_v4/attention.h"  // RopeFrequencies
+#include "ops/matmul.h"
+#include "ops/ref/quant_matmul_ref.h"
+
+namespace dsv4::deepseek_v4 {
+
+void CompressorState::Init(int64_t r, int64_t w) {
+  ratio = r;
+  width = w;
+  coff = r == 4 ? 2 : 1;  // CSA overlaps windows (reference: overlap = ratio == 4)
+  Reset();
+}
+
+void CompressorState::Reset() {
+  const int64_t rows = ratio * coff * width;
+  cur_kv.assign(rows, 0.0f);
+  cur_score.assign(rows, 0.0f);
+  if (coff == 2) {
+    // Entry 0 has no previous window: value 0, gate −inf (weight 0).
+    prev_kv.assign(rows, 0.0f);
+    prev_score.assign(rows, -INFINITY);
+  }
+  entries.clear();
+}
+
+void HadamardRotate(float* x, int64_t n) {
+  CHECK(n > 0 && (n & (n - 1)) == 0, "Hadamard size %lld is not a power of two",
+        static_cast<long long>(n));
+  // In-place fast Walsh–Hadamard transform: H_n x in natural (Sylvester) order;
+  // H is symmetric, so this is also x · H.
+  for (int64_t h = 1; h < n; h *= 2) {
+    for (int64_t i = 0; i < n; i += 2 * h) {
+      for (int64_t j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n)));
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
+                      const RopeFrequencies& rope, int64_t rope_dim,
+                      const NumericsOptions& opts, float eps, const float* x, int64_t n_tokens,
+                      int64_t pos0, CompressorState& st, CompressorScratch& s) {
+  const int64_t T = n_tokens, r = st.ratio, Wd = st.width, CW = st.coff * Wd;
+  const bool overlap = st.coff == 2;
+  if (static_cast<int64_t>(s.kv.size()) < T * CW) {
+    s.kv.resize(T * CW);
+    s.score.resize(T * CW);
+  }
+  // k = wkv · x, g = wgate · x, both fp32 (the reference upcasts x and the weights).
+  ops::MatMul(pool, s.kv.data(), x, w.wkv, T);       // [T, c·Wd]
+  ops::MatMul(pool, s.score.data(), x, w.wgate, T);  // [T, c·Wd]
+
+  if (static_cast<int64_t>(s.slots.size()) < 2 * r) s.slots.resize(2 * r);
+  if (static_cast<int64_t>(s.entry.size()) < Wd) s.entry.resize(Wd);
+  float* slot_score = s.slots.data();  // [2r]
+  float* entry = s.entry.data();       // [Wd]
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t p = pos0 + t;
+    const int64_t slot = p % r;
+    const float* kt = s.kv.data() + t * CW;
+    const float* gt = s.score.data() + t * CW;
+    const float* ape = w.ape.data() + slot * CW;
+    float* cur_k = st.cur_kv.data() + slot * CW;
+    float* cur_g = st.cur_score.data() + slot * CW;
+    for (int64_t i = 0; i < CW; ++i) {
+      cur_k[i] = kt[i];
+      cur_g[i] = gt[i] + ape[i];
+    }
+    if ((p + 1) % r != 0) continue;
+
+    // ---- Pool window p div r, per channel (spec §4.4) ----
+    // CSA slots: the previous window's first halves [0, Wd), then this window's
+    // second halves [Wd, 2·Wd); HCA: this window's r rows.
+    const int64_t n_slots = overlap ? 2 * r : r;
+    for (int64_t d = 0; d < Wd; ++d) {
+      auto value = [&](int64_t j) {
+        return overlap ? (j < r ? st.prev_kv[j * CW + d] : st.cur_kv[(j - r) * CW + Wd + d])
+                       : st.cur_kv[j * CW + d];
+      };
+      for (int64_t j = 0; j < n_slots; ++j) {
+        slot_score[j] = overlap ? (j < r ? st.prev_score[j * CW + d]
+                                         : st.cur_score[(j - r) * CW + Wd + d])
+                                : st.cur_score[j * CW + d];
+      }
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, slot_score[j]);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n_slots; ++j) {
+        slot_score[j] = std::exp(slot_score[j] - mx);
+        sum += slot_score[j];
+      }
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n_slots; ++j) acc += value(j) * (slot_score[j] / sum);
+      entry[d] = acc;
+    }
+    if (overlap) {  // this window becomes the previous one
+      st.prev_kv = st.cur_kv;
+      st.prev_score = st.cur_score;
+    }
+
+    // ---- Post-process: norm, RoPE at the window's first position, QAT sims ----
+    RmsNorm(entry, entry, w.norm.data(), Wd, eps);
+    rope.Rotate(entry + Wd - rope_dim, p + 1 - r, /*inverse=*/false);
+    if (kind == CompressorKind::kMain) {
+      if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(entry, Wd - rope_dim, 64);
+    } else {
+      HadamardRotate(entry, Wd);
+      if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(entry, Wd, 32);
+    }
+    st.entries.insert(st.entries.end(), entry, entry + Wd);
+  }
+}
+
+}  // namespace dsv4::deepseek_v4

@@ -1,0 +1,80 @@
+// The DeepSeek-V4 KV compressor: turns every `r` consecutive tokens of a layer
+// into one compressed entry by a learned, per-channel softmax-gated pooling.
+// HCA layers (r ≠ 4) pool each window of r tokens on its own; CSA layers
+// (r = 4) pool overlapping windows of 2r slots: the first halves of the
+// previous window's rows and the second halves of the current window's rows.
+// The lightning indexer (indexer.h) runs a second compressor of its own.
+//
+// Entries are built token by token with the state the reference keeps for
+// decoding (the current window's rows, and for CSA the previous window's), so
+// prefill, chunked prefill and decode give the same entries.
+//
+// Source: specs/deepseek-v4.md §4.4 (reference `Compressor`), §4.8, §11 items
+// 12–15.
+//
+// Dimensions: T tokens in a call, D hidden, r ratio, c = 2 for CSA (overlap)
+// else 1, Wd entry width (head_dim for the main compressor, index_head_dim for
+// the indexer's), R rope dims (the last R of Wd).
+#ifndef DSV4_MODEL_DEEPSEEK_V4_COMPRESSOR_H_
+#define DSV4_MODEL_DEEPSEEK_V4_COMPRESSOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/weights.h"  // CompressorWeights
+
+namespace dsv4::deepseek_v4 {
+
+class RopeFrequencies;
+
+// What happens to an entry after norm + RoPE.
+enum class CompressorKind {
+  kMain,     // attention keys: FP8 simulation of the nope dims (block 64) when kv_quant
+  kIndexer,  // index keys: Hadamard rotation, then FP4 simulation (block 32) when index_quant
+};
+
+// Per-sequence state of one compressor.
+struct CompressorState {
+  void Init(int64_t ratio, int64_t width);
+  // Forgets everything (a new sequence).
+  void Reset();
+  int64_t n_entries() const { return static_cast<int64_t>(entries.size()) / width; }
+  const float* entry(int64_t i) const { return entries.data() + i * width; }
+
+  int64_t ratio = 0;               // r
+  int64_t width = 0;               // Wd
+  int64_t coff = 1;                // c
+  std::vector<float> cur_kv;       // [r, c·Wd] rows of the window being filled (slot p mod r)
+  std::vector<float> cur_score;    // [r, c·Wd] their gate logits (+ ape)
+  std::vector<float> prev_kv;      // [r, c·Wd] CSA: the last complete window (value 0 at start)
+  std::vector<float> prev_score;   // [r, c·Wd] CSA: its gate logits (−inf at start)
+  std::vector<float> entries;      // [n, Wd] entry i pools window i = tokens [i·r, (i+1)·r)
+};
+
+struct CompressorScratch {
+  std::vector<float> kv;     // [T, c·Wd]
+  std::vector<float> score;  // [T, c·Wd]
+  std::vector<float> slots;  // [2r] one channel's pooling weights
+  std::vector<float> entry;  // [Wd] the entry being built
+};
+
+// Feeds T tokens at positions pos0 .. pos0+T−1 (x: [T, D], the attention
+// input) to the compressor. For each token: k = wkv·x, g = wgate·x + ape[p mod r]
+// (fp32). When (p+1) mod r == 0 the window p div r is pooled per channel
+// (softmax of g over its slots, weighted sum of k) into a new entry, which is
+// then RMS-normalised, rotated (RoPE on its last R dims at position i·r, the
+// window's first token) and post-processed by `kind`. Appends to state.entries.
+void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
+                      const RopeFrequencies& rope, int64_t rope_dim,
+                      const NumericsOptions& opts, float eps, const float* x, int64_t n_tokens,
+                      int64_t pos0, CompressorState& state, CompressorScratch& s);
+
+// y = x · H · n^−½ in place, H the natural-order (Sylvester) ±1 Walsh–Hadamard
+// matrix, n a power of two (the reference's `rotate_activation`, spec §4.5).
+void HadamardRotate(float* x, int64_t n);
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_COMPRESSOR_H_

@@ -1,0 +1,49 @@
+// The DeepSeek-V4 lightning indexer (CSA layers): picks, for every query, the
+// top-k compressed entries it attends to. Index keys come from the indexer's
+// own overlapping compressor (width ID, Hadamard-rotated); index queries are
+// a low-rank projection of the attention's qr, rotated the same way; the score
+// of entry s is Σ_h w_h · ReLU(q_h · K_s) with per-head weights from x.
+//
+// Source: specs/deepseek-v4.md §4.5 (reference `Indexer`), §11 item 13.
+//
+// Dimensions: T tokens in a call, D hidden, Q q_lora_rank, IH index heads,
+// ID index head dim, R rope dims (the last R of ID), n compressed entries,
+// k = index_topk.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_INDEXER_H_
+#define DSV4_MODEL_DEEPSEEK_V4_INDEXER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/deepseek_v4/compressor.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/weights.h"
+
+namespace dsv4::deepseek_v4 {
+
+class RopeFrequencies;
+
+struct IndexerScratch {
+  std::vector<float> q;            // [T, IH, ID]
+  std::vector<float> head_weight;  // [T, IH]
+  std::vector<float> scores;       // [n]
+  std::vector<float> act;          // activation-quant copies
+  CompressorScratch compressor;
+};
+
+// For T tokens at positions pos0..: appends the index keys of the windows they
+// complete to `keys`, then writes for each token t the entries it attends to:
+// top[t, j] for j < k = index_topk, the ids of the top-min(k, visible) scores
+// among the visible entries s < (p+1) div 4, best first; −1 pads the rest.
+// x: [T, D] attention input; qr: [T, Q].
+void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
+                    const RopeFrequencies& rope, const NumericsOptions& opts,
+                    const Tracer& trace, int64_t layer, const float* x, const float* qr,
+                    int64_t n_tokens, int64_t pos0, CompressorState& keys, IndexerScratch& s,
+                    int32_t* top);
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_INDEXER_H_
