@@ -12,6 +12,8 @@ namespace {
 struct RunArgs {
   LoadOptions load;
   std::string prompt;
+  std::string prompt_ids;
+  bool print_ids = false;
   int64_t max_tokens = 256;
   int64_t seed = -1;
   SamplingParams sampling;
@@ -26,13 +28,24 @@ int Run(const RunArgs& a) {
   g.max_tokens = a.max_tokens;
   g.sampling = a.sampling;
   g.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  std::vector<int32_t> prompt = m.tokenizer->Encode(a.prompt, /*add_bos=*/true);
-  // Echo the prompt as the model sees it (llama.cpp does the same).
-  StreamDecoder echo(*m.tokenizer);
-  for (int32_t id : prompt) std::fputs(echo.Push(id).c_str(), stdout);
-  std::fputs(echo.Flush().c_str(), stdout);
-  auto stats = Generate(m, prompt, g, [](int32_t, std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+  auto ids = PromptIds(m, a.prompt, a.prompt_ids);
+  if (!ids.ok()) return ReportError(ids.status());
+  const std::vector<int32_t>& prompt = *ids;
+  const bool print_ids = a.print_ids || !m.tokenizer;
+  if (!print_ids) {
+    // Echo the prompt as the model sees it (llama.cpp does the same).
+    StreamDecoder echo(*m.tokenizer);
+    for (int32_t id : prompt) std::fputs(echo.Push(id).c_str(), stdout);
+    std::fputs(echo.Flush().c_str(), stdout);
+  }
+  bool first = true;
+  auto stats = Generate(m, prompt, g, [&](int32_t id, std::string_view text) {
+    if (print_ids) {
+      if (id >= 0) std::printf(first ? "%d" : " %d", id);
+      first = false;
+    } else {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
@@ -47,6 +60,10 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand("run", "generate text from a prompt");
   AddModelOptions(*sub, args->load);
   sub->add_option("-p,--prompt", args->prompt, "prompt text (default: empty, start from BOS)");
+  sub->add_option("--prompt-ids", args->prompt_ids,
+                  "prompt as token ids, e.g. \"0 17 42\" (no BOS is added)");
+  sub->add_flag("--print-ids", args->print_ids,
+                "print generated token ids instead of text (the default without a tokenizer)");
   sub->add_option("-n,--max-tokens", args->max_tokens, "tokens to generate (default 256)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--temperature,--temp", args->sampling.temperature,

@@ -6,6 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string_view>
+#include <vector>
+
 #include "base/status.h"
 #include "engine/loader.h"
 
@@ -16,10 +19,19 @@ void RegisterPerplexity(CLI::App& app, int& exit_code);
 void RegisterBench(CLI::App& app, int& exit_code);
 void RegisterTokenize(CLI::App& app, int& exit_code);
 void RegisterChatTemplate(CLI::App& app, int& exit_code);
+void RegisterLogits(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // DeepSeek-V4 model report
 
 // Adds --model, --tokenizer and --threads to a subcommand.
 void AddModelOptions(CLI::App& sub, LoadOptions& options);
+// Parses whitespace-separated token ids ("0 17 42"); `source` names the text
+// in errors (a flag or a file).
+Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source);
+// The prompt as ids: --prompt-ids when given, else the tokenized --prompt with
+// BOS. Errors when the model has no tokenizer and no ids are given.
+Result<std::vector<int32_t>> PromptIds(const LoadedModel& m, const std::string& prompt,
+                                       const std::string& prompt_ids);
+
 // Prints "dsv4: error: ..." (and the hint) to stderr; returns exit code 2.
 int ReportError(const Status& status);
 

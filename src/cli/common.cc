@@ -1,4 +1,8 @@
+#include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/commands.h"
 
@@ -11,6 +15,40 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
+}
+
+Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == text.size()) break;
+    size_t j = i;
+    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+    const std::string word(text.substr(i, j - i));
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (end != word.c_str() + word.size() || errno != 0 || v < 0 || v > INT32_MAX) {
+      return InvalidArgument(source + ": '" + word + "' (at byte " + std::to_string(i) +
+                                 ") is not a token id",
+                             "token ids are non-negative integers separated by spaces");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    i = j;
+  }
+  if (ids.empty()) return InvalidArgument(source + ": no token ids", "give at least one id");
+  return ids;
+}
+
+Result<std::vector<int32_t>> PromptIds(const LoadedModel& m, const std::string& prompt,
+                                       const std::string& prompt_ids) {
+  if (!prompt_ids.empty()) return ParseIds(prompt_ids, "--prompt-ids");
+  if (!m.tokenizer) {
+    return InvalidArgument(m.path + ": this model has no tokenizer, so a text prompt cannot be encoded",
+                           "pass --prompt-ids \"0 17 42 ...\" (or --tokenizer PATH)");
+  }
+  return m.tokenizer->Encode(prompt, /*add_bos=*/true);
 }
 
 int ReportError(const Status& status) {

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterBench(app, exit_code);
   dsv4::cli::RegisterTokenize(app, exit_code);
   dsv4::cli::RegisterChatTemplate(app, exit_code);
+  dsv4::cli::RegisterLogits(app, exit_code);
   dsv4::cli::RegisterInspect(app, exit_code);
   try {
     app.parse(argc, argv);

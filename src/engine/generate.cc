@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/timer.h"
 #include "tokenizer/tokenizer.h"
@@ -23,7 +24,9 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
   std::vector<float> logits(info.vocab_size);
   Sampler sampler(options.sampling);
   for (int32_t t : prompt) sampler.Accept(t);
-  StreamDecoder decoder(*m.tokenizer, prompt.back());
+  // Text is streamed when the model has a tokenizer; otherwise only ids.
+  std::optional<StreamDecoder> decoder;
+  if (m.tokenizer) decoder.emplace(*m.tokenizer, prompt.back());
 
   GenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -44,7 +47,7 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
     }
     sampler.Accept(next);
     ++stats.generated_tokens;
-    on_token(next, decoder.Push(next));
+    on_token(next, decoder ? decoder->Push(next) : std::string());
     if (cache->length() >= ctx) {
       stats.stop_reason = "context";
       break;
@@ -53,7 +56,7 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
     const int32_t one[1] = {next};
     RETURN_IF_ERROR(model.Forward(one, *cache, logits, false));
   }
-  const std::string tail = decoder.Flush();
+  const std::string tail = decoder ? decoder->Flush() : std::string();
   if (!tail.empty()) on_token(-1, tail);
   stats.decode_seconds = timer.Seconds();
   return stats;

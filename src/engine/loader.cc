@@ -6,7 +6,11 @@
 
 #include "io/gguf.h"
 #include "io/llama2c.h"
+#include "model/deepseek_v4/model.h"
 #include "model/llama/llama_model.h"
+#include "base/mapped_file.h"
+
+#include <nlohmann/json.hpp>
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 
@@ -159,6 +163,34 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
   return m;
 }
 
+Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
+  const fs::path dir(o.model_path);
+  const std::string config_path = (dir / "config.json").string();
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
+  auto config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return InvalidArgument(config_path + ": not a JSON object", "is this a model directory?");
+  }
+  const std::string type = config.value("model_type", "");
+  if (type != "deepseek_v4") {
+    return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
+                         "supported checkpoint directories: deepseek_v4");
+  }
+  deepseek_v4::LoadOptions lo;
+  lo.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadDeepSeekV4(o.model_path, lo));
+  LoadedModel m;
+  m.model = std::move(model);
+  const std::string tok_path = !o.tokenizer_path.empty() ? o.tokenizer_path : o.model_path;
+  if (!o.tokenizer_path.empty() || fs::exists(dir / "tokenizer.json") ||
+      fs::exists(dir / "tokenizer.json.gz")) {
+    ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok_path));
+  }
+  m.path = o.model_path;
+  m.format = "safetensors";
+  return m;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
@@ -225,13 +257,15 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
     return NotFound(o.model_path + ": no such file or directory", "check the --model path");
   }
   Result<LoadedModel> r = NotFound("");
-  if (EndsWith(o.model_path, ".gguf")) {
+  if (fs::is_directory(o.model_path, ec)) {
+    r = LoadDirectory(o);
+  } else if (EndsWith(o.model_path, ".gguf")) {
     r = LoadGguf(o);
   } else if (EndsWith(o.model_path, ".bin")) {
     r = LoadLlama2c(o);
   } else {
     return Unimplemented(o.model_path + ": unknown model format",
-                         "supported: llama2.c .bin, .gguf (DeepSeek-V4 directories: coming)");
+                         "supported: llama2.c .bin, .gguf, a DeepSeek-V4 checkpoint directory");
   }
   if (r.ok()) {
     r->model->SetThreads(o.threads > 0 ? o.threads : ThreadPool::DefaultThreads());

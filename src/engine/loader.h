@@ -4,6 +4,10 @@
 //   *.bin      llama2.c "v0" checkpoint; tokenizer from --tokenizer or a
 //              tok512.bin / tokenizer.bin beside it
 //   *.gguf     GGUF (arch `llama`), vocabulary inside
+//   DIR        a checkpoint directory whose config.json names model_type
+//              deepseek_v4 (safetensors, official or HF names); the
+//              tokenizer is DIR/tokenizer.json when present, else none
+//              (ids in, ids out)
 #ifndef DSV4_ENGINE_LOADER_H_
 #define DSV4_ENGINE_LOADER_H_
 
@@ -24,9 +28,9 @@ struct LoadOptions {
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the model ships none
   std::string path;    // what was loaded
-  std::string format;  // "llama2c", "gguf"
+  std::string format;  // "llama2c", "gguf", "safetensors"
 };
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);

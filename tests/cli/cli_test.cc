@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <vector>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -161,6 +163,58 @@ TEST(Cli, ChatTemplateMatchesOfficialCasesExactly) {
   bad = RunDsv4("chat-template --messages " + broken);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("wizard"), std::string::npos) << bad.out;
+}
+
+TEST(Cli, IdsInIdsOut) {
+  // Greedy ids from BOS equal llama2.c's (tests/data/stories260K/greedy256_ids.txt).
+  Output o = RunDsv4("run --prompt-ids 1 --print-ids --temperature 0 --max-tokens 8");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(o.out, "403 407 261 378 432 383 286 261\n");
+  // logits: top-5 per position, as the oracle lists them for position 0.
+  o = RunDsv4("logits --prompt-ids '1 403' --top-k 2");
+  EXPECT_EQ(o.out, "0 403:17.023516 385:15.406213\n1 407:18.459986 383:14.291061\n");
+  // perplexity --ids scores the ids as one document.
+  const std::string ids = WriteTemp("ids.txt", "1 403 407 261\n378 432\n");
+  o = RunDsv4("perplexity --ids " + ids);
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("tokens=5"), std::string::npos) << o.out;
+  // Bad ids are errors naming the flag or file.
+  o = RunDsv4("logits --prompt-ids '1 -3'");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--prompt-ids"), std::string::npos) << o.out;
+  const std::string bad = WriteTemp("bad_ids.txt", "1 2 three");
+  o = RunDsv4("perplexity --ids " + bad);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find(bad), std::string::npos) << o.out;
+  o = RunDsv4("run --prompt-ids '1 99999' --max-tokens 1");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("99999"), std::string::npos) << o.out;
+}
+
+TEST(Cli, RunsADeepSeekV4CheckpointDirectory) {
+  const std::string dir = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_bf16";
+  const std::string ids = ReadFile(dir + "/input_ids.txt");
+  Output o = RunDsv4("run --model " + dir + " --prompt-ids '" + ids + "' --max-tokens 4 --temperature 0");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  int count = 0;
+  for (char c : o.out) count += c == ' ';
+  EXPECT_EQ(count, 3) << o.out;  // four ids
+  // The greedy first id is the argmax of the golden logits' last row.
+  std::ifstream in2(dir + "/logits.f32", std::ios::binary | std::ios::ate);
+  const auto bytes = static_cast<size_t>(in2.tellg());
+  std::vector<float> g(bytes / 4);
+  in2.seekg(0);
+  in2.read(reinterpret_cast<char*>(g.data()), static_cast<std::streamsize>(bytes));
+  int n_ids = 1;
+  for (char c : ids) n_ids += c == ' ';
+  const size_t vocab = g.size() / n_ids;
+  const float* last = g.data() + (n_ids - 1) * vocab;
+  const int want = static_cast<int>(std::max_element(last, last + vocab) - last);
+  EXPECT_EQ(std::stoi(o.out), want) << o.out;
+  // Without a tokenizer, a text prompt is a clear error.
+  o = RunDsv4("run --model " + dir + " --prompt hello");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--prompt-ids"), std::string::npos) << o.out;
 }
 
 }  // namespace

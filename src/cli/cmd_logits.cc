@@ -1,0 +1,59 @@
+// `dsv4 logits`: the top-K logits at every position of a prompt, one line per
+// position: "<pos> <id>:<logit> <id>:<logit> ...". A debugging interface that
+// works for every model family (ids in, no tokenizer needed).
+#include <cstdio>
+#include <memory>
+#include <numeric>
+
+#include "cli/commands.h"
+#include "ops/ref/ops_ref.h"
+
+namespace dsv4::cli {
+namespace {
+
+struct LogitsArgs {
+  LoadOptions load;
+  std::string prompt;
+  std::string prompt_ids;
+  int top_k = 5;
+};
+
+int Run(const LogitsArgs& a) {
+  auto loaded = LoadModel(a.load);
+  if (!loaded.ok()) return ReportError(loaded.status());
+  auto ids = PromptIds(*loaded, a.prompt, a.prompt_ids);
+  if (!ids.ok()) return ReportError(ids.status());
+  Model& model = *loaded->model;
+  const int64_t V = model.info().vocab_size;
+  const int64_t T = static_cast<int64_t>(ids->size());
+  auto cache = model.NewCache(T);
+  std::vector<float> logits(T * V);
+  if (Status st = model.Forward(*ids, *cache, logits, /*all_logits=*/true); !st.ok()) {
+    return ReportError(st);
+  }
+  const int64_t k = std::min<int64_t>(a.top_k, V);
+  std::vector<int32_t> top(k);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = logits.data() + t * V;
+    ops::ref::TopK(row, V, k, top.data());
+    std::printf("%lld", static_cast<long long>(t));
+    for (int32_t id : top) std::printf(" %d:%.6f", id, row[id]);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterLogits(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<LogitsArgs>();
+  CLI::App* sub = app.add_subcommand("logits", "print the top-K logits at every prompt position");
+  AddModelOptions(*sub, args->load);
+  sub->add_option("--prompt-ids", args->prompt_ids, "prompt as token ids, e.g. \"0 17 42\"");
+  sub->add_option("-p,--prompt", args->prompt, "prompt text (tokenized with BOS)");
+  sub->add_option("--top-k", args->top_k, "ids per position (default 5)")
+      ->check(CLI::PositiveNumber);
+  sub->callback([args, &exit_code] { exit_code = Run(*args); });
+}
+
+}  // namespace dsv4::cli

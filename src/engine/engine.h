@@ -1,0 +1,219 @@
+// Engine: the serving loop. One engine thread owns the model and runs every
+// sequence of every request; front ends (the HTTP server, later the LSP) call
+// only Submit / Cancel / Metrics from their own threads. Continuous batching:
+// requests join and leave between steps; a step decodes one token for every
+// running sequence and prefills prompts in chunks from a per-step token budget,
+// so long prompts never stall running decodes. Each sequence has its own
+// sampler (own seed), stream decoder and stop-string matcher.
+//
+// Memory: all KV caches are created once at start (`max_sequences` slots of
+// `ctx_size` tokens each) and reused, so a request can never make the process
+// run out of memory: it waits in a bounded queue for a free slot or Submit
+// refuses it (ResourceExhausted, which servers turn into 503 + Retry-After).
+//
+// Model::Forward runs one sequence per call, so a step loops over the running
+// sequences (see docs/benchmarks.md "Serving" for what that costs and the
+// proposed batched forward).
+//
+// Not here: HTTP, JSON, chat templates, output parsing (src/server).
+#ifndef DSV4_ENGINE_ENGINE_H_
+#define DSV4_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/loader.h"
+#include "sampling/sampler.h"
+
+namespace dsv4 {
+
+struct EngineOptions {
+  int max_sequences = 4;       // sequences running at once (KV-cache slots)
+  int max_queue = 64;          // sequences waiting for a slot; beyond: Submit refuses
+  int64_t ctx_size = 0;        // tokens per slot (prompt + output); 0: min(model, 4096)
+  int64_t prefill_chunk = 256; // prompt tokens prefilled per step, over all sequences
+  int max_top_logprobs = 20;   // largest top_logprobs a sequence may ask for
+  // Test-only: sleep this long after every step, so tests can observe running
+  // sequences (cancellation, queueing) with a model that is otherwise too fast.
+  int test_step_delay_ms = 0;
+};
+
+// One sequence to generate: the prompt ids (BOS included by the caller) and how
+// to sample. A request with n choices submits n of these.
+struct SequenceRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 256;        // generated tokens; clamped to what the slot holds
+  SamplingParams sampling;         // validated by Submit
+  std::vector<std::string> stop;   // stop strings; the text ends before the match
+  int top_logprobs = -1;           // -1: no logprobs; 0..max: chosen token (+ this many)
+  bool stop_at_eos = true;         // EOS ends the sequence (not emitted)
+  bool stop_at_bos = false;        // llama2.c story models delimit stories with BOS
+};
+
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0.0f;  // log softmax of the model's raw logits
+};
+
+// The logprobs of one generated token: the chosen one and the most likely ones.
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // descending, top_logprobs entries
+};
+
+enum class FinishReason {
+  kNone,       // still running
+  kStop,       // EOS (or BOS for story models) or a stop string
+  kLength,     // max_tokens or the slot's context filled up
+  kCancelled,  // Cancel() or the handle was dropped
+  kError,      // the model failed; see SequenceEvent::error
+};
+
+const char* FinishReasonName(FinishReason reason);
+
+// What the engine reports about one sequence. A sequence sends zero or more
+// token events, then exactly one final event (finish != kNone).
+struct SequenceEvent {
+  int index = 0;                // which sequence of the request
+  std::vector<int32_t> tokens;  // tokens generated since the previous event
+  std::string text;             // text that became final (UTF-8 complete, stop strings cut)
+  std::vector<TokenLogprobs> logprobs;  // one per token, when asked for
+  FinishReason finish = FinishReason::kNone;
+  std::string stop_string;      // the stop string that matched (kStop)
+  int64_t prompt_tokens = 0;    // final event only
+  int64_t completion_tokens = 0;
+  Status error;                 // kError only
+};
+
+// A submitted request: its sequences' events, in order, for the thread that
+// submitted it. Dropping the handle cancels what is still running.
+class RequestHandle {
+ public:
+  explicit RequestHandle(int n_sequences) : n_sequences_(n_sequences) {}
+  ~RequestHandle() { Cancel(); }
+  RequestHandle(const RequestHandle&) = delete;
+  RequestHandle& operator=(const RequestHandle&) = delete;
+
+  // Waits up to `timeout` for the next event; false on timeout.
+  bool Next(SequenceEvent* event, std::chrono::milliseconds timeout);
+  // Stops every sequence of the request; the engine frees their slots within a step.
+  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  int n_sequences() const { return n_sequences_; }
+
+  // Engine side.
+  void Push(SequenceEvent event);
+
+ private:
+  const int n_sequences_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<SequenceEvent> events_;
+};
+
+// A snapshot for /metrics.
+struct EngineMetrics {
+  int64_t running = 0;             // sequences holding a slot
+  int64_t waiting = 0;             // sequences queued for a slot
+  int64_t slots = 0;               // max_sequences
+  int64_t kv_tokens_used = 0;      // tokens in all slots' caches
+  int64_t kv_tokens_capacity = 0;  // slots * ctx_size
+  int64_t prompt_tokens_total = 0;
+  int64_t generated_tokens_total = 0;
+  int64_t sequences_finished_total = 0;
+  int64_t sequences_cancelled_total = 0;
+  int64_t steps_total = 0;
+  double tokens_per_second = 0.0;  // generated tokens/s over the last few seconds
+};
+
+class Engine {
+ public:
+  // Starts the engine thread. `model` must outlive the engine. Errors: options
+  // out of range, or the cache slots cannot be allocated.
+  static Result<std::unique_ptr<Engine>> Start(LoadedModel& model, const EngineOptions& options);
+  ~Engine();  // stops the thread; running sequences end as kCancelled
+
+  // Queues the sequences of one request (thread-safe). InvalidArgument: empty
+  // or too long prompt, token id outside the vocabulary, bad sampling params,
+  // top_logprobs out of range; ResourceExhausted: the queue is full (retry later).
+  Result<std::shared_ptr<RequestHandle>> Submit(std::vector<SequenceRequest> sequences);
+
+  EngineMetrics Metrics() const;
+  const EngineOptions& options() const { return options_; }
+  int64_t ctx_size() const { return options_.ctx_size; }
+  const LoadedModel& model() const { return model_; }
+
+ private:
+  struct Sequence;
+  struct Slot;
+  Engine(LoadedModel& model, const EngineOptions& options);
+  void Loop();
+  // Moves waiting sequences into free slots and drops cancelled waiting ones.
+  void Admit();
+  // One step over the running sequences; false when there were none.
+  bool Step();
+  // Samples the next token of `seq` from its slot's logits and reports it.
+  void SampleAndEmit(Sequence& seq);
+  void Finish(Sequence& seq, FinishReason reason, Status error = {});
+
+  LoadedModel& model_;
+  EngineOptions options_;
+  int64_t vocab_size_ = 0;
+
+  mutable std::mutex mu_;          // guards waiting_, stop_ and rate_window_
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  bool stop_ = false;
+  std::deque<std::pair<double, int64_t>> rate_window_;  // (time, tokens) per step
+  // Written by the engine thread, read by Metrics().
+  std::atomic<int64_t> running_count_{0};
+  std::atomic<int64_t> kv_used_{0};
+  std::atomic<int64_t> prompt_tokens_total_{0};
+  std::atomic<int64_t> generated_tokens_total_{0};
+  std::atomic<int64_t> finished_total_{0};
+  std::atomic<int64_t> cancelled_total_{0};
+  std::atomic<int64_t> steps_total_{0};
+
+  // Engine thread only.
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::thread thread_;
+};
+
+// Plans one step's work, in the order given: every decoding sequence gets one
+// token; prefilling sequences get prompt chunks from `prefill_budget` in turn
+// (a sequence whose chunk would be 0 waits for the next step). `remaining[i]`
+// is the prompt tokens sequence i still has to prefill (0: decoding). Returns
+// the tokens each sequence runs this step. Public for tests.
+std::vector<int64_t> PlanStep(const std::vector<int64_t>& remaining, int64_t prefill_budget);
+
+// Stop strings over streamed text: Push returns the text that can no longer
+// become part of a match; once a stop string is found, `matched()` is set and
+// the text before it has been returned. Flush returns what was held back.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string Push(std::string_view text);
+  std::string Flush();
+  bool matched() const { return matched_ >= 0; }
+  const std::string& matched_string() const { return stops_[matched_]; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  int matched_ = -1;
+};
+
+}  // namespace dsv4
+
+#endif  // DSV4_ENGINE_ENGINE_H_
