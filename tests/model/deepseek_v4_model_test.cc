@@ -414,7 +414,8 @@ TEST(DeepSeekV4Model, TruncateWithinTheWindowIsExact) {
   cache->Truncate(2);
   ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{8}, *cache, std::span<float>(got).last(64),
                             false).ok());
-  for (int v = 0; v < 64; ++v) EXPECT_EQ(got[2 * 64 + v], want[2 * 64 + v]);
+  // Equal up to fp32 summation order (the matmul kernels may group tokens).
+  for (int v = 0; v < 64; ++v) EXPECT_NEAR(got[2 * 64 + v], want[2 * 64 + v], 1e-5f);
 }
 
 TEST(DeepSeekV4ModelBad, TruncatePastTheWindowIsReported) {
