@@ -35,12 +35,15 @@ test-asan: deps
 fuzz: deps
 	cmake --preset asan-ubsan >/dev/null
 	cmake --build build/asan-ubsan -j $(JOBS)
-	@set -e; for f in build/asan-ubsan/tests/fuzz/fuzz_*; do \
-	  [ -x "$$f" ] || continue; name=$$(basename $$f); \
+	@set -e; for f in $$(find build/asan-ubsan/tests -type f -name 'fuzz_*' -perm -u+x | sort); do \
+	  name=$$(basename $$f); seeds=""; \
+	  for d in tests/fuzz/corpus/$$name tests/*/fuzz_corpus/$${name#fuzz_}; do \
+	    [ -d "$$d" ] && seeds="$$seeds $$d"; \
+	  done; \
 	  mkdir -p build/fuzz-corpus/$$name; \
 	  echo "== $$name ($(FUZZ_SECONDS)s)"; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=65536 \
-	      build/fuzz-corpus/$$name tests/fuzz/corpus/$$name; \
+	      build/fuzz-corpus/$$name $$seeds; \
 	done
 
 format:

@@ -30,7 +30,9 @@ Status CheckModelFormat(const std::string& dir) {
   if (config.is_discarded() || !config.is_object()) {
     return InvalidArgument(path + ": not a JSON object", "is this a model directory?");
   }
-  const std::string type = config.value("model_type", "");
+  const auto type_it = config.find("model_type");
+  const std::string type =
+      type_it != config.end() && type_it->is_string() ? type_it->get<std::string>() : "";
   if (type != "deepseek_v4") {
     return Unimplemented(path + ": no chat format for model_type '" + type + "'",
                          "supported: deepseek_v4");

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/deepseek_v4/inspect.h"  // InspectPath (not behind engine/ yet)
+#include "engine/inspect.h"
 
 namespace dsv4::cli {
 
@@ -20,7 +20,7 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
                   "config.json file")
       ->required();
   sub->callback([path, &exit_code] {
-    auto report = deepseek_v4::InspectPath(*path);
+    auto report = InspectModel(*path);
     if (!report.ok()) {
       exit_code = ReportError(report.status());
       return;

@@ -171,7 +171,9 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
   if (config.is_discarded() || !config.is_object()) {
     return InvalidArgument(config_path + ": not a JSON object", "is this a model directory?");
   }
-  const std::string type = config.value("model_type", "");
+  const auto type_it = config.find("model_type");
+  const std::string type =
+      type_it != config.end() && type_it->is_string() ? type_it->get<std::string>() : "";
   if (type != "deepseek_v4") {
     return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
                          "supported checkpoint directories: deepseek_v4");

@@ -172,7 +172,20 @@ TEST(Cli, IdsInIdsOut) {
   EXPECT_EQ(o.out, "403 407 261 378 432 383 286 261\n");
   // logits: top-5 per position, as the oracle lists them for position 0.
   o = RunDsv4("logits --prompt-ids '1 403' --top-k 2");
-  EXPECT_EQ(o.out, "0 403:17.023516 385:15.406213\n1 407:18.459986 383:14.291061\n");
+  int pos[2], id[4];
+  float logit[4];
+  ASSERT_EQ(std::sscanf(o.out.c_str(), "%d %d:%f %d:%f\n%d %d:%f %d:%f", &pos[0], &id[0], &logit[0],
+                        &id[1], &logit[1], &pos[1], &id[2], &logit[2], &id[3], &logit[3]),
+            10)
+      << o.out;
+  EXPECT_EQ(pos[0], 0);
+  EXPECT_EQ(pos[1], 1);
+  const int want_id[4] = {403, 385, 407, 383};
+  const float want_logit[4] = {17.023516f, 15.406213f, 18.459986f, 14.291061f};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(id[i], want_id[i]);
+    EXPECT_NEAR(logit[i], want_logit[i], 1e-4);
+  }
   // perplexity --ids scores the ids as one document.
   const std::string ids = WriteTemp("ids.txt", "1 403 407 261\n378 432\n");
   o = RunDsv4("perplexity --ids " + ids);

@@ -1,0 +1,19 @@
+// InspectModel: a human-readable report of a model's config, layer plan,
+// parameter counts (total and active per token) and bytes by dtype, for
+// `dsv4 inspect`. Front ends reach model internals only through engine/.
+#ifndef DSV4_ENGINE_INSPECT_H_
+#define DSV4_ENGINE_INSPECT_H_
+
+#include <string>
+
+#include "base/status.h"
+
+namespace dsv4 {
+
+// `path`: a DeepSeek-V4 model directory (config.json, optional safetensors)
+// or a config.json file. Needs no weights.
+Result<std::string> InspectModel(const std::string& path);
+
+}  // namespace dsv4
+
+#endif  // DSV4_ENGINE_INSPECT_H_
