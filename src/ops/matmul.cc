@@ -1,19 +1,134 @@
+// ops::MatMul entry points: validate once, pick the kernel for the weight
+// format once, then split output rows over the pool.
 #include "ops/matmul.h"
 
 #include "ops/ref/ops_ref.h"
+#include "ops/ref/quant_matmul_ref.h"
+#include "ops/simd/simd_kernels.h"
 
 namespace dsv4::ops {
+namespace {
 
-void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
-  CHECK(w.rank == 2, "MatMul: weight must be 2-D, got %s", w.ShapeString().c_str());
+// Rows per chunk: a multiple of the SIMD panels (2 vectors of 16 rows).
+constexpr int64_t kRowGrain = 32;
+
+void CheckDense(const TensorView& w) {
+  CHECK(w.rank == 2 && w.strides[1] == 1, "MatMul: weight must be a 2-D row-major matrix, got %s",
+        w.ShapeString().c_str());
+}
+
+void CheckFp8(const TensorView& w, const TensorView& scale) {
+  CHECK(w.rank == 2 && w.dtype == DType::kFp8E4m3 && w.strides[1] == 1,
+        "FP8 weight must be a row-major [N, K] fp8_e4m3 matrix, got %s", w.ShapeString().c_str());
+  const int64_t n_blocks = (w.sizes[0] + ref::kFp8WeightBlock - 1) / ref::kFp8WeightBlock;
+  const int64_t k_blocks = (w.sizes[1] + ref::kFp8WeightBlock - 1) / ref::kFp8WeightBlock;
+  CHECK(scale.rank == 2 && scale.sizes[0] == n_blocks && scale.sizes[1] == k_blocks,
+        "FP8 scale for %s must be [%lld, %lld], got %s", w.ShapeString().c_str(),
+        static_cast<long long>(n_blocks), static_cast<long long>(k_blocks),
+        scale.ShapeString().c_str());
+}
+
+void CheckFp4(const TensorView& w, const TensorView& scale) {
+  CHECK(w.rank == 2 && w.dtype == DType::kFp4E2m1 && w.strides[1] == 1 &&
+            w.sizes[1] % ref::kFp4WeightBlock == 0,
+        "FP4 weight must be a row-major [N, K] fp4_e2m1 matrix with K %% 32 == 0, got %s",
+        w.ShapeString().c_str());
+  CHECK(scale.rank == 2 && scale.sizes[0] == w.sizes[0] &&
+            scale.sizes[1] == w.sizes[1] / ref::kFp4WeightBlock,
+        "FP4 scale for %s must be [%lld, %lld], got %s", w.ShapeString().c_str(),
+        static_cast<long long>(w.sizes[0]),
+        static_cast<long long>(w.sizes[1] / ref::kFp4WeightBlock), scale.ShapeString().c_str());
+}
+
+void CheckRows(const TensorView& w, int64_t row_begin, int64_t row_end) {
+  CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.sizes[0],
+        "MatMul: rows [%lld, %lld) of %s", static_cast<long long>(row_begin),
+        static_cast<long long>(row_end), w.ShapeString().c_str());
+}
+
+simd::MatMulArgs Args(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                      const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                      int64_t row_end) {
+  simd::MatMulArgs a;
+  a.out = out;
+  a.out_stride = out_stride;
+  a.x = x;
+  a.n_tokens = n_tokens;
+  a.w = w;
+  a.scale = scale;
+  a.row_begin = row_begin;
+  a.row_end = row_end;
+  return a;
+}
+
+// Runs `fn` over all rows of w, split across the pool; out rows are N apart.
+void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, const TensorView& w,
+              const TensorView& scale, int64_t n_tokens) {
   const int64_t n_out = w.sizes[0];
-  // Output features are split across threads; each writes its own columns.
   pool.ParallelFor(
       n_out,
       [&](int64_t begin, int64_t end, int) {
-        ref::MatMul(out + begin, x, w.Slice(begin, end), n_tokens, n_out);
+        fn(Args(out + begin, n_out, x, w, scale, n_tokens, begin, end));
       },
-      16);
+      kRowGrain);
+}
+
+}  // namespace
+
+void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
+  CheckDense(w);
+  const simd::MatMulFn fn = simd::DenseMatMulKernel(w.dtype);
+  if (fn == nullptr) {
+    const int64_t n_out = w.sizes[0];
+    pool.ParallelFor(
+        n_out,
+        [&](int64_t begin, int64_t end, int) {
+          ref::MatMul(out + begin, x, w.Slice(begin, end), n_tokens, n_out);
+        },
+        kRowGrain);
+    return;
+  }
+  RunSplit(pool, fn, out, x, w, TensorView{}, n_tokens);
+}
+
+void MatMulFp8Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
+                    const TensorView& scale, int64_t n_tokens) {
+  CheckFp8(w, scale);
+  RunSplit(pool, simd::Fp8BlockMatMulKernel(), out, x, w, scale, n_tokens);
+}
+
+void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
+                    const TensorView& scale, int64_t n_tokens) {
+  CheckFp4(w, scale);
+  RunSplit(pool, simd::Fp4BlockMatMulKernel(), out, x, w, scale, n_tokens);
+}
+
+void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+  CheckDense(w);
+  CheckRows(w, row_begin, row_end);
+  const simd::MatMulFn fn = simd::DenseMatMulKernel(w.dtype);
+  if (fn == nullptr) {
+    ref::MatMul(out, x, w.Slice(row_begin, row_end), n_tokens, out_stride);
+    return;
+  }
+  fn(Args(out, out_stride, x, w, TensorView{}, n_tokens, row_begin, row_end));
+}
+
+void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                        const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                        int64_t row_end) {
+  CheckFp8(w, scale);
+  CheckRows(w, row_begin, row_end);
+  simd::Fp8BlockMatMulKernel()(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
+}
+
+void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                        const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                        int64_t row_end) {
+  CheckFp4(w, scale);
+  CheckRows(w, row_begin, row_end);
+  simd::Fp4BlockMatMulKernel()(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
 }
 
 }  // namespace dsv4::ops

@@ -1,7 +1,9 @@
-// ops::MatMul: the matmul entry point model code calls. Splits the output
-// features across the thread pool and runs the kernel for the weight's dtype
-// on each slice. Today every dtype uses the scalar kernel of ops/ref; the SIMD
-// kernels (issue 7) plug in here, dispatched once per call on dtype.
+// ops::MatMul and friends: the matmul entry points model code calls. Each
+// picks the SIMD kernel for the weight's stored format once per call
+// (ops/simd, Highway runtime dispatch) and splits the output features across
+// the thread pool; formats without a SIMD kernel fall back to ops/ref.
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
 #ifndef DSV4_OPS_MATMUL_H_
 #define DSV4_OPS_MATMUL_H_
 
@@ -12,8 +14,29 @@
 
 namespace dsv4::ops {
 
-// out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation.
+// out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16 or
+// GGUF q8_0 take the SIMD kernels; any other dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);
+
+// The same for block-scaled weights as DeepSeek-V4 ships them (see
+// ops/ref/quant_matmul_ref.h for the formats): FP8 e4m3 with a
+// [ceil(N/128), ceil(K/128)] scale, FP4 e2m1 with a [N, K/32] scale.
+void MatMulFp8Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
+                    const TensorView& scale, int64_t n_tokens);
+void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
+                    const TensorView& scale, int64_t n_tokens);
+
+// Single-threaded row-range forms, for callers that split rows themselves or
+// compute a group of rows: out[t * out_stride + (n - row_begin)] for n in
+// [row_begin, row_end). Same arguments as their ops::ref twins.
+void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                int64_t n_tokens, int64_t row_begin, int64_t row_end);
+void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                        const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                        int64_t row_end);
+void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
+                        const TensorView& scale, int64_t n_tokens, int64_t row_begin,
+                        int64_t row_end);
 
 }  // namespace dsv4::ops
 

@@ -1,0 +1,567 @@
+// ops/simd matmul kernels: one copy per Highway target (foreach_target), picked
+// at run time (HWY_DYNAMIC_DISPATCH). Weight formats: f32, f16, bf16, GGUF q8_0,
+// FP8 e4m3 with 128×128 block scales, FP4 e2m1 with per-32 block scales.
+//
+// Two paths per format, chosen by the number of tokens:
+//   - matvec (T = 1, decode): four weight rows at a time, each weight vector
+//     decoded in registers, scaled by its block scale and multiplied into one
+//     accumulator per row.
+//   - tiles (T ≥ 2, prefill): four rows decoded once per call into a per-thread
+//     buffer (4·K floats, L2), then tiles of 4 rows × 4 tokens (2 on 16-register
+//     targets) with one accumulator each, so the decode cost is shared by all T.
+// Both sum every output in the same order, so they agree bit for bit.
+//
+// Decoding in registers (exact for every finite value): a small float format
+// with e exponent bits and m mantissa bits is moved into the top of an f32's
+// exponent/mantissa fields and multiplied by 2^(127 − bias); that maps both
+// normal and subnormal codes to their value (FP8 NaN codes, which the
+// checkpoints never hold, decode as ±480 instead of NaN).
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+
+#ifndef DSV4_OPS_SIMD_MATMUL_SIMD_ONCE_
+#define DSV4_OPS_SIMD_MATMUL_SIMD_ONCE_
+// Target-independent helpers, compiled once.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "base/float_types.h"
+#include "ops/simd/simd_kernels.h"
+
+namespace dsv4::ops::simd::detail {
+
+inline constexpr int64_t kFp8Block = 128;         // FP8: 128×128 weights share a scale
+inline constexpr int64_t kFp4Block = 32;          // FP4: 32 inputs of a row share a scale
+inline constexpr int64_t kQ8Block = 32;           // GGUF q8_0 block
+inline constexpr int64_t kMaxScaleBlocks = 4096;  // scale blocks per row on the stack
+inline constexpr int64_t kTileMinTokens = 2;      // from here on, the tile path
+
+// Bytes from one weight row to the next (strides are in elements).
+inline int64_t RowBytes(const TensorView& w) { return DTypeBytes(w.dtype, w.strides[0]); }
+
+// scale[row, 0..count) as f32 into dst; one dtype switch per row.
+inline void ConvertScaleRow(const TensorView& scale, int64_t row, int64_t count, float* dst) {
+  CHECK(count <= kMaxScaleBlocks, "matmul: %lld scale blocks per row exceed %lld",
+        static_cast<long long>(count), static_cast<long long>(kMaxScaleBlocks));
+  const uint8_t* base = static_cast<const uint8_t*>(scale.data);
+  const int64_t s0 = scale.strides[0], s1 = scale.strides[1];
+  switch (scale.dtype) {
+    case DType::kE8m0:
+      for (int64_t i = 0; i < count; ++i) dst[i] = E8m0ToF32(base[row * s0 + i * s1]);
+      return;
+    case DType::kF32:
+      for (int64_t i = 0; i < count; ++i) std::memcpy(&dst[i], base + 4 * (row * s0 + i * s1), 4);
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t h;
+        std::memcpy(&h, base + 2 * (row * s0 + i * s1), 2);
+        dst[i] = Bf16ToF32(h);
+      }
+      return;
+    default:
+      CHECK(false, "matmul: block scale must be e8m0, f32 or bf16, got %s",
+            scale.ShapeString().c_str());
+  }
+}
+
+// q8_0 keeps its f16 scale at the start of each 34-byte block.
+inline void Q8ScaleRow(const uint8_t* row, int64_t count, float* dst) {
+  CHECK(count <= kMaxScaleBlocks, "matmul: %lld q8_0 blocks per row exceed %lld",
+        static_cast<long long>(count), static_cast<long long>(kMaxScaleBlocks));
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, row + i * static_cast<int64_t>(sizeof(BlockQ8_0)), 2);
+    dst[i] = F16ToF32(h);
+  }
+}
+
+inline float LoadF32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+}  // namespace dsv4::ops::simd::detail
+#endif  // DSV4_OPS_SIMD_MATMUL_SIMD_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd/matmul_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dsv4::ops::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::CappedTag<float, 16>;
+using VF = hn::Vec<DF>;
+using DU32 = hn::RebindToUnsigned<DF>;
+using DI32 = hn::RebindToSigned<DF>;
+
+// ---------------------------------------------------------------------------
+// Weight formats. Each decodes the weights of one row at input k:
+//   kPairs = false: Decode(d, row, k, v0, v1) sets v0 = W[k, k + lanes).
+//   kPairs = true:  v0 = W[k, k+2, ..], v1 = W[k+1, k+3, ..] over 2·lanes
+//                   inputs (FP4: low and high nibbles of lanes bytes).
+// Scalar(row, k) is one weight for tails. Values are before the block scale.
+// ---------------------------------------------------------------------------
+
+struct F32Fmt {
+  static constexpr int64_t kBlock = 0;  // no scales
+  static constexpr bool kPairs = false;
+  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+    v0 = hn::LoadU(d, reinterpret_cast<const float*>(row) + k);
+  }
+  static float Scalar(const uint8_t* row, int64_t k) { return detail::LoadF32(row + 4 * k); }
+};
+
+struct Bf16Fmt {
+  static constexpr int64_t kBlock = 0;
+  static constexpr bool kPairs = false;
+  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const DU32 du;
+    const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + k);
+    v0 = hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, h)));
+  }
+  static float Scalar(const uint8_t* row, int64_t k) {
+    return Bf16ToF32(detail::LoadU16(row + 2 * k));
+  }
+};
+
+struct F16Fmt {
+  static constexpr int64_t kBlock = 0;
+  static constexpr bool kPairs = false;
+  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const DU32 du;
+    const auto h = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + k));
+    // 5-bit exponent, 10-bit mantissa: bits 0..14 go to f32 bits 13..27; × 2^112.
+    const auto mag = hn::BitCast(d, hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7fffu))));
+    const auto sign = hn::BitCast(d, hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))));
+    v0 = hn::Or(hn::Mul(mag, hn::Set(d, 0x1p112f)), sign);
+  }
+  static float Scalar(const uint8_t* row, int64_t k) {
+    return F16ToF32(detail::LoadU16(row + 2 * k));
+  }
+};
+
+struct Fp8Fmt {
+  static constexpr int64_t kBlock = detail::kFp8Block;
+  static constexpr bool kPairs = false;
+  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+    const hn::Rebind<uint8_t, DF> d8;
+    const DU32 du;
+    const auto b = hn::PromoteTo(du, hn::LoadU(d8, row + k));
+    // e4m3: bits 0..6 go to f32 bits 20..26; × 2^(127 − 7).
+    const auto mag = hn::BitCast(d, hn::ShiftLeft<20>(hn::And(b, hn::Set(du, 0x7fu))));
+    const auto sign = hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(du, 0x80u))));
+    v0 = hn::Or(hn::Mul(mag, hn::Set(d, 0x1p120f)), sign);
+  }
+  static float Scalar(const uint8_t* row, int64_t k) { return Fp8E4m3ToF32(row[k]); }
+};
+
+struct Fp4Fmt {
+  static constexpr int64_t kBlock = detail::kFp4Block;
+  static constexpr bool kPairs = true;
+  static HWY_INLINE VF Nibble(DF d, hn::Vec<DU32> c) {
+    const DU32 du;
+    // e2m1: bits 0..2 go to f32 bits 22..24; × 2^(127 − 1); bit 3 is the sign.
+    const auto mag = hn::BitCast(d, hn::ShiftLeft<22>(hn::And(c, hn::Set(du, 0x7u))));
+    const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 0x8u))));
+    return hn::Or(hn::Mul(mag, hn::Set(d, 0x1p126f)), sign);
+  }
+  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& v1) {
+    const hn::Rebind<uint8_t, DF> d8;
+    const DU32 du;
+    const auto b = hn::PromoteTo(du, hn::LoadU(d8, row + k / 2));
+    v0 = Nibble(d, b);                     // even inputs: low nibbles
+    v1 = Nibble(d, hn::ShiftRight<4>(b));  // odd inputs: high nibbles
+  }
+  static float Scalar(const uint8_t* row, int64_t k) {
+    const uint8_t byte = row[k / 2];
+    return Fp4E2m1ToF32((k & 1) ? (byte >> 4) : (byte & 0xf));
+  }
+};
+
+struct Q8Fmt {
+  static constexpr int64_t kBlock = detail::kQ8Block;
+  static constexpr bool kPairs = false;
+  static HWY_INLINE const int8_t* Ptr(const uint8_t* row, int64_t k) {
+    return reinterpret_cast<const int8_t*>(
+        row + (k / 32) * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2 + (k % 32));
+  }
+  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+    const hn::Rebind<int8_t, DF> d8;
+    const DI32 di;
+    v0 = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, Ptr(row, k))));
+  }
+  static float Scalar(const uint8_t* row, int64_t k) { return static_cast<float>(*Ptr(row, k)); }
+};
+
+// Per-row block scales for the rows a kernel works on. Dense formats have none.
+template <class Fmt>
+HWY_INLINE const float* RowScales(const MatMulArgs& a, int64_t n, const uint8_t* row, float* buf) {
+  const int64_t k_size = a.w.sizes[1];
+  if constexpr (std::is_same_v<Fmt, Fp8Fmt>) {
+    detail::ConvertScaleRow(a.scale, n / detail::kFp8Block,
+                            (k_size + detail::kFp8Block - 1) / detail::kFp8Block, buf);
+    return buf;
+  } else if constexpr (std::is_same_v<Fmt, Fp4Fmt>) {
+    detail::ConvertScaleRow(a.scale, n, k_size / detail::kFp4Block, buf);
+    return buf;
+  } else if constexpr (std::is_same_v<Fmt, Q8Fmt>) {
+    detail::Q8ScaleRow(row, k_size / detail::kQ8Block, buf);
+    return buf;
+  } else {
+    return nullptr;
+  }
+}
+
+// Inputs consumed by one Decode.
+HWY_INLINE int64_t StepOf(DF d, bool pairs) {
+  return static_cast<int64_t>(hn::Lanes(d)) * (pairs ? 2 : 1);
+}
+
+// x at k as the Decode of Fmt lays weights out.
+template <class Fmt>
+HWY_INLINE void LoadX(DF d, const float* x, int64_t k, VF& x0, VF& x1) {
+  if constexpr (Fmt::kPairs) {
+    hn::LoadInterleaved2(d, x + k, x0, x1);
+  } else {
+    x0 = hn::LoadU(d, x + k);
+  }
+}
+
+// One decode step with the block scale applied (a step never straddles a
+// block: the step divides every block size).
+template <class Fmt>
+HWY_INLINE void DecodeScaled(DF d, const uint8_t* row, const float* scales, int64_t k, VF& v0,
+                             VF& v1) {
+  Fmt::Decode(d, row, k, v0, v1);
+  if constexpr (Fmt::kBlock > 0) {
+    const VF s = hn::Set(d, scales[k / Fmt::kBlock]);
+    v0 = hn::Mul(v0, s);
+    if constexpr (Fmt::kPairs) v1 = hn::Mul(v1, s);
+  }
+}
+
+template <class Fmt>
+HWY_INLINE float ScalarScaled(const uint8_t* row, const float* scales, int64_t k) {
+  float v = Fmt::Scalar(row, k);
+  if constexpr (Fmt::kBlock > 0) v *= scales[k / Fmt::kBlock];
+  return v;
+}
+
+HWY_INLINE VF Fma2(bool pairs, VF w0, VF w1, VF x0, VF x1, VF acc) {
+  acc = hn::MulAdd(w0, x0, acc);
+  if (pairs) acc = hn::MulAdd(w1, x1, acc);
+  return acc;
+}
+
+// Every output is summed in one fixed order, whichever path computes it:
+// lane j of one accumulator takes W·x of the inputs at j (mod the step) in k
+// order, over the whole vector part of K; then a horizontal sum, then the
+// scalar tail (k ≥ k_vec) in k order. The matvec path (decode) and the tile
+// path (prefill) therefore give bit-identical results: a token's logits do not
+// depend on how many tokens share its Forward call.
+
+// ---------------------------------------------------------------------------
+// Matvec path: 4 weight rows at a time, decoded in registers.
+// ---------------------------------------------------------------------------
+
+template <class Fmt>
+HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scales[4],
+                     const float* x, int64_t k_size, float out[4]) {
+  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t k_vec = k_size / step * step;
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  for (int64_t k = 0; k < k_vec; k += step) {
+    VF x0, x1, w0, w1;
+    LoadX<Fmt>(d, x, k, x0, x1);
+    DecodeScaled<Fmt>(d, rows[0], scales[0], k, w0, w1);
+    a0 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a0);
+    DecodeScaled<Fmt>(d, rows[1], scales[1], k, w0, w1);
+    a1 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a1);
+    DecodeScaled<Fmt>(d, rows[2], scales[2], k, w0, w1);
+    a2 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a2);
+    DecodeScaled<Fmt>(d, rows[3], scales[3], k, w0, w1);
+    a3 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a3);
+  }
+  float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+  for (int64_t k = k_vec; k < k_size; ++k) {
+    t0 += ScalarScaled<Fmt>(rows[0], scales[0], k) * x[k];
+    t1 += ScalarScaled<Fmt>(rows[1], scales[1], k) * x[k];
+    t2 += ScalarScaled<Fmt>(rows[2], scales[2], k) * x[k];
+    t3 += ScalarScaled<Fmt>(rows[3], scales[3], k) * x[k];
+  }
+  out[0] = hn::GetLane(hn::SumOfLanes(d, a0)) + t0;
+  out[1] = hn::GetLane(hn::SumOfLanes(d, a1)) + t1;
+  out[2] = hn::GetLane(hn::SumOfLanes(d, a2)) + t2;
+  out[3] = hn::GetLane(hn::SumOfLanes(d, a3)) + t3;
+}
+
+template <class Fmt>
+void MatVecRows(const MatMulArgs& a) {
+  const DF d;
+  const int64_t k_size = a.w.sizes[1];
+  const int64_t row_bytes = detail::RowBytes(a.w);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  HWY_ALIGN float scale_buf[4][Fmt::kBlock > 0 ? detail::kMaxScaleBlocks : 1];
+  for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
+    const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
+    const uint8_t* rows[4];
+    const float* scales[4];
+    for (int r = 0; r < 4; ++r) {
+      if (r < rows_here) {
+        rows[r] = base + (n0 + r) * row_bytes;
+        scales[r] = RowScales<Fmt>(a, n0 + r, rows[r], scale_buf[r]);
+      } else {  // a short last group repeats its first row; results dropped
+        rows[r] = rows[0];
+        scales[r] = scales[0];
+      }
+    }
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      float res[4];
+      Dot4<Fmt>(d, rows, scales, a.x + t * k_size, k_size, res);
+      float* o = a.out + t * a.out_stride + (n0 - a.row_begin);
+      for (int64_t r = 0; r < rows_here; ++r) o[r] = res[r];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Tile path (prefill): 4 rows decoded once into a per-thread buffer in decode
+// step layout, then tiles of 4 rows × MT tokens with one accumulator each.
+// ---------------------------------------------------------------------------
+
+// Tokens per tile: 16 accumulators need the 32 registers of AVX-512 (and
+// NEON/SVE); targets with 16 registers take 2 tokens.
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kTileTokens = 2;
+#else
+constexpr int kTileTokens = 4;
+#endif
+
+// Decoded, scaled weights of 4 rows: buf[r * k_vec + k] in decode step layout
+// (for pairs formats: per step, the even inputs' weights, then the odd ones).
+std::vector<float>& TileBuffer() {
+  thread_local std::vector<float> buf;
+  return buf;
+}
+
+// out[r, t] for 4 rows × MT tokens; x rows k_size apart.
+template <class Fmt, int MT>
+HWY_INLINE void Tile(DF d, const float* HWY_RESTRICT wbuf, int64_t k_vec, const float* x,
+                     int64_t k_size, float out[4][4]) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t step = StepOf(d, Fmt::kPairs);
+  const float* w0p = wbuf;
+  const float* w1p = wbuf + k_vec;
+  const float* w2p = wbuf + 2 * k_vec;
+  const float* w3p = wbuf + 3 * k_vec;
+  VF c00 = hn::Zero(d), c01 = hn::Zero(d), c02 = hn::Zero(d), c03 = hn::Zero(d);
+  VF c10 = hn::Zero(d), c11 = hn::Zero(d), c12 = hn::Zero(d), c13 = hn::Zero(d);
+  VF c20 = hn::Zero(d), c21 = hn::Zero(d), c22 = hn::Zero(d), c23 = hn::Zero(d);
+  VF c30 = hn::Zero(d), c31 = hn::Zero(d), c32 = hn::Zero(d), c33 = hn::Zero(d);
+  const float* x0p = x;
+  const float* x1p = x + (MT > 1 ? 1 : 0) * k_size;
+  const float* x2p = x + (MT > 2 ? 2 : 0) * k_size;
+  const float* x3p = x + (MT > 3 ? 3 : 0) * k_size;
+  for (int64_t k = 0; k < k_vec; k += step) {
+    const VF wa0 = hn::Load(d, w0p + k), wa1 = hn::Load(d, w1p + k);
+    const VF wa2 = hn::Load(d, w2p + k), wa3 = hn::Load(d, w3p + k);
+    VF wb0 = wa0, wb1 = wa1, wb2 = wa2, wb3 = wa3;
+    if constexpr (Fmt::kPairs) {
+      wb0 = hn::Load(d, w0p + k + N), wb1 = hn::Load(d, w1p + k + N);
+      wb2 = hn::Load(d, w2p + k + N), wb3 = hn::Load(d, w3p + k + N);
+    }
+    VF xa, xb;
+    LoadX<Fmt>(d, x0p, k, xa, xb);
+    c00 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c00);
+    c10 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c10);
+    c20 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c20);
+    c30 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c30);
+    if constexpr (MT > 1) {
+      LoadX<Fmt>(d, x1p, k, xa, xb);
+      c01 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c01);
+      c11 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c11);
+      c21 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c21);
+      c31 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c31);
+    }
+    if constexpr (MT > 2) {
+      LoadX<Fmt>(d, x2p, k, xa, xb);
+      c02 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c02);
+      c12 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c12);
+      c22 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c22);
+      c32 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c32);
+    }
+    if constexpr (MT > 3) {
+      LoadX<Fmt>(d, x3p, k, xa, xb);
+      c03 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c03);
+      c13 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c13);
+      c23 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c23);
+      c33 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c33);
+    }
+  }
+  out[0][0] = hn::GetLane(hn::SumOfLanes(d, c00));
+  out[1][0] = hn::GetLane(hn::SumOfLanes(d, c10));
+  out[2][0] = hn::GetLane(hn::SumOfLanes(d, c20));
+  out[3][0] = hn::GetLane(hn::SumOfLanes(d, c30));
+  if constexpr (MT > 1) {
+    out[0][1] = hn::GetLane(hn::SumOfLanes(d, c01));
+    out[1][1] = hn::GetLane(hn::SumOfLanes(d, c11));
+    out[2][1] = hn::GetLane(hn::SumOfLanes(d, c21));
+    out[3][1] = hn::GetLane(hn::SumOfLanes(d, c31));
+  }
+  if constexpr (MT > 2) {
+    out[0][2] = hn::GetLane(hn::SumOfLanes(d, c02));
+    out[1][2] = hn::GetLane(hn::SumOfLanes(d, c12));
+    out[2][2] = hn::GetLane(hn::SumOfLanes(d, c22));
+    out[3][2] = hn::GetLane(hn::SumOfLanes(d, c32));
+  }
+  if constexpr (MT > 3) {
+    out[0][3] = hn::GetLane(hn::SumOfLanes(d, c03));
+    out[1][3] = hn::GetLane(hn::SumOfLanes(d, c13));
+    out[2][3] = hn::GetLane(hn::SumOfLanes(d, c23));
+    out[3][3] = hn::GetLane(hn::SumOfLanes(d, c33));
+  }
+}
+
+template <class Fmt>
+void TileRows(const MatMulArgs& a) {
+  const DF d;
+  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t k_size = a.w.sizes[1];
+  const int64_t k_vec = k_size / step * step;
+  const int64_t row_bytes = detail::RowBytes(a.w);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  HWY_ALIGN float scale_buf[4][Fmt::kBlock > 0 ? detail::kMaxScaleBlocks : 1];
+  std::vector<float>& buf = TileBuffer();
+  // +16: Load needs an aligned start; vector() storage is 16-byte aligned at best.
+  const size_t need = static_cast<size_t>(4 * k_vec + 16);
+  if (buf.size() < need) buf.resize(need);
+  float* wbuf =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  CHECK(wbuf + 4 * k_vec <= buf.data() + buf.size());
+  for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
+    const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
+    const uint8_t* rows[4];
+    const float* scales[4];
+    for (int r = 0; r < 4; ++r) {
+      if (r < rows_here) {
+        rows[r] = base + (n0 + r) * row_bytes;
+        scales[r] = RowScales<Fmt>(a, n0 + r, rows[r], scale_buf[r]);
+        float* dst = wbuf + r * k_vec;
+        for (int64_t k = 0; k < k_vec; k += step) {
+          VF v0, v1;
+          DecodeScaled<Fmt>(d, rows[r], scales[r], k, v0, v1);
+          hn::Store(v0, d, dst + k);
+          if constexpr (Fmt::kPairs) hn::Store(v1, d, dst + k + hn::Lanes(d));
+        }
+      } else {  // a short last group repeats its first row; results dropped
+        rows[r] = rows[0];
+        scales[r] = scales[0];
+        std::copy(wbuf, wbuf + k_vec, wbuf + r * k_vec);
+      }
+    }
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTileTokens) {
+      const int64_t mt = std::min<int64_t>(kTileTokens, a.n_tokens - t0);
+      const float* xt = a.x + t0 * k_size;
+      float res[4][4];
+      switch (mt) {
+        case 4:
+          if constexpr (kTileTokens >= 4) Tile<Fmt, 4>(d, wbuf, k_vec, xt, k_size, res);
+          break;
+        case 3:
+          if constexpr (kTileTokens >= 3) Tile<Fmt, 3>(d, wbuf, k_vec, xt, k_size, res);
+          break;
+        case 2:
+          Tile<Fmt, 2>(d, wbuf, k_vec, xt, k_size, res);
+          break;
+        default:
+          Tile<Fmt, 1>(d, wbuf, k_vec, xt, k_size, res);
+          break;
+      }
+      for (int64_t j = 0; j < mt; ++j) {
+        const float* xj = xt + j * k_size;
+        float* o = a.out + (t0 + j) * a.out_stride + (n0 - a.row_begin);
+        for (int64_t r = 0; r < rows_here; ++r) {
+          float tail = 0.0f;
+          for (int64_t k = k_vec; k < k_size; ++k) {
+            tail += ScalarScaled<Fmt>(rows[r], scales[r], k) * xj[k];
+          }
+          o[r] = res[r][j] + tail;
+        }
+      }
+    }
+  }
+}
+
+template <class Fmt>
+void MatMulRowsT(const MatMulArgs& a) {
+  if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
+  if (a.n_tokens < detail::kTileMinTokens) {
+    MatVecRows<Fmt>(a);
+  } else {
+    TileRows<Fmt>(a);
+  }
+}
+
+void MatMulF32(const MatMulArgs& a) { MatMulRowsT<F32Fmt>(a); }
+void MatMulBf16(const MatMulArgs& a) { MatMulRowsT<Bf16Fmt>(a); }
+void MatMulF16(const MatMulArgs& a) { MatMulRowsT<F16Fmt>(a); }
+void MatMulQ8_0(const MatMulArgs& a) { MatMulRowsT<Q8Fmt>(a); }
+void MatMulFp8Block(const MatMulArgs& a) { MatMulRowsT<Fp8Fmt>(a); }
+void MatMulFp4Block(const MatMulArgs& a) { MatMulRowsT<Fp4Fmt>(a); }
+
+int64_t TargetBit() { return HWY_TARGET; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace dsv4::ops::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dsv4::ops::simd {
+
+HWY_EXPORT(MatMulF32);
+HWY_EXPORT(MatMulBf16);
+HWY_EXPORT(MatMulF16);
+HWY_EXPORT(MatMulQ8_0);
+HWY_EXPORT(MatMulFp8Block);
+HWY_EXPORT(MatMulFp4Block);
+HWY_EXPORT(TargetBit);
+
+MatMulFn DenseMatMulKernel(DType w_dtype) {
+  switch (w_dtype) {
+    case DType::kF32:
+      return HWY_DYNAMIC_DISPATCH(MatMulF32);
+    case DType::kBF16:
+      return HWY_DYNAMIC_DISPATCH(MatMulBf16);
+    case DType::kF16:
+      return HWY_DYNAMIC_DISPATCH(MatMulF16);
+    case DType::kQ8_0:
+      return HWY_DYNAMIC_DISPATCH(MatMulQ8_0);
+    default:
+      return nullptr;
+  }
+}
+
+MatMulFn Fp8BlockMatMulKernel() { return HWY_DYNAMIC_DISPATCH(MatMulFp8Block); }
+MatMulFn Fp4BlockMatMulKernel() { return HWY_DYNAMIC_DISPATCH(MatMulFp4Block); }
+
+const char* ActiveTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetBit)()); }
+
+}  // namespace dsv4::ops::simd
+#endif  // HWY_ONCE

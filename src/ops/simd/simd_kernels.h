@@ -1,0 +1,66 @@
+// ops::simd — the vectorised kernels (Highway, runtime dispatch to the best
+// instruction set the CPU has: AVX-512, AVX2, SSE4, NEON/SVE, or the portable
+// EMU128 fallback). Each has a scalar twin in ops/ref and a test that compares
+// the two on every target compiled in (tests/ops/simd_kernels_test.cc).
+//
+// Model code does not call these directly: it calls the ops:: entry points
+// (ops/matmul.h, ops/vec_ops.h), which split work over the thread pool and
+// pick the kernel for the weight format once per call.
+//
+// Matmul numerics: weights are read in their stored format and dequantised in
+// registers (never to a temporary matrix; the prefill path decodes one
+// [256, 2·lanes] panel at a time into L1), products accumulate in fp32. The sum
+// order differs from ops/ref (lanes, then blocks), so results agree to the
+// kernel tolerances, not bit for bit.
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+#ifndef DSV4_OPS_SIMD_SIMD_KERNELS_H_
+#define DSV4_OPS_SIMD_SIMD_KERNELS_H_
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace dsv4::ops::simd {
+
+// One matmul call on a range of output rows:
+//   out[t * out_stride + (n - row_begin)] = Σ_k x[t * K + k] · W[n, k]
+// for t < n_tokens and n in [row_begin, row_end).
+struct MatMulArgs {
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  const float* x = nullptr;  // [T, K] contiguous
+  int64_t n_tokens = 0;
+  TensorView w;      // [N, K], rows contiguous (strides[1] == 1)
+  TensorView scale;  // block scales of FP8 [ceil(N/128), ceil(K/128)] / FP4 [N, K/32]
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+};
+
+using MatMulFn = void (*)(const MatMulArgs& args);
+
+// The kernel for a weight stored as f32, f16, bf16 or GGUF q8_0 (no separate
+// scale tensor); nullptr for any other dtype.
+MatMulFn DenseMatMulKernel(DType w_dtype);
+// FP8 e4m3 weight with 128×128 block scales (e8m0, f32 or bf16).
+MatMulFn Fp8BlockMatMulKernel();
+// FP4 e2m1 weight (two per byte, low nibble first) with per-32 e8m0/f32/bf16 scales.
+MatMulFn Fp4BlockMatMulKernel();
+
+// Elementwise kernels; the semantics are those of the ops/ref twins.
+void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);
+void Softmax(float* x, int64_t n);
+void SwiGlu(float* out, const float* gate, const float* up, int64_t n);
+void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
+                     float theta);
+// Σ a[i] · b[i] (attention scores).
+float Dot(const float* a, const float* b, int64_t n);
+// y[i] += alpha · x[i] (attention value accumulation).
+void Axpy(float* y, float alpha, const float* x, int64_t n);
+
+// The Highway target the dispatcher picks now ("AVX3", "AVX2", "SSE4", "EMU128", ...).
+const char* ActiveTargetName();
+
+}  // namespace dsv4::ops::simd
+
+#endif  // DSV4_OPS_SIMD_SIMD_KERNELS_H_

@@ -1,0 +1,36 @@
+// ops:: vector entry points (rmsnorm, softmax, SwiGLU, interleaved RoPE, dot,
+// axpy): the SIMD kernels of ops/simd with the semantics of their ops/ref
+// twins. Single-threaded; callers parallelise over tokens or heads.
+#ifndef DSV4_OPS_VEC_OPS_H_
+#define DSV4_OPS_VEC_OPS_H_
+
+#include <cstdint>
+
+#include "ops/simd/simd_kernels.h"
+
+namespace dsv4::ops {
+
+// out[n] = x[n] / sqrt(mean(x²) + eps) * weight[n]. out may alias x.
+inline void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  simd::RmsNorm(out, x, weight, n, eps);
+}
+// In-place softmax over n values (max-subtracted).
+inline void Softmax(float* x, int64_t n) { simd::Softmax(x, n); }
+// out[n] = silu(gate[n]) * up[n]. out may alias gate or up.
+inline void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
+  simd::SwiGlu(out, gate, up, n);
+}
+// Rotary embedding on interleaved pairs of the first rot_dim dims of each
+// head; x: [n_heads, head_dim], in place (see ops::ref::RopeInterleaved).
+inline void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim,
+                            int64_t pos, float theta) {
+  simd::RopeInterleaved(x, n_heads, head_dim, rot_dim, pos, theta);
+}
+// Σ a[i] · b[i].
+inline float Dot(const float* a, const float* b, int64_t n) { return simd::Dot(a, b, n); }
+// y[i] += alpha · x[i].
+inline void Axpy(float* y, float alpha, const float* x, int64_t n) { simd::Axpy(y, alpha, x, n); }
+
+}  // namespace dsv4::ops
+
+#endif  // DSV4_OPS_VEC_OPS_H_

@@ -1,0 +1,470 @@
+// ops/simd kernels against their ops/ref twins, on every Highway target this
+// build compiled and this CPU runs (AVX-512, AVX2, SSE4, SSSE3, scalar here):
+// sizes 0…3 vectors plus remainders, several panels, misaligned pointers, row
+// sub-ranges with a wider output stride. Tolerances are the kernel rows of
+// oracles/README.md: matmul NMSE ≤ 5e-4 and max-abs ≤ 1e-4·max|ref|;
+// elementwise NMSE ≤ 1e-7. Dequantisation must be bit-exact (one-hot inputs).
+#include "ops/simd/simd_kernels.h"
+
+#include <gtest/gtest.h>
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/float_types.h"
+#include "base/thread_pool.h"
+#include "ops/matmul.h"
+#include "ops/ref/ops_ref.h"
+#include "ops/ref/quant_matmul_ref.h"
+#include "ops/vec_ops.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr int kMaxLanes = 16;  // the widest float vector compiled (AVX-512)
+
+// Runs body() once per compiled and supported target, with the dispatcher
+// forced to that target; fails if dispatch did not follow.
+template <class Body>
+void ForEachTarget(Body body) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    ASSERT_STREQ(ops::simd::ActiveTargetName(), hwy::TargetName(target));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Error {
+  double nmse = 0;
+  double max_abs = 0;
+  double max_ref = 0;
+};
+
+Error Compare(const float* got, const float* want, size_t n) {
+  Error e;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+    e.max_abs = std::max(e.max_abs, std::fabs(d));
+    e.max_ref = std::max(e.max_ref, std::fabs(static_cast<double>(want[i])));
+  }
+  e.nmse = den == 0 ? num : num / den;
+  return e;
+}
+
+void ExpectMatMulClose(const std::vector<float>& got, const std::vector<float>& want,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  const Error e = Compare(got.data(), want.data(), got.size());
+  EXPECT_LE(e.nmse, 5e-4) << what;
+  EXPECT_LE(e.max_abs, 1e-4 * e.max_ref + 1e-30) << what << " max_abs " << e.max_abs;
+}
+
+// A weight matrix in some stored format, plus its block scale if any.
+struct Weight {
+  DType dtype = DType::kF32;
+  int64_t n = 0, k = 0;
+  std::vector<uint8_t> bytes;  // with `offset` leading bytes (misalignment)
+  size_t offset = 0;
+  DType scale_dtype = DType::kE8m0;
+  std::vector<uint8_t> scale_bytes;
+  int64_t scale_rows = 0, scale_cols = 0;
+
+  TensorView view() const { return TensorView::Contiguous(bytes.data() + offset, dtype, {n, k}); }
+  TensorView scale() const {
+    return TensorView::Contiguous(scale_bytes.data(), scale_dtype, {scale_rows, scale_cols});
+  }
+  bool blocked() const { return dtype == DType::kFp8E4m3 || dtype == DType::kFp4E2m1; }
+};
+
+void FillScales(Weight& w, int64_t rows, int64_t cols, DType dtype, std::mt19937& rng) {
+  w.scale_dtype = dtype;
+  w.scale_rows = rows;
+  w.scale_cols = cols;
+  std::uniform_int_distribution<int> e(120, 134);  // 2^-7 .. 2^7
+  const size_t count = static_cast<size_t>(rows * cols);
+  w.scale_bytes.assign(count * DTypeBytes(dtype, 1), 0);
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t code = static_cast<uint8_t>(e(rng));
+    if (dtype == DType::kE8m0) {
+      w.scale_bytes[i] = code;
+    } else if (dtype == DType::kF32) {
+      const float f = E8m0ToF32(code) * 1.25f;  // not a power of two
+      std::memcpy(&w.scale_bytes[4 * i], &f, 4);
+    } else {
+      const uint16_t h = F32ToBf16(E8m0ToF32(code) * 0.75f);
+      std::memcpy(&w.scale_bytes[2 * i], &h, 2);
+    }
+  }
+}
+
+Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed, size_t offset = 0,
+                  DType scale_dtype = DType::kE8m0) {
+  std::mt19937 rng(seed);
+  Weight w;
+  w.dtype = dtype;
+  w.n = n;
+  w.k = k;
+  w.offset = offset;
+  const int64_t bytes = DTypeBytes(dtype, n * k);
+  w.bytes.assign(offset + bytes, 0);
+  uint8_t* p = w.bytes.data() + offset;
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  switch (dtype) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n * k; ++i) {
+        const float f = normal(rng);
+        std::memcpy(p + 4 * i, &f, 4);
+      }
+      break;
+    case DType::kBF16:
+    case DType::kF16:
+      for (int64_t i = 0; i < n * k; ++i) {
+        // Include f16 subnormals now and then.
+        const float f = (i % 7 == 3) ? normal(rng) * 1e-5f : normal(rng);
+        const uint16_t h = dtype == DType::kBF16 ? F32ToBf16(f) : F32ToF16(f);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      break;
+    case DType::kQ8_0:
+      for (int64_t b = 0; b < n * k / 32; ++b) {
+        BlockQ8_0 blk;
+        blk.d = F32ToF16(std::fabs(normal(rng)) * 0.01f + 1e-4f);
+        for (int j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(byte(rng) - 128);
+        std::memcpy(p + b * sizeof(BlockQ8_0), &blk, sizeof(blk));
+      }
+      break;
+    case DType::kFp8E4m3:
+      for (int64_t i = 0; i < n * k; ++i) {
+        uint8_t c = static_cast<uint8_t>(byte(rng));
+        if ((c & 0x7f) == 0x7f) c &= 0xfe;  // no NaN codes: a NaN weight is a bug upstream
+        p[i] = c;
+      }
+      FillScales(w, (n + 127) / 128, (k + 127) / 128, scale_dtype, rng);
+      break;
+    case DType::kFp4E2m1:
+      for (int64_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+      FillScales(w, n, k / 32, scale_dtype, rng);
+      break;
+    default:
+      ADD_FAILURE() << "no generator for " << DTypeName(dtype);
+  }
+  return w;
+}
+
+// The scalar twin: out[t * out_stride + (n - row_begin)].
+void RefRows(const Weight& w, float* out, int64_t out_stride, const float* x, int64_t n_tokens,
+             int64_t row_begin, int64_t row_end) {
+  if (w.dtype == DType::kFp8E4m3) {
+    ops::ref::MatMulFp8Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+  } else if (w.dtype == DType::kFp4E2m1) {
+    ops::ref::MatMulFp4Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+  } else {
+    ops::ref::MatMul(out, x, w.view().Slice(row_begin, row_end), n_tokens, out_stride);
+  }
+}
+
+void SimdRows(const Weight& w, float* out, int64_t out_stride, const float* x, int64_t n_tokens,
+              int64_t row_begin, int64_t row_end) {
+  if (w.dtype == DType::kFp8E4m3) {
+    ops::MatMulFp8BlockRows(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+  } else if (w.dtype == DType::kFp4E2m1) {
+    ops::MatMulFp4BlockRows(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+  } else {
+    ops::MatMulRows(out, out_stride, x, w.view(), n_tokens, row_begin, row_end);
+  }
+}
+
+// All rows, out stride N, x misaligned by x_offset floats.
+void CheckAgainstRef(const Weight& w, int64_t n_tokens, int x_offset, const std::string& what) {
+  const std::vector<float> xbuf = RandomFloats(x_offset + n_tokens * w.k + 1, 77 + w.k);
+  const float* x = xbuf.data() + x_offset;
+  std::vector<float> want(n_tokens * w.n, -1.0f), got(n_tokens * w.n, -2.0f);
+  RefRows(w, want.data(), w.n, x, n_tokens, 0, w.n);
+  SimdRows(w, got.data(), w.n, x, n_tokens, 0, w.n);
+  ExpectMatMulClose(got, want, what);
+}
+
+std::string Describe(const Weight& w, int64_t t, const char* extra = "") {
+  return std::string(DTypeName(w.dtype)) + " N=" + std::to_string(w.n) +
+         " K=" + std::to_string(w.k) + " T=" + std::to_string(t) + extra;
+}
+
+TEST(SimdMatMul, DenseAllSizesMatchRef) {
+  ForEachTarget([] {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      // K: 0 … 3 vectors + remainders of the widest vector; then several panels.
+      std::vector<int64_t> ks;
+      for (int64_t k = 0; k <= 3 * kMaxLanes + 3; ++k) ks.push_back(k);
+      for (int64_t k : {255, 256, 257, 600}) ks.push_back(k);
+      for (int64_t k : ks) {
+        for (int64_t n : {1, 5, 33}) {
+          const size_t offset = (k % 3) * DTypeBytes(dt, 1);  // misaligned rows
+          const Weight w = MakeWeight(dt, n, k, static_cast<uint32_t>(k * 31 + n), offset);
+          for (int64_t t : {1, 3, 4, 7}) {
+            CheckAgainstRef(w, t, static_cast<int>(k % 4), Describe(w, t));
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(SimdMatMul, BlockFormatsMatchRef) {
+  ForEachTarget([] {
+    struct Case {
+      DType dtype;
+      DType scale;
+      std::vector<int64_t> ks;
+    };
+    const std::vector<Case> cases = {
+        {DType::kQ8_0, DType::kE8m0, {0, 32, 64, 96, 288, 544}},
+        {DType::kFp4E2m1, DType::kE8m0, {32, 64, 96, 128, 288, 544}},
+        {DType::kFp4E2m1, DType::kF32, {64, 288}},
+        {DType::kFp8E4m3, DType::kE8m0, {1, 15, 17, 48, 127, 128, 129, 255, 256, 257, 300, 520}},
+        {DType::kFp8E4m3, DType::kF32, {130, 300}},
+        {DType::kFp8E4m3, DType::kBF16, {130, 300}},
+    };
+    for (const Case& c : cases) {
+      for (int64_t k : c.ks) {
+        for (int64_t n : {1, 4, 7, 33, 130}) {
+          const Weight w = MakeWeight(c.dtype, n, k, static_cast<uint32_t>(k * 17 + n),
+                                      static_cast<size_t>(n % 3), c.scale);
+          for (int64_t t : {1, 2, 4, 6, 13}) {
+            CheckAgainstRef(w, t, static_cast<int>(n % 4),
+                            Describe(w, t, (" scale " + std::string(DTypeName(c.scale))).c_str()));
+          }
+        }
+      }
+    }
+  });
+}
+
+// x = identity: out[t, n] = W[n, t] · 1, so the kernels' dequantisation is
+// compared bit for bit with the scalar one (matvec path for T < 4 via single
+// columns, panel path for the whole identity).
+TEST(SimdMatMul, DequantisationIsExact) {
+  ForEachTarget([] {
+    const std::vector<std::pair<DType, int64_t>> cases = {
+        {DType::kF32, 37},  {DType::kBF16, 37},     {DType::kF16, 37},
+        {DType::kQ8_0, 64}, {DType::kFp8E4m3, 130}, {DType::kFp4E2m1, 64}};
+    for (auto [dt, k] : cases) {
+      const int64_t n = 35;
+      const Weight w = MakeWeight(dt, n, k, 5u + static_cast<uint32_t>(dt));
+      std::vector<float> eye(k * k, 0.0f);
+      for (int64_t i = 0; i < k; ++i) eye[i * k + i] = 1.0f;
+      std::vector<float> want(k * n), got(k * n);
+      RefRows(w, want.data(), n, eye.data(), k, 0, n);
+      SimdRows(w, got.data(), n, eye.data(), k, 0, n);
+      for (int64_t i = 0; i < k * n; ++i) {
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+            << DTypeName(dt) << " panel path, t=" << i / n << " n=" << i % n << ": " << got[i]
+            << " vs " << want[i];
+      }
+      for (int64_t col : {int64_t{0}, k / 2, k - 1}) {
+        std::vector<float> one(n);
+        SimdRows(w, one.data(), n, eye.data() + col * k, 1, 0, n);
+        for (int64_t r = 0; r < n; ++r) {
+          ASSERT_EQ(std::memcmp(&one[r], &want[col * n + r], 4), 0)
+              << DTypeName(dt) << " matvec path, col " << col << " row " << r;
+        }
+      }
+    }
+  });
+}
+
+// A token's result does not depend on how many tokens share the call: the
+// matvec path (T = 1) and the tile path (T ≥ 2) sum in the same order.
+TEST(SimdMatMul, BatchInvariantBitForBit) {
+  ForEachTarget([] {
+    const std::vector<std::pair<DType, int64_t>> cases = {
+        {DType::kF32, 61},  {DType::kBF16, 300},    {DType::kF16, 45},
+        {DType::kQ8_0, 96}, {DType::kFp8E4m3, 300}, {DType::kFp4E2m1, 160}};
+    for (auto [dt, k] : cases) {
+      const int64_t n = 37, t_all = 7;
+      const Weight w = MakeWeight(dt, n, k, 21);
+      const auto x = RandomFloats(t_all * k, 8);
+      std::vector<float> batch(t_all * n), single(t_all * n);
+      SimdRows(w, batch.data(), n, x.data(), t_all, 0, n);
+      for (int64_t t = 0; t < t_all; ++t) {
+        SimdRows(w, single.data() + t * n, n, x.data() + t * k, 1, 0, n);
+      }
+      EXPECT_EQ(std::memcmp(batch.data(), single.data(), batch.size() * 4), 0) << DTypeName(dt);
+      std::vector<float> two(2 * n);  // a 2-token call, the smallest tile
+      SimdRows(w, two.data(), n, x.data() + 3 * k, 2, 0, n);
+      EXPECT_EQ(std::memcmp(two.data(), single.data() + 3 * n, two.size() * 4), 0) << DTypeName(dt);
+    }
+  });
+}
+
+// A sub-range of rows written into a wider output, as DeepSeek-V4's grouped
+// projections do; outputs outside the range must stay untouched.
+TEST(SimdMatMul, RowRangesAndOutputStride) {
+  ForEachTarget([] {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
+      const int64_t n = 300, k = 320, stride = 123;
+      const Weight w = MakeWeight(dt, n, k, 99);
+      const auto x = RandomFloats(8 * k, 3);
+      for (auto [b, e] :
+           {std::pair<int64_t, int64_t>{0, 0}, {1, 2}, {3, 40}, {129, 250}, {200, 300}}) {
+        for (int64_t t : {1, 8}) {
+          const float kSentinel = 12345.0f;
+          std::vector<float> want(t * stride, kSentinel), got(t * stride, kSentinel);
+          RefRows(w, want.data(), stride, x.data(), t, b, std::min(e, b + stride));
+          SimdRows(w, got.data(), stride, x.data(), t, b, std::min(e, b + stride));
+          ExpectMatMulClose(
+              got, want,
+              Describe(w, t, (" rows " + std::to_string(b) + ".." + std::to_string(e)).c_str()));
+        }
+      }
+    }
+  });
+}
+
+// The pooled entry points split rows across threads and agree with the
+// single-call kernels exactly (each row is computed by the same code).
+TEST(SimdMatMul, PooledEntryPointsMatchRowKernels) {
+  ThreadPool pool(3);
+  for (DType dt : {DType::kF32, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const int64_t n = 517, k = 256;
+    const Weight w = MakeWeight(dt, n, k, 11);
+    const auto x = RandomFloats(5 * k, 4);
+    for (int64_t t : {1, 5}) {
+      std::vector<float> pooled(t * n), rows(t * n), want(t * n);
+      if (dt == DType::kFp8E4m3) {
+        ops::MatMulFp8Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+      } else if (dt == DType::kFp4E2m1) {
+        ops::MatMulFp4Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+      } else {
+        ops::MatMul(pool, pooled.data(), x.data(), w.view(), t);
+      }
+      SimdRows(w, rows.data(), n, x.data(), t, 0, n);
+      RefRows(w, want.data(), n, x.data(), t, 0, n);
+      EXPECT_EQ(std::memcmp(pooled.data(), rows.data(), rows.size() * 4), 0) << DTypeName(dt);
+      ExpectMatMulClose(pooled, want, Describe(w, t));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Elementwise kernels.
+// ---------------------------------------------------------------------------
+
+std::vector<int64_t> VecSizes() {
+  std::vector<int64_t> s;
+  for (int64_t n = 0; n <= 3 * kMaxLanes + 3; ++n) s.push_back(n);
+  s.push_back(1000);
+  s.push_back(4099);
+  return s;
+}
+
+void ExpectElementwiseClose(const float* got, const float* want, int64_t n,
+                            const std::string& what) {
+  const Error e = Compare(got, want, static_cast<size_t>(n));
+  EXPECT_LE(e.nmse, 1e-7) << what;
+}
+
+TEST(SimdVec, RmsNormSoftmaxSwiGluMatchRef) {
+  ForEachTarget([] {
+    for (int64_t n : VecSizes()) {
+      for (int off = 0; off < 3; off += 2) {  // aligned and misaligned by 2 floats
+        const std::string what = "n=" + std::to_string(n) + " offset " + std::to_string(off);
+        auto xb = RandomFloats(n + off, 1 + n, 3.0f);
+        auto wb = RandomFloats(n + off, 2 + n);
+        const float* x = xb.data() + off;
+        std::vector<float> want(n), got(n);
+        ops::ref::RmsNorm(want.data(), x, wb.data() + off, n, 1e-5f);
+        ops::RmsNorm(got.data(), x, wb.data() + off, n, 1e-5f);
+        ExpectElementwiseClose(got.data(), want.data(), n, "rmsnorm " + what);
+
+        std::vector<float> sw(x, x + n), sg(xb.begin(), xb.end());
+        ops::ref::Softmax(sw.data(), n);
+        ops::Softmax(sg.data() + off, n);
+        ExpectElementwiseClose(sg.data() + off, sw.data(), n, "softmax " + what);
+        if (n > 0) {
+          double total = 0;
+          for (int64_t i = 0; i < n; ++i) total += sg[off + i];
+          EXPECT_NEAR(total, 1.0, 1e-5) << what;
+        }
+
+        auto ub = RandomFloats(n + off, 3 + n);
+        ops::ref::SwiGlu(want.data(), x, ub.data() + off, n);
+        ops::SwiGlu(got.data(), x, ub.data() + off, n);
+        ExpectElementwiseClose(got.data(), want.data(), n, "swiglu " + what);
+      }
+    }
+    // Extreme gates: silu saturates without NaN.
+    const float gate[4] = {-200.0f, -90.0f, 90.0f, 200.0f}, up[4] = {1, 1, 1, 1};
+    float out[4];
+    ops::SwiGlu(out, gate, up, 4);
+    EXPECT_NEAR(out[0], 0.0f, 1e-30f);
+    EXPECT_NEAR(out[1], 0.0f, 1e-30f);
+    EXPECT_FLOAT_EQ(out[2], 90.0f);
+    EXPECT_FLOAT_EQ(out[3], 200.0f);
+  });
+}
+
+TEST(SimdVec, RopeMatchesRef) {
+  ForEachTarget([] {
+    for (int64_t head_dim : {2, 8, 14, 32, 34, 50, 64, 128}) {
+      for (int64_t rot_dim : {int64_t{2}, head_dim / 4 * 2, head_dim}) {
+        if (rot_dim > head_dim || rot_dim % 2) continue;
+        for (int64_t pos : {0, 1, 37, 5000}) {
+          for (int64_t heads : {1, 3}) {
+            auto want = RandomFloats(heads * head_dim + 1, 9);
+            auto got = want;
+            ops::ref::RopeInterleaved(want.data() + 1, heads, head_dim, rot_dim, pos, 10000.0f);
+            ops::RopeInterleaved(got.data() + 1, heads, head_dim, rot_dim, pos, 10000.0f);
+            ExpectElementwiseClose(got.data(), want.data(), heads * head_dim + 1,
+                                   "rope hd=" + std::to_string(head_dim) + " rot=" +
+                                       std::to_string(rot_dim) + " pos=" + std::to_string(pos));
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(SimdVec, DotAndAxpyMatchFloat64) {
+  ForEachTarget([] {
+    for (int64_t n : VecSizes()) {
+      auto a = RandomFloats(n + 1, 5 + n), b = RandomFloats(n + 1, 6 + n);
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += static_cast<double>(a[i + 1]) * b[i];
+      const float got = ops::Dot(a.data() + 1, b.data(), n);
+      double norm = 0;
+      for (int64_t i = 0; i < n; ++i) norm += std::fabs(static_cast<double>(a[i + 1]) * b[i]);
+      EXPECT_LE(std::fabs(got - want), 1e-6 * norm + 1e-30) << "dot n=" << n;
+
+      std::vector<float> y(b.begin(), b.end()), yw(n);
+      for (int64_t i = 0; i < n; ++i) yw[i] = b[i + 1] + 0.25f * a[i];
+      ops::Axpy(y.data() + 1, 0.25f, a.data(), n);
+      ExpectElementwiseClose(y.data() + 1, yw.data(), n, "axpy n=" + std::to_string(n));
+      EXPECT_EQ(y[0], b[0]) << "axpy wrote before its start";
+    }
+  });
+}
+
+}  // namespace
+}  // namespace dsv4
