@@ -1,0 +1,192 @@
+// CED fused MLP, layouts and the layout converter (see ced_mlp.h).
+#include "model/seed/ced_mlp.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/matmul.h"
+#include "ops/ref/ops_ref.h"
+
+namespace dsv4::seed {
+
+std::string_view LayoutName(Layout l) { return l == Layout::kColMajor ? "col_major" : "row_major"; }
+
+Layout DetectLayout(const TensorView& w) {
+  if (w.rank == 2 && w.strides[0] == 1 && w.strides[1] == w.sizes[0] && w.sizes[1] > 1) {
+    return Layout::kColMajor;
+  }
+  return Layout::kRowMajor;
+}
+
+TensorView ColMajorView(const void* data, DType dtype, int64_t rows, int64_t cols) {
+  TensorView v = TensorView::Contiguous(data, dtype, {rows, cols});
+  v.strides[0] = 1;
+  v.strides[1] = rows;
+  return v;
+}
+
+void MatMulAnyLayout(ThreadPool& pool, float* out, const float* x, const TensorView& w,
+                     int64_t n_tokens) {
+  if (DetectLayout(w) == Layout::kRowMajor) {
+    ops::MatMul(pool, out, x, w, n_tokens);
+    return;
+  }
+  CHECK(!IsBlockDType(w.dtype), "col_major %s weights are not supported",
+        std::string(DTypeName(w.dtype)).c_str());
+  const int64_t N = w.sizes[0], K = w.sizes[1];
+  // Column k of w (N contiguous elements) scaled by x[t, k], accumulated per token.
+  pool.ParallelFor(n_tokens, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> col(N);
+    std::vector<double> acc(N);
+    for (int64_t t = begin; t < end; ++t) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = 0; k < K; ++k) {
+        const float xk = x[t * K + k];
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + DTypeBytes(w.dtype, k * N);
+        if (w.dtype == DType::kF32) {
+          const float* c = reinterpret_cast<const float*>(src);
+          for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<double>(xk) * c[n];
+        } else {
+          DequantizeRow(w.dtype, src, N, col.data());
+          for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<double>(xk) * col[n];
+        }
+      }
+      for (int64_t n = 0; n < N; ++n) out[t * N + n] = static_cast<float>(acc[n]);
+    }
+  });
+}
+
+namespace {
+float At(const TensorView& w, int64_t r, int64_t c) {
+  float v;
+  const int64_t off = r * w.strides[0] + c * w.strides[1];
+  DequantizeRow(w.dtype, static_cast<const uint8_t*>(w.data) + DTypeBytes(w.dtype, off), 1, &v);
+  return v;
+}
+}  // namespace
+
+OwnedMatrix ToLayout(const TensorView& w, Layout want) {
+  CHECK(w.rank == 2);
+  CHECK(!IsBlockDType(w.dtype));
+  const int64_t R = w.sizes[0], C = w.sizes[1];
+  OwnedMatrix m;
+  m.data.resize(R * C);
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) {
+      m.data[want == Layout::kRowMajor ? r * C + c : c * R + r] = At(w, r, c);
+    }
+  }
+  m.view = want == Layout::kRowMajor ? TensorView::Contiguous(m.data.data(), DType::kF32, {R, C})
+                                     : ColMajorView(m.data.data(), DType::kF32, R, C);
+  return m;
+}
+
+void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
+                   float* out, CedScratch& s) {
+  const int64_t I = w.fused.sizes[0], half = I / 2, H = w.down.sizes[0];
+  s.fused.resize(T * I);
+  MatMulAnyLayout(pool, s.fused.data(), x, w.fused, T);
+  for (int64_t t = 0; t < T; ++t) {
+    float* f = s.fused.data() + t * I;
+    if (!w.bias.empty()) {
+      for (int64_t j = 0; j < I; ++j) f[j] += w.bias[j];
+    }
+    // p[j'] = silu(gate[j']) · up[j'], written over the gate half.
+    for (int64_t j = 0; j < half; ++j) f[j] = ops::ref::Silu(f[j]) * f[half + j];
+  }
+  // out[h] = Σ_j down[h, j] · p[j >> 1]: read down directly, index-mapped (C-19).
+  std::vector<float> row(I);
+  for (int64_t h = 0; h < H; ++h) {
+    const TensorView dr = w.down[h];
+    DequantizeRow(dr.dtype, dr.data, I, row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const float* p = s.fused.data() + t * I;
+      double acc = 0;
+      for (int64_t j = 0; j < I; ++j) acc += static_cast<double>(row[j]) * p[j >> 1];
+      out[t * H + h] = static_cast<float>(acc);
+    }
+  }
+}
+
+void CedMlpExplicit(const CedMlpWeights& w, const float* x, int64_t T, float* out) {
+  const int64_t I = w.fused.sizes[0], half = I / 2, H = w.down.sizes[0], K = w.fused.sizes[1];
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> fused(I);
+    for (int64_t n = 0; n < I; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(At(w.fused, n, k)) * x[t * K + k];
+      fused[n] = acc + (w.bias.empty() ? 0.0 : w.bias[n]);
+    }
+    std::vector<double> gate(fused.begin(), fused.begin() + half), up(fused.begin() + half, fused.end());
+    std::vector<double> gate_i(I), up_i(I), prod(I);
+    for (int64_t j = 0; j < I; ++j) {
+      gate_i[j] = gate[j / 2] / (1.0 + std::exp(-gate[j / 2]));  // repeat_interleave(silu(gate), 2)
+      up_i[j] = up[j / 2];
+      prod[j] = gate_i[j] * up_i[j];
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      double acc = 0;
+      for (int64_t j = 0; j < I; ++j) acc += static_cast<double>(At(w.down, h, j)) * prod[j];
+      out[t * H + h] = static_cast<float>(acc);
+    }
+  }
+}
+
+Result<CedOwned> ConvertSwiGluToCed(const TensorView& gate, const TensorView& up,
+                                    const TensorView& down) {
+  if (gate.rank != 2 || up.rank != 2 || down.rank != 2 || gate.sizes != up.sizes ||
+      down.sizes[0] != gate.sizes[1] || down.sizes[1] != gate.sizes[0]) {
+    return InvalidArgument("SwiGLU → CED: shapes gate " + gate.ShapeString() + ", up " +
+                               up.ShapeString() + ", down " + down.ShapeString() + " do not fit",
+                           "expected gate/up [F, H] and down [H, F]");
+  }
+  const int64_t F = gate.sizes[0], H = gate.sizes[1];
+  OwnedMatrix g = ToLayout(gate, Layout::kRowMajor), u = ToLayout(up, Layout::kRowMajor);
+  OwnedMatrix d = ToLayout(down, Layout::kRowMajor);
+  CedOwned c;
+  c.fused.data.resize(2 * F * H);
+  for (int64_t r = 0; r < 2 * F; ++r) {
+    const float* src = r < F ? g.data.data() + r * H : u.data.data() + (r - F) * H;
+    for (int64_t k = 0; k < H; ++k) c.fused.data[k * 2 * F + r] = src[k];  // col_major
+  }
+  c.fused.view = ColMajorView(c.fused.data.data(), DType::kF32, 2 * F, H);
+  c.down.data.assign(H * 2 * F, 0.0f);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t j = 0; j < F; ++j) c.down.data[h * 2 * F + 2 * j] = d.data[h * F + j];
+  }
+  c.down.view = TensorView::Contiguous(c.down.data.data(), DType::kF32, {H, 2 * F});
+  c.bias.assign(2 * F, 0.0f);
+  return c;
+}
+
+Result<SwiGluOwned> ConvertCedToSwiGlu(const CedMlpWeights& ced) {
+  const int64_t I = ced.fused.sizes[0], H = ced.fused.sizes[1], F = I / 2;
+  if (ced.fused.rank != 2 || I % 2 != 0 || ced.down.rank != 2 || ced.down.sizes[0] != H ||
+      ced.down.sizes[1] != I) {
+    return InvalidArgument("CED → SwiGLU: shapes fused " + ced.fused.ShapeString() + ", down " +
+                               ced.down.ShapeString() + " do not fit",
+                           "expected fused [I, H] with I even and down [H, I]");
+  }
+  for (float b : ced.bias) {
+    if (b != 0.0f) {
+      return InvalidArgument("CED → SwiGLU: ced_bias is not zero; a standard SwiGLU has no bias",
+                             "keep the CED layout for this checkpoint");
+    }
+  }
+  OwnedMatrix f = ToLayout(ced.fused, Layout::kRowMajor), d = ToLayout(ced.down, Layout::kRowMajor);
+  SwiGluOwned s;
+  s.gate.data.assign(f.data.begin(), f.data.begin() + F * H);
+  s.up.data.assign(f.data.begin() + F * H, f.data.end());
+  s.down.data.resize(H * F);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t j = 0; j < F; ++j) {
+      s.down.data[h * F + j] = d.data[h * I + 2 * j] + d.data[h * I + 2 * j + 1];
+    }
+  }
+  s.gate.view = TensorView::Contiguous(s.gate.data.data(), DType::kF32, {F, H});
+  s.up.view = TensorView::Contiguous(s.up.data.data(), DType::kF32, {F, H});
+  s.down.view = TensorView::Contiguous(s.down.data.data(), DType::kF32, {H, F});
+  return s;
+}
+
+}  // namespace dsv4::seed

@@ -1,0 +1,91 @@
+// CED fused gate-up MLP and its column-major weight layout (specs/seed-mechanisms.md
+// S-037…S-039, S-074…S-079, S-143; resolutions C-02, C-03, C-19).
+//
+// Layout (C-03): a weight is row_major or col_major; CED means col_major, tested
+// as stride == (1, size(0)). safetensors stores no strides, so the layout of a
+// tensor comes from the header's __metadata__: "dsv4.layout.<tensor name>" =
+// "col_major" means the header shape is the logical [rows, cols] and the bytes
+// hold column after column (element (r, c) at c·rows + r). The loader binds that
+// as a strided view without copying; MatMulAnyLayout reads either layout in place.
+//
+// Fused MLP (C-02): ced_weight is the logical [I, H] matrix — rows [0, I/2) gate,
+// rows [I/2, I) up — plus ced_bias [I] and a standard down projection [H, I]:
+//   fused = ced_weight · x + ced_bias                     [I]
+//   p[j]  = silu(fused[j >> 1]) · fused[I/2 + (j >> 1)]   j < I (repeat_interleave ×2, never built, C-19)
+//   out   = down · p                                      [H]
+// which is the half-width SwiGLU with down'[:, j] = down[:, 2j] + down[:, 2j+1].
+#ifndef DSV4_MODEL_SEED_CED_MLP_H_
+#define DSV4_MODEL_SEED_CED_MLP_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace dsv4::seed {
+
+enum class Layout { kRowMajor, kColMajor };
+std::string_view LayoutName(Layout l);
+
+// The CED predicate: a rank-2 view with stride (1, size(0)) is col_major (S-076).
+Layout DetectLayout(const TensorView& w);
+
+// A col_major view of [rows, cols] over `data` (strides (1, rows)); no copy.
+TensorView ColMajorView(const void* data, DType dtype, int64_t rows, int64_t cols);
+
+// out[T, N] = x[T, K] · w[N, K]ᵀ for a row_major or col_major w (f32, f16, bf16
+// when col_major), reading w in place; fp32 accumulation.
+void MatMulAnyLayout(ThreadPool& pool, float* out, const float* x, const TensorView& w,
+                     int64_t n_tokens);
+
+// An owning copy of w (rank 2, any layout) in `want` layout, f32 (S-077:
+// asking for another physical layout copies; same logical values).
+struct OwnedMatrix {
+  std::vector<float> data;
+  TensorView view;
+};
+OwnedMatrix ToLayout(const TensorView& w, Layout want);
+
+struct CedMlpWeights {
+  TensorView fused;         // [I, H], either layout
+  std::vector<float> bias;  // [I] or empty
+  TensorView down;          // [H, I]
+};
+
+// Scratch of the fused path: exactly T·I floats (gate and up halves; the
+// product is written over the gate half), S-039.
+struct CedScratch {
+  std::vector<float> fused;
+};
+
+// x [T, H] → out [T, H], the fused path (no [T, I] expanded tensors).
+void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
+                   float* out, CedScratch& scratch);
+
+// The literal chunk → silu → repeat_interleave → mul → down path, materialising
+// everything (the oracle for CedMlpForward in tests).
+void CedMlpExplicit(const CedMlpWeights& w, const float* x, int64_t T, float* out);
+
+// Standard SwiGLU weights, f32 row-major: gate/up [F, H], down [H, F].
+struct SwiGluOwned {
+  OwnedMatrix gate, up, down;
+};
+// CED storage of the same function (S-143, layout only): fused [2F, H] col_major
+// = [gate; up], bias 0, down [H, 2F] with down[:, 2j] = W_d[:, j], down[:, 2j+1] = 0.
+struct CedOwned {
+  OwnedMatrix fused, down;
+  std::vector<float> bias;
+  CedMlpWeights weights() const { return {fused.view, bias, down.view}; }
+};
+Result<CedOwned> ConvertSwiGluToCed(const TensorView& gate, const TensorView& up,
+                                    const TensorView& down);
+// Back to standard SwiGLU: gate/up are the halves, W_d[:, j] = down[:, 2j] + down[:, 2j+1].
+// A non-zero bias cannot be expressed and is an error.
+Result<SwiGluOwned> ConvertCedToSwiGlu(const CedMlpWeights& ced);
+
+}  // namespace dsv4::seed
+
+#endif  // DSV4_MODEL_SEED_CED_MLP_H_

@@ -1,0 +1,63 @@
+// HCA gating controller (see hca.h).
+#include "model/seed/hca.h"
+
+#include <cmath>
+
+#include "ops/matmul.h"
+
+namespace dsv4::seed {
+
+void FeatureStats(const float* rows, int64_t n, int64_t H, double eps, std::vector<double>& mu,
+                  std::vector<double>& sigma) {
+  mu.assign(H, 0.0);
+  sigma.assign(H, 0.0);
+  if (n == 0) return;
+  // Welford, one feature at a time, in row order.
+  for (int64_t c = 0; c < H; ++c) {
+    double mean = 0, m2 = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const double x = rows[t * H + c];
+      const double delta = x - mean;
+      mean += delta / static_cast<double>(t + 1);
+      m2 += delta * (x - mean);
+    }
+    mu[c] = mean;
+    sigma[c] = std::sqrt(m2 / static_cast<double>(n) + eps);
+  }
+}
+
+float Gelu(float x) {
+  return static_cast<float>(0.5 * x * (1.0 + std::erf(static_cast<double>(x) / std::sqrt(2.0))));
+}
+
+void HcaGate(ThreadPool& pool, const HcaWeights& w, const float* g, int64_t T, int64_t H,
+             const std::vector<double>& mu, const std::vector<double>& sigma, float* g_hca,
+             float* w_mean) {
+  const int64_t hid = w.fc1.size(0);
+  std::vector<float> f(T * 3 * H), a(T * hid), z(T * H);
+  for (int64_t t = 0; t < T; ++t) {
+    float* ft = f.data() + t * 3 * H;
+    for (int64_t c = 0; c < H; ++c) {
+      ft[c] = g[t * H + c];
+      ft[H + c] = static_cast<float>(mu[c]);
+      ft[2 * H + c] = static_cast<float>(sigma[c]);
+    }
+  }
+  ops::MatMul(pool, a.data(), f.data(), w.fc1, T);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < hid; ++j) a[t * hid + j] = Gelu(a[t * hid + j] + w.fc1_b[j]);
+  }
+  ops::MatMul(pool, z.data(), a.data(), w.fc2, T);
+  for (int64_t t = 0; t < T; ++t) {
+    double sum = 0;
+    for (int64_t c = 0; c < H; ++c) {
+      const double zz = static_cast<double>(z[t * H + c]) + w.fc2_b[c];
+      const double wc = 1.0 / (1.0 + std::exp(-zz));
+      sum += wc;
+      g_hca[t * H + c] = static_cast<float>(g[t * H + c] * wc);
+    }
+    if (w_mean != nullptr) w_mean[t] = static_cast<float>(sum / static_cast<double>(H));
+  }
+}
+
+}  // namespace dsv4::seed

@@ -1,0 +1,642 @@
+// SeedModel: binding and the reference forward pass (see model.h).
+#include "model/seed/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "base/log.h"
+#include "io/safetensors.h"
+#include "ops/matmul.h"
+#include "ops/ref/ops_ref.h"
+
+namespace dsv4::seed {
+namespace {
+
+std::vector<float> ToF32(const TensorView& v) {
+  std::vector<float> out(v.numel());
+  DequantizeRow(v.dtype, v.data, v.numel(), out.data());
+  return out;
+}
+
+std::string LayerName(int64_t l, const std::string& rest) {
+  return "model.layers." + std::to_string(l) + "." + rest;
+}
+
+// Collects every binding problem, then fails once with all of them.
+class Binder {
+ public:
+  explicit Binder(const CheckpointReader& r) : r_(r) {}
+  bool Has(const std::string& name) const { return r_.Find(name) != nullptr; }
+  TensorView Get(const std::string& name, std::initializer_list<int64_t> shape) {
+    auto v = r_.Get(name, shape);
+    if (!v.ok()) {
+      Problem(v.status().message());
+      return {};
+    }
+    return *v;
+  }
+  std::vector<float> Vec(const std::string& name, std::initializer_list<int64_t> shape) {
+    TensorView v = Get(name, shape);
+    return v.data == nullptr ? std::vector<float>(Numel(shape), 0.0f) : ToF32(v);
+  }
+  void Problem(const std::string& p) {
+    if (n_ < 40) problems_ += "\n  " + p;
+    ++n_;
+  }
+  Status status() const {
+    if (n_ == 0) return Status::Ok();
+    return NotFound(r_.path() + ": " + std::to_string(n_) + " tensor problem(s) for the seed model:" +
+                        problems_,
+                    "the checkpoint does not match config.json (see docs/seed-mechanisms.md for "
+                    "the tensor names)");
+  }
+
+ private:
+  static int64_t Numel(std::initializer_list<int64_t> s) {
+    int64_t n = 1;
+    for (int64_t x : s) n *= x;
+    return n;
+  }
+  const CheckpointReader& r_;
+  std::string problems_;
+  int64_t n_ = 0;
+};
+
+// The metadata layout of a tensor ("dsv4.layout.<name>"), when the reader is safetensors.
+Layout StoredLayout(const CheckpointReader& r, const std::map<std::string, std::string>& meta,
+                    const std::string& name) {
+  if (!meta.empty()) {
+    auto it = meta.find("dsv4.layout." + name);
+    return it != meta.end() && it->second == "col_major" ? Layout::kColMajor : Layout::kRowMajor;
+  }
+  const auto* st = dynamic_cast<const SafetensorsFile*>(&r);
+  if (st == nullptr) {
+    if (const auto* sh = dynamic_cast<const ShardedSafetensors*>(&r)) {
+      for (const auto& f : sh->shards()) {
+        if (f->Find(name) != nullptr) {
+          st = f.get();
+          break;
+        }
+      }
+    }
+  }
+  if (st == nullptr) return Layout::kRowMajor;
+  auto it = st->metadata().find("dsv4.layout." + name);
+  return it != st->metadata().end() && it->second == "col_major" ? Layout::kColMajor
+                                                                 : Layout::kRowMajor;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- cache
+
+SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens) {
+  const int64_t L = c.num_hidden_layers;
+  kv_dim_ = c.kv_dim();
+  hidden_ = c.hidden_size;
+  slot_pos_.assign(max_tokens, -1);
+  k_.assign(L, std::vector<float>(max_tokens * kv_dim_));
+  v_.assign(L, std::vector<float>(max_tokens * kv_dim_));
+  importance_.assign(L, std::vector<float>(c.csa.enabled ? max_tokens : 0));
+  prune_score_.assign(max_tokens, 1.0f);
+  hca_hist_.assign(L, {});
+  adapter_out_.assign(L, {});
+  rope_ = MakeRopeParams(c, max_tokens);
+  if (c.kv_pruner.enabled) {
+    const int64_t budget = c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget : max_tokens;
+    pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);
+  }
+}
+
+void SeedCache::Evict(int64_t pos) {
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (slot_pos_[live_[i]] == pos) {
+      slot_pos_[live_[i]] = -1;
+      live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++evicted_total_;
+      return;
+    }
+  }
+}
+
+void SeedCache::Truncate(int64_t n) {
+  CHECK(n >= 0 && n <= length_);
+  std::vector<int32_t> keep;
+  for (int32_t s : live_) {
+    if (slot_pos_[s] < n) {
+      keep.push_back(s);
+    } else {
+      slot_pos_[s] = -1;
+    }
+  }
+  live_ = std::move(keep);
+  for (auto& h : hca_hist_) {
+    if (h.size() > static_cast<size_t>(n * hidden_)) h.resize(static_cast<size_t>(n * hidden_));
+  }
+  length_ = n;
+  if (n == 0) adapter_ready_ = false;
+}
+
+std::vector<int64_t> SeedCache::live_positions() const {
+  std::vector<int64_t> p;
+  for (int32_t s : live_) p.push_back(slot_pos_[s]);
+  return p;
+}
+
+int64_t SeedCache::slot_of(int64_t pos) const {
+  for (int32_t s : live_) {
+    if (slot_pos_[s] == pos) return s;
+  }
+  return -1;
+}
+
+bool SeedCache::holds(int64_t pos) const {
+  for (int32_t s : live_) {
+    if (slot_pos_[s] == pos) return true;
+  }
+  return false;
+}
+
+Status SeedCache::EvictRange(int64_t begin, int64_t end) {
+  if (begin < 0 || end < begin || end > length_) {
+    return OutOfRange("evict hint [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") is outside the sequence [0, " + std::to_string(length_) + ")",
+                      "hint only positions already in the cache (S-064)");
+  }
+  for (int64_t p = begin; p < end; ++p) Evict(p);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- loading
+
+Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const CheckpointReader> reader,
+                                                   const SeedConfig& config,
+                                                   const SeedLoadOptions& options) {
+  RETURN_IF_ERROR(config.Validate().WithContext(reader->path()));
+  std::unique_ptr<SeedModel> m(new SeedModel());
+  m->config_ = config;
+  m->reader_ = reader;
+  m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
+  RETURN_IF_ERROR(m->Bind(*reader, options.metadata));
+  m->router_state_.assign(config.num_hidden_layers, {});
+  m->info_.architecture = std::string(kSeedModelType) + " (" + std::string(ProfileName(config.profile)) + ")";
+  m->info_.vocab_size = config.vocab_size;
+  m->info_.max_context = config.max_context();
+  m->info_.bos_id = config.bos_token_id;
+  m->info_.eos_id = config.eos_token_id;
+  int64_t n = 0;
+  for (const TensorInfo& t : reader->tensors()) {
+    int64_t e = 1;
+    for (int64_t s : t.shape) e *= s;
+    n += e;
+  }
+  m->info_.n_params = n;  // S-008: counted from the tensors, never from declared sizes
+  return m;
+}
+
+Status SeedModel::Bind(const CheckpointReader& r,
+                       const std::map<std::string, std::string>& metadata) {
+  const SeedConfig& c = config_;
+  const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(), L = c.num_hidden_layers;
+  const int64_t I = c.intermediate_size, KV = c.kv_dim(), V = c.vocab_size;
+  Binder b(r);
+  embed_ = b.Get("model.embed_tokens.weight", {V, H});
+  final_norm_ = b.Vec("model.norm.weight", {H});
+  if (b.Has("lm_head.weight") || !c.tie_word_embeddings) {
+    lm_head_ = b.Get("lm_head.weight", {V, H});
+  } else {
+    lm_head_ = embed_;
+  }
+  std::vector<float> shared_shift_storage;
+  if (c.segmented_rope.enabled && b.Has("model.rotary_emb.segment_shift")) {
+    shared_shift_storage = b.Vec("model.rotary_emb.segment_shift", {nh, d / 2});
+  }
+  layers_.resize(L);
+  plans_.resize(L);
+  const int64_t F = c.expert_width();
+  for (int64_t l = 0; l < L; ++l) {
+    Layer& y = layers_[l];
+    SeedLayerPlan& p = plans_[l];
+    auto n = [&](const std::string& rest) { return LayerName(l, rest); };
+    // Block topology (S-012 / S-013): CED when ced_scale_factor is present and the norms absent.
+    bool ced_block = false;
+    if (c.ced.enabled) {
+      if (c.ced.block == "all") {
+        ced_block = true;
+      } else if (c.ced.block == "auto") {
+        ced_block = b.Has(n("ced_scale_factor")) && !b.Has(n("input_layernorm.weight"));
+      }
+    }
+    p.block = ced_block ? BlockKind::kCed : BlockKind::kPreNorm;
+    if (ced_block) {
+      std::vector<float> s = b.Vec(n("ced_scale_factor"), {1});
+      y.ced_scale = s[0];
+      if (b.Has(n("post_attention_layernorm.weight"))) {  // C-18 auto
+        p.ced_mlp_norm = true;
+        y.ffn_norm = b.Vec(n("post_attention_layernorm.weight"), {H});
+      }
+    } else {
+      y.attn_norm = b.Vec(n("input_layernorm.weight"), {H});
+      y.ffn_norm = b.Vec(n("post_attention_layernorm.weight"), {H});
+    }
+    y.wq = b.Get(n("self_attn.q_proj.weight"), {nh * d, H});
+    y.wk = b.Get(n("self_attn.k_proj.weight"), {KV, H});  // C-10: H → nkv·d
+    y.wv = b.Get(n("self_attn.v_proj.weight"), {KV, H});
+    y.wo = b.Get(n("self_attn.o_proj.weight"), {H, nh * d});
+    if (c.segmented_rope.enabled) {  // S-028: per layer or shared
+      if (b.Has(n("self_attn.rotary_emb.segment_shift"))) {
+        y.shift_storage = b.Vec(n("self_attn.rotary_emb.segment_shift"), {nh, d / 2});
+      } else if (!shared_shift_storage.empty()) {
+        y.shift_storage = shared_shift_storage;
+      } else {
+        b.Problem(n("self_attn.rotary_emb.segment_shift") +
+                  " (or model.rotary_emb.segment_shift) [" + std::to_string(nh) + ", " +
+                  std::to_string(d / 2) + "] is missing (segmented_rope is on)");
+      }
+      y.segment_shift = y.shift_storage.empty() ? nullptr : y.shift_storage.data();
+    }
+    p.csa = c.csa.enabled;
+    p.hca = c.hca.enabled && c.moe.enabled;
+    if (p.csa || p.hca) y.hca_gate_proj = b.Get(n("mlp.hca_gate_proj.weight"), {H, H});  // S-030, S-035
+    if (p.hca) {
+      const int64_t hid = c.hca.hidden;
+      y.hca.fc1 = b.Get(n("mlp.hca_controller.fc1.weight"), {hid, 3 * H});
+      y.hca.fc1_b = b.Vec(n("mlp.hca_controller.fc1.bias"), {hid});
+      y.hca.fc2 = b.Get(n("mlp.hca_controller.fc2.weight"), {H, hid});
+      y.hca.fc2_b = b.Vec(n("mlp.hca_controller.fc2.bias"), {H});
+    }
+    // FFN kind: CED fused when ced_weight is there, else MoE when configured, else dense.
+    if (c.ced.enabled && b.Has(n("mlp.ced_weight"))) {
+      p.ffn = FfnKind::kCedFused;
+      TensorView w = b.Get(n("mlp.ced_weight"), {I, H});
+      if (w.data != nullptr) {
+        const Layout stored = StoredLayout(r, metadata, n("mlp.ced_weight"));
+        if (stored == Layout::kColMajor) {
+          if (IsBlockDType(w.dtype)) {
+            b.Problem(n("mlp.ced_weight") + ": col_major " + std::string(DTypeName(w.dtype)) +
+                      " is not supported");
+          }
+          w = ColMajorView(w.data, w.dtype, I, H);  // S-078: a view, no copy, in bounds
+        }
+        Layout want = stored;
+        if (c.ced.layout == "true") want = Layout::kColMajor;
+        if (c.ced.layout == "false") want = Layout::kRowMajor;
+        if (want != stored) {  // S-075: override logged; S-077: an explicit copy
+          LOG_INFO("{}: ced_layout={} overrides the stored {} layout (a {} copy is made)",
+                   n("mlp.ced_weight"), c.ced.layout, LayoutName(stored), LayoutName(want));
+          y.ced_copy = ToLayout(w, want);
+          w = y.ced_copy.view;
+        }
+        p.ced_layout = DetectLayout(w);
+      }
+      y.ced.fused = w;
+      y.ced.bias = b.Has(n("mlp.ced_bias")) ? b.Vec(n("mlp.ced_bias"), {I}) : std::vector<float>{};
+      y.ced.down = b.Get(n("mlp.down_proj.weight"), {H, I});
+      if (c.task_adapter.enabled) {
+        b.Problem(n("mlp.ced_weight") + ": the TaskAdapter cannot gate a CED fused MLP");
+      }
+    } else if (c.moe.enabled) {
+      p.ffn = FfnKind::kMoe;
+      const int64_t E = c.moe.num_experts;
+      y.router = b.Get(n("mlp.gate.weight"), {E, H});
+      y.experts.resize(E);
+      const bool seed_names = c.moe.expert_naming == "seed";  // S-072
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string pe = "mlp.experts." + std::to_string(e) + ".";
+        TensorView w1 = b.Get(n(pe + "w1.weight"), {F, H});
+        TensorView w3 = b.Get(n(pe + "w3.weight"), {F, H});
+        y.experts[e].gate = seed_names ? w3 : w1;
+        y.experts[e].up = seed_names ? w1 : w3;
+        y.experts[e].down = b.Get(n(pe + "w2.weight"), {H, F});
+      }
+    } else {
+      p.ffn = FfnKind::kDense;
+      y.gate = b.Get(n("mlp.gate_proj.weight"), {I, H});  // S-003: rows == I
+      y.up = b.Get(n("mlp.up_proj.weight"), {I, H});
+      y.down = b.Get(n("mlp.down_proj.weight"), {H, I});
+    }
+    if (c.task_adapter.enabled && b.Has(n("mlp.task_gate_weight"))) {
+      y.task_alpha = b.Vec(n("mlp.task_gate_weight"), {1})[0];
+    }
+  }
+  if (c.task_adapter.enabled) {
+    const int64_t ra = c.task_adapter.adapter_dim;
+    const int64_t Fa = c.moe.enabled ? F : I;
+    adapter_.layer_embedding = b.Get("model.task_adapter.layer_embedding.weight", {L, ra});  // S-057
+    adapter_.task_embedding = b.Get("model.task_adapter.task_embedding.weight", {ra, H});
+    adapter_.task_embedding_b = b.Vec("model.task_adapter.task_embedding.bias", {ra});
+    adapter_.mlp0 = b.Get("model.task_adapter.adapter_mlp.0.weight", {ra, 2 * ra});
+    adapter_.mlp0_b = b.Vec("model.task_adapter.adapter_mlp.0.bias", {ra});
+    adapter_.mlp2 = b.Get("model.task_adapter.adapter_mlp.2.weight", {Fa, ra});
+    adapter_.mlp2_b = b.Vec("model.task_adapter.adapter_mlp.2.bias", {Fa});
+  }
+  if (c.kv_pruner.enabled) {
+    const int64_t hp = c.kv_pruner.hidden;
+    pruner_.fc1 = b.Get("model.kv_pruner.score_net.0.weight", {hp, H});
+    pruner_.fc1_b = b.Vec("model.kv_pruner.score_net.0.bias", {hp});
+    pruner_.fc2 = b.Get("model.kv_pruner.score_net.2.weight", {1, hp});
+    pruner_.fc2_b = b.Vec("model.kv_pruner.score_net.2.bias", {1})[0];
+    has_pruner_ = true;
+  }
+  return b.status();
+}
+
+std::unique_ptr<SequenceCache> SeedModel::NewCache(int64_t max_tokens) const {
+  CHECK(max_tokens > 0);
+  return std::unique_ptr<SequenceCache>(new SeedCache(config_, max_tokens));
+}
+
+void SeedModel::SetThreads(int n_threads) {
+  pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
+}
+
+int64_t SeedModel::kv_bytes_per_token() const {
+  return config_.num_hidden_layers * 2 * config_.kv_dim() * static_cast<int64_t>(sizeof(float));
+}
+
+// ---------------------------------------------------------------- forward
+
+void SeedModel::SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
+                           const float* adapter, float alpha, const float* f, int64_t T,
+                           float* out) {
+  const int64_t Fw = gate.size(0), H = config_.hidden_size;
+  std::vector<float> g(T * Fw), u(T * Fw);
+  ops::MatMul(*pool_, g.data(), f, gate, T);
+  ops::MatMul(*pool_, u.data(), f, up, T);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < Fw; ++j) {
+      float gj = g[t * Fw + j];
+      if (adapter != nullptr) gj += alpha * adapter[j];  // S-055: gate' = gate + α·adapter_out
+      g[t * Fw + j] = ops::ref::Silu(gj) * u[t * Fw + j];
+    }
+  }
+  (void)H;
+  ops::MatMul(*pool_, out, g.data(), down, T);
+}
+
+void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
+                    float* out, SeedStepStats& stats, Status& status) {
+  const SeedConfig& cfg = config_;
+  const Layer& y = layers_[l];
+  const SeedLayerPlan& p = plans_[l];
+  const int64_t H = cfg.hidden_size;
+  const float* adapter = cfg.task_adapter.enabled && !c.adapter_out_[l].empty()
+                             ? c.adapter_out_[l].data()
+                             : nullptr;
+  if (p.ffn == FfnKind::kDense) {
+    SwiGluRows(y.gate, y.up, y.down, adapter, y.task_alpha, f, T, out);
+    return;
+  }
+  if (p.ffn == FfnKind::kCedFused) {
+    CedMlpForward(*pool_, y.ced, f, T, out, ced_scratch_);
+    return;
+  }
+  // MoE.
+  const int64_t E = cfg.moe.num_experts;
+  std::vector<float> g_hca, w_mean(T, 1.0f);
+  const float* router_in = f;
+  if (p.hca) {
+    std::vector<float> g(T * H);
+    ops::MatMul(*pool_, g.data(), f, y.hca_gate_proj, T);
+    std::vector<double> mu, sigma;
+    std::vector<float>& hist = c.hca_hist_[l];
+    hist.insert(hist.end(), g.begin(), g.end());
+    if (cfg.hca.stats == "sequence") {  // C-15: every token of this sequence so far
+      FeatureStats(hist.data(), static_cast<int64_t>(hist.size()) / H, H, cfg.hca.eps, mu, sigma);
+    } else {  // the seed's batch mode: this call's tokens
+      FeatureStats(g.data(), T, H, cfg.hca.eps, mu, sigma);
+    }
+    g_hca.resize(T * H);
+    HcaGate(*pool_, y.hca, g.data(), T, H, mu, sigma, g_hca.data(), w_mean.data());
+    if (cfg.moe.router_input == "hca") router_in = g_hca.data();
+  }
+  if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;
+  const double skip = runtime_.hca_skip_override ? runtime_.hca_skip_threshold
+                                                 : (p.hca ? cfg.hca.skip_threshold : 0.0);
+  // S-034: skipped tokens get a zero FFN output and are not dispatched.
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    if (!(skip > 0 && w_mean[t] < skip)) rows.push_back(t);
+  }
+  std::fill(out, out + T * H, 0.0f);
+  const int64_t N = static_cast<int64_t>(rows.size());
+  std::vector<float> logits_all(T * E), logits(N * E);
+  ops::MatMul(*pool_, logits_all.data(), router_in, y.router, T);
+  for (int64_t i = 0; i < N; ++i) {
+    std::copy_n(logits_all.data() + rows[i] * E, E, logits.data() + i * E);
+  }
+  RouterOptions ro = runtime_.router;
+  if (ro.freeze && !ro.freeze_layers.empty() &&
+      std::find(ro.freeze_layers.begin(), ro.freeze_layers.end(), l) == ro.freeze_layers.end()) {
+    ro.freeze = false;
+  }
+  RouteResult& rr = stats.routes[l];
+  Status st = Route(cfg.moe, ro, router_state_[l], logits.data(), N, c.length_ + T, nullptr, rr);
+  if (!st.ok()) {
+    status = st.WithContext("layer " + std::to_string(l) + " router");
+    return;
+  }
+  std::vector<float> eo(H);
+  for (int64_t i = 0; i < N; ++i) {
+    const int64_t t = rows[i];
+    for (int64_t j = 0; j < rr.k; ++j) {
+      const int32_t e = rr.expert[i * rr.k + j];
+      if (e < 0) continue;
+      const Expert& ex = y.experts[e];
+      SwiGluRows(ex.gate, ex.up, ex.down, adapter, y.task_alpha, f + t * H, 1, eo.data());
+      const float w = rr.weight[i * rr.k + j];
+      for (int64_t h = 0; h < H; ++h) out[t * H + h] += w * eo[h];
+    }
+  }
+}
+
+Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_base,
+                          std::span<float> logits, bool all_logits) {
+  auto* cp = dynamic_cast<SeedCache*>(&cache_base);
+  CHECK(cp != nullptr, "SeedModel::Forward needs a cache from SeedModel::NewCache");
+  SeedCache& c = *cp;
+  const SeedConfig& cfg = config_;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
+  const int64_t d = cfg.head_dim(), KV = cfg.kv_dim(), V = cfg.vocab_size, L = cfg.num_hidden_layers;
+  if (T == 0) return InvalidArgument("Forward: no tokens");
+  const int64_t pos0 = c.length_;
+  if (pos0 + T > info_.max_context) {  // S-007
+    return OutOfRange("seed model: positions up to " + std::to_string(pos0 + T) +
+                          " exceed the model's context " + std::to_string(info_.max_context),
+                      "add rope_scaling {\"type\": \"linear\", \"factor\": f} to serve longer "
+                      "contexts (S-007)");
+  }
+  if (c.live_tokens() + T > c.slots()) {
+    return ResourceExhausted("seed model: the KV cache holds " + std::to_string(c.live_tokens()) +
+                                 " of " + std::to_string(c.slots()) + " slots; " +
+                                 std::to_string(T) + " more do not fit",
+                             "make a larger cache, or enable the kv_pruner");
+  }
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= V) {
+      return InvalidArgument("seed model: token id " + std::to_string(id) + " is outside [0, " +
+                             std::to_string(V) + ")");
+    }
+  }
+  const size_t want = all_logits ? static_cast<size_t>(T * V) : static_cast<size_t>(V);
+  if (logits.size() < want) return InvalidArgument("Forward: logits buffer too small");
+  stats_ = SeedStepStats{};
+  stats_.routes.resize(L);
+
+  std::vector<float> x(T * H), h(T * H), q(T * nh * d), k(T * KV), v(T * KV), att(T * nh * d);
+  std::vector<float> a(T * H), fin(T * H), ffn(T * H);
+  for (int64_t t = 0; t < T; ++t) DequantizeRow(embed_.dtype, embed_[tokens[t]].data, H, x.data() + t * H);
+
+  // TaskAdapter: the task vector once per request, at its first call (S-058).
+  if (cfg.task_adapter.enabled && !c.adapter_ready_) {
+    if (pos0 != 0) return InvalidArgument("TaskAdapter: the first call of a request must start at position 0");
+    std::vector<float> task(H, 0.0f);
+    if (cfg.task_adapter.task_source == "first_token") {
+      std::copy_n(x.data(), H, task.data());
+    } else {
+      for (int64_t cc = 0; cc < H; ++cc) {
+        double s = 0;
+        for (int64_t t = 0; t < T; ++t) s += x[t * H + cc];
+        task[cc] = static_cast<float>(s / static_cast<double>(T));
+      }
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      ASSIGN_OR_RETURN(c.adapter_out_[l], TaskAdapterOut(*pool_, adapter_, task.data(), l));
+    }
+    c.adapter_ready_ = true;
+  }
+
+  // Slots for the new tokens (lowest free first; S-065: freed slots are reused).
+  std::vector<int32_t> new_slots;
+  for (int32_t s = 0; s < c.slots() && static_cast<int64_t>(new_slots.size()) < T; ++s) {
+    if (c.slot_pos_[s] < 0) new_slots.push_back(s);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    c.slot_pos_[new_slots[t]] = pos0 + t;
+    c.live_.push_back(new_slots[t]);
+  }
+
+  const AttnShape shape{nh, nkv, d};
+  for (int64_t l = 0; l < L; ++l) {
+    const Layer& y = layers_[l];
+    const SeedLayerPlan& p = plans_[l];
+    // Attention input: RMSNorm (pre-norm) or x itself (CED, no norm).
+    for (int64_t t = 0; t < T; ++t) {
+      if (p.block == BlockKind::kPreNorm) {
+        ops::ref::RmsNorm(h.data() + t * H, x.data() + t * H, y.attn_norm.data(), H, static_cast<float>(cfg.rms_norm_eps));
+      } else {
+        std::copy_n(x.data() + t * H, H, h.data() + t * H);
+      }
+    }
+    ops::MatMul(*pool_, q.data(), h.data(), y.wq, T);
+    ops::MatMul(*pool_, k.data(), h.data(), y.wk, T);
+    ops::MatMul(*pool_, v.data(), h.data(), y.wv, T);
+    ApplyRope(q.data(), T, nh, d, pos0, c.rope_, y.segment_shift);
+    ApplyRope(k.data(), T, nkv, d, pos0, c.rope_, nullptr);
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(k.data() + t * KV, KV, c.k_[l].data() + new_slots[t] * KV);
+      std::copy_n(v.data() + t * KV, KV, c.v_[l].data() + new_slots[t] * KV);
+    }
+    if (p.csa) {  // S-019 / S-035: importance = mean over features of hca_gate_proj(attention input)
+      std::vector<float> g(T * H);
+      ops::MatMul(*pool_, g.data(), h.data(), y.hca_gate_proj, T);
+      for (int64_t t = 0; t < T; ++t) {
+        double s = 0;
+        for (int64_t cc = 0; cc < H; ++cc) s += g[t * H + cc];
+        c.importance_[l][new_slots[t]] = static_cast<float>(s / static_cast<double>(H));
+      }
+    }
+    KvView kv{c.k_[l].data(), c.v_[l].data(), p.csa ? c.importance_[l].data() : nullptr,
+              c.slot_pos_.data(), c.live_};
+    std::vector<int32_t> seed_sel;
+    if (p.csa && cfg.csa.global_mode == "seed") {
+      seed_sel = SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(), cfg.csa.global_topk);
+    }
+    const bool layernorm_fusion = p.csa && cfg.csa.fusion_mode == "residual_layernorm";
+    const double ones[3] = {1.0, 1.0, 1.0};
+    for (int64_t t = 0; t < T; ++t) {
+      const bool qsel = std::find(seed_sel.begin(), seed_sel.end(), new_slots[t]) != seed_sel.end();
+      Attend(shape, c.rope_, y.segment_shift, p.csa ? &cfg.csa : nullptr,
+             layernorm_fusion ? ones : nullptr, kv, q.data() + t * nh * d, pos0 + t, seed_sel, qsel,
+             att.data() + t * nh * d, attn_scratch_);
+      if (layernorm_fusion) {  // S-021: LayerNorm(x + b1 + b2 + b3), no affine, then o_proj
+        float* o = att.data() + t * nh * d;
+        double mean = 0, var = 0;
+        for (int64_t cc = 0; cc < H; ++cc) mean += o[cc] + h[t * H + cc];
+        mean /= static_cast<double>(H);
+        for (int64_t cc = 0; cc < H; ++cc) {
+          const double z = o[cc] + h[t * H + cc] - mean;
+          var += z * z;
+        }
+        var /= static_cast<double>(H);
+        for (int64_t cc = 0; cc < H; ++cc) {
+          o[cc] = static_cast<float>((o[cc] + h[t * H + cc] - mean) / std::sqrt(var + cfg.rms_norm_eps));
+        }
+      }
+    }
+    ops::MatMul(*pool_, a.data(), att.data(), y.wo, T);
+    const float scale = p.block == BlockKind::kCed ? y.ced_scale : 1.0f;  // S-013
+    for (int64_t i = 0; i < T * H; ++i) x[i] += scale * a[i];
+    // FFN input.
+    for (int64_t t = 0; t < T; ++t) {
+      if (p.block == BlockKind::kPreNorm || p.ced_mlp_norm) {
+        ops::ref::RmsNorm(fin.data() + t * H, x.data() + t * H, y.ffn_norm.data(), H, static_cast<float>(cfg.rms_norm_eps));
+      } else {
+        std::copy_n(x.data() + t * H, H, fin.data() + t * H);
+      }
+    }
+    Status st;
+    Ffn(l, fin.data(), x.data(), T, c, ffn.data(), stats_, st);
+    if (!st.ok()) {
+      c.Truncate(pos0);  // frees this call's slots and HCA rows
+      return st;
+    }
+    for (int64_t i = 0; i < T * H; ++i) x[i] += ffn[i];
+  }
+  c.length_ = pos0 + T;
+  c.peak_live_ = std::max(c.peak_live_, c.live_tokens());
+
+  // Logits (before the pruner acts: S-065, this step is unaffected by its own decision).
+  const int64_t first = all_logits ? 0 : T - 1;
+  std::vector<float> normed(H);
+  for (int64_t t = first; t < T; ++t) {
+    ops::ref::RmsNorm(normed.data(), x.data() + t * H, final_norm_.data(), H, static_cast<float>(cfg.rms_norm_eps));
+    ops::MatMul(*pool_, logits.data() + (t - first) * V, normed.data(), lm_head_, 1);
+  }
+
+  // SemanticKVPruner: score the new tokens, then write-then-evict.
+  if (has_pruner_ && runtime_.pruner && c.pruner_) {
+    stats_.pruner_scores.resize(T);
+    PrunerScores(*pool_, pruner_, x.data(), T, H, stats_.pruner_scores.data());
+    for (int64_t t = 0; t < T; ++t) c.prune_score_[new_slots[t]] = stats_.pruner_scores[t];
+    std::vector<int64_t> pos;
+    std::vector<float> score;
+    for (int32_t s : c.live_) {
+      pos.push_back(c.slot_pos_[s]);
+      score.push_back(c.prune_score_[s]);
+    }
+    stats_.pruner = c.pruner_->Step(pos, score, c.length_);
+    for (int64_t e : stats_.pruner.evict) c.Evict(e);
+  }
+  stats_.live_tokens = c.live_tokens();
+  return Status::Ok();
+}
+
+}  // namespace dsv4::seed
+
+namespace dsv4 {
+
+Result<std::unique_ptr<Model>> LoadSeedModel(const std::string& dir, int threads) {
+  const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+  ASSIGN_OR_RETURN(seed::SeedConfig config, seed::SeedConfig::FromFile(config_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, OpenCheckpointDir(dir));
+  std::shared_ptr<const CheckpointReader> shared(std::move(reader));
+  seed::SeedLoadOptions o;
+  o.threads = threads;
+  ASSIGN_OR_RETURN(std::unique_ptr<seed::SeedModel> m, seed::SeedModel::Load(shared, config, o));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace dsv4

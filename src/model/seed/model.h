@@ -1,0 +1,210 @@
+// SeedModel: the seed-article model family (config.h) behind the engine's
+// Model interface — a clear scalar reference path, one mechanism per file:
+//
+//   x = Embed(tokens)                                        [T, H]
+//   for each layer l (kinds fixed at load from config + checkpoint):
+//     h  = prenorm ? RMSNorm(x) : x                          S-012 / S-013 (CED: no norm)
+//     a  = o_proj(Attention(h))                              attention.h: standard or CSA,
+//                                                            rope.h: dynamic / linear / segmented
+//     x += CED ? c_l · a : a                                 c_l = ced_scale_factor
+//     f  = prenorm ? RMSNorm(x) : x (CED: norm only if the checkpoint has one, C-18)
+//     x += FFN(f)   dense SwiGLU (+TaskAdapter) | CED fused (ced_mlp.h) |
+//                   MoE: router(hidden | HCA(f) | x) → capacity routing → experts (router.h, hca.h)
+//   logits = lm_head · RMSNorm(x)
+//   SemanticKVPruner (kv_pruner.h): scores from x after the last layer, evicts after the step.
+//
+// Per-request state lives in SeedCache: slotted K/V (positions never
+// renumbered; evicted slots reused), CSA importance per cached token, HCA
+// feature history (per-sequence statistics), the TaskAdapter outputs, the
+// frozen RoPE parameters and the pruner state. Theta is frozen per request from
+// NewCache(max_tokens) (C-11): max_tokens is the request's expected context.
+//
+// Not causal by the digest, so prefill and incremental decode differ: HCA
+// per-sequence statistics (C-15: a prefill's statistics cover the whole prompt),
+// capacity per forward (S-044: N is the call's token count), the seed-literal
+// CSA global mode (C-08). With those off, prefill == incremental.
+#ifndef DSV4_MODEL_SEED_MODEL_H_
+#define DSV4_MODEL_SEED_MODEL_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "io/checkpoint.h"
+#include "model/model.h"
+#include "model/seed/attention.h"
+#include "model/seed/ced_mlp.h"
+#include "model/seed/config.h"
+#include "model/seed/hca.h"
+#include "model/seed/kv_pruner.h"
+#include "model/seed/rope.h"
+#include "model/seed/router.h"
+#include "model/seed/task_adapter.h"
+
+namespace dsv4::seed {
+
+// Runtime options (engine material, not model config): router modes,
+// capacity override, pruner switch.
+struct SeedRuntimeOptions {
+  RouterOptions router;
+  bool pruner = true;            // run the SemanticKVPruner when the model has one
+  int64_t pruner_budget = -1;    // < 0: the config's kv_budget
+  bool hca_skip_override = false;
+  double hca_skip_threshold = 0; // with hca_skip_override
+};
+
+struct SeedLoadOptions {
+  int threads = 1;
+  // safetensors __metadata__ to read layouts from ("dsv4.layout.<name>"); empty:
+  // the reader's own (for readers that wrap a safetensors file).
+  std::map<std::string, std::string> metadata;
+};
+
+enum class BlockKind { kPreNorm, kCed };
+enum class FfnKind { kDense, kCedFused, kMoe };
+
+// What one layer runs, decided at load.
+struct SeedLayerPlan {
+  BlockKind block = BlockKind::kPreNorm;
+  FfnKind ffn = FfnKind::kDense;
+  bool csa = false;
+  bool hca = false;          // HCA controller feeds the router
+  bool ced_mlp_norm = false; // CED block with a norm before the MLP (C-18 auto)
+  Layout ced_layout = Layout::kRowMajor;
+};
+
+class SeedCache;
+
+// Counters of the last Forward (tests, bench, telemetry).
+struct SeedStepStats {
+  std::vector<RouteResult> routes;  // per layer (MoE layers; empty elsewhere)
+  std::vector<float> pruner_scores; // [T] this step's tokens
+  KvPrunerPolicy::Decision pruner;  // this step's eviction
+  int64_t live_tokens = 0;          // after the step
+};
+
+class SeedModel final : public Model {
+ public:
+  static Result<std::unique_ptr<SeedModel>> Load(std::shared_ptr<const CheckpointReader> reader,
+                                                 const SeedConfig& config,
+                                                 const SeedLoadOptions& options = {});
+
+  const ModelInfo& info() const override { return info_; }
+  const SeedConfig& config() const { return config_; }
+  const std::vector<SeedLayerPlan>& plans() const { return plans_; }
+  std::unique_ptr<SequenceCache> NewCache(int64_t max_tokens) const override;
+  Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
+                 bool all_logits) override;
+  void SetThreads(int n_threads) override;
+
+  void SetRuntimeOptions(const SeedRuntimeOptions& o) { runtime_ = o; }
+  const SeedRuntimeOptions& runtime_options() const { return runtime_; }
+  const SeedStepStats& last_step() const { return stats_; }
+  RouterState& router_state(int64_t layer) { return router_state_[layer]; }
+  float ced_scale(int64_t layer) const { return layers_[layer].ced_scale; }
+  // Bytes of K/V a slot holds over all layers (bench: KV usage).
+  int64_t kv_bytes_per_token() const;
+
+ private:
+  struct Expert {
+    TensorView gate, up, down;  // [F, H], [F, H], [H, F]
+  };
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;  // [H] (empty when absent)
+    TensorView wq, wk, wv, wo;
+    float ced_scale = 1.0f;
+    const float* segment_shift = nullptr;  // [nh, d/2]
+    std::vector<float> shift_storage;
+    TensorView hca_gate_proj;              // [H, H] (CSA importance, HCA)
+    HcaWeights hca;
+    TensorView gate, up, down;             // dense
+    CedMlpWeights ced;
+    OwnedMatrix ced_copy;                  // when the config forces another layout
+    TensorView router;                     // [E, H]
+    std::vector<Expert> experts;
+    float task_alpha = 0.0f;
+  };
+
+  SeedModel() = default;
+  Status Bind(const CheckpointReader& r, const std::map<std::string, std::string>& metadata);
+  void Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
+           float* out, SeedStepStats& stats, Status& status);
+  void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
+                  const float* adapter, float alpha, const float* f, int64_t T, float* out);
+
+  SeedConfig config_;
+  std::vector<SeedLayerPlan> plans_;
+  ModelInfo info_;
+  std::shared_ptr<const CheckpointReader> reader_;
+  TensorView embed_, lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<Layer> layers_;
+  TaskAdapterWeights adapter_;
+  PrunerWeights pruner_;
+  bool has_pruner_ = false;
+  std::vector<RouterState> router_state_;
+  SeedRuntimeOptions runtime_;
+  SeedStepStats stats_;
+  std::unique_ptr<ThreadPool> pool_;
+  AttnScratch attn_scratch_;
+  CedScratch ced_scratch_;
+};
+
+// The per-request state (see the file comment).
+class SeedCache final : public SequenceCache {
+ public:
+  int64_t length() const override { return length_; }
+  void Truncate(int64_t n) override;
+
+  int64_t slots() const { return static_cast<int64_t>(slot_pos_.size()); }
+  int64_t live_tokens() const { return static_cast<int64_t>(live_.size()); }
+  // Positions held, ascending.
+  std::vector<int64_t> live_positions() const;
+  bool holds(int64_t pos) const;
+  // The slot holding `pos`, or -1.
+  int64_t slot_of(int64_t pos) const;
+  // S-064: drops the K/V of positions [begin, end) (an "already read" hint).
+  // Positions are not renumbered; later tokens keep their rotary positions.
+  Status EvictRange(int64_t begin, int64_t end);
+  const RopeParams& rope() const { return rope_; }
+  double pruner_efficiency() const { return pruner_ ? pruner_->efficiency() : 0.0; }
+  int64_t evicted_total() const { return evicted_total_; }
+  int64_t peak_live() const { return peak_live_; }
+  // The TaskAdapter output of layer l ([F]; empty before the first Forward).
+  const std::vector<float>& adapter_out(int64_t l) const { return adapter_out_[l]; }
+
+ private:
+  friend class SeedModel;
+  SeedCache(const SeedConfig& c, int64_t max_tokens);
+  void Evict(int64_t pos);
+
+  int64_t length_ = 0;
+  int64_t kv_dim_ = 0;
+  int64_t hidden_ = 0;
+  std::vector<int64_t> slot_pos_;            // [S], -1 free
+  std::vector<int32_t> live_;                // by position
+  std::vector<std::vector<float>> k_, v_;    // [L][S · kv_dim]
+  std::vector<std::vector<float>> importance_;  // [L][S]
+  std::vector<float> prune_score_;           // [S]
+  std::vector<std::vector<float>> hca_hist_; // [L][length · H]
+  std::vector<std::vector<float>> adapter_out_;  // [L][F]
+  bool adapter_ready_ = false;
+  RopeParams rope_;
+  std::unique_ptr<KvPrunerPolicy> pruner_;
+  int64_t evicted_total_ = 0;
+  int64_t peak_live_ = 0;
+};
+
+}  // namespace dsv4::seed
+
+namespace dsv4 {
+
+// Loads a seed-family checkpoint directory: config.json (model_type
+// "deepseek_v4_seed") plus model.safetensors (or shards). Errors name the file.
+Result<std::unique_ptr<Model>> LoadSeedModel(const std::string& dir, int threads = 1);
+
+}  // namespace dsv4
+
+#endif  // DSV4_MODEL_SEED_MODEL_H_

@@ -1,0 +1,280 @@
+// MoE routing with capacity and router modes (see router.h).
+#include "model/seed/router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "base/log.h"
+
+namespace dsv4::seed {
+namespace {
+
+// Softmax over the raw logits of `experts`, in fp32 (max-subtracted).
+void SoftmaxOver(const float* logits, const std::vector<int32_t>& experts, float* w) {
+  float mx = -INFINITY;
+  for (int32_t e : experts) mx = std::max(mx, logits[e]);
+  float sum = 0;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    w[i] = std::exp(logits[experts[i]] - mx);
+    sum += w[i];
+  }
+  for (size_t i = 0; i < experts.size(); ++i) w[i] /= sum;
+}
+
+std::vector<int32_t> RankAll(const float* score, int64_t E, const uint8_t* mask) {
+  std::vector<int32_t> r;
+  for (int32_t e = 0; e < E; ++e) {
+    if (mask == nullptr || mask[e]) r.push_back(e);
+  }
+  std::stable_sort(r.begin(), r.end(), [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+  return r;
+}
+
+}  // namespace
+
+int64_t EffectiveK(const MoeConfig& moe, int64_t total_ctx) {
+  int64_t k = moe.routing == "group_limited" ? moe.topk_group * moe.per_group_k : moe.num_experts_per_tok;
+  if (moe.dynamic_k && moe.routing == "topk") {
+    k = std::max<int64_t>(2, static_cast<int64_t>(std::floor(0.015 * static_cast<double>(total_ctx))));
+  }
+  return std::clamp<int64_t>(k, 1, moe.num_experts);
+}
+
+std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, const float* bias,
+                                   const uint8_t* mask, int64_t k) {
+  const int64_t E = moe.num_experts;
+  std::vector<float> score(E);
+  for (int64_t e = 0; e < E; ++e) score[e] = logits[e] + (bias != nullptr ? bias[e] : 0.0f);
+  if (moe.routing != "group_limited") {
+    std::vector<int32_t> r = RankAll(score.data(), E, mask);
+    if (static_cast<int64_t>(r.size()) > k) r.resize(k);
+    return r;
+  }
+  const int64_t G = moe.n_group, per = E / G;
+  std::vector<float> gscore(G, -INFINITY);
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<float> v;
+    for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+      if (mask == nullptr || mask[e]) v.push_back(score[e]);
+    }
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end(), std::greater<float>());
+    gscore[g] = v[0] + (v.size() > 1 ? v[1] : 0.0f);  // sum of the top-2 (C-21)
+  }
+  std::vector<int32_t> groups(G);
+  std::iota(groups.begin(), groups.end(), 0);
+  std::stable_sort(groups.begin(), groups.end(), [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
+  std::vector<int32_t> chosen;
+  for (int64_t i = 0; i < moe.topk_group && i < G; ++i) {
+    const int32_t g = groups[i];
+    if (gscore[g] == -INFINITY) break;
+    std::vector<int32_t> in;
+    for (int32_t e = static_cast<int32_t>(g * per); e < (g + 1) * per; ++e) {
+      if (mask == nullptr || mask[e]) in.push_back(e);
+    }
+    std::stable_sort(in.begin(), in.end(), [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+    for (int64_t j = 0; j < moe.per_group_k && j < static_cast<int64_t>(in.size()); ++j) chosen.push_back(in[j]);
+  }
+  std::stable_sort(chosen.begin(), chosen.end(), [&](int32_t a, int32_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  if (static_cast<int64_t>(chosen.size()) > k) chosen.resize(k);
+  return chosen;
+}
+
+Status ValidateExternalWeights(std::vector<float>& w) {
+  double sum = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w[i]) || w[i] < 0) {
+      return InvalidArgument("external routing weight " + std::to_string(i) + " = " +
+                                 std::to_string(w[i]) + " is negative or not finite",
+                             "routing weights must be non-negative and sum to 1 (S-052)");
+    }
+    sum += w[i];
+  }
+  if (std::fabs(sum - 1.0) > 1e-3) {
+    return InvalidArgument("external routing weights sum to " + std::to_string(sum) + ", not 1",
+                           "a sum within 1e-3 of 1 is renormalised; anything else is refused (S-052)");
+  }
+  for (float& x : w) x = static_cast<float>(x / sum);
+  return Status::Ok();
+}
+
+Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, const float* logits,
+             int64_t N, int64_t total_ctx, const float* external_weights, RouteResult& out) {
+  const int64_t E = moe.num_experts;
+  if (!opt.expert_mask.empty() && external_weights != nullptr) {
+    return InvalidArgument("router: an expert mask and external routing weights were both given",
+                           "use one mode at a time (S-049)");
+  }
+  if (!opt.expert_mask.empty() && static_cast<int64_t>(opt.expert_mask.size()) != E) {
+    return InvalidArgument("router: the expert mask has " + std::to_string(opt.expert_mask.size()) +
+                               " entries for " + std::to_string(E) + " experts",
+                           "give one flag per expert");
+  }
+  if (st.bias.empty()) st.bias.assign(E, 0.0f);
+  if (st.cumulative.empty()) st.cumulative.assign(E, 0);
+  const uint8_t* mask = opt.expert_mask.empty() ? nullptr : opt.expert_mask.data();
+  int64_t k = EffectiveK(moe, total_ctx);
+  if (mask != nullptr) {
+    const int64_t allowed = std::count(opt.expert_mask.begin(), opt.expert_mask.end(), 1);
+    if (allowed == 0) {
+      return InvalidArgument("router: the expert mask allows no expert", "allow at least one (S-051)");
+    }
+    if (allowed < k) {
+      LOG_WARNING("router: only {} experts allowed, k reduced from {} (S-051)", allowed, k);
+      k = allowed;
+    }
+  }
+  out.counts.assign(E, 0);
+  out.selected.assign(E, 0);
+  out.reweighted = false;
+  out.lb_loss = 0;
+  if (opt.freeze) {
+    const int64_t kf = static_cast<int64_t>(opt.freeze_experts.size());
+    if (kf == 0 || opt.freeze_weights.size() != opt.freeze_experts.size()) {
+      return InvalidArgument("router: freeze needs as many weights as experts", "e.g. 0,1:0.7,0.3 (S-134)");
+    }
+    for (int32_t e : opt.freeze_experts) {
+      if (e < 0 || e >= E) {
+        return InvalidArgument("router: frozen expert " + std::to_string(e) + " is not in [0, " +
+                               std::to_string(E) + ")");
+      }
+    }
+    out.k = kf;
+    out.capacity = 0;
+    out.expert.resize(N * kf);
+    out.weight.resize(N * kf);
+    for (int64_t t = 0; t < N; ++t) {
+      for (int64_t j = 0; j < kf; ++j) {
+        out.expert[t * kf + j] = opt.freeze_experts[j];
+        out.weight[t * kf + j] = opt.freeze_weights[j];
+        ++out.counts[opt.freeze_experts[j]];
+        ++out.selected[opt.freeze_experts[j]];
+      }
+    }
+    for (int64_t e = 0; e < E; ++e) st.cumulative[e] += out.counts[e];
+    return Status::Ok();
+  }
+
+  // Selection (before capacity).
+  std::vector<std::vector<int32_t>> sel(N);
+  std::vector<std::vector<float>> w(N);
+  for (int64_t t = 0; t < N; ++t) {
+    sel[t] = SelectExperts(moe, logits + t * E, st.bias.data(), mask, k);
+    w[t].resize(sel[t].size());
+    SoftmaxOver(logits + t * E, sel[t], w[t].data());
+    if (external_weights != nullptr) {
+      std::vector<float> ext(external_weights + t * k, external_weights + (t + 1) * k);
+      RETURN_IF_ERROR(ValidateExternalWeights(ext).WithContext("token " + std::to_string(t)));
+      w[t] = ext;
+    }
+    for (int32_t e : sel[t]) ++out.selected[e];
+  }
+  const double cf = opt.capacity_factor >= 0 ? opt.capacity_factor : moe.capacity_factor;
+  out.capacity = cf > 0 ? static_cast<int64_t>(std::ceil(cf * static_cast<double>(N * k) / E)) : 0;
+  out.k = k;
+  out.expert.assign(N * k, -1);
+  out.weight.assign(N * k, 0.0f);
+  const int64_t cap = out.capacity;
+  std::vector<float> score(E);
+  for (int64_t t = 0; t < N; ++t) {
+    int32_t* oe = out.expert.data() + t * k;
+    float* ow = out.weight.data() + t * k;
+    if (cap == 0) {
+      for (size_t j = 0; j < sel[t].size(); ++j) {
+        oe[j] = sel[t][j];
+        ow[j] = w[t][j];
+        ++out.counts[sel[t][j]];
+      }
+      continue;
+    }
+    if (moe.assign == "seed_greedy") {
+      for (size_t j = 0; j < sel[t].size(); ++j) {
+        const int32_t e = sel[t][j];
+        if (out.counts[e] < cap) {
+          oe[0] = e;
+          ow[0] = w[t][j];  // the original top-k weight, not renormalised (seed parity)
+          ++out.counts[e];
+          break;
+        }
+      }
+      continue;
+    }
+    // topk_capped: each slot, else the best expert outside the top-k with room.
+    for (int64_t e = 0; e < E; ++e) score[e] = logits[t * E + e] + st.bias[e];
+    const std::vector<int32_t> ranking = RankAll(score.data(), E, mask);
+    std::vector<int32_t> used;
+    for (int32_t e : sel[t]) {
+      int32_t pick = -1;
+      if (out.counts[e] < cap) {
+        pick = e;
+      } else {
+        for (int32_t alt : ranking) {
+          if (std::find(sel[t].begin(), sel[t].end(), alt) != sel[t].end()) continue;
+          if (std::find(used.begin(), used.end(), alt) != used.end()) continue;
+          if (out.counts[alt] < cap) {
+            pick = alt;
+            break;
+          }
+        }
+      }
+      if (pick >= 0) {
+        used.push_back(pick);
+        ++out.counts[pick];
+      }
+    }
+    if (!used.empty()) {
+      std::vector<float> uw(used.size());
+      if (external_weights != nullptr && used == sel[t]) {
+        uw = w[t];
+      } else {
+        SoftmaxOver(logits + t * E, used, uw.data());
+      }
+      for (size_t j = 0; j < used.size(); ++j) {
+        oe[j] = used[j];
+        ow[j] = uw[j];
+      }
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) st.cumulative[e] += out.counts[e];
+
+  // S-053 utilisation variance (selections / N, Σ u = k) and reweighting.
+  if (N > 0) {
+    std::vector<double> u(E);
+    double mean = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      u[e] = static_cast<double>(out.selected[e]) / static_cast<double>(N);
+      mean += u[e];
+    }
+    mean /= static_cast<double>(E);
+    double var = 0;
+    for (int64_t e = 0; e < E; ++e) var += (u[e] - mean) * (u[e] - mean);
+    var /= static_cast<double>(E);
+    out.utilization_variance = var;
+    if (opt.reweight && var > moe.utilization_threshold) {
+      for (int64_t e = 0; e < E; ++e) {
+        if (u[e] > mean) st.bias[e] += static_cast<float>(std::log(0.95));
+        if (u[e] < mean) st.bias[e] += static_cast<float>(std::log(1.05));
+      }
+      ++st.reweight_count;
+      out.reweighted = true;
+    }
+    if (opt.diagnostics) {
+      double loss = 0;
+      std::vector<double> P(E, 0.0);
+      for (int64_t t = 0; t < N; ++t) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[t * E + e]));
+        for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[t * E + e] - mx);
+        for (int64_t e = 0; e < E; ++e) P[e] += std::exp(logits[t * E + e] - mx) / sum / static_cast<double>(N);
+      }
+      for (int64_t e = 0; e < E; ++e) loss += u[e] * P[e];
+      out.lb_loss = static_cast<double>(E) * loss;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace dsv4::seed

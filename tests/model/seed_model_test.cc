@@ -1,0 +1,460 @@
+// Seed-family forward vs the float64 numpy reference (tools/reference/
+// seed_reference.py) for each profile of tests/data/seed/, at the fp32 forward
+// tolerance of the oracles README (top-1 100 %, max |Δlogit| ≤ 1e-3, mean KL ≤ 1e-6),
+// plus the invariances each profile promises and the model-level S-item tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "seed_test_util.h"
+
+namespace dsv4::seed {
+namespace {
+
+using testing::Build;
+using testing::Compare;
+using testing::LoadProfile;
+using testing::OverlayReader;
+using testing::ProfileDir;
+using testing::ReadF32;
+using testing::RunCalls;
+
+constexpr double kMaxAbs = 1e-3, kMeanKl = 1e-6, kInvariance = 1e-4;
+
+// Every run of every profile's golden: the same chunking, the same logits, and
+// for the pruner the same live positions after every call.
+class SeedGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SeedGolden, S001_S012_ForwardMatchesFloat64Reference) {
+  auto p = LoadProfile(GetParam());
+  ASSERT_NE(p.reader, nullptr);
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->info().vocab_size;
+  const int64_t max_tokens = p.golden["max_tokens"].get<int64_t>();
+  ASSERT_FALSE(p.golden["runs"].empty());
+  for (auto& [run, spec] : p.golden["runs"].items()) {
+    SCOPED_TRACE(GetParam() + " run " + run);
+    std::vector<int64_t> chunks;
+    for (auto& c : spec["chunks"]) chunks.push_back(c.get<int64_t>());
+    const bool last_only = spec["last_only"].get<bool>();
+    auto cache = m->NewCache(max_tokens);
+    std::vector<std::vector<int64_t>> live;
+    std::vector<float> got = RunCalls(*m, *cache, p.ids, chunks, last_only, &live);
+    std::vector<float> want = ReadF32(ProfileDir(GetParam()) + "/" + spec["logits"].get<std::string>());
+    ASSERT_EQ(got.size(), want.size());
+    auto d = Compare(got, want, V);
+    EXPECT_EQ(d.argmax_mismatch, 0);
+    EXPECT_LE(d.max_abs, kMaxAbs);
+    EXPECT_LE(d.mean_kl, kMeanKl);
+    if (spec.contains("live_after_call")) {  // S-061, S-063, S-065: the same evictions
+      ASSERT_EQ(live.size(), spec["live_after_call"].size());
+      for (size_t i = 0; i < live.size(); ++i) {
+        std::vector<int64_t> w;
+        for (auto& x : spec["live_after_call"][i]) w.push_back(x.get<int64_t>());
+        EXPECT_EQ(live[i], w) << "after call " << i;
+      }
+    }
+    if (spec.contains("eff_after_call")) {
+      EXPECT_NEAR(static_cast<SeedCache&>(*cache).pruner_efficiency(),
+                  spec["eff_after_call"].back().get<double>(), 1e-9);
+    }
+    // S-025 / C-11: theta is frozen per request and equals the reference's.
+    EXPECT_NEAR(static_cast<SeedCache&>(*cache).rope().theta, p.golden["theta"].get<double>(), 1e-6);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, SeedGolden, ::testing::Values("P-V4", "P-CED", "P-V4-7B"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) if (c == '-') c = '_';
+                           return s;
+                         });
+
+// Prefill vs incremental for a model with only causal mechanisms.
+double PrefillVsIncremental(SeedModel& m, const std::vector<int32_t>& ids, int64_t max_tokens) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  auto c1 = m.NewCache(max_tokens);
+  auto a = RunCalls(m, *c1, ids, {T}, false);
+  auto c2 = m.NewCache(max_tokens);
+  auto b = RunCalls(m, *c2, ids, std::vector<int64_t>(T, 1), false);
+  double mx = 0;
+  for (size_t i = 0; i < a.size(); ++i) mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return mx;
+}
+
+TEST(SeedModel, S013_S037_CedProfilePrefillEqualsIncremental) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  EXPECT_LE(PrefillVsIncremental(*m, p.ids, 16), kInvariance);
+}
+
+TEST(SeedModel, S058_V47bWithoutPrunerIsCausalAndChunkInvariant) {
+  auto p = LoadProfile("P-V4-7B");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  SeedRuntimeOptions o;
+  o.pruner = false;
+  m->SetRuntimeOptions(o);
+  EXPECT_LE(PrefillVsIncremental(*m, p.ids, 16), kInvariance);
+  // Chunked prefill (first_token task source): same logits as one call.
+  auto c1 = m->NewCache(16);
+  auto a = RunCalls(*m, *c1, p.ids, {16}, false);
+  auto c2 = m->NewCache(16);
+  auto b = RunCalls(*m, *c2, p.ids, {5, 7, 4}, false);
+  double mx = 0;
+  for (size_t i = 0; i < a.size(); ++i) mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
+  EXPECT_LE(mx, kInvariance);
+  // The adapter output is the prefill's, kept for the request.
+  EXPECT_EQ(static_cast<SeedCache&>(*c1).adapter_out(1), static_cast<SeedCache&>(*c2).adapter_out(1));
+}
+
+// P-V4 with the non-causal mechanisms off (capacity unlimited, HCA off): CSA,
+// dynamic theta and group routing are causal, so prefill == incremental.
+SeedConfig V4Causal(const SeedConfig& c) {
+  SeedConfig v = c;
+  v.hca.enabled = false;
+  v.moe.capacity_factor = 0;
+  return v;
+}
+
+TEST(SeedModel, S019_S023_CsaCausalModePrefillEqualsIncremental) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, V4Causal(p.config));
+  ASSERT_NE(m, nullptr);
+  EXPECT_LE(PrefillVsIncremental(*m, p.ids, 48), kInvariance);
+}
+
+TEST(SeedModel, S019_CausalGlobalBranchIgnoresFutureTokens) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, V4Causal(p.config));
+  ASSERT_NE(m, nullptr);
+  const int64_t T = static_cast<int64_t>(p.ids.size()), V = m->info().vocab_size;
+  auto c1 = m->NewCache(48);
+  auto a = RunCalls(*m, *c1, p.ids, {T}, false);
+  std::vector<int32_t> changed = p.ids;
+  changed[T - 1] = 7;
+  changed[T - 2] = 9;
+  auto c2 = m->NewCache(48);
+  auto b = RunCalls(*m, *c2, changed, {T}, false);
+  for (int64_t i = 0; i < (T - 2) * V; ++i) ASSERT_EQ(a[i], b[i]) << "row " << i / V;
+}
+
+TEST(SeedModel, S019_SeedGlobalModeIsNotCausal) {
+  auto p = LoadProfile("P-V4");
+  SeedConfig c = V4Causal(p.config);
+  c.csa.global_mode = "seed";
+  auto m = Build(p, c);
+  ASSERT_NE(m, nullptr);
+  const int64_t T = static_cast<int64_t>(p.ids.size()), V = m->info().vocab_size;
+  auto c1 = m->NewCache(48);
+  auto a = RunCalls(*m, *c1, p.ids, {T}, false);
+  std::vector<int32_t> changed = p.ids;
+  changed[T - 1] = 7;
+  auto c2 = m->NewCache(48);
+  auto b = RunCalls(*m, *c2, changed, {T}, false);
+  double mx = 0;
+  for (int64_t i = 0; i < (T - 1) * V; ++i) mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
+  EXPECT_GT(mx, 0.0);  // C-08: the literal seed mode leaks the future
+}
+
+TEST(SeedModel, S022_LongPromptDiffersFromTruncated) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, V4Causal(p.config));
+  ASSERT_NE(m, nullptr);
+  const int64_t T = static_cast<int64_t>(p.ids.size()), V = m->info().vocab_size;
+  const int64_t W = p.config.csa.segment_window;
+  auto c1 = m->NewCache(48);
+  auto full = RunCalls(*m, *c1, p.ids, {T}, true);
+  std::vector<int32_t> tail(p.ids.end() - W, p.ids.end());
+  auto c2 = m->NewCache(48);
+  auto cut = RunCalls(*m, *c2, tail, {W}, true);
+  double mx = 0;
+  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, std::fabs(static_cast<double>(full[i]) - cut[i]));
+  EXPECT_GT(mx, 1e-3);
+}
+
+TEST(SeedModel, S011_HcaWeightsChangeRoutingAndDisabledHcaFallsBack) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  auto cache = m->NewCache(48);
+  RunCalls(*m, *cache, p.ids, {static_cast<int64_t>(p.ids.size())}, true);
+  const std::vector<int32_t> routing = m->last_step().routes[1].expert;
+  // Changed controller weights: different routing.
+  auto overlay = std::make_shared<OverlayReader>(p.reader);
+  std::vector<float> b2 = overlay->Values("model.layers.1.mlp.hca_controller.fc2.bias");
+  for (size_t i = 0; i < b2.size(); ++i) b2[i] += (i % 2 == 0 ? 3.0f : -3.0f);
+  overlay->Replace("model.layers.1.mlp.hca_controller.fc2.bias", {32}, b2);
+  auto m2 = Build(p, p.config, overlay);
+  ASSERT_NE(m2, nullptr);
+  auto c2 = m2->NewCache(48);
+  RunCalls(*m2, *c2, p.ids, {static_cast<int64_t>(p.ids.size())}, true);
+  EXPECT_NE(m2->last_step().routes[1].expert, routing);
+  // HCA off: the router reads the FFN input and the forward stays well-formed.
+  SeedConfig off = p.config;
+  off.hca.enabled = false;
+  auto m3 = Build(p, off);
+  ASSERT_NE(m3, nullptr);
+  auto c3 = m3->NewCache(48);
+  auto lg = RunCalls(*m3, *c3, p.ids, {static_cast<int64_t>(p.ids.size())}, true);
+  for (float v : lg) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(SeedModel, S034_HcaSkipThresholdRemovesTokensFromDispatch) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  SeedRuntimeOptions o;
+  o.hca_skip_override = true;
+  o.hca_skip_threshold = 1.0;  // every token's mean(w) < 1: all skipped
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(48);
+  RunCalls(*m, *cache, p.ids, {static_cast<int64_t>(p.ids.size())}, true);
+  for (const auto& r : m->last_step().routes) {
+    int64_t sum = 0;
+    for (int64_t c : r.counts) sum += c;
+    EXPECT_EQ(sum, 0);
+  }
+  o.hca_skip_threshold = 0.0;  // threshold 0 equals the non-skipping path (the golden)
+  m->SetRuntimeOptions(o);
+  auto c2 = m->NewCache(48);
+  auto a = RunCalls(*m, *c2, p.ids, {static_cast<int64_t>(p.ids.size())}, false);
+  auto want = ReadF32(ProfileDir("P-V4") + "/prefill_logits.f32");
+  EXPECT_LE(Compare(a, want, m->info().vocab_size).max_abs, kMaxAbs);
+}
+
+TEST(SeedModel, S044_S046_CapacityPerStepAndCountersReset) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  auto cache = m->NewCache(48);
+  const int64_t T = static_cast<int64_t>(p.ids.size());
+  RunCalls(*m, *cache, p.ids, {T}, true);
+  const int64_t k = p.config.routed_k(), E = p.config.moe.num_experts;
+  for (int64_t l = 0; l < p.config.num_hidden_layers; ++l) {
+    const RouteResult& r = m->last_step().routes[l];
+    EXPECT_EQ(r.capacity, (T * k + E - 1) / E);
+    for (int64_t c : r.counts) EXPECT_LE(c, r.capacity);
+  }
+  // Two identical decode steps on two caches in the same state: identical routing;
+  // the cumulative counter is the sum of the steps.
+  auto m2 = Build(p, p.config);
+  auto a = m2->NewCache(48);
+  auto b = m2->NewCache(48);
+  RunCalls(*m2, *a, p.ids, {T}, true);
+  RunCalls(*m2, *b, p.ids, {T}, true);
+  std::vector<int32_t> next = {5};
+  RunCalls(*m2, *a, next, {1}, true);
+  auto first = m2->last_step().routes[0];
+  RunCalls(*m2, *b, next, {1}, true);
+  EXPECT_EQ(m2->last_step().routes[0].expert, first.expert);
+  int64_t cum = 0, steps = 0;
+  for (int64_t c : m2->router_state(0).cumulative) cum += c;
+  steps = 2 * T * k + 2 * k;  // every slot used: decode never binds (capacity 1 per expert, k distinct)
+  EXPECT_LE(cum, steps);
+  EXPECT_GT(cum, 0);
+}
+
+TEST(SeedModel, S134_FreezeRouterSendsEveryTokenToExperts0And1) {
+  auto p = LoadProfile("P-V4-7B");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  SeedRuntimeOptions o;
+  o.router.freeze = true;
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(16);
+  RunCalls(*m, *cache, p.ids, {10}, true);
+  for (const auto& r : m->last_step().routes) {
+    ASSERT_EQ(r.k, 2);
+    for (int64_t t = 0; t < 10; ++t) {
+      EXPECT_EQ(r.expert[t * 2], 0);
+      EXPECT_EQ(r.expert[t * 2 + 1], 1);
+      EXPECT_FLOAT_EQ(r.weight[t * 2], 0.7f);
+      EXPECT_FLOAT_EQ(r.weight[t * 2 + 1], 0.3f);
+    }
+  }
+}
+
+TEST(SeedModel, S051_ExpertMaskIsRespectedInTheModel) {
+  auto p = LoadProfile("P-V4-7B");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  SeedRuntimeOptions o;
+  o.router.expert_mask = {1, 0, 1, 1};
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(16);
+  RunCalls(*m, *cache, p.ids, {10}, true);
+  for (const auto& r : m->last_step().routes) EXPECT_EQ(r.counts[1], 0);
+}
+
+TEST(SeedModel, S013_CedScaleZeroEqualsNoAttentionAndScaleShapeIsChecked) {
+  auto p = LoadProfile("P-CED");
+  auto zero_scale = std::make_shared<OverlayReader>(p.reader);
+  auto zero_attn = std::make_shared<OverlayReader>(p.reader);
+  for (int l = 0; l < 2; ++l) {  // layers 0, 1 are CED blocks
+    const std::string n = "model.layers." + std::to_string(l) + ".";
+    ASSERT_NE(p.reader->Find(n + "ced_scale_factor"), nullptr);
+    EXPECT_EQ(p.reader->Find(n + "ced_scale_factor")->shape, std::vector<int64_t>{1});
+    zero_scale->Replace(n + "ced_scale_factor", {1}, {0.0f});
+    zero_attn->Replace(n + "self_attn.o_proj.weight", {32, 32}, std::vector<float>(32 * 32, 0.0f));
+  }
+  auto a = Build(p, p.config, zero_scale);
+  auto b = Build(p, p.config, zero_attn);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->plans()[0].block, BlockKind::kCed);
+  EXPECT_EQ(a->plans()[2].block, BlockKind::kPreNorm);  // per-layer topology from the checkpoint
+  EXPECT_TRUE(a->plans()[1].ced_mlp_norm);              // C-18 auto
+  auto ca = a->NewCache(16);
+  auto cb = b->NewCache(16);
+  auto la = RunCalls(*a, *ca, p.ids, {12}, false);
+  auto lb = RunCalls(*b, *cb, p.ids, {12}, false);
+  EXPECT_LE(Compare(la, lb, 512).max_abs, 1e-5);
+  // A scale of shape [2] is rejected, naming the tensor.
+  auto bad = std::make_shared<OverlayReader>(p.reader);
+  bad->Replace("model.layers.0.ced_scale_factor", {2}, {0.5f, 0.5f});
+  testing::Profile q = p;
+  SeedLoadOptions o;
+  o.metadata = p.metadata;
+  auto r = SeedModel::Load(bad, p.config, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.layers.0.ced_scale_factor"), std::string::npos);
+}
+
+TEST(SeedModel, S074_S076_LayoutDetectedFromMetadataWithoutCopy) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->plans()[0].ced_layout, Layout::kColMajor);  // metadata says col_major
+  EXPECT_EQ(m->plans()[1].ced_layout, Layout::kRowMajor);
+  EXPECT_EQ(p.metadata.at("dsv4.layout.model.layers.0.mlp.ced_weight"), "col_major");
+}
+
+TEST(SeedModel, S075_S077_LayoutOverrideGivesTheSameLogits) {
+  auto p = LoadProfile("P-CED");
+  auto want = ReadF32(ProfileDir("P-CED") + "/prefill_logits.f32");
+  for (const char* mode : {"true", "false"}) {
+    SeedConfig c = p.config;
+    c.ced.layout = mode;
+    auto m = Build(p, c);
+    ASSERT_NE(m, nullptr);
+    const Layout expect = std::string(mode) == "true" ? Layout::kColMajor : Layout::kRowMajor;
+    EXPECT_EQ(m->plans()[0].ced_layout, expect);
+    EXPECT_EQ(m->plans()[1].ced_layout, expect);
+    auto cache = m->NewCache(16);
+    auto got = RunCalls(*m, *cache, p.ids, {12}, false);
+    EXPECT_LE(Compare(got, want, 512).max_abs, kMaxAbs) << mode;
+  }
+}
+
+TEST(SeedModel, S001_S002_S010_CheckpointMismatchNamesTheTensor) {
+  auto p = LoadProfile("P-V4");
+  {  // a missing expert
+    auto o = std::make_shared<OverlayReader>(p.reader);
+    o->Remove("model.layers.1.mlp.experts.7.w2.weight");
+    SeedLoadOptions lo;
+    auto r = SeedModel::Load(o, p.config, lo);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("model.layers.1.mlp.experts.7.w2.weight"), std::string::npos);
+  }
+  {  // a changed hidden_size: every dependent tensor mismatches at load, not at first forward
+    SeedConfig c = p.config;
+    c.hidden_size = 40;
+    auto r = SeedModel::Load(p.reader, c, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("model.layers.0.self_attn.q_proj.weight"), std::string::npos)
+        << r.status().ToString();
+  }
+}
+
+TEST(SeedModel, S007_S026_ContextBeyondTheScaledLimitIsRefused) {
+  auto p = LoadProfile("P-V4");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->info().max_context, 64);  // 32 positions × linear factor 2
+  auto cache = m->NewCache(80);
+  std::vector<int32_t> ids(65, 5);
+  std::vector<float> lg(512);
+  Status st = m->Forward(ids, *cache, lg, false);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.hint().find("rope_scaling"), std::string::npos);
+}
+
+TEST(SeedModel, S057_TaskAdapterLayerOutOfRangeFails) {
+  auto p = LoadProfile("P-V4-7B");
+  auto o = std::make_shared<OverlayReader>(p.reader);
+  // A layer embedding with one row too few: rejected at construction, naming the tensor.
+  o->Replace("model.task_adapter.layer_embedding.weight", {1, 8}, std::vector<float>(8, 0.1f));
+  auto r = SeedModel::Load(o, p.config, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.task_adapter.layer_embedding.weight"), std::string::npos);
+}
+
+TEST(SeedModel, S055_TaskGateZeroReproducesThePlainMlp) {
+  auto p = LoadProfile("P-V4-7B");
+  auto zero = std::make_shared<OverlayReader>(p.reader);
+  auto none = std::make_shared<OverlayReader>(p.reader);
+  for (int l = 0; l < 2; ++l) {
+    zero->Replace("model.layers." + std::to_string(l) + ".mlp.task_gate_weight", {1}, {0.0f});
+  }
+  SeedConfig plain = p.config;
+  plain.task_adapter.enabled = false;
+  auto a = Build(p, p.config, zero);
+  auto b = Build(p, plain, none);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  SeedRuntimeOptions o;
+  o.pruner = false;
+  a->SetRuntimeOptions(o);
+  b->SetRuntimeOptions(o);
+  auto ca = a->NewCache(16), cb = b->NewCache(16);
+  EXPECT_EQ(RunCalls(*a, *ca, p.ids, {16}, false), RunCalls(*b, *cb, p.ids, {16}, false));
+}
+
+TEST(SeedModel, S064_EvictHintDropsTheRangeAndGenerationContinues) {
+  auto p = LoadProfile("P-V4-7B");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  SeedRuntimeOptions o;
+  o.pruner = false;
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(16);
+  auto& c = static_cast<SeedCache&>(*cache);
+  RunCalls(*m, *cache, p.ids, {10}, true);
+  ASSERT_TRUE(c.EvictRange(2, 6).ok());
+  for (int64_t pos = 2; pos < 6; ++pos) EXPECT_FALSE(c.holds(pos));
+  EXPECT_TRUE(c.holds(1));
+  EXPECT_EQ(c.length(), 10);  // positions are not renumbered
+  std::vector<int32_t> next = {p.ids[10]};
+  std::vector<float> lg(512);
+  ASSERT_TRUE(m->Forward(next, *cache, lg, false).ok());
+  EXPECT_TRUE(c.holds(10));
+  EXPECT_FALSE(c.EvictRange(5, 40).ok());
+}
+
+TEST(SeedModel, S065_WriteThenEvictAndFreedSlotsAreReused) {
+  auto p = LoadProfile("P-V4-7B");
+  auto on = Build(p, p.config);
+  auto off = Build(p, p.config);
+  ASSERT_NE(on, nullptr);
+  SeedRuntimeOptions o;
+  o.pruner = false;
+  off->SetRuntimeOptions(o);
+  auto c_on = on->NewCache(16), c_off = off->NewCache(16);
+  // The step's own pruning does not change its outputs.
+  EXPECT_EQ(RunCalls(*on, *c_on, p.ids, {10}, false), RunCalls(*off, *c_off, p.ids, {10}, false));
+  const std::vector<int64_t> evicted = on->last_step().pruner.evict;
+  ASSERT_FALSE(evicted.empty());
+  auto& c = static_cast<SeedCache&>(*c_on);
+  EXPECT_LE(c.live_tokens(), p.config.kv_pruner.kv_budget);
+  // The next token takes the lowest freed slot (slots were 0..9, all used before).
+  std::vector<int32_t> next = {p.ids[10]};
+  std::vector<float> lg(512);
+  ASSERT_TRUE(on->Forward(next, *c_on, lg, false).ok());
+  EXPECT_EQ(c.slot_of(10), evicted.front());
+}
+
+}  // namespace
+}  // namespace dsv4::seed
