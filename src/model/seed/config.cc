@@ -296,6 +296,7 @@ Result<SeedConfig> SeedConfig::FromJson(std::string_view text, const std::string
   }
   Status st;
   SeedConfig c;
+  bool capacity_given = false;
   Reader r(root, source, "", &st);
   r.OnlyKeys({"model_type", "seed_profile", "vocab_size", "hidden_size", "num_hidden_layers",
               "num_attention_heads", "num_key_value_heads", "intermediate_size",
@@ -430,6 +431,7 @@ Result<SeedConfig> SeedConfig::FromJson(std::string_view text, const std::string
         x.Int("per_group_k", c.moe.per_group_k);
         x.Bool("dynamic_k", c.moe.dynamic_k);
         x.String("router_input", c.moe.router_input);
+        capacity_given = x.Get("capacity_factor") != nullptr;
         x.Float("capacity_factor", c.moe.capacity_factor);
         x.String("assign", c.moe.assign);
         x.String("expert_naming", c.moe.expert_naming);
@@ -477,7 +479,7 @@ Result<SeedConfig> SeedConfig::FromJson(std::string_view text, const std::string
                          : c.profile == Profile::kV47B ? "hidden_plus_attn"
                                                        : "hidden";
   }
-  if (c.moe.capacity_factor < 0) c.moe.capacity_factor = c.profile == Profile::kV4 ? 1.0 : 0.0;
+  if (!capacity_given) c.moe.capacity_factor = c.profile == Profile::kV4 ? 1.0 : 0.0;
   Status v = c.Validate();
   if (!v.ok()) return v.WithContext(source);
   // S-003: warn (not refuse) when I is not round(8H/3).

@@ -78,7 +78,7 @@ struct MoeConfig {
   int64_t per_group_k = 2;
   bool dynamic_k = false;               // S-042: k = clamp(max(2, floor(0.015 T)), 1, E)
   std::string router_input;             // "hidden" | "hca" | "hidden_plus_attn" (S-040); "" = profile default
-  double capacity_factor = -1;          // S-044: ceil(cf·N·k/E); 0 = unlimited; < 0 = profile default
+  double capacity_factor = -1;          // S-044: ceil(cf·N·k/E); 0 = unlimited (the parser fills the profile default)
   std::string assign = "topk_capped";   // S-045: "topk_capped" | "seed_greedy"
   std::string expert_naming = "deepseek";  // S-072: "deepseek" (w1 gate, w3 up) | "seed" (w1 up, w3 gate)
   double utilization_threshold = 0.05;  // S-053 (runtime reweighting is off unless enabled in options)
