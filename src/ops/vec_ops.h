@@ -28,6 +28,8 @@ inline void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t
 }
 // Σ a[i] · b[i].
 inline float Dot(const float* a, const float* b, int64_t n) { return simd::Dot(a, b, n); }
+// Σ x[i].
+inline float Sum(const float* x, int64_t n) { return simd::Sum(x, n); }
 // y[i] += alpha · x[i].
 inline void Axpy(float* y, float alpha, const float* x, int64_t n) { simd::Axpy(y, alpha, x, n); }
 

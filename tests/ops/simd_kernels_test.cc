@@ -446,7 +446,7 @@ TEST(SimdVec, RopeMatchesRef) {
   });
 }
 
-TEST(SimdVec, DotAndAxpyMatchFloat64) {
+TEST(SimdVec, DotSumAndAxpyMatchFloat64) {
   ForEachTarget([] {
     for (int64_t n : VecSizes()) {
       auto a = RandomFloats(n + 1, 5 + n), b = RandomFloats(n + 1, 6 + n);
@@ -456,6 +456,11 @@ TEST(SimdVec, DotAndAxpyMatchFloat64) {
       double norm = 0;
       for (int64_t i = 0; i < n; ++i) norm += std::fabs(static_cast<double>(a[i + 1]) * b[i]);
       EXPECT_LE(std::fabs(got - want), 1e-6 * norm + 1e-30) << "dot n=" << n;
+
+      double sum_want = 0, sum_norm = 0;
+      for (int64_t i = 0; i < n; ++i) sum_want += a[i + 1], sum_norm += std::fabs(a[i + 1]);
+      EXPECT_LE(std::fabs(ops::Sum(a.data() + 1, n) - sum_want), 1e-6 * sum_norm + 1e-30)
+          << "sum n=" << n;
 
       std::vector<float> y(b.begin(), b.end()), yw(n);
       for (int64_t i = 0; i < n; ++i) yw[i] = b[i + 1] + 0.25f * a[i];

@@ -109,18 +109,23 @@ using DU32 = hn::RebindToUnsigned<DF>;
 using DI32 = hn::RebindToSigned<DF>;
 
 // ---------------------------------------------------------------------------
-// Weight formats. Each decodes the weights of one row at input k:
-//   kPairs = false: Decode(d, row, k, v0, v1) sets v0 = W[k, k + lanes).
-//   kPairs = true:  v0 = W[k, k+2, ..], v1 = W[k+1, k+3, ..] over 2·lanes
-//                   inputs (FP4: low and high nibbles of lanes bytes).
-// Scalar(row, k) is one weight for tails. Values are before the block scale.
+// Weight formats. Weights of a row are addressed from Ptr(row, k0), with k0 a
+// multiple of the decode step (for block formats: the start of a block);
+// Decode(d, p, j, v0, v1) gives the values of inputs k0 + j … :
+//   kPairs = false: v0 = inputs [j, j + lanes).
+//   kPairs = true:  v0 = inputs j, j+2, …; v1 = j+1, j+3, … over 2·lanes
+//                   inputs (FP4: the low and high nibbles of lanes bytes).
+// Scalar(row, k) is one value for tails. The decoded value times kScaleAdjust
+// (a power of two, folded into the block scale) is the stored number.
 // ---------------------------------------------------------------------------
 
 struct F32Fmt {
   static constexpr int64_t kBlock = 0;  // no scales
   static constexpr bool kPairs = false;
-  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
-    v0 = hn::LoadU(d, reinterpret_cast<const float*>(row) + k);
+  static constexpr float kScaleAdjust = 1.0f;
+  static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 4 * k0; }
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
+    v0 = hn::LoadU(d, reinterpret_cast<const float*>(p) + j);
   }
   static float Scalar(const uint8_t* row, int64_t k) { return detail::LoadF32(row + 4 * k); }
 };
@@ -128,10 +133,12 @@ struct F32Fmt {
 struct Bf16Fmt {
   static constexpr int64_t kBlock = 0;
   static constexpr bool kPairs = false;
-  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+  static constexpr float kScaleAdjust = 1.0f;
+  static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 2 * k0; }
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
     const hn::Rebind<uint16_t, DF> d16;
     const DU32 du;
-    const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + k);
+    const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p) + j);
     v0 = hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, h)));
   }
   static float Scalar(const uint8_t* row, int64_t k) {
@@ -142,90 +149,123 @@ struct Bf16Fmt {
 struct F16Fmt {
   static constexpr int64_t kBlock = 0;
   static constexpr bool kPairs = false;
-  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
-    const hn::Rebind<uint16_t, DF> d16;
-    const DU32 du;
-    const auto h = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + k));
-    // 5-bit exponent, 10-bit mantissa: bits 0..14 go to f32 bits 13..27; × 2^112.
-    const auto mag = hn::BitCast(d, hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7fffu))));
-    const auto sign = hn::BitCast(d, hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))));
-    v0 = hn::Or(hn::Mul(mag, hn::Set(d, 0x1p112f)), sign);
+  static constexpr float kScaleAdjust = 1.0f;
+  static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 2 * k0; }
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    v0 = hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + j));
   }
   static float Scalar(const uint8_t* row, int64_t k) {
     return F16ToF32(detail::LoadU16(row + 2 * k));
   }
 };
 
+// e4m3 → f16 by bit moves (s.eeee.mmm → s.0eeee.mmm0000000 is the same number
+// × 2^-8, subnormals included), then the hardware f16 → f32 conversion. No f32
+// subnormal is ever formed, so no denormal-operand slow path.
 struct Fp8Fmt {
   static constexpr int64_t kBlock = detail::kFp8Block;
   static constexpr bool kPairs = false;
-  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+  static constexpr float kScaleAdjust = 256.0f;
+  static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + k0; }
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
     const hn::Rebind<uint8_t, DF> d8;
-    const DU32 du;
-    const auto b = hn::PromoteTo(du, hn::LoadU(d8, row + k));
-    // e4m3: bits 0..6 go to f32 bits 20..26; × 2^(127 − 7).
-    const auto mag = hn::BitCast(d, hn::ShiftLeft<20>(hn::And(b, hn::Set(du, 0x7fu))));
-    const auto sign = hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(du, 0x80u))));
-    v0 = hn::Or(hn::Mul(mag, hn::Set(d, 0x1p120f)), sign);
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<int16_t, DF> di16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto b = hn::PromoteTo(du16, hn::LoadU(d8, p + j));
+    // b << 8, arithmetic >> 1: sign in bits 15 and 14, e and m in 13..7.
+    auto h = hn::ShiftRight<1>(hn::BitCast(di16, hn::ShiftLeft<8>(b)));
+    h = hn::And(h, hn::Set(di16, static_cast<int16_t>(0xBFFF)));
+    v0 = hn::PromoteTo(d, hn::BitCast(dh, h));
   }
-  static float Scalar(const uint8_t* row, int64_t k) { return Fp8E4m3ToF32(row[k]); }
+  static float Scalar(const uint8_t* row, int64_t k) {
+    return Fp8E4m3ToF32(row[k]) * (1.0f / kScaleAdjust);
+  }
 };
+
+// e2m1 nibbles through a 16-entry table of 2·value: a lane permute on AVX-512
+// (16 f32 lanes), a byte shuffle elsewhere, a scalar table on HWY_SCALAR.
+alignas(64) constexpr float kFp4Times2F32[16] = {0,     1,  2,  3,  4,  6,  8,  12,
+                                                 -0.0f, -1, -2, -3, -4, -6, -8, -12};
+alignas(16) constexpr int8_t kFp4Times2I8[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                 0, -1, -2, -3, -4, -6, -8, -12};
 
 struct Fp4Fmt {
   static constexpr int64_t kBlock = detail::kFp4Block;
   static constexpr bool kPairs = true;
-  static HWY_INLINE VF Nibble(DF d, hn::Vec<DU32> c) {
-    const DU32 du;
-    // e2m1: bits 0..2 go to f32 bits 22..24; × 2^(127 − 1); bit 3 is the sign.
-    const auto mag = hn::BitCast(d, hn::ShiftLeft<22>(hn::And(c, hn::Set(du, 0x7u))));
-    const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 0x8u))));
-    return hn::Or(hn::Mul(mag, hn::Set(d, 0x1p126f)), sign);
-  }
-  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& v1) {
+  static constexpr float kScaleAdjust = 0.5f;
+  static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + k0 / 2; }
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& v1) {
+#if HWY_TARGET == HWY_SCALAR
+    const uint8_t byte = p[j / 2];
+    v0 = hn::Set(d, kFp4Times2F32[byte & 0xf]);
+    v1 = hn::Set(d, kFp4Times2F32[byte >> 4]);
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
     const hn::Rebind<uint8_t, DF> d8;
     const DU32 du;
-    const auto b = hn::PromoteTo(du, hn::LoadU(d8, row + k / 2));
-    v0 = Nibble(d, b);                     // even inputs: low nibbles
-    v1 = Nibble(d, hn::ShiftRight<4>(b));  // odd inputs: high nibbles
+    const auto b = hn::PromoteTo(du, hn::LoadU(d8, p + j / 2));
+    const VF table = hn::Load(d, kFp4Times2F32);
+    v0 = hn::TableLookupLanes(table, hn::IndicesFromVec(d, hn::And(b, hn::Set(du, 0xfu))));
+    v1 = hn::TableLookupLanes(table, hn::IndicesFromVec(d, hn::ShiftRight<4>(b)));
+#else
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<int8_t, DF> di8;
+    const hn::Full128<int8_t> dtab;
+    const DI32 di;
+    const auto b = hn::LoadU(d8, p + j / 2);
+    const auto table = hn::Load(dtab, kFp4Times2I8);
+    const auto lo = hn::BitCast(di8, hn::And(b, hn::Set(d8, 0x0f)));
+    const auto hi = hn::BitCast(di8, hn::ShiftRight<4>(b));
+    v0 = hn::ConvertTo(d, hn::PromoteTo(di, hn::TableLookupBytes(table, lo)));
+    v1 = hn::ConvertTo(d, hn::PromoteTo(di, hn::TableLookupBytes(table, hi)));
+#endif
   }
   static float Scalar(const uint8_t* row, int64_t k) {
     const uint8_t byte = row[k / 2];
-    return Fp4E2m1ToF32((k & 1) ? (byte >> 4) : (byte & 0xf));
+    return kFp4Times2F32[(k & 1) ? (byte >> 4) : (byte & 0xf)];
   }
 };
 
 struct Q8Fmt {
   static constexpr int64_t kBlock = detail::kQ8Block;
   static constexpr bool kPairs = false;
-  static HWY_INLINE const int8_t* Ptr(const uint8_t* row, int64_t k) {
-    return reinterpret_cast<const int8_t*>(
-        row + (k / 32) * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2 + (k % 32));
+  static constexpr float kScaleAdjust = 1.0f;
+  static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) {
+    return row + (k0 / 32) * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2;
   }
-  static HWY_INLINE void Decode(DF d, const uint8_t* row, int64_t k, VF& v0, VF& /*v1*/) {
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
     const hn::Rebind<int8_t, DF> d8;
     const DI32 di;
-    v0 = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, Ptr(row, k))));
+    v0 = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p) + j)));
   }
-  static float Scalar(const uint8_t* row, int64_t k) { return static_cast<float>(*Ptr(row, k)); }
+  static float Scalar(const uint8_t* row, int64_t k) {
+    return static_cast<float>(static_cast<int8_t>(Ptr(row, k / 32 * 32)[k % 32]));
+  }
 };
 
-// Per-row block scales for the rows a kernel works on. Dense formats have none.
+// Per-row block scales (times the format's kScaleAdjust) for the rows a kernel
+// works on; dense formats have none.
 template <class Fmt>
 HWY_INLINE const float* RowScales(const MatMulArgs& a, int64_t n, const uint8_t* row, float* buf) {
   const int64_t k_size = a.w.sizes[1];
+  int64_t count = 0;
   if constexpr (std::is_same_v<Fmt, Fp8Fmt>) {
-    detail::ConvertScaleRow(a.scale, n / detail::kFp8Block,
-                            (k_size + detail::kFp8Block - 1) / detail::kFp8Block, buf);
-    return buf;
+    count = (k_size + detail::kFp8Block - 1) / detail::kFp8Block;
+    detail::ConvertScaleRow(a.scale, n / detail::kFp8Block, count, buf);
   } else if constexpr (std::is_same_v<Fmt, Fp4Fmt>) {
-    detail::ConvertScaleRow(a.scale, n, k_size / detail::kFp4Block, buf);
-    return buf;
+    count = k_size / detail::kFp4Block;
+    detail::ConvertScaleRow(a.scale, n, count, buf);
   } else if constexpr (std::is_same_v<Fmt, Q8Fmt>) {
-    detail::Q8ScaleRow(row, k_size / detail::kQ8Block, buf);
-    return buf;
+    count = k_size / detail::kQ8Block;
+    detail::Q8ScaleRow(row, count, buf);
   } else {
     return nullptr;
   }
+  if constexpr (Fmt::kScaleAdjust != 1.0f) {
+    for (int64_t i = 0; i < count; ++i) buf[i] *= Fmt::kScaleAdjust;  // exact: a power of two
+  }
+  return buf;
 }
 
 // Inputs consumed by one Decode.
@@ -243,24 +283,49 @@ HWY_INLINE void LoadX(DF d, const float* x, int64_t k, VF& x0, VF& x1) {
   }
 }
 
-// One decode step with the block scale applied (a step never straddles a
-// block: the step divides every block size).
-template <class Fmt>
-HWY_INLINE void DecodeScaled(DF d, const uint8_t* row, const float* scales, int64_t k, VF& v0,
-                             VF& v1) {
-  Fmt::Decode(d, row, k, v0, v1);
-  if constexpr (Fmt::kBlock > 0) {
-    const VF s = hn::Set(d, scales[k / Fmt::kBlock]);
-    v0 = hn::Mul(v0, s);
-    if constexpr (Fmt::kPairs) v1 = hn::Mul(v1, s);
-  }
-}
-
 template <class Fmt>
 HWY_INLINE float ScalarScaled(const uint8_t* row, const float* scales, int64_t k) {
   float v = Fmt::Scalar(row, k);
   if constexpr (Fmt::kBlock > 0) v *= scales[k / Fmt::kBlock];
   return v;
+}
+
+// Scaled decoding, block by block: BlockState(scale) once per block and row,
+// then DecodeScaled per step. Generic: decode, then multiply by the scale. FP4
+// on AVX-512 instead scales its 16-entry table once per block, so the lane
+// permute yields scaled weights (the same products: 2v · (s/2) = v · s).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kFp4ScaledTable = true;
+#else
+constexpr bool kFp4ScaledTable = false;
+#endif
+
+template <class Fmt>
+HWY_INLINE VF BlockState(DF d, float scale) {
+  if constexpr (std::is_same_v<Fmt, Fp4Fmt> && kFp4ScaledTable) {
+    return hn::Mul(hn::Load(d, kFp4Times2F32), hn::Set(d, scale));
+  } else {
+    return hn::Set(d, scale);
+  }
+}
+
+template <class Fmt>
+HWY_INLINE void DecodeScaled(DF d, const uint8_t* p, int64_t j, VF state, VF& v0, VF& v1) {
+  if constexpr (Fmt::kBlock == 0) {
+    Fmt::Decode(d, p, j, v0, v1);
+  } else if constexpr (std::is_same_v<Fmt, Fp4Fmt> && kFp4ScaledTable) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    const hn::Rebind<uint8_t, DF> d8;
+    const DU32 du;
+    const auto b = hn::PromoteTo(du, hn::LoadU(d8, p + j / 2));
+    v0 = hn::TableLookupLanes(state, hn::IndicesFromVec(d, hn::And(b, hn::Set(du, 0xfu))));
+    v1 = hn::TableLookupLanes(state, hn::IndicesFromVec(d, hn::ShiftRight<4>(b)));
+#endif
+  } else {
+    Fmt::Decode(d, p, j, v0, v1);
+    v0 = hn::Mul(v0, state);
+    if constexpr (Fmt::kPairs) v1 = hn::Mul(v1, state);
+  }
 }
 
 HWY_INLINE VF Fma2(bool pairs, VF w0, VF w1, VF x0, VF x1, VF acc) {
@@ -270,11 +335,18 @@ HWY_INLINE VF Fma2(bool pairs, VF w0, VF w1, VF x0, VF x1, VF acc) {
 }
 
 // Every output is summed in one fixed order, whichever path computes it:
-// lane j of one accumulator takes W·x of the inputs at j (mod the step) in k
-// order, over the whole vector part of K; then a horizontal sum, then the
-// scalar tail (k ≥ k_vec) in k order. The matvec path (decode) and the tile
-// path (prefill) therefore give bit-identical results: a token's logits do not
-// depend on how many tokens share its Forward call.
+// lane j of one accumulator takes (value · scale) · x of the inputs at j (mod
+// the step) in k order over the vector part of K (k < k_vec); then a
+// horizontal sum; then the scalar tail in k order. The matvec path (decode)
+// and the tile path (prefill) therefore give bit-identical results: a token's
+// logits do not depend on how many tokens share its Forward call.
+//
+// Both walk K block by block (one scale per block and row; the whole vector
+// part is one block for dense formats), decode steps within the block.
+template <class Fmt>
+HWY_INLINE int64_t BlockLen(int64_t k_vec) {
+  return Fmt::kBlock > 0 ? Fmt::kBlock : std::max<int64_t>(k_vec, 1);
+}
 
 // ---------------------------------------------------------------------------
 // Matvec path: 4 weight rows at a time, decoded in registers.
@@ -285,18 +357,33 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
                      const float* x, int64_t k_size, float out[4]) {
   const int64_t step = StepOf(d, Fmt::kPairs);
   const int64_t k_vec = k_size / step * step;
+  const int64_t block = BlockLen<Fmt>(k_vec);
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  for (int64_t k = 0; k < k_vec; k += step) {
-    VF x0, x1, w0, w1;
-    LoadX<Fmt>(d, x, k, x0, x1);
-    DecodeScaled<Fmt>(d, rows[0], scales[0], k, w0, w1);
-    a0 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a0);
-    DecodeScaled<Fmt>(d, rows[1], scales[1], k, w0, w1);
-    a1 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a1);
-    DecodeScaled<Fmt>(d, rows[2], scales[2], k, w0, w1);
-    a2 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a2);
-    DecodeScaled<Fmt>(d, rows[3], scales[3], k, w0, w1);
-    a3 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a3);
+  for (int64_t k0 = 0; k0 < k_vec; k0 += block) {
+    const int64_t len = std::min(block, k_vec - k0);
+    const uint8_t* p0 = Fmt::Ptr(rows[0], k0);
+    const uint8_t* p1 = Fmt::Ptr(rows[1], k0);
+    const uint8_t* p2 = Fmt::Ptr(rows[2], k0);
+    const uint8_t* p3 = Fmt::Ptr(rows[3], k0);
+    const float* xb = x + k0;
+    VF s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
+    if constexpr (Fmt::kBlock > 0) {
+      const int64_t kb = k0 / Fmt::kBlock;
+      s0 = BlockState<Fmt>(d, scales[0][kb]), s1 = BlockState<Fmt>(d, scales[1][kb]);
+      s2 = BlockState<Fmt>(d, scales[2][kb]), s3 = BlockState<Fmt>(d, scales[3][kb]);
+    }
+    for (int64_t j = 0; j < len; j += step) {
+      VF x0, x1, w0, w1;
+      LoadX<Fmt>(d, xb, j, x0, x1);
+      DecodeScaled<Fmt>(d, p0, j, s0, w0, w1);
+      a0 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a0);
+      DecodeScaled<Fmt>(d, p1, j, s1, w0, w1);
+      a1 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a1);
+      DecodeScaled<Fmt>(d, p2, j, s2, w0, w1);
+      a2 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a2);
+      DecodeScaled<Fmt>(d, p3, j, s3, w0, w1);
+      a3 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a3);
+    }
   }
   float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
   for (int64_t k = k_vec; k < k_size; ++k) {
@@ -438,6 +525,26 @@ HWY_INLINE void Tile(DF d, const float* HWY_RESTRICT wbuf, int64_t k_vec, const 
   }
 }
 
+// dst[0, k_vec) = the row's weights times their scales, in decode step layout.
+template <class Fmt>
+HWY_INLINE void DecodeRow(DF d, const uint8_t* row, const float* scales, int64_t k_vec,
+                          float* HWY_RESTRICT dst) {
+  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t block = BlockLen<Fmt>(k_vec);
+  for (int64_t k0 = 0; k0 < k_vec; k0 += block) {
+    const int64_t len = std::min(block, k_vec - k0);
+    const uint8_t* p = Fmt::Ptr(row, k0);
+    VF s = hn::Zero(d);
+    if constexpr (Fmt::kBlock > 0) s = BlockState<Fmt>(d, scales[k0 / Fmt::kBlock]);
+    for (int64_t j = 0; j < len; j += step) {
+      VF v0, v1;
+      DecodeScaled<Fmt>(d, p, j, s, v0, v1);
+      hn::Store(v0, d, dst + k0 + j);
+      if constexpr (Fmt::kPairs) hn::Store(v1, d, dst + k0 + j + hn::Lanes(d));
+    }
+  }
+}
+
 template <class Fmt>
 void TileRows(const MatMulArgs& a) {
   const DF d;
@@ -462,13 +569,7 @@ void TileRows(const MatMulArgs& a) {
       if (r < rows_here) {
         rows[r] = base + (n0 + r) * row_bytes;
         scales[r] = RowScales<Fmt>(a, n0 + r, rows[r], scale_buf[r]);
-        float* dst = wbuf + r * k_vec;
-        for (int64_t k = 0; k < k_vec; k += step) {
-          VF v0, v1;
-          DecodeScaled<Fmt>(d, rows[r], scales[r], k, v0, v1);
-          hn::Store(v0, d, dst + k);
-          if constexpr (Fmt::kPairs) hn::Store(v1, d, dst + k + hn::Lanes(d));
-        }
+        DecodeRow<Fmt>(d, rows[r], scales[r], k_vec, wbuf + r * k_vec);
       } else {  // a short last group repeats its first row; results dropped
         rows[r] = rows[0];
         scales[r] = scales[0];

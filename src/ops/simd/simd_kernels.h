@@ -55,6 +55,8 @@ void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_di
                      float theta);
 // Σ a[i] · b[i] (attention scores).
 float Dot(const float* a, const float* b, int64_t n);
+// Σ x[i] (four lane-parallel partial sums; also the memory-bandwidth probe).
+float Sum(const float* x, int64_t n);
 // y[i] += alpha · x[i] (attention value accumulation).
 void Axpy(float* y, float alpha, const float* x, int64_t n);
 

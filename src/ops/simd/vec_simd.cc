@@ -49,6 +49,23 @@ float DotImpl(const float* a, const float* b, int64_t n) {
   return SumVec(d, hn::Add(s0, s1)) + tail;
 }
 
+float SumImpl(const float* x, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::Add(s0, hn::LoadU(d, x + i));
+    s1 = hn::Add(s1, hn::LoadU(d, x + i + N));
+    s2 = hn::Add(s2, hn::LoadU(d, x + i + 2 * N));
+    s3 = hn::Add(s3, hn::LoadU(d, x + i + 3 * N));
+  }
+  for (; i + N <= n; i += N) s0 = hn::Add(s0, hn::LoadU(d, x + i));
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += x[i];
+  return SumVec(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))) + tail;
+}
+
 void AxpyImpl(float* y, float alpha, const float* x, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -168,6 +185,7 @@ HWY_AFTER_NAMESPACE();
 namespace dsv4::ops::simd {
 
 HWY_EXPORT(DotImpl);
+HWY_EXPORT(SumImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
@@ -177,6 +195,7 @@ HWY_EXPORT(RopeInterleavedImpl);
 float Dot(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n);
 }
+float Sum(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumImpl)(x, n); }
 void Axpy(float* y, float alpha, const float* x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AxpyImpl)(y, alpha, x, n);
 }
