@@ -2,6 +2,8 @@
 // format once, then split output rows over the pool.
 #include "ops/matmul.h"
 
+#include <algorithm>
+
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
@@ -9,8 +11,19 @@
 namespace dsv4::ops {
 namespace {
 
-// Rows per chunk: a multiple of the SIMD panels (2 vectors of 16 rows).
+// Rows per chunk: a multiple of the kernels' 4-row groups.
 constexpr int64_t kRowGrain = 32;
+// Multiply-adds a chunk must have to be worth a thread: a fork-join of the
+// pool costs ~15 us here (condition variables), ~100k multiply-adds.
+constexpr int64_t kMinMacsPerChunk = int64_t{1} << 17;
+
+// Grain for splitting n_out rows of k_size inputs × n_tokens: small products
+// run on the calling thread alone.
+int64_t RowGrain(int64_t k_size, int64_t n_tokens) {
+  const int64_t macs_per_row = std::max<int64_t>(1, k_size * n_tokens);
+  const int64_t rows = (kMinMacsPerChunk + macs_per_row - 1) / macs_per_row;
+  return std::max(kRowGrain, (rows + kRowGrain - 1) / kRowGrain * kRowGrain);
+}
 
 void CheckDense(const TensorView& w) {
   CHECK(w.rank == 2 && w.strides[1] == 1, "MatMul: weight must be a 2-D row-major matrix, got %s",
@@ -70,7 +83,7 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
       [&](int64_t begin, int64_t end, int) {
         fn(Args(out + begin, n_out, x, w, scale, n_tokens, begin, end));
       },
-      kRowGrain);
+      RowGrain(w.sizes[1], n_tokens));
 }
 
 }  // namespace
@@ -85,7 +98,7 @@ void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
         [&](int64_t begin, int64_t end, int) {
           ref::MatMul(out + begin, x, w.Slice(begin, end), n_tokens, n_out);
         },
-        kRowGrain);
+        RowGrain(w.sizes[1], n_tokens));
     return;
   }
   RunSplit(pool, fn, out, x, w, TensorView{}, n_tokens);
