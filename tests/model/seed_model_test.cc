@@ -159,6 +159,23 @@ TEST(SeedModel, S019_SeedGlobalModeIsNotCausal) {
   EXPECT_GT(mx, 0.0);  // C-08: the literal seed mode leaks the future
 }
 
+TEST(SeedModel, S021_ResidualLayerNormFusionRunsAndStaysCausal) {
+  auto p = LoadProfile("P-V4");
+  SeedConfig c = V4Causal(p.config);
+  c.csa.fusion_mode = "residual_layernorm";
+  auto m = Build(p, c);
+  auto w = Build(p, V4Causal(p.config));
+  ASSERT_NE(m, nullptr);
+  const int64_t T = static_cast<int64_t>(p.ids.size());
+  auto c1 = m->NewCache(48);
+  auto a = RunCalls(*m, *c1, p.ids, {T}, false);
+  for (float v : a) ASSERT_TRUE(std::isfinite(v));
+  auto c2 = w->NewCache(48);
+  auto b = RunCalls(*w, *c2, p.ids, {T}, false);
+  EXPECT_GT(Compare(a, b, 512).max_abs, 1e-3);  // a different output definition (C-09)
+  EXPECT_LE(PrefillVsIncremental(*m, p.ids, 48), kInvariance);
+}
+
 TEST(SeedModel, S022_LongPromptDiffersFromTruncated) {
   auto p = LoadProfile("P-V4");
   auto m = Build(p, V4Causal(p.config));
