@@ -156,15 +156,16 @@ inline void QuantizeFp4(const std::vector<float>& w, int64_t n, int64_t k,
 
 enum class SynthFormat { kF32, kBf16, kFp8Fp4 };
 
-// Fills `ckpt` with random weights for every declared (non-MTP) tensor of
-// `config` under the official names. Norm weights are near 1, mHC fn small.
+// Fills `ckpt` with random weights for every declared tensor of `config`
+// (MTP layers only when `mtp`) under the official names. Norm weights are near
+// 1, mHC fn small.
 inline void FillRandomCheckpoint(const DeepSeekV4Config& config, uint32_t seed,
-                                 SynthFormat format, MemoryCheckpoint& ckpt) {
+                                 SynthFormat format, MemoryCheckpoint& ckpt, bool mtp = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const auto plans = BuildLayerPlans(config);
   ForEachWeight(config, plans, [&](const WeightDecl& d) {
-    if (d.mtp) return;
+    if (d.mtp && !mtp) return;
     int64_t n = 1;
     for (int64_t s : d.shape) n *= s;
     std::vector<float> v(n);
@@ -255,6 +256,17 @@ inline DeepSeekV4Config TinyConfig() {
   c.num_hash_layers = 1;
   c.swiglu_limit = 1.5;
   c.num_nextn_predict_layers = 1;
+  return c;
+}
+
+// All three attention kinds: layer 0 window, layer 1 CSA (ratio 4, indexer
+// top-2 of 4 heads × 64), layer 2 HCA ratio 8, plus the MTP layer; window 4.
+inline DeepSeekV4Config TinyMixedConfig() {
+  DeepSeekV4Config c = TinyConfig();
+  c.compress_ratios = {0, 4, 8, 0};
+  c.index_n_heads = 4;
+  c.index_head_dim = 64;
+  c.index_topk = 2;
   return c;
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "ops/vec_ops.h"
+
 namespace dsv4::deepseek_v4 {
 
 RopeFrequencies::RopeFrequencies(int64_t rope_dim, double base, const YarnScaling* yarn) {
@@ -52,16 +54,68 @@ void RopeFrequencies::Rotate(float* x, int64_t pos, bool inverse) const {
   }
 }
 
-void AttentionState::Init(const DeepSeekV4Config& c, const LayerPlan& plan) {
-  ring.assign(c.sliding_window * c.head_dim, 0.0f);
-  if (plan.compress_ratio > 0) compressed.Init(plan.compress_ratio, c.head_dim);
-  if (plan.has_indexer) index_keys.Init(plan.compress_ratio, c.index_head_dim);
+void AttentionState::Init(const DeepSeekV4Config& c, const LayerPlan& plan, int64_t history) {
+  spec = plan.cache;
+  const bool all = history == RollbackOptions::kAll;
+  ring.Init(c.head_dim, all ? 0 : c.sliding_window + std::max<int64_t>(0, history));
+  if (plan.compress_ratio > 0) compressed.Init(plan.compress_ratio, c.head_dim, history);
+  if (plan.has_indexer) index_keys.Init(plan.compress_ratio, c.index_head_dim, history);
 }
 
 void AttentionState::Reset() {
-  std::fill(ring.begin(), ring.end(), 0.0f);
+  ring.Reset();
   if (compressed.ratio > 0) compressed.Reset();
   if (index_keys.ratio > 0) index_keys.Reset();
+}
+
+void AttentionState::Reserve(int64_t n) {
+  ring.Reserve(n);
+  for (CompressorState* cs : {&compressed, &index_keys}) {
+    if (cs->ratio == 0) continue;
+    cs->rows.Reserve(n);
+    cs->entries.reserve(n / cs->ratio * cs->width);
+  }
+}
+
+void AttentionState::Truncate(int64_t n) {
+  ring.Truncate(n);
+  if (compressed.ratio > 0) compressed.Truncate(n);
+  if (index_keys.ratio > 0) index_keys.Truncate(n);
+}
+
+bool AttentionState::CanTruncate(int64_t n) const {
+  return ring.Holds(RingRowsFrom(spec, n), n) &&
+         (compressed.ratio == 0 || compressed.CanTruncate(n)) &&
+         (index_keys.ratio == 0 || index_keys.CanTruncate(n));
+}
+
+void AttentionState::Save(int64_t n, Saved& out) const {
+  out.n_tokens = n;
+  out.ring.clear();
+  out.compressed_rows.clear();
+  out.index_rows.clear();
+  ring.Save(RingRowsFrom(spec, n), n, out.ring);
+  if (compressed.ratio > 0) {
+    compressed.rows.Save(CompressorRowsFrom(spec, n), n, out.compressed_rows);
+  }
+  if (index_keys.ratio > 0) {
+    index_keys.rows.Save(CompressorRowsFrom(spec, n), n, out.index_rows);
+  }
+}
+
+void AttentionState::Restore(const Saved& saved) {
+  const int64_t n = saved.n_tokens;
+  ring.Restore(RingRowsFrom(spec, n), n, saved.ring.data());
+  if (compressed.ratio > 0) {
+    compressed.rows.Restore(CompressorRowsFrom(spec, n), n, saved.compressed_rows.data());
+    compressed.entries.resize(std::min(compressed.n_entries(), n / compressed.ratio) *
+                              compressed.width);
+  }
+  if (index_keys.ratio > 0) {
+    index_keys.rows.Restore(CompressorRowsFrom(spec, n), n, saved.index_rows.data());
+    index_keys.entries.resize(std::min(index_keys.n_entries(), n / index_keys.ratio) *
+                              index_keys.width);
+  }
 }
 
 void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
@@ -85,7 +139,9 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
                       const Tracer& trace, const float* x, int64_t n_tokens, int64_t pos0,
                       AttentionState& state, AttentionScratch& s, float* out) {
   const int64_t layer = plan.layer;
-  float* ring = state.ring.data();
+  CHECK(state.ring.end() == pos0, "layer %lld: attention at position %lld, cache at %lld",
+        static_cast<long long>(plan.layer), static_cast<long long>(pos0),
+        static_cast<long long>(state.ring.end()));
   const int64_t T = n_tokens, Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
   const int64_t R = c.qk_rope_head_dim, nope = A - R, G = c.o_groups, O = c.o_lora_rank;
   const int64_t W = c.sliding_window, HG = c.heads_per_group();
@@ -142,7 +198,7 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
 
   // ---- Attention with a per-head sink over window ∪ compressed keys (§4.6) ----
   // Window keys of position p: positions max(0, p − W + 1) .. p; those before
-  // pos0 come from the ring (slot j mod W), the rest from this call's kv.
+  // pos0 come from the ring, the rest from this call's kv.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
   float* o = s.o.data();  // [T, H, A]
   float* scores = s.scores.data();
@@ -151,7 +207,7 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
     const int64_t p = pos0 + t;
     int64_t n_keys = 0;
     for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
-      keys[n_keys++] = j < pos0 ? ring + (j % W) * A : kv + (j - pos0) * A;
+      keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
     }
     if (r > 0) {
       const int64_t n_visible = (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
@@ -168,10 +224,7 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
       const float* qh = q + (t * H + h) * A;
       float mx = -INFINITY;
       for (int64_t i = 0; i < n_keys; ++i) {
-        const float* kj = keys[i];
-        float dot = 0.0f;
-        for (int64_t d = 0; d < A; ++d) dot += qh[d] * kj[d];
-        scores[i] = dot * softmax_scale;
+        scores[i] = ops::Dot(qh, keys[i], A) * softmax_scale;
         mx = std::max(mx, scores[i]);
       }
       // The sink only adds to the denominator; the max is over the real logits.
@@ -183,20 +236,14 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
       const float denom = sum + std::exp(w.attn_sink[h] - mx);
       float* oh = o + (t * H + h) * A;
       std::fill_n(oh, A, 0.0f);
-      for (int64_t i = 0; i < n_keys; ++i) {
-        const float pw = scores[i] / denom;
-        const float* kj = keys[i];
-        for (int64_t d = 0; d < A; ++d) oh[d] += pw * kj[d];
-      }
+      for (int64_t i = 0; i < n_keys; ++i) ops::Axpy(oh, scores[i] / denom, keys[i], A);
       // V = K carries rotated dims: undo the rotation at the query position (§4.2).
       rope.Rotate(oh + nope, p, /*inverse=*/true);
     }
   }
   trace("attn.o", layer, o, {T, H, A});
-  // The window now ends at pos0 + T − 1.
-  for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
-    std::copy_n(kv + t * A, A, ring + ((pos0 + t) % W) * A);
-  }
+  // The window now ends at pos0 + T − 1 (rows kept by position, cache.h).
+  for (int64_t t = 0; t < T; ++t) std::copy_n(kv + t * A, A, state.ring.Append(pos0 + t));
 
   // ---- Grouped low-rank output (§4.7): z_g = wo_a[g] · o_g; out = wo_b · z ----
   // wo_a runs unquantized in the reference (a bf16 einsum), so no act quant here.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/indexer.h"
@@ -46,13 +47,32 @@ class RopeFrequencies {
   std::vector<float> omega_;
 };
 
-// Per-sequence attention state of one layer.
+// Per-sequence attention state of one layer (what its CacheSpec describes).
+// Every store is indexed by absolute position, so truncating to an earlier
+// length only cuts ends (cache.h).
 struct AttentionState {
-  void Init(const DeepSeekV4Config& c, const LayerPlan& plan);
+  // history: RollbackOptions::horizon (rows kept beyond what the next token needs).
+  void Init(const DeepSeekV4Config& c, const LayerPlan& plan, int64_t history);
   void Reset();  // a new sequence
-  std::vector<float> ring;       // [W, A] kv of the last W positions, position p in slot p mod W
-  CompressorState compressed;    // ratio > 0: compressed kv entries [n, A] + compressor state
-  CompressorState index_keys;    // CSA: index keys [n, ID] + the indexer compressor's state
+  // Capacity for a sequence of up to n tokens (entries; unbounded rows), so
+  // nothing reallocates while it grows.
+  void Reserve(int64_t n_tokens);
+  // Keeps what the first n tokens made (n ≤ the tokens seen).
+  void Truncate(int64_t n_tokens);
+  // Whether Truncate(n) keeps every row the token at position n needs.
+  bool CanTruncate(int64_t n_tokens) const;
+  // The rows the token at position n needs, saved / restored (rollback checkpoints).
+  struct Saved {
+    int64_t n_tokens = 0;
+    std::vector<float> ring, compressed_rows, index_rows;
+  };
+  void Save(int64_t n_tokens, Saved& out) const;
+  void Restore(const Saved& saved);
+
+  CacheSpec spec;
+  RowHistory ring;               // [W + H, A] kv of the newest positions (slot p mod (W + H))
+  CompressorState compressed;    // ratio > 0: compressed kv entries [n, A] + compressor rows
+  CompressorState index_keys;    // CSA: index keys [n, ID] + the indexer compressor's rows
 };
 
 // Per-call scratch, sized for up to `n_tokens` tokens once (grown if needed).
@@ -75,9 +95,9 @@ struct AttentionScratch {
 
 // The attention sublayer for T consecutive tokens at positions pos0 .. pos0+T−1.
 // x: [T, D] (= attn_norm(mHC collapse)); out: [T, D].
-// state: the layer's window ring holding the kv of positions max(0, pos0−W) ..
-// pos0−1 (slot p mod W) and its compressors' state; on return it includes the
-// T new tokens. Keys of the query at position p: the window positions
+// state: the layer's stores holding the kv of positions max(0, pos0−W) ..
+// pos0−1 and its compressors' rows and entries for the first pos0 tokens; on
+// return they include the T new tokens. Keys of the query at position p: the window positions
 // max(0, p−W+1) .. p in ascending order, then (HCA) the compressed entries
 // 0 .. (p+1) div r − 1 or (CSA) the indexer's picks among them.
 void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,

@@ -11,23 +11,28 @@
 
 namespace dsv4::deepseek_v4 {
 
-void CompressorState::Init(int64_t r, int64_t w) {
+void CompressorState::Init(int64_t r, int64_t w, int64_t history) {
   ratio = r;
   width = w;
   coff = r == 4 ? 2 : 1;  // CSA overlaps windows (reference: overlap = ratio == 4)
+  rows.Init(2 * coff * width,
+            history == RollbackOptions::kAll ? 0 : coff * ratio + std::max<int64_t>(0, history));
   Reset();
 }
 
 void CompressorState::Reset() {
-  const int64_t rows = ratio * coff * width;
-  cur_kv.assign(rows, 0.0f);
-  cur_score.assign(rows, 0.0f);
-  if (coff == 2) {
-    // Entry 0 has no previous window: value 0, gate −inf (weight 0).
-    prev_kv.assign(rows, 0.0f);
-    prev_score.assign(rows, -INFINITY);
-  }
+  rows.Reset();
   entries.clear();
+}
+
+void CompressorState::Truncate(int64_t n) {
+  rows.Truncate(n);
+  entries.resize(std::min<int64_t>(n_entries(), n / ratio) * width);
+}
+
+bool CompressorState::CanTruncate(int64_t n) const {
+  const int64_t window_start = n / ratio * ratio;
+  return rows.Holds(std::max<int64_t>(0, window_start - (coff == 2 ? ratio : 0)), n);
 }
 
 void HadamardRotate(float* x, int64_t n) {
@@ -68,31 +73,32 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
   float* entry = s.entry.data();       // [Wd]
   for (int64_t t = 0; t < T; ++t) {
     const int64_t p = pos0 + t;
-    const int64_t slot = p % r;
     const float* kt = s.kv.data() + t * CW;
     const float* gt = s.score.data() + t * CW;
-    const float* ape = w.ape.data() + slot * CW;
-    float* cur_k = st.cur_kv.data() + slot * CW;
-    float* cur_g = st.cur_score.data() + slot * CW;
+    const float* ape = w.ape.data() + (p % r) * CW;
+    float* row = st.rows.Append(p);  // [k | g + ape]
     for (int64_t i = 0; i < CW; ++i) {
-      cur_k[i] = kt[i];
-      cur_g[i] = gt[i] + ape[i];
+      row[i] = kt[i];
+      row[CW + i] = gt[i] + ape[i];
     }
     if ((p + 1) % r != 0) continue;
 
-    // ---- Pool window p div r, per channel (spec §4.4) ----
-    // CSA slots: the previous window's first halves [0, Wd), then this window's
-    // second halves [Wd, 2·Wd); HCA: this window's r rows.
+    // ---- Pool window i = p div r, per channel (spec §4.4) ----
+    // CSA slots: the previous window's first halves [0, Wd) (value 0, gate −inf
+    // before window 0), then this window's second halves [Wd, 2·Wd); HCA: this
+    // window's r rows.
+    const int64_t first = p + 1 - r;  // the window's first position
+    const bool has_prev = overlap && first >= r;
     const int64_t n_slots = overlap ? 2 * r : r;
     for (int64_t d = 0; d < Wd; ++d) {
-      auto value = [&](int64_t j) {
-        return overlap ? (j < r ? st.prev_kv[j * CW + d] : st.cur_kv[(j - r) * CW + Wd + d])
-                       : st.cur_kv[j * CW + d];
-      };
       for (int64_t j = 0; j < n_slots; ++j) {
-        slot_score[j] = overlap ? (j < r ? st.prev_score[j * CW + d]
-                                         : st.cur_score[(j - r) * CW + Wd + d])
-                                : st.cur_score[j * CW + d];
+        if (!overlap) {
+          slot_score[j] = st.row_g(first + j)[d];
+        } else if (j < r) {
+          slot_score[j] = has_prev ? st.row_g(first - r + j)[d] : -INFINITY;
+        } else {
+          slot_score[j] = st.row_g(first + j - r)[Wd + d];
+        }
       }
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, slot_score[j]);
@@ -102,12 +108,18 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
         sum += slot_score[j];
       }
       float acc = 0.0f;
-      for (int64_t j = 0; j < n_slots; ++j) acc += value(j) * (slot_score[j] / sum);
+      for (int64_t j = 0; j < n_slots; ++j) {
+        float value;
+        if (!overlap) {
+          value = st.row_k(first + j)[d];
+        } else if (j < r) {
+          value = has_prev ? st.row_k(first - r + j)[d] : 0.0f;
+        } else {
+          value = st.row_k(first + j - r)[Wd + d];
+        }
+        acc += value * (slot_score[j] / sum);
+      }
       entry[d] = acc;
-    }
-    if (overlap) {  // this window becomes the previous one
-      st.prev_kv = st.cur_kv;
-      st.prev_score = st.cur_score;
     }
 
     // ---- Post-process: norm, RoPE at the window's first position, QAT sims ----

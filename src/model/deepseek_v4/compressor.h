@@ -5,9 +5,10 @@
 // previous window's rows and the second halves of the current window's rows.
 // The lightning indexer (indexer.h) runs a second compressor of its own.
 //
-// Entries are built token by token with the state the reference keeps for
-// decoding (the current window's rows, and for CSA the previous window's), so
-// prefill, chunked prefill and decode give the same entries.
+// Entries are built token by token from the rows the reference keeps for
+// decoding (the current window's, and for CSA the previous window's), held by
+// absolute position so that prefill, chunked prefill, decode and a rollback
+// (cache.h) give the same entries.
 //
 // Source: specs/deepseek-v4.md §4.4 (reference `Compressor`), §4.8, §11 items
 // 12–15.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/weights.h"  // CompressorWeights
 
@@ -35,21 +37,29 @@ enum class CompressorKind {
   kIndexer,  // index keys: Hadamard rotation, then FP4 simulation (block 32) when index_quant
 };
 
-// Per-sequence state of one compressor.
+// Per-sequence state of one compressor: the un-pooled rows by absolute
+// position (cache.h RowHistory: the window being filled, for CSA also the
+// previous one, plus the rollback horizon) and the entries built so far.
 struct CompressorState {
-  void Init(int64_t ratio, int64_t width);
+  // history: rows kept beyond the c·r the pooling needs (RollbackOptions::horizon),
+  // or RollbackOptions::kAll.
+  void Init(int64_t ratio, int64_t width, int64_t history);
   // Forgets everything (a new sequence).
   void Reset();
+  // Keeps what the first n tokens made: entries n div r, rows below n.
+  void Truncate(int64_t n_tokens);
+  // Whether Truncate(n) leaves every row the next token needs.
+  bool CanTruncate(int64_t n_tokens) const;
   int64_t n_entries() const { return static_cast<int64_t>(entries.size()) / width; }
   const float* entry(int64_t i) const { return entries.data() + i * width; }
+  // Row p: k [c·Wd] then gate logits + ape [c·Wd].
+  const float* row_k(int64_t p) const { return rows.Row(p); }
+  const float* row_g(int64_t p) const { return rows.Row(p) + coff * width; }
 
   int64_t ratio = 0;               // r
   int64_t width = 0;               // Wd
   int64_t coff = 1;                // c
-  std::vector<float> cur_kv;       // [r, c·Wd] rows of the window being filled (slot p mod r)
-  std::vector<float> cur_score;    // [r, c·Wd] their gate logits (+ ape)
-  std::vector<float> prev_kv;      // [r, c·Wd] CSA: the last complete window (value 0 at start)
-  std::vector<float> prev_score;   // [r, c·Wd] CSA: its gate logits (−inf at start)
+  RowHistory rows;                 // [c·r + H, 2·c·Wd] (k | gate + ape) of position p
   std::vector<float> entries;      // [n, Wd] entry i pools window i = tokens [i·r, (i+1)·r)
 };
 
@@ -61,8 +71,8 @@ struct CompressorScratch {
 };
 
 // Feeds T tokens at positions pos0 .. pos0+T−1 (x: [T, D], the attention
-// input) to the compressor. For each token: k = wkv·x, g = wgate·x + ape[p mod r]
-// (fp32). When (p+1) mod r == 0 the window p div r is pooled per channel
+// input; pos0 = the rows' end) to the compressor. For each token: k = wkv·x,
+// g = wgate·x + ape[p mod r] (fp32). When (p+1) mod r == 0 the window p div r is pooled per channel
 // (softmax of g over its slots, weighted sum of k) into a new entry, which is
 // then RMS-normalised, rotated (RoPE on its last R dims at position i·r, the
 // window's first token) and post-processed by `kind`. Appends to state.entries.

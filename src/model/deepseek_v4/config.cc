@@ -425,6 +425,9 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
   std::string scale_fmt;
   if (f.String({"scale_fmt"}, scale_fmt)) c.quantization_config.scale_fmt = scale_fmt;
   f.String({"torch_dtype"}, c.torch_dtype);
+  // QAT simulations: the official FP8 releases were trained with them.
+  c.qat_simulation = c.quantization_config.present;
+  f.Bool({"qat_simulation"}, c.qat_simulation);
 
   // ---- attention schedule ----
   // compress_ratios (official and HF legacy) or layer_types (+ compress_rates).

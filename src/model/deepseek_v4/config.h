@@ -107,6 +107,13 @@ struct DeepSeekV4Config {
   ExpertDType expert_dtype = ExpertDType::kDefault;
   QuantizationConfig quantization_config;
   std::string torch_dtype = "bfloat16";
+  // Whether the model was trained with the quantisation simulations of spec
+  // §9.2 (FP8 activations before FP8/FP4 linears, FP8 kv nope dims, FP4
+  // indexer q/k), so the forward should reproduce them. config.json key
+  // "qat_simulation" (bool, this engine's); absent: true exactly when the
+  // config carries the FP8 `quantization_config` of the official releases.
+  // A bf16 re-export of an official checkpoint must say true explicitly.
+  bool qat_simulation = false;
 
   // ---- derived ----
   int64_t n_layers_total() const { return num_hidden_layers + num_nextn_predict_layers; }

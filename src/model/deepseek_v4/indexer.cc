@@ -9,6 +9,7 @@
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
 
@@ -60,9 +61,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
       const float* key = keys.entry(e);
       float acc = 0.0f;
       for (int64_t h = 0; h < IH; ++h) {
-        const float* qh = q + (t * IH + h) * ID;
-        float dot = 0.0f;
-        for (int64_t d = 0; d < ID; ++d) dot += qh[d] * key[d];
+        const float dot = ops::Dot(q + (t * IH + h) * ID, key, ID);
         acc += std::max(dot, 0.0f) * hw[t * IH + h];
       }
       sc[e] = acc;

@@ -10,61 +10,128 @@
 #include "io/safetensors.h"  // OpenCheckpointDir
 
 namespace dsv4::deepseek_v4 {
-namespace {
 
-// Per-sequence state: the attention state (window ring, compressed entries,
-// index keys, compressor tails) of every main layer, fp32.
-}  // namespace
-
+// Per-sequence state: the attention stores of every main layer (or of the
+// first MTP layer), the token ids (for replays) and the rollback checkpoints.
+// See cache.h for how Truncate stays exact.
 class DeepSeekV4Cache final : public SequenceCache {
  public:
-  // The states of the main layers (role kMain) or of the first MTP layer (kMtp).
   DeepSeekV4Cache(const DeepSeekV4Model* owner, int64_t max_tokens, LayerRole role)
-      : owner_(owner),
-        max_tokens_(max_tokens),
-        window_(owner->config().sliding_window),
-        role_(role) {
+      : owner_(owner), max_tokens_(max_tokens), role_(role) {
+    // The MTP layer cannot replay (its input is the main model's hidden
+    // state): it keeps every row.
+    rollback_ = owner->rollback();
+    if (role == LayerRole::kMtp) rollback_.horizon = RollbackOptions::kAll;
     for (const LayerPlan& p : owner->plans()) {
       if (p.role != role) continue;
       if (role == LayerRole::kMtp && !layers_.empty()) break;
-      layers_.emplace_back().Init(owner->config(), p);
-      compressed_ = compressed_ || p.compress_ratio > 0;
+      AttentionState& s = layers_.emplace_back();
+      s.Init(owner->config(), p, rollback_.horizon);
+      s.Reserve(max_tokens);
     }
+    tokens_.reserve(max_tokens);
   }
 
   int64_t length() const override { return length_; }
-  // Keeps the first n tokens. Truncate(0) always works. Otherwise it is exact
-  // only when nothing the next token needs was overwritten: n == length, or a
-  // window-only model whose ring has not wrapped (length ≤ W). Anything else
-  // marks the cache stale and the next Forward reports it: the ring and the
-  // compressors' running state cannot restore evicted rows.
+
+  // Keeps the first n tokens, exactly: in place when every layer still holds
+  // the rows position n needs (within the rollback horizon), else from the
+  // last checkpoint ≤ n (or from scratch), replaying up to n on the next call.
   void Truncate(int64_t n) override {
     CHECK(n >= 0 && n <= length_, "Truncate(%lld) of a cache of %lld tokens",
           static_cast<long long>(n), static_cast<long long>(length_));
-    if (n == 0) {
-      for (AttentionState& s : layers_) s.Reset();
-      stale_ = false;
-    } else if (n != length_ && (compressed_ || length_ > window_)) {
-      stale_ = true;
-    }
     length_ = n;
+    tokens_.resize(n);
+    while (!checkpoints_.empty() && checkpoints_.back().n_tokens > n) checkpoints_.pop_back();
+    if (n >= computed_) return;  // only part of a pending replay is dropped
+    bool in_place = true;
+    for (const AttentionState& s : layers_) in_place = in_place && s.CanTruncate(n);
+    if (in_place) {
+      for (AttentionState& s : layers_) s.Truncate(n);
+      computed_ = n;
+    } else if (!checkpoints_.empty()) {
+      const Checkpoint& cp = checkpoints_.back();
+      for (size_t l = 0; l < layers_.size(); ++l) layers_[l].Restore(cp.layers[l]);
+      computed_ = cp.n_tokens;
+    } else {
+      for (AttentionState& s : layers_) s.Reset();
+      computed_ = 0;
+    }
   }
 
   const DeepSeekV4Model* owner() const { return owner_; }
   LayerRole role() const { return role_; }
   int64_t max_tokens() const { return max_tokens_; }
-  bool stale() const { return stale_; }
   AttentionState& layer(int64_t l) { return layers_[l]; }
-  void Advance(int64_t n) { length_ += n; }
+  int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+  // Tokens the layers hold; [computed, length) are replayed by the next Forward.
+  int64_t computed() const { return computed_; }
+  std::span<const int32_t> tokens() const { return tokens_; }
+  void Append(std::span<const int32_t> t) {
+    tokens_.insert(tokens_.end(), t.begin(), t.end());
+    length_ += static_cast<int64_t>(t.size());
+  }
+  // Where a segment of work starting at `pos` must stop: the next checkpoint.
+  int64_t SegmentEnd(int64_t pos, int64_t end) const {
+    if (!checkpointing()) return end;
+    const int64_t p = rollback_.checkpoint_interval;
+    return std::min(end, (pos / p + 1) * p);
+  }
+  // The layers now hold the first `n` tokens; a checkpoint is taken at multiples of P.
+  void Computed(int64_t n) {
+    computed_ = n;
+    if (checkpointing() && n % rollback_.checkpoint_interval == 0 &&
+        (checkpoints_.empty() || checkpoints_.back().n_tokens < n)) {
+      Checkpoint& cp = checkpoints_.emplace_back();
+      cp.n_tokens = n;
+      cp.layers.resize(layers_.size());
+      for (size_t l = 0; l < layers_.size(); ++l) layers_[l].Save(n, cp.layers[l]);
+    }
+  }
+  void CountReplay(int64_t n) { replayed_ += n; }
+
+  CacheStats stats() const {
+    CacheStats st;
+    st.replayed_tokens = replayed_;
+    st.checkpoints = static_cast<int64_t>(checkpoints_.size());
+    st.allocated_bytes = static_cast<int64_t>(tokens_.capacity() * sizeof(int32_t));
+    for (const AttentionState& s : layers_) {
+      st.allocated_bytes += s.ring.allocated_bytes();
+      for (const CompressorState* c : {&s.compressed, &s.index_keys}) {
+        if (c->ratio == 0) continue;
+        st.allocated_bytes += c->rows.allocated_bytes() +
+                              static_cast<int64_t>(c->entries.capacity() * sizeof(float));
+      }
+    }
+    for (const Checkpoint& cp : checkpoints_) {
+      for (const AttentionState::Saved& sv : cp.layers) {
+        st.allocated_bytes += static_cast<int64_t>(
+            (sv.ring.capacity() + sv.compressed_rows.capacity() + sv.index_rows.capacity()) *
+            sizeof(float));
+      }
+    }
+    return st;
+  }
 
  private:
+  struct Checkpoint {
+    int64_t n_tokens = 0;
+    std::vector<AttentionState::Saved> layers;
+  };
+  bool checkpointing() const {
+    return rollback_.horizon != RollbackOptions::kAll && rollback_.checkpoint_interval > 0;
+  }
+
   const DeepSeekV4Model* owner_;
   int64_t max_tokens_;
-  int64_t window_;
   LayerRole role_;
-  int64_t length_ = 0;
-  bool stale_ = false;
-  bool compressed_ = false;
+  RollbackOptions rollback_;
+  int64_t length_ = 0;    // tokens in the sequence
+  int64_t computed_ = 0;  // tokens whose state the layers hold
+  int64_t replayed_ = 0;  // tokens re-run after deep truncations
+  std::vector<int32_t> tokens_;         // [length] ids, for replays
+  std::vector<Checkpoint> checkpoints_;  // ascending n_tokens, every P tokens
   std::vector<AttentionState> layers_;  // [L] (main) or [1] (MTP)
 };
 
@@ -73,27 +140,51 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
     const LoadOptions& options) {
   RETURN_IF_ERROR(c.Validate().WithContext(reader->path()));
   RETURN_IF_ERROR(c.CheckForwardSupported().WithContext(reader->path()));
-  if (options.numerics.act_quant) {
+  // QAT simulations: the caller's choice, else the config's (spec §9.2).
+  const bool from_config = !options.numerics.has_value();
+  const NumericsOptions numerics = options.numerics.value_or(NumericsOptions{
+      .act_quant = c.qat_simulation, .kv_quant = c.qat_simulation, .index_quant = c.qat_simulation});
+  const std::string off_hint =
+      from_config ? "set \"qat_simulation\": false in config.json (the model was not trained "
+                    "with them) or pass explicit NumericsOptions"
+                  : "turn NumericsOptions::act_quant off for this model";
+  if (numerics.act_quant) {
     // The reference's activation quantisation needs whole 128-blocks along K.
     for (int64_t k : {c.hidden_size, c.q_lora_rank, c.o_groups * c.o_lora_rank,
                       c.moe_intermediate_size}) {
       if (k % 128 != 0) {
         return InvalidArgument(reader->path() + ": FP8 activation quantisation needs input "
                                "widths that are multiples of 128, found " + std::to_string(k),
-                               "turn NumericsOptions::act_quant off for this model");
+                               off_hint);
       }
     }
   }
-  if (options.numerics.kv_quant && c.head_dim_nope() % 64 != 0) {
+  if (numerics.kv_quant && c.head_dim_nope() % 64 != 0) {
     return InvalidArgument(reader->path() + ": the kv FP8 simulation needs head_dim − "
                            "qk_rope_head_dim to be a multiple of 64, found " +
                            std::to_string(c.head_dim_nope()),
-                           "turn NumericsOptions::kv_quant off for this model");
+                           off_hint);
+  }
+  if (numerics.index_quant && c.index_head_dim % 32 != 0) {
+    return InvalidArgument(reader->path() + ": the indexer FP4 simulation needs index_head_dim "
+                           "to be a multiple of 32, found " + std::to_string(c.index_head_dim),
+                           off_hint);
+  }
+  if (options.rollback.horizon < 0 && options.rollback.horizon != RollbackOptions::kAll) {
+    return InvalidArgument("DeepSeek-V4 rollback horizon " +
+                           std::to_string(options.rollback.horizon) + " is negative",
+                           "use ≥ 0, or RollbackOptions::kAll to keep every row");
+  }
+  if (options.rollback.checkpoint_interval < 0) {
+    return InvalidArgument("DeepSeek-V4 checkpoint interval " +
+                           std::to_string(options.rollback.checkpoint_interval) + " is negative",
+                           "use 0 (no checkpoints) or a positive token count");
   }
   std::unique_ptr<DeepSeekV4Model> m(new DeepSeekV4Model());
   m->config_ = c;
   m->plans_ = BuildLayerPlans(c);
-  m->numerics_ = options.numerics;
+  m->numerics_ = numerics;
+  m->rollback_ = options.rollback;
   m->reader_ = reader;
   ASSIGN_OR_RETURN(m->weights_, BindWeights(*reader, c, m->plans_));
 
@@ -174,13 +265,6 @@ Result<DeepSeekV4Cache*> DeepSeekV4Model::CheckCall(SequenceCache& seq, LayerRol
     return InvalidArgument(std::string("DeepSeek-V4 ") + what + ": the cache was not made by " +
                            "this model's " + (role == LayerRole::kMain ? "NewCache" : "NewMtpCache"));
   }
-  if (cache->stale()) {
-    return InvalidArgument(std::string("DeepSeek-V4 ") + what +
-                               ": the cache was truncated past what it can restore (" +
-                               std::to_string(c.sliding_window) +
-                               "-token window, compressor state)",
-                           "Truncate(0) and run the whole sequence again");
-  }
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) return InvalidArgument(std::string("DeepSeek-V4 ") + what + ": no tokens");
   if (cache->length() + T > cache->max_tokens()) {
@@ -245,12 +329,10 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
 }
 
 void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm,
-                           int64_t layer, int64_t n_tokens, bool all_logits, float* logits,
+                           int64_t layer, int64_t first, int64_t n, float* logits,
                            const Tracer& trace) {
   const int64_t D = config_.hidden_size, C = config_.hc_mult;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  const int64_t first = all_logits ? 0 : n_tokens - 1;
-  const int64_t n = n_tokens - first;
   float* u = u_.data();
   float* h = h_.data();
   HcHead(*pool_, hc_, hc_head, x_.data() + first * C * D, n, mix_.data(), pre_.data(), u);
@@ -260,16 +342,12 @@ void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vec
   ops::MatMul(*pool_, logits, h, weights_.head, n);  // [n, V], fp32
 }
 
-Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
-                                std::span<float> logits, bool all_logits) {
-  ASSIGN_OR_RETURN(DeepSeekV4Cache * cache,
-                   CheckCall(seq, LayerRole::kMain, tokens, logits, all_logits));
+void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, int64_t pos0,
+                              DeepSeekV4Cache& cache, const Tracer& trace) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
-  const int64_t pos0 = cache->length();
-  EnsureScratch(T);
-  const Tracer trace(&trace_fn_, c.num_hidden_layers);
   const ModelWeights& w = weights_;
+  EnsureScratch(T);
   float* x = x_.data();  // [T, C, D]
   float* u = u_.data();  // [T, D]
 
@@ -282,19 +360,74 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
 
   for (const LayerPlan& plan : plans_) {
     if (plan.role != LayerRole::kMain) continue;
-    RunBlock(plan, w.layers[plan.layer], tokens, pos0, cache->layer(plan.layer), trace);
+    RunBlock(plan, w.layers[plan.layer], tokens, pos0, cache.layer(plan.layer), trace);
   }
-  cache->Advance(T);
-  hidden_tokens_ = T;  // x_ now holds the final residual streams
+}
 
-  // ---- Head: HC head collapse → final norm → fp32 logits (§3.3, §6.2) ----
-  Head(w.hc_head, w.norm, -1, T, all_logits, logits.data(), trace);
+Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
+                                std::span<float> logits, bool all_logits) {
+  ASSIGN_OR_RETURN(DeepSeekV4Cache * cache,
+                   CheckCall(seq, LayerRole::kMain, tokens, logits, all_logits));
+  const DeepSeekV4Config& c = config_;
+  const int64_t T = static_cast<int64_t>(tokens.size()), V = c.vocab_size;
+  const int64_t row = c.hc_mult * c.hidden_size;
+  const Tracer trace(&trace_fn_, c.num_hidden_layers);
+  const int64_t first_new = cache->length();  // position of tokens[0]
+  cache->CountReplay(first_new - cache->computed());
+  cache->Append(tokens);
+  const int64_t end = cache->length();
+  if (static_cast<int64_t>(hidden_.size()) < T * row) hidden_.resize(T * row);
+  hidden_.resize(T * row);
+
+  // A replay of [computed, first_new) after a deep Truncate, then the new
+  // tokens, in segments that end at the rollback checkpoints.
+  while (cache->computed() < end) {
+    const int64_t pos0 = cache->computed();
+    const int64_t seg_end = cache->SegmentEnd(pos0, end);
+    RunMain(cache->tokens().subspan(pos0, seg_end - pos0), pos0, *cache, trace);
+    cache->Computed(seg_end);
+    // x_ holds the final residual streams of [pos0, seg_end); keep the new
+    // tokens' rows (the MTP input) and make their logits.
+    const int64_t b = std::max(pos0, first_new);
+    if (b >= seg_end) continue;
+    std::copy_n(x_.data() + (b - pos0) * row, (seg_end - b) * row,
+                hidden_.data() + (b - first_new) * row);
+    // ---- Head: HC head collapse → final norm → fp32 logits (§3.3, §6.2) ----
+    if (all_logits) {
+      Head(weights_.hc_head, weights_.norm, -1, b - pos0, seg_end - b,
+           logits.data() + (b - first_new) * V, trace);
+    } else if (seg_end == end) {
+      Head(weights_.hc_head, weights_.norm, -1, seg_end - 1 - pos0, 1, logits.data(), trace);
+    }
+  }
   return Status::Ok();
 }
 
-std::span<const float> DeepSeekV4Model::last_hidden() const {
-  return {x_.data(), static_cast<size_t>(hidden_tokens_ * config_.hc_mult * config_.hidden_size)};
+CacheStats DeepSeekV4Model::GetCacheStats(const SequenceCache& seq) const {
+  const auto* cache = dynamic_cast<const DeepSeekV4Cache*>(&seq);
+  CHECK(cache != nullptr && cache->owner() == this, "GetCacheStats: not this model's cache");
+  return cache->stats();
 }
+
+int64_t DeepSeekV4Model::scratch_bytes() const {
+  const AttentionScratch& a = attn_scratch_;
+  size_t n = x_.capacity() + u_.capacity() + h_.capacity() + y_.capacity() + mix_.capacity() +
+             pre_.capacity() + post_.capacity() + comb_.capacity() + hc_tmp_.capacity() +
+             mtp_tmp_.capacity() + mtp_act_.capacity() + hidden_.capacity() +
+             mtp_hidden_.capacity() + a.qr.capacity() + a.q.capacity() + a.kv.capacity() +
+             a.o.capacity() + a.o_group.capacity() + a.z.capacity() + a.scores.capacity() +
+             a.act.capacity() + a.compressor.kv.capacity() + a.compressor.score.capacity() +
+             a.indexer.q.capacity() + a.indexer.head_weight.capacity() +
+             a.indexer.scores.capacity() + a.indexer.act.capacity() +
+             a.indexer.compressor.kv.capacity() + a.indexer.compressor.score.capacity();
+  return static_cast<int64_t>(n * sizeof(float) + a.keys.capacity() * sizeof(const float*) +
+                              a.top.capacity() * sizeof(int32_t)) +
+         moe_scratch_.bytes();
+}
+
+std::span<const float> DeepSeekV4Model::last_hidden() const { return hidden_; }
+
+std::span<const float> DeepSeekV4Model::last_mtp_hidden() const { return mtp_hidden_; }
 
 std::unique_ptr<SequenceCache> DeepSeekV4Model::NewMtpCache(int64_t max_tokens) const {
   if (max_tokens <= 0 || max_tokens > info_.max_context) max_tokens = info_.max_context;
@@ -353,8 +486,10 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
 
   // ---- The MTP block and its own head collapse; shared LM head ----
   RunBlock(plan, m.block, next_tokens, pos0, cache->layer(0), trace);
-  cache->Advance(T);
-  Head(m.hc_head, m.norm, l, T, all_logits, logits.data(), trace);
+  cache->Append(next_tokens);
+  cache->Computed(cache->length());
+  mtp_hidden_.assign(x, x + T * C * D);
+  Head(m.hc_head, m.norm, l, all_logits ? 0 : T - 1, all_logits ? T : 1, logits.data(), trace);
   return Status::Ok();
 }
 

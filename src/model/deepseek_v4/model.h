@@ -17,12 +17,14 @@
 #define DSV4_MODEL_DEEPSEEK_V4_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
 #include "model/deepseek_v4/attention.h"
+#include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
@@ -36,9 +38,19 @@ namespace dsv4::deepseek_v4 {
 class DeepSeekV4Cache;
 
 struct LoadOptions {
-  NumericsOptions numerics;
+  // The QAT simulations (spec §9.2). Unset: the config decides
+  // (DeepSeekV4Config::qat_simulation — on for the official FP8 releases).
+  std::optional<NumericsOptions> numerics;
   int threads = 1;
   int64_t max_context = 0;  // 0: max_position_embeddings
+  RollbackOptions rollback;  // how Truncate stays exact (cache.h)
+};
+
+// What a cache holds beyond its length (tests, benchmarks).
+struct CacheStats {
+  int64_t replayed_tokens = 0;  // re-run by Forward after truncations past the horizon
+  int64_t checkpoints = 0;      // rollback checkpoints held
+  int64_t allocated_bytes = 0;  // every store, checkpoints and token ids (capacity)
 };
 
 class DeepSeekV4Model final : public Model {
@@ -53,19 +65,33 @@ class DeepSeekV4Model final : public Model {
   const DeepSeekV4Config& config() const { return config_; }
   const std::vector<LayerPlan>& plans() const { return plans_; }
   const ModelWeights& weights() const { return weights_; }
+  const NumericsOptions& numerics() const { return numerics_; }
+  const RollbackOptions& rollback() const { return rollback_; }
 
+  // A cache for up to max_tokens tokens (≤ 0: max_context), its stores
+  // reserved for that length. Truncate(n) is exact for every n (cache.h).
   std::unique_ptr<SequenceCache> NewCache(int64_t max_tokens) const override;
   // Runs tokens at positions cache.length() ..; logits [T, V] or [V] (last token).
+  // After a Truncate past the rollback horizon it first re-runs the dropped
+  // part of the sequence from the last checkpoint (no logits for those).
   Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
                  bool all_logits) override;
+  // Replays, checkpoints and bytes of a cache made by this model.
+  CacheStats GetCacheStats(const SequenceCache& cache) const;
+  // Bytes of the per-call scratch sized so far (activations of the longest call).
+  int64_t scratch_bytes() const;
   void SetThreads(int n_threads) override;
 
   // ---- Multi-token prediction (spec §6.3; speculative decoding) ----
   // The main model's final residual streams [T, C, D] of the last Forward
-  // call (before the HC head): the MTP input.
+  // call's T tokens (before the HC head): the MTP input.
   std::span<const float> last_hidden() const;
+  // The MTP block's output streams [T, C, D] of the last ForwardMtp call
+  // (before its HC head): the "hidden state" a chain of drafts feeds back.
+  std::span<const float> last_mtp_hidden() const;
   bool has_mtp() const { return !weights_.mtp.empty(); }
-  // A cache for the first MTP layer (its own window ring).
+  // A cache for the first MTP layer (its own window; keeps every row, so any
+  // Truncate is in place).
   std::unique_ptr<SequenceCache> NewMtpCache(int64_t max_tokens) const;
   // Draft logits of the first MTP layer for T positions: row t predicts the
   // token after next_tokens[t], from next_tokens[t] (the token that followed
@@ -85,6 +111,10 @@ class DeepSeekV4Model final : public Model {
  private:
   DeepSeekV4Model() = default;
   void EnsureScratch(int64_t n_tokens);
+  // Embedding + every main layer for tokens at positions pos0.. (x_ = the
+  // final residual streams).
+  void RunMain(std::span<const int32_t> tokens, int64_t pos0, DeepSeekV4Cache& cache,
+               const Tracer& trace);
   // Validates a Forward/ForwardMtp call; returns the cache.
   Result<DeepSeekV4Cache*> CheckCall(SequenceCache& cache, LayerRole role,
                                      std::span<const int32_t> tokens, std::span<float> logits,
@@ -92,15 +122,16 @@ class DeepSeekV4Model final : public Model {
   // One block (mHC + attention, mHC + MoE) on x_ [T, C, D], in place.
   void RunBlock(const LayerPlan& plan, const LayerWeights& lw, std::span<const int32_t> tokens,
                 int64_t pos0, AttentionState& state, const Tracer& trace);
-  // HC head → norm → logits of the last token or of all T (x_ is read).
+  // HC head → norm → logits [n, V] of the rows first .. first+n−1 of x_.
   void Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm, int64_t layer,
-            int64_t n_tokens, bool all_logits, float* logits, const Tracer& trace);
+            int64_t first, int64_t n, float* logits, const Tracer& trace);
   // Traces the mHC coefficients (pre/post/comb) of the site just computed.
   void TraceHc(const Tracer& trace, const char* site, int64_t layer, int64_t n_tokens) const;
 
   DeepSeekV4Config config_;
   std::vector<LayerPlan> plans_;
   NumericsOptions numerics_;
+  RollbackOptions rollback_;
   ModelInfo info_;
   std::shared_ptr<const CheckpointReader> reader_;  // keeps the mapping alive
   ModelWeights weights_;
@@ -123,7 +154,8 @@ class DeepSeekV4Model final : public Model {
   std::vector<float> hc_tmp_;   // [C, D]
   std::vector<float> mtp_tmp_;  // [T, C, D] hnorm of the main residual
   std::vector<float> mtp_act_;  // activation-quant copies (MTP projections)
-  int64_t hidden_tokens_ = 0;   // rows of x_ holding the last Forward's final residual
+  std::vector<float> hidden_;   // [T, C, D] the last Forward's final residual (new tokens)
+  std::vector<float> mtp_hidden_;  // [T, C, D] the last ForwardMtp's block output
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;
 };

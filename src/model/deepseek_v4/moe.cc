@@ -43,6 +43,14 @@ void Expert(ThreadPool& pool, const ExpertWeights& e, float limit, const Numeric
 
 }  // namespace
 
+int64_t MoeScratch::bytes() const {
+  const size_t f = routing.scores.capacity() + routing.weights.capacity() + logits.capacity() +
+                   row_weight.capacity() + xe.capacity() + gate.capacity() + up.capacity() +
+                   down.capacity() + y.capacity() + act.capacity() + biased.capacity();
+  const size_t i = routing.experts.capacity() + rows.capacity() + order.capacity();
+  return static_cast<int64_t>(f * sizeof(float) + i * sizeof(int32_t));
+}
+
 void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   if (n <= n_tokens) return;
   n_tokens = n;

@@ -34,6 +34,7 @@ struct Routing {
 
 struct MoeScratch {
   void Reserve(const DeepSeekV4Config& c, int64_t n_tokens);
+  int64_t bytes() const;  // allocated
   int64_t n_tokens = 0;
   Routing routing;
   std::vector<float> logits;     // [T, E]

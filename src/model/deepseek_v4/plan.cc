@@ -48,7 +48,9 @@ std::vector<LayerPlan> BuildLayerPlans(const DeepSeekV4Config& c) {
       p.rope_yarn = false;
     }
     p.cache.window = c.sliding_window;
+    p.cache.head_dim = c.head_dim;
     p.cache.compress_ratio = p.compress_ratio;
+    p.cache.overlap = p.attention == AttentionKind::kCsa;
     p.cache.indexer_head_dim = p.has_indexer ? c.index_head_dim : 0;
     plans.push_back(std::move(p));
   }

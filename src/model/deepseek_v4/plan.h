@@ -34,11 +34,20 @@ enum class LayerRole {
 std::string_view AttentionKindName(AttentionKind k);  // "window", "csa", "hca"
 std::string_view RouterKindName(RouterKind k);        // "hash", "scored"
 
-// Per-layer cache needs (the memory module will build stores from these).
+// What one layer keeps per sequence (spec §4.8–4.9); cache.h turns it into
+// stores and byte counts. Widths in values; the reference stores values in
+// bf16 and the compressor state in fp32, this engine everything in fp32.
 struct CacheSpec {
-  int64_t window = 0;             // ring of the last W kv rows, [W, A]
-  int64_t compress_ratio = 0;     // > 0: one compressed kv row per `ratio` tokens
-  int64_t indexer_head_dim = 0;   // > 0: one index key row per compressed entry
+  int64_t window = 0;             // W: ring of the kv rows of the last W positions
+  int64_t head_dim = 0;           // A: width of a window kv row and of a compressed entry
+  int64_t compress_ratio = 0;     // r > 0: one compressed kv entry per r tokens
+  bool overlap = false;           // CSA: entries pool 2r tokens (the previous window's halves)
+  int64_t indexer_head_dim = 0;   // ID > 0 (CSA): one index key per entry, own compressor
+  // Compressor state rows (un-pooled k and gate+ape of the window being
+  // filled, and for CSA the previous window): c·r rows of c·A (resp. c·ID)
+  // values each, twice (k and gate), c = 2 when overlapping.
+  int64_t coff() const { return overlap ? 2 : 1; }
+  int64_t state_rows() const { return compress_ratio * coff(); }
 };
 
 struct LayerPlan {
