@@ -21,6 +21,7 @@ void RegisterTokenize(CLI::App& app, int& exit_code);
 void RegisterChatTemplate(CLI::App& app, int& exit_code);
 void RegisterLogits(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // DeepSeek-V4 model report
+void RegisterServe(CLI::App& app, int& exit_code);    // HTTP server (src/server)
 
 // Adds --model, --tokenizer and --threads to a subcommand.
 void AddModelOptions(CLI::App& sub, LoadOptions& options);

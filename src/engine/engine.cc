@@ -99,7 +99,15 @@ struct Engine::Slot {
 
 struct Engine::Sequence {
   SequenceRequest request;
-  std::shared_ptr<RequestHandle> handle;
+  // Weak, so that dropping the last handle outside cancels the request.
+  std::weak_ptr<RequestHandle> handle;
+  bool cancelled() const {
+    auto h = handle.lock();
+    return h == nullptr || h->cancelled();
+  }
+  void Push(SequenceEvent ev) const {
+    if (auto h = handle.lock()) h->Push(std::move(ev));
+  }
   int index = 0;
   Slot* slot = nullptr;
   int64_t prefilled = 0;  // prompt tokens in the cache
@@ -268,12 +276,12 @@ void Engine::Loop() {
 void Engine::Admit() {
   // Cancelled sequences leave (and free their slot) first.
   for (auto& seq : running_) {
-    if (seq->handle->cancelled()) Finish(*seq, FinishReason::kCancelled);
+    if (seq->cancelled()) Finish(*seq, FinishReason::kCancelled);
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->handle->cancelled()) {
+    if ((*it)->cancelled()) {
       Finish(**it, FinishReason::kCancelled);
       it = waiting_.erase(it);
     } else {
@@ -391,7 +399,7 @@ void Engine::SampleAndEmit(Sequence& s) {
   const bool stopped = s.stop->matched();
   const bool full = s.generated >= s.request.max_tokens ||
                     s.slot->cache->length() + 1 >= options_.ctx_size;
-  if (!ev.text.empty() || !stopped) s.handle->Push(std::move(ev));
+  if (!ev.text.empty() || !stopped) s.Push(std::move(ev));
   if (stopped) {
     Finish(s, FinishReason::kStop);
   } else if (full) {
@@ -420,12 +428,14 @@ void Engine::Finish(Sequence& s, FinishReason reason, Status error) {
   ev.completion_tokens = s.generated;
   ev.error = std::move(error);
   if (s.slot != nullptr) {
+    kv_used_ -= s.slot->cache->length();
+    --running_count_;
     s.slot->busy = false;
     s.slot = nullptr;
   }
   ++finished_total_;
   if (reason == FinishReason::kCancelled) ++cancelled_total_;
-  s.handle->Push(std::move(ev));
+  s.Push(std::move(ev));
 }
 
 }  // namespace dsv4

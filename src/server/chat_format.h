@@ -1,0 +1,57 @@
+// Chat formats: how the server turns a GenerationRequest's messages into a
+// prompt, and the model's output text back into reasoning / content / tool
+// calls.
+//   kDsv4   the DeepSeek-V4 chat encoding (tokenizer/chat_dsv4.h) and its
+//           output parser; chosen when the tokenizer has the V4 special tokens
+//   kPlain  Llama-family models without a chat template: the message contents
+//           joined by "\n" after BOS, the model continues the text; no tools,
+//           no reasoning
+// Used by server.cc.
+#ifndef DSV4_SERVER_CHAT_FORMAT_H_
+#define DSV4_SERVER_CHAT_FORMAT_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "server/request.h"
+#include "tokenizer/chat_output_parser.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsv4::server {
+
+enum class ChatFormat { kDsv4, kPlain };
+
+const char* ChatFormatName(ChatFormat format);
+// Parses "dsv4" / "plain"; InvalidArgument otherwise.
+Result<ChatFormat> ParseChatFormat(std::string_view name);
+// kDsv4 when `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain.
+ChatFormat DetectChatFormat(const Tokenizer& tokenizer);
+
+// The prompt text of a chat or messages request. kPlain rejects tools
+// (InvalidArgument: the format has no tool calls).
+Result<std::string> BuildChatPrompt(const GenerationRequest& request, ChatFormat format);
+// The prompt ids: kDsv4 text already holds BOS; kPlain adds the tokenizer's BOS.
+std::vector<int32_t> TokenizePrompt(const Tokenizer& tokenizer, std::string_view text,
+                                    ChatFormat format);
+
+// One choice's output as it streams: parsed (kDsv4 chat) or passed through as
+// content (kPlain, and raw completions).
+class ChoiceOutput {
+ public:
+  // `parse`: run the V4 output parser (chat / messages on a kDsv4 model).
+  ChoiceOutput(bool parse, bool thinking);
+  Dsv4OutputDelta Push(std::string_view text);
+  Dsv4OutputDelta Finish();
+  // Final after Finish().
+  const Dsv4ParsedOutput& result() const;
+
+ private:
+  std::optional<Dsv4OutputParser> parser_;
+  Dsv4ParsedOutput plain_;
+};
+
+}  // namespace dsv4::server
+
+#endif  // DSV4_SERVER_CHAT_FORMAT_H_

@@ -1,0 +1,84 @@
+// Request parsing and validation for the HTTP APIs: OpenAI chat completions,
+// OpenAI (legacy) completions and Anthropic messages all become one
+// GenerationRequest, which the server turns into a prompt and engine
+// sequences. Every field a client can send is type- and range-checked here;
+// errors are InvalidArgument (HTTP 400) naming the field, NotFound (404) for a
+// model that is not served, Unimplemented (400) for valid but unsupported
+// features. Unknown fields are ignored, as the official APIs' clients send
+// fields a server may not know.
+//
+// Anthropic messages are converted to the OpenAI message shape (tool_use ->
+// tool_calls, tool_result -> role "tool", thinking -> reasoning_content) so
+// one chat encoder serves both APIs.
+//
+// Used by server.cc; tested by tests/server/request_test.cc; fuzzed by
+// tests/fuzz/fuzz_server_request.cc.
+#ifndef DSV4_SERVER_REQUEST_H_
+#define DSV4_SERVER_REQUEST_H_
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "sampling/sampler.h"
+#include "tokenizer/chat_dsv4.h"
+
+namespace dsv4::server {
+
+enum class Api {
+  kChat,        // POST /v1/chat/completions
+  kCompletion,  // POST /v1/completions
+  kMessages,    // POST /v1/messages (Anthropic)
+};
+
+// What the server allows; set from the command line.
+struct RequestLimits {
+  std::string model_id;      // the one served model's name
+  int max_n = 8;             // choices per request
+  int64_t ctx_size = 4096;   // max_tokens above this is rejected
+  int max_stop = 16;         // stop strings per request
+  int max_top_logprobs = 20;
+};
+
+struct GenerationRequest {
+  Api api = Api::kChat;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  int n = 1;
+  int64_t max_tokens = -1;        // -1: not given (up to the context)
+  SamplingParams sampling;        // OpenAI defaults (temperature 1, others off)
+  bool has_seed = false;
+  std::vector<std::string> stop;
+  int top_logprobs = -1;          // -1: no logprobs; else the chosen token + this many
+  // Chat and messages.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // OpenAI shape
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();     // OpenAI shape
+  std::string tool_choice = "auto";   // auto | none | required | function
+  std::string tool_choice_name;       // tool_choice == "function"
+  bool thinking = false;              // DeepSeek-V4 thinking mode
+  Dsv4ReasoningEffort reasoning_effort = Dsv4ReasoningEffort::kDefault;
+  // Completions: one text or token-id prompt per entry.
+  std::vector<std::string> prompts;
+  std::vector<std::vector<int32_t>> prompt_ids;
+};
+
+// Parses the JSON body text. Malformed JSON or ill-formed UTF-8 (including
+// escaped lone surrogates) is InvalidArgument with the byte offset.
+Result<nlohmann::ordered_json> ParseJsonBody(std::string_view body);
+
+// Validates a parsed body for `api` against `limits`.
+Result<GenerationRequest> ParseRequest(Api api, const nlohmann::ordered_json& body,
+                                       const RequestLimits& limits);
+
+// A message's content as text: a string, null (""), or an array of text parts
+// ({"type": "text", "text": ...}); `where` names it in errors.
+Result<std::string> ContentText(const nlohmann::ordered_json& content, const std::string& where);
+
+}  // namespace dsv4::server
+
+#endif  // DSV4_SERVER_REQUEST_H_

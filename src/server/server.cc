@@ -1,0 +1,746 @@
+// The HTTP front end (server.h).
+#include "server/server.h"
+
+#include <httplib.h>  // httplib::Server, ThreadPool, DataSink
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <random>
+
+#include "base/log.h"
+#include "server/metrics.h"
+#include "server/sse.h"
+#include "tokenizer/utf8.h"
+
+namespace dsv4::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+// JSON text; strings that are not UTF-8 (never expected: the stream decoder
+// sanitizes) are repaired rather than thrown on.
+std::string Dump(const Json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string RandomId(std::string_view prefix, size_t n = 24) {
+  static constexpr char kAlphabet[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id(prefix);
+  for (size_t i = 0; i < n; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+uint64_t RandomSeed() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+int HttpStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnimplemented:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kResourceExhausted:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+bool IsAnthropicPath(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
+
+// The error body in the shape of the API that `path` belongs to.
+std::string ErrorBody(const std::string& path, int status, const std::string& message,
+                      const std::string& code = {}) {
+  if (IsAnthropicPath(path)) {
+    const char* type = status == 401   ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 413 ? "request_too_large"
+                       : status == 503 ? "overloaded_error"
+                       : status >= 500 ? "api_error"
+                                       : "invalid_request_error";
+    return Dump(Json{{"type", "error"}, {"error", {{"type", type}, {"message", message}}}});
+  }
+  const char* type = status == 401   ? "authentication_error"
+                     : status == 503 ? "server_overloaded"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  Json err{{"message", message}, {"type", type}, {"param", nullptr},
+           {"code", code.empty() ? Json(nullptr) : Json(code)}};
+  return Dump(Json{{"error", err}});
+}
+
+void SendError(const httplib::Request& req, httplib::Response& res, int status,
+               const std::string& message, const std::string& code = {}) {
+  res.status = status;
+  if (status == 503) res.set_header("Retry-After", "1");
+  res.set_content(ErrorBody(req.path, status, message, code), "application/json");
+}
+
+void SendStatus(const httplib::Request& req, httplib::Response& res, const Status& s) {
+  std::string message = s.message();
+  if (!s.hint().empty()) message += " (hint: " + s.hint() + ")";
+  const int status = HttpStatus(s);
+  std::string code;
+  if (status == 404) code = "model_not_found";
+  SendError(req, res, status, message, code);
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % std::max<size_t>(b.size(), 1)];
+  return diff == 0 && !b.empty();
+}
+
+// -inf logprobs are not JSON; OpenAI reports them as -9999.
+double JsonLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
+
+std::string FinishReasonOpenAI(const SequenceEvent& ev, bool tool_calls) {
+  switch (ev.finish) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
+    default: return "stop";
+  }
+}
+
+std::string StopReasonAnthropic(const SequenceEvent& ev, bool tool_calls) {
+  if (ev.finish == FinishReason::kLength) return "max_tokens";
+  if (!ev.stop_string.empty()) return "stop_sequence";
+  return tool_calls ? "tool_use" : "end_turn";
+}
+
+// One choice (one engine sequence) as the HTTP side sees it.
+struct Choice {
+  explicit Choice(bool parse, bool thinking) : output(parse, thinking) {}
+  ChoiceOutput output;
+  std::vector<std::string> tool_ids;   // one per tool call, made on its first delta
+  Json logprobs = Json::array();       // chat: logprobs.content entries
+  Json completion_logprobs;            // completions: the legacy object
+  int64_t text_offset = 0;
+  int64_t completion_tokens = 0;
+  SequenceEvent final;                 // the final event, once finished
+  bool finished = false;
+};
+
+// Everything one generation request needs on its HTTP thread.
+struct Generation {
+  Api api = Api::kChat;
+  GenerationRequest request;
+  std::string id;
+  int64_t created = 0;
+  std::string model_id;
+  const Tokenizer* tokenizer = nullptr;  // null: the model has none
+  std::shared_ptr<RequestHandle> handle;
+  std::vector<Choice> choices;
+  int64_t prompt_tokens = 0;
+  int finished = 0;
+  Status error;
+  // Anthropic stream state.
+  int block_index = -1;
+  std::string block_type;  // "", "thinking", "text", "tool_use"
+  bool started = false;
+
+  bool done() const { return finished == static_cast<int>(choices.size()); }
+
+  Json TokenJson(const TokenLogprob& t) const {
+    std::string bytes = tokenizer ? tokenizer->Decode(t.id) : std::string();
+    Json b = Json::array();
+    for (unsigned char c : bytes) b.push_back(static_cast<int>(c));
+    return Json{{"token", utf8::Sanitize(bytes)}, {"logprob", JsonLogprob(t.logprob)}, {"bytes", b}};
+  }
+
+  // Records the logprobs of an event; returns the chat entries it added.
+  Json AddLogprobs(Choice& c, const SequenceEvent& ev) {
+    Json added = Json::array();
+    for (const TokenLogprobs& lp : ev.logprobs) {
+      if (api == Api::kCompletion) {
+        if (c.completion_logprobs.is_null()) {
+          c.completion_logprobs = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
+                                       {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+        }
+        const std::string tok = utf8::Sanitize(tokenizer ? tokenizer->Decode(lp.chosen.id) : "");
+        Json top = Json::object();
+        for (const TokenLogprob& t : lp.top) {
+          top[utf8::Sanitize(tokenizer ? tokenizer->Decode(t.id) : "")] = JsonLogprob(t.logprob);
+        }
+        c.completion_logprobs["tokens"].push_back(tok);
+        c.completion_logprobs["token_logprobs"].push_back(JsonLogprob(lp.chosen.logprob));
+        c.completion_logprobs["top_logprobs"].push_back(top);
+        c.completion_logprobs["text_offset"].push_back(c.text_offset);
+        c.text_offset += static_cast<int64_t>(tok.size());
+      } else {
+        Json entry = TokenJson(lp.chosen);
+        Json top = Json::array();
+        for (const TokenLogprob& t : lp.top) top.push_back(TokenJson(t));
+        entry["top_logprobs"] = top;
+        c.logprobs.push_back(entry);
+        added.push_back(entry);
+      }
+    }
+    return added;
+  }
+
+  int64_t completion_tokens() const {
+    int64_t n = 0;
+    for (const Choice& c : choices) n += c.completion_tokens;
+    return n;
+  }
+
+  Json UsageOpenAI() const {
+    const int64_t out = completion_tokens();
+    return Json{{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", out},
+                {"total_tokens", prompt_tokens + out}};
+  }
+
+  Json ToolCallsJson(size_t ci) {
+    Choice& c = choices[ci];
+    Json calls = Json::array();
+    const auto& tcs = c.output.result().tool_calls;
+    while (c.tool_ids.size() < tcs.size()) c.tool_ids.push_back(RandomId("call_"));
+    for (size_t k = 0; k < tcs.size(); ++k) {
+      calls.push_back(Json{{"id", c.tool_ids[k]},
+                           {"type", "function"},
+                           {"function", {{"name", tcs[k].name}, {"arguments", tcs[k].arguments}}}});
+    }
+    return calls;
+  }
+
+  // The non-streaming response body.
+  Json Response() {
+    if (api == Api::kMessages) return MessagesResponse();
+    Json out{{"id", id},
+             {"object", api == Api::kChat ? "chat.completion" : "text_completion"},
+             {"created", created},
+             {"model", model_id}};
+    Json list = Json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      Choice& c = choices[i];
+      const Dsv4ParsedOutput& r = c.output.result();
+      if (api == Api::kChat) {
+        Json msg{{"role", "assistant"}};
+        const bool has_tools = !r.tool_calls.empty();
+        msg["content"] = has_tools && r.content.empty() ? Json(nullptr) : Json(r.content);
+        if (!r.reasoning_content.empty()) msg["reasoning_content"] = r.reasoning_content;
+        if (has_tools) msg["tool_calls"] = ToolCallsJson(i);
+        list.push_back(Json{{"index", i},
+                            {"message", msg},
+                            {"logprobs", request.top_logprobs >= 0
+                                             ? Json{{"content", c.logprobs}}
+                                             : Json(nullptr)},
+                            {"finish_reason", FinishReasonOpenAI(c.final, has_tools)}});
+      } else {
+        list.push_back(Json{{"index", i},
+                            {"text", r.content},
+                            {"logprobs", c.completion_logprobs},
+                            {"finish_reason", FinishReasonOpenAI(c.final, false)}});
+      }
+    }
+    out["choices"] = list;
+    out["usage"] = UsageOpenAI();
+    return out;
+  }
+
+  Json MessagesResponse() {
+    Choice& c = choices[0];
+    const Dsv4ParsedOutput& r = c.output.result();
+    Json content = Json::array();
+    if (!r.reasoning_content.empty()) {
+      content.push_back(
+          Json{{"type", "thinking"}, {"thinking", r.reasoning_content}, {"signature", ""}});
+    }
+    if (!r.content.empty() || r.tool_calls.empty()) {
+      content.push_back(Json{{"type", "text"}, {"text", r.content}});
+    }
+    for (const Dsv4ToolCall& tc : r.tool_calls) {
+      Json input = Json::parse(tc.arguments, nullptr, false);
+      if (!input.is_object()) input = Json::object();
+      content.push_back(
+          Json{{"type", "tool_use"}, {"id", RandomId("toolu_")}, {"name", tc.name}, {"input", input}});
+    }
+    return Json{{"id", id},
+                {"type", "message"},
+                {"role", "assistant"},
+                {"model", model_id},
+                {"content", content},
+                {"stop_reason", StopReasonAnthropic(c.final, !r.tool_calls.empty())},
+                {"stop_sequence", c.final.stop_string.empty() ? Json(nullptr)
+                                                               : Json(c.final.stop_string)},
+                {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", completion_tokens()}}}};
+  }
+
+  // ---- streaming ----
+
+  std::string Chunk(Json choices_json) const {
+    Json j{{"id", id},
+           {"object", api == Api::kChat ? "chat.completion.chunk" : "text_completion"},
+           {"created", created},
+           {"model", model_id},
+           {"choices", std::move(choices_json)}};
+    return SseEvent(Dump(j));
+  }
+
+  std::string AnthropicEvent(const char* type, Json body) const {
+    Json j{{"type", type}};
+    for (auto it = body.begin(); it != body.end(); ++it) j[it.key()] = it.value();
+    return SseEvent(Dump(j), type);
+  }
+
+  // What to send before the first token.
+  std::string Start() {
+    started = true;
+    if (api == Api::kMessages) {
+      Json msg{{"id", id},
+               {"type", "message"},
+               {"role", "assistant"},
+               {"model", model_id},
+               {"content", Json::array()},
+               {"stop_reason", nullptr},
+               {"stop_sequence", nullptr},
+               {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", 0}}}};
+      return AnthropicEvent("message_start", Json{{"message", msg}});
+    }
+    if (api == Api::kChat) {
+      Json list = Json::array();
+      for (size_t i = 0; i < choices.size(); ++i) {
+        list.push_back(Json{{"index", i},
+                            {"delta", {{"role", "assistant"}, {"content", ""}}},
+                            {"logprobs", nullptr},
+                            {"finish_reason", nullptr}});
+      }
+      return Chunk(list);
+    }
+    return "";
+  }
+
+  std::string AnthropicSwitchBlock(const std::string& type, Json block) {
+    std::string out;
+    if (!block_type.empty()) {
+      out += AnthropicEvent("content_block_stop", Json{{"index", block_index}});
+    }
+    ++block_index;
+    block_type = type;
+    out += AnthropicEvent("content_block_start",
+                          Json{{"index", block_index}, {"content_block", std::move(block)}});
+    return out;
+  }
+
+  std::string AnthropicDelta(Choice& c, const Dsv4OutputDelta& d) {
+    std::string out;
+    if (!d.reasoning.empty()) {
+      if (block_type != "thinking") {
+        out += AnthropicSwitchBlock("thinking",
+                                    Json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      }
+      out += AnthropicEvent("content_block_delta",
+                            Json{{"index", block_index},
+                                 {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
+    }
+    if (!d.content.empty()) {
+      if (block_type != "text") {
+        out += AnthropicSwitchBlock("text", Json{{"type", "text"}, {"text", ""}});
+      }
+      out += AnthropicEvent("content_block_delta",
+                            Json{{"index", block_index},
+                                 {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
+    }
+    for (const Dsv4ToolCallDelta& t : d.tool_calls) {
+      if (!t.name.empty()) {
+        out += AnthropicSwitchBlock("tool_use", Json{{"type", "tool_use"},
+                                                     {"id", RandomId("toolu_")},
+                                                     {"name", t.name},
+                                                     {"input", Json::object()}});
+      }
+      if (!t.arguments.empty()) {
+        out += AnthropicEvent(
+            "content_block_delta",
+            Json{{"index", block_index},
+                 {"delta", {{"type", "input_json_delta"}, {"partial_json", t.arguments}}}});
+      }
+    }
+    (void)c;
+    return out;
+  }
+
+  Json ChatDelta(Choice& c, const Dsv4OutputDelta& d) {
+    Json delta = Json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const Dsv4ToolCallDelta& t : d.tool_calls) {
+        if (t.name.empty() && t.arguments.empty()) continue;
+        Json call{{"index", t.index}};
+        if (!t.name.empty()) {
+          while (static_cast<int>(c.tool_ids.size()) <= t.index) c.tool_ids.push_back(RandomId("call_"));
+          call["id"] = c.tool_ids[t.index];
+          call["type"] = "function";
+          call["function"] = Json{{"name", t.name}, {"arguments", t.arguments}};
+        } else {
+          call["function"] = Json{{"arguments", t.arguments}};
+        }
+        calls.push_back(call);
+      }
+      if (!calls.empty()) delta["tool_calls"] = calls;
+    }
+    return delta;
+  }
+
+  // Applies one engine event; for streams, returns the SSE text to send.
+  std::string OnEvent(SequenceEvent& ev, bool stream) {
+    Choice& c = choices[ev.index];
+    c.completion_tokens += static_cast<int64_t>(ev.tokens.size());
+    Json added = AddLogprobs(c, ev);
+    Dsv4OutputDelta d = c.output.Push(ev.text);
+    const bool final = ev.finish != FinishReason::kNone;
+    if (final) {
+      Dsv4OutputDelta tail = c.output.Finish();
+      d.reasoning += tail.reasoning;
+      d.content += tail.content;
+      for (auto& t : tail.tool_calls) d.tool_calls.push_back(std::move(t));
+      c.completion_tokens = ev.completion_tokens;
+      c.finished = true;
+      ++finished;
+      if (ev.finish == FinishReason::kError && error.ok()) error = ev.error;
+      c.final = ev;
+    }
+    if (!stream) return "";
+    std::string out;
+    const bool has_tools = !c.output.result().tool_calls.empty();
+    if (api == Api::kMessages) {
+      out += AnthropicDelta(c, d);
+      if (final) {
+        if (!block_type.empty()) {
+          out += AnthropicEvent("content_block_stop", Json{{"index", block_index}});
+          block_type.clear();
+        }
+        out += AnthropicEvent(
+            "message_delta",
+            Json{{"delta",
+                  {{"stop_reason", StopReasonAnthropic(ev, has_tools)},
+                   {"stop_sequence", ev.stop_string.empty() ? Json(nullptr) : Json(ev.stop_string)}}},
+                 {"usage", {{"output_tokens", completion_tokens()}}}});
+      }
+      return out;
+    }
+    Json choice{{"index", ev.index}};
+    if (api == Api::kChat) {
+      Json delta = ChatDelta(c, d);
+      if (delta.empty() && added.empty() && !final) return "";
+      choice["delta"] = delta;
+      choice["logprobs"] = added.empty() ? Json(nullptr) : Json{{"content", added}};
+    } else {
+      if (d.content.empty() && ev.logprobs.empty() && !final) return "";
+      choice["text"] = d.content;
+      choice["logprobs"] = nullptr;
+      if (!ev.logprobs.empty()) {
+        // The legacy object for just this event's tokens.
+        Json lp = c.completion_logprobs;
+        const size_t k = ev.logprobs.size();
+        Json part = Json::object();
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+          const Json& all = lp[key];
+          Json tail = Json::array();
+          for (size_t i = all.size() - k; i < all.size(); ++i) tail.push_back(all[i]);
+          part[key] = tail;
+        }
+        choice["logprobs"] = part;
+      }
+    }
+    choice["finish_reason"] = final ? Json(FinishReasonOpenAI(ev, has_tools)) : Json(nullptr);
+    return Chunk(Json::array({choice}));
+  }
+
+  // What to send after the last choice finished.
+  std::string End() {
+    if (api == Api::kMessages) {
+      if (!error.ok()) {
+        return AnthropicEvent("error", Json{{"error", {{"type", "api_error"},
+                                                       {"message", error.message()}}}});
+      }
+      return AnthropicEvent("message_stop", Json::object());
+    }
+    std::string out;
+    if (!error.ok()) {
+      out += SseEvent(Dump(Json{{"error", {{"message", error.message()}, {"type", "server_error"},
+                                           {"param", nullptr}, {"code", nullptr}}}}));
+    } else if (request.include_usage) {
+      Json j{{"id", id},
+             {"object", api == Api::kChat ? "chat.completion.chunk" : "text_completion"},
+             {"created", created},
+             {"model", model_id},
+             {"choices", Json::array()},
+             {"usage", UsageOpenAI()}};
+      out += SseEvent(Dump(j));
+    }
+    out += SseEvent("[DONE]");
+    return out;
+  }
+};
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(Engine& e, const ServerOptions& o) : engine(e), options(o) {}
+
+  Engine& engine;
+  ServerOptions options;
+  httplib::Server http;
+  RequestCounters counters;
+  RequestLimits limits;
+  ChatFormat format = ChatFormat::kPlain;
+  int64_t started = 0;
+
+  void Routes();
+  bool Authorized(const httplib::Request& req) const;
+  void Generate(Api api, const httplib::Request& req, httplib::Response& res);
+  Json ModelJson() const {
+    return Json{{"id", options.model_id}, {"object", "model"}, {"created", started},
+                {"owned_by", "dsv4"}, {"max_model_len", engine.ctx_size()}};
+  }
+};
+
+Server::Server(Engine& engine, const ServerOptions& options)
+    : impl_(std::make_unique<Impl>(engine, options)) {
+  Impl& s = *impl_;
+  s.started = static_cast<int64_t>(std::time(nullptr));
+  s.limits.model_id = options.model_id;
+  s.limits.max_n = std::min(options.max_n, engine.options().max_sequences);
+  s.limits.ctx_size = engine.ctx_size();
+  s.limits.max_top_logprobs = engine.options().max_top_logprobs;
+  const Tokenizer* tok = engine.model().tokenizer.get();
+  s.format = options.chat_format ? *options.chat_format
+             : tok != nullptr    ? DetectChatFormat(*tok)
+                                 : ChatFormat::kPlain;
+  s.Routes();
+}
+
+Server::~Server() { Stop(); }
+
+bool Server::Impl::Authorized(const httplib::Request& req) const {
+  if (options.api_key.empty()) return true;
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.rfind("Bearer ", 0) == 0 && ConstantTimeEquals(auth.substr(7), options.api_key)) {
+    return true;
+  }
+  const std::string key = req.get_header_value("x-api-key");
+  return !key.empty() && ConstantTimeEquals(key, options.api_key);
+}
+
+void Server::Impl::Routes() {
+  const int threads = options.http_threads > 0
+                          ? options.http_threads
+                          : engine.options().max_sequences + engine.options().max_queue + 16;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_keep_alive_timeout(2);
+  http.set_read_timeout(30, 0);
+  http.set_write_timeout(30, 0);
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/health" || Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendError(req, res, 401, "Invalid or missing API key",
+              IsAnthropicPath(req.path) ? "" : "invalid_api_key");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Fills in bodies httplib left empty (413, unknown routes, bad methods).
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message;
+    switch (res.status) {
+      case 413: message = "The request body is too large"; break;
+      case 404: message = "Unknown route " + req.method + " " + req.path; break;
+      case 405: message = "Method not allowed on " + req.path; break;
+      default: message = "HTTP error " + std::to_string(res.status); break;
+    }
+    res.set_content(ErrorBody(req.path, res.status, message), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        LOG_ERROR("serve: {} {}: {}", req.method, req.path, what);
+        SendError(req, res, 500, "Internal server error: " + what);
+      });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    std::string route = req.path;
+    if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
+    static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                   "/v1/models", "/v1/models/{id}", "/health", "/metrics"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
+    counters.Record(route, res.status);
+    LOG_DEBUG("serve: {} {} -> {}", req.method, req.path, res.status);
+  });
+
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderMetrics(engine.Metrics(), counters.Snapshot()),
+                    "text/plain; version=0.0.4");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Dump(Json{{"object", "list"}, {"data", Json::array({ModelJson()})}}),
+                    "application/json");
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != options.model_id) {
+      SendError(req, res, 404, "The model '" + std::string(req.matches[1]) + "' does not exist",
+                "model_not_found");
+      return;
+    }
+    res.set_content(Dump(ModelJson()), "application/json");
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(Api::kChat, req, res);
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(Api::kCompletion, req, res);
+  });
+  http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(Api::kMessages, req, res);
+  });
+}
+
+void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Response& res) {
+  Result<Json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendStatus(req, res, body.status());
+  Result<GenerationRequest> parsed = ParseRequest(api, *body, limits);
+  if (!parsed.ok()) return SendStatus(req, res, parsed.status());
+
+  auto gen = std::make_shared<Generation>();
+  gen->api = api;
+  gen->request = std::move(parsed).value();
+  const GenerationRequest& r = gen->request;
+  gen->model_id = options.model_id;
+  gen->created = static_cast<int64_t>(std::time(nullptr));
+  gen->id = RandomId(api == Api::kChat ? "chatcmpl-" : api == Api::kCompletion ? "cmpl-" : "msg_");
+  const LoadedModel& m = engine.model();
+  gen->tokenizer = m.tokenizer.get();
+
+  // Prompts as ids.
+  std::vector<std::vector<int32_t>> prompts;
+  if (api == Api::kCompletion) {
+    for (const std::string& text : r.prompts) {
+      if (!m.tokenizer) {
+        return SendError(req, res, 400, "this model has no tokenizer; send the prompt as token ids");
+      }
+      prompts.push_back(m.tokenizer->Encode(text, /*add_bos=*/format == ChatFormat::kPlain));
+    }
+    for (const auto& ids : r.prompt_ids) prompts.push_back(ids);
+  } else {
+    if (!m.tokenizer) return SendError(req, res, 400, "this model has no tokenizer, so it cannot chat");
+    Result<std::string> text = BuildChatPrompt(r, format);
+    if (!text.ok()) return SendStatus(req, res, text.status());
+    prompts.push_back(TokenizePrompt(*m.tokenizer, *text, format));
+  }
+  for (const auto& p : prompts) {
+    if (p.empty()) return SendError(req, res, 400, "the prompt is empty");
+    if (static_cast<int64_t>(p.size()) >= engine.ctx_size()) {
+      return SendError(req, res, 400,
+                       "The prompt has " + std::to_string(p.size()) +
+                           " tokens, but the context holds " + std::to_string(engine.ctx_size()) +
+                           " (prompt + output)",
+                       "context_length_exceeded");
+    }
+    gen->prompt_tokens += static_cast<int64_t>(p.size());
+  }
+
+  std::vector<SequenceRequest> seqs;
+  const uint64_t base_seed = r.has_seed ? r.sampling.seed : 0;
+  const bool parse = api != Api::kCompletion && format == ChatFormat::kDsv4;
+  for (const auto& p : prompts) {
+    for (int j = 0; j < r.n; ++j) {
+      SequenceRequest s;
+      s.prompt = p;
+      s.max_tokens = r.max_tokens > 0 ? r.max_tokens : engine.ctx_size();
+      s.sampling = r.sampling;
+      s.sampling.repeat_last_n = static_cast<int32_t>(std::min<int64_t>(engine.ctx_size(), kMaxRepeatLastN));
+      s.sampling.seed = r.has_seed ? base_seed + static_cast<uint64_t>(seqs.size()) : RandomSeed();
+      s.stop = r.stop;
+      s.top_logprobs = r.top_logprobs;
+      s.stop_at_bos = m.format == "llama2c";
+      seqs.push_back(std::move(s));
+      gen->choices.emplace_back(parse, r.thinking && format == ChatFormat::kDsv4);
+    }
+  }
+  Result<std::shared_ptr<RequestHandle>> handle = engine.Submit(std::move(seqs));
+  if (!handle.ok()) return SendStatus(req, res, handle.status());
+  gen->handle = *handle;
+
+  if (!r.stream) {
+    SequenceEvent ev;
+    while (!gen->done()) {
+      if (gen->handle->Next(&ev, 1000ms)) gen->OnEvent(ev, false);
+    }
+    if (!gen->error.ok()) return SendError(req, res, 500, "generation failed: " + gen->error.message());
+    res.set_content(Dump(gen->Response()), "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [gen](size_t, httplib::DataSink& sink) {
+        std::string out;
+        if (!gen->started) out += gen->Start();
+        SequenceEvent ev;
+        if (gen->handle->Next(&ev, out.empty() ? 1000ms : 0ms)) {
+          out += gen->OnEvent(ev, true);
+          // Batch whatever else is ready into the same write.
+          while (!gen->done() && gen->handle->Next(&ev, 0ms)) out += gen->OnEvent(ev, true);
+        } else if (out.empty()) {
+          out = SseComment("keep-alive");  // also finds out whether the client is still there
+        }
+        if (gen->done()) out += gen->End();
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          gen->handle->Cancel();
+          return false;
+        }
+        if (gen->done()) sink.done();
+        return true;
+      },
+      [gen](bool) { gen->handle->Cancel(); });
+}
+
+Status Server::Bind() {
+  Impl& s = *impl_;
+  if (s.options.port == 0) {
+    port_ = s.http.bind_to_any_port(s.options.host.c_str());
+    if (port_ < 0) {
+      return IoError("could not bind " + s.options.host + " to any port", "check --host");
+    }
+  } else {
+    if (!s.http.bind_to_port(s.options.host.c_str(), s.options.port)) {
+      return IoError("could not bind " + s.options.host + ":" + std::to_string(s.options.port),
+                     "is the port in use? pass another --port (0 picks a free one)");
+    }
+    port_ = s.options.port;
+  }
+  return Status::Ok();
+}
+
+void Server::Run() { impl_->http.listen_after_bind(); }
+
+void Server::Stop() {
+  if (impl_->http.is_running()) impl_->http.stop();
+}
+
+}  // namespace dsv4::server

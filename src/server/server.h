@@ -1,0 +1,66 @@
+// Server: the HTTP front end of `dsv4 serve` (cpp-httplib). Routes:
+//   POST /v1/chat/completions   OpenAI chat (streaming, tools, reasoning, logprobs, n)
+//   POST /v1/completions        OpenAI completions (raw prompt or token ids)
+//   POST /v1/messages           Anthropic messages (streaming events, thinking, tool_use)
+//   GET  /v1/models[/{id}]      the served model
+//   GET  /health                {"status": "ok"} (never needs the API key)
+//   GET  /metrics               Prometheus text (metrics.h)
+// HTTP threads parse, validate, build the prompt, tokenize and submit to the
+// Engine; the engine thread generates; the HTTP thread turns engine events
+// into the API's JSON or SSE stream. Errors use each API's error shape
+// (OpenAI {"error": {...}}, Anthropic {"type": "error", "error": {...}}):
+// 400 bad request, 401 bad or missing API key, 404 unknown model or route,
+// 413 body too large, 503 + Retry-After when the queue is full, 500 if the
+// model fails. A client that disconnects from a stream cancels its sequences.
+//
+// Not here: request validation (request.h), prompts and output parsing
+// (chat_format.h), scheduling (engine/engine.h).
+#ifndef DSV4_SERVER_SERVER_H_
+#define DSV4_SERVER_SERVER_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "server/chat_format.h"
+#include "server/request.h"
+
+namespace dsv4::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                         // 0: an ephemeral port (see Server::port())
+  std::string api_key;                     // empty: no authentication
+  std::string model_id;                    // the name clients use in "model"
+  size_t max_body_bytes = 8u << 20;        // larger bodies get 413
+  int max_n = 8;                           // choices per request
+  int http_threads = 0;                    // 0: max_sequences + max_queue + 16
+  std::optional<ChatFormat> chat_format;   // unset: detected from the tokenizer
+};
+
+class Server {
+ public:
+  // `engine` must outlive the server.
+  Server(Engine& engine, const ServerOptions& options);
+  ~Server();
+
+  // Binds host:port. IoError when the address cannot be bound.
+  Status Bind();
+  // The bound port (after Bind).
+  int port() const { return port_; }
+  // Serves until Stop() (from any thread).
+  void Run();
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace dsv4::server
+
+#endif  // DSV4_SERVER_SERVER_H_

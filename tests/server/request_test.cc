@@ -1,0 +1,480 @@
+// Request parsing and validation (server/request.h): every bad-input case the
+// HTTP APIs must answer with a 4xx, one test each, plus what good requests
+// turn into (defaults, Anthropic -> OpenAI message conversion, prompts).
+#include "server/request.h"
+
+#include <gtest/gtest.h>
+
+#include "server/chat_format.h"
+
+namespace dsv4::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+RequestLimits Limits() {
+  RequestLimits l;
+  l.model_id = "m";
+  l.max_n = 4;
+  l.ctx_size = 512;
+  l.max_stop = 4;
+  return l;
+}
+
+Result<GenerationRequest> Parse(Api api, std::string_view body) {
+  Result<Json> j = ParseJsonBody(body);
+  if (!j.ok()) return j.status();
+  return ParseRequest(api, *j, Limits());
+}
+
+// The status code of parsing `body`, and its message must name `field`.
+void ExpectError(Api api, std::string_view body, StatusCode code, std::string_view field) {
+  Result<GenerationRequest> r = Parse(api, body);
+  ASSERT_FALSE(r.ok()) << body;
+  EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().ToString();
+}
+
+constexpr std::string_view kChatOk = R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})";
+
+TEST(ParseJsonBody, MalformedJson) {
+  auto r = ParseJsonBody(R"({"model": "m", )");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("not valid JSON"), std::string::npos);
+}
+
+TEST(ParseJsonBody, InvalidUtf8) {
+  auto r = ParseJsonBody("{\"model\": \"m\xff\xfe\"}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ParseJsonBody, LoneSurrogateEscape) {
+  auto r = ParseJsonBody(R"({"model": "\ud800"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ParseJsonBody, NotAnObject) {
+  auto r = ParseJsonBody("[1, 2]");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("must be a JSON object"), std::string::npos);
+}
+
+TEST(ParseRequest, ChatDefaults) {
+  auto r = Parse(Api::kChat, kChatOk);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->n, 1);
+  EXPECT_EQ(r->max_tokens, -1);
+  EXPECT_FALSE(r->stream);
+  EXPECT_FALSE(r->has_seed);
+  EXPECT_EQ(r->top_logprobs, -1);
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r->sampling.top_p, 1.0f);
+  EXPECT_EQ(r->sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(r->sampling.min_p, 0.0f);
+  EXPECT_FALSE(r->thinking);
+  ASSERT_EQ(r->messages.size(), 1u);
+  EXPECT_EQ(r->messages[0]["content"], "hi");
+}
+
+TEST(ParseRequest, ChatAllFields) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [
+      {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null, "reasoning_content": "r",
+       "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "42"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "tool_choice": {"type": "function", "function": {"name": "f"}},
+    "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.1, "presence_penalty": 1,
+    "frequency_penalty": -1, "seed": -3, "stop": ["x", "y"], "max_completion_tokens": 7,
+    "logprobs": true, "top_logprobs": 3, "n": 2, "stream": true,
+    "stream_options": {"include_usage": true}, "reasoning_effort": "max"})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->messages[0]["content"], "be brief");
+  EXPECT_EQ(r->messages[2]["content"], "");
+  EXPECT_EQ(r->messages[2]["tool_calls"][0]["id"], "c1");
+  EXPECT_EQ(r->messages[3]["tool_call_id"], "c1");
+  EXPECT_EQ(r->tool_choice, "function");
+  EXPECT_EQ(r->tool_choice_name, "f");
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.5f);
+  EXPECT_EQ(r->sampling.top_k, 5);
+  EXPECT_EQ(r->sampling.seed, static_cast<uint64_t>(-3));
+  EXPECT_TRUE(r->has_seed);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(r->max_tokens, 7);
+  EXPECT_EQ(r->top_logprobs, 3);
+  EXPECT_EQ(r->n, 2);
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_TRUE(r->thinking);
+  EXPECT_EQ(r->reasoning_effort, Dsv4ReasoningEffort::kMax);
+}
+
+TEST(ParseRequest, ToolChoiceNoneDropsTools) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->tools.empty());
+}
+
+TEST(ParseRequest, MissingModel) {
+  ExpectError(Api::kChat, R"({"messages": [{"role": "user", "content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'model' is required");
+}
+
+TEST(ParseRequest, UnknownModel) {
+  ExpectError(Api::kChat, R"({"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]})",
+              StatusCode::kNotFound, "gpt-4");
+}
+
+TEST(ParseRequest, ModelNotAString) {
+  ExpectError(Api::kChat, R"({"model": 3, "messages": [{"role": "user", "content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'model' must be a string");
+}
+
+TEST(ParseRequest, MissingMessages) {
+  ExpectError(Api::kChat, R"({"model": "m"})", StatusCode::kInvalidArgument, "'messages'");
+}
+
+TEST(ParseRequest, EmptyMessages) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": []})", StatusCode::kInvalidArgument,
+              "must not be empty");
+}
+
+TEST(ParseRequest, MessagesNotAnArray) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": "hi"})", StatusCode::kInvalidArgument,
+              "'messages' must be an array");
+}
+
+TEST(ParseRequest, MessageNotAnObject) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": ["hi"]})", StatusCode::kInvalidArgument,
+              "'messages[0]' must be an object");
+}
+
+TEST(ParseRequest, RolelessMessage) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'messages[0].role' is required");
+}
+
+TEST(ParseRequest, UnknownRole) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "wizard", "content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'messages[0].role'");
+}
+
+TEST(ParseRequest, MissingContent) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user"}]})",
+              StatusCode::kInvalidArgument, "'messages[0].content' is required");
+}
+
+TEST(ParseRequest, ContentWrongType) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": 5}]})",
+              StatusCode::kInvalidArgument, "'messages[0].content'");
+}
+
+TEST(ParseRequest, ImageContentUnsupported) {
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+              StatusCode::kUnimplemented, "image_url");
+}
+
+TEST(ParseRequest, ToolMessageWithoutId) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "tool", "content": "1"}]})",
+              StatusCode::kInvalidArgument, "tool_call_id");
+}
+
+TEST(ParseRequest, ToolCallsNotAnArray) {
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "assistant", "content": "", "tool_calls": {}}]})",
+              StatusCode::kInvalidArgument, "tool_calls");
+}
+
+TEST(ParseRequest, ToolSchemaNotAnObject) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": "string"}}]})",
+              StatusCode::kInvalidArgument, "'tools[0].function.parameters' must be a JSON Schema object");
+}
+
+TEST(ParseRequest, ToolNotAFunction) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "tools": [{"type": "retrieval"}]})", StatusCode::kInvalidArgument, "'tools[0].type'");
+}
+
+TEST(ParseRequest, ToolWithoutName) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "tools": [{"type": "function", "function": {"parameters": {}}}]})",
+              StatusCode::kInvalidArgument, "'tools[0].function.name'");
+}
+
+TEST(ParseRequest, ToolsNotAnArray) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "tools": {}})", StatusCode::kInvalidArgument, "'tools' must be an array");
+}
+
+TEST(ParseRequest, ToolChoiceUnknownTool) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "tools": [{"type": "function", "function": {"name": "f"}}],
+    "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+              StatusCode::kInvalidArgument, "'tool_choice'");
+}
+
+TEST(ParseRequest, NegativeMaxTokens) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": -1})", StatusCode::kInvalidArgument, "'max_tokens'");
+}
+
+TEST(ParseRequest, HugeMaxTokens) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 1000000000000})", StatusCode::kInvalidArgument, "'max_tokens'");
+}
+
+TEST(ParseRequest, MaxTokensNotAnInteger) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 1.5})", StatusCode::kInvalidArgument, "'max_tokens' must be an integer");
+}
+
+TEST(ParseRequest, MaxCompletionTokensAboveContext) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_completion_tokens": 513})", StatusCode::kInvalidArgument, "'max_completion_tokens'");
+}
+
+TEST(ParseRequest, NAboveLimit) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "n": 5})", StatusCode::kInvalidArgument, "'n'");
+}
+
+TEST(ParseRequest, NZero) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "n": 0})", StatusCode::kInvalidArgument, "'n'");
+}
+
+TEST(ParseRequest, TemperatureWrongType) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "temperature": "hot"})", StatusCode::kInvalidArgument, "'temperature' must be a number");
+}
+
+TEST(ParseRequest, TemperatureOutOfRange) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "temperature": 3})", StatusCode::kInvalidArgument, "'temperature'");
+}
+
+TEST(ParseRequest, TopPOutOfRange) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "top_p": 1.5})", StatusCode::kInvalidArgument, "'top_p'");
+}
+
+TEST(ParseRequest, PresencePenaltyOutOfRange) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "presence_penalty": -3})", StatusCode::kInvalidArgument, "'presence_penalty'");
+}
+
+TEST(ParseRequest, SeedNotAnInteger) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "seed": "x"})", StatusCode::kInvalidArgument, "'seed'");
+}
+
+TEST(ParseRequest, StopWrongType) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "stop": 5})", StatusCode::kInvalidArgument, "'stop'");
+}
+
+TEST(ParseRequest, TooManyStops) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "stop": ["a", "b", "c", "d", "e"]})", StatusCode::kInvalidArgument, "'stop'");
+}
+
+TEST(ParseRequest, EmptyStopString) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "stop": [""]})", StatusCode::kInvalidArgument, "'stop[0]'");
+}
+
+TEST(ParseRequest, TopLogprobsWithoutLogprobs) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "top_logprobs": 2})", StatusCode::kInvalidArgument, "'top_logprobs'");
+}
+
+TEST(ParseRequest, TopLogprobsTooMany) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "logprobs": true, "top_logprobs": 21})", StatusCode::kInvalidArgument, "'top_logprobs'");
+}
+
+TEST(ParseRequest, StreamNotABoolean) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "stream": "yes"})", StatusCode::kInvalidArgument, "'stream' must be a boolean");
+}
+
+TEST(ParseRequest, StreamOptionsWithoutStream) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "stream_options": {"include_usage": true}})", StatusCode::kInvalidArgument, "'stream_options'");
+}
+
+TEST(ParseRequest, BadReasoningEffort) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "reasoning_effort": "extreme"})", StatusCode::kInvalidArgument, "'reasoning_effort'");
+}
+
+TEST(ParseRequest, BadThinkingType) {
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "thinking": {"type": "maybe"}})", StatusCode::kInvalidArgument, "'thinking.type'");
+}
+
+TEST(ParseRequest, CompletionPrompts) {
+  auto r = Parse(Api::kCompletion, R"({"model": "m", "prompt": ["a", "b"], "n": 2})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prompts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r->max_tokens, 16);  // the OpenAI default
+  auto ids = Parse(Api::kCompletion, R"({"model": "m", "prompt": [1, 2, 3], "logprobs": 2})");
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->prompt_ids.size(), 1u);
+  EXPECT_EQ(ids->prompt_ids[0], (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(ids->top_logprobs, 2);
+}
+
+TEST(ParseRequest, CompletionMissingPrompt) {
+  ExpectError(Api::kCompletion, R"({"model": "m"})", StatusCode::kInvalidArgument, "'prompt'");
+}
+
+TEST(ParseRequest, CompletionBadTokenIds) {
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": [1, -2]})",
+              StatusCode::kInvalidArgument, "'prompt'");
+}
+
+TEST(ParseRequest, CompletionTooManyChoices) {
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": ["a", "b", "c"], "n": 2})",
+              StatusCode::kInvalidArgument, "at most 4");
+}
+
+TEST(ParseRequest, CompletionEchoUnsupported) {
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": "a", "echo": true})",
+              StatusCode::kUnimplemented, "'echo'");
+}
+
+TEST(ParseRequest, CompletionLogprobsAboveFive) {
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": "a", "logprobs": 6})",
+              StatusCode::kInvalidArgument, "'logprobs'");
+}
+
+TEST(ParseRequest, MessagesConversion) {
+  auto r = Parse(Api::kMessages, R"({"model": "m", "max_tokens": 10, "system": "sys",
+    "thinking": {"type": "enabled", "budget_tokens": 100},
+    "messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": ""},
+        {"type": "tool_use", "id": "t1", "name": "w", "input": {"city": "Paris"}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]}],
+    "tools": [{"name": "w", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "any"}, "stop_sequences": ["END"], "top_k": 3})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->messages.size(), 4u);
+  EXPECT_EQ(r->messages[0], Json({{"role", "system"}, {"content", "sys"}}));
+  EXPECT_EQ(r->messages[2]["reasoning_content"], "hmm");
+  EXPECT_EQ(r->messages[2]["tool_calls"][0]["function"]["name"], "w");
+  EXPECT_EQ(r->messages[2]["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(r->messages[3], Json({{"role", "tool"}, {"tool_call_id", "t1"}, {"content", "sunny"}}));
+  EXPECT_EQ(r->tools[0]["function"]["parameters"], Json({{"type", "object"}}));
+  EXPECT_EQ(r->tool_choice, "required");
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(r->sampling.top_k, 3);
+  EXPECT_TRUE(r->thinking);
+  EXPECT_EQ(r->max_tokens, 10);
+}
+
+TEST(ParseRequest, MessagesMissingMaxTokens) {
+  ExpectError(Api::kMessages, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'max_tokens' is required");
+}
+
+TEST(ParseRequest, MessagesSystemRoleInMessages) {
+  ExpectError(Api::kMessages,
+              R"({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'messages[0].role'");
+}
+
+TEST(ParseRequest, MessagesToolSchemaNotAnObject) {
+  ExpectError(Api::kMessages, R"({"model": "m", "max_tokens": 5,
+    "messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "w", "input_schema": []}]})",
+              StatusCode::kInvalidArgument, "'tools[0].input_schema'");
+}
+
+TEST(ParseRequest, MessagesTemperatureAboveOne) {
+  ExpectError(Api::kMessages, R"({"model": "m", "max_tokens": 5, "temperature": 1.5,
+    "messages": [{"role": "user", "content": "hi"}]})", StatusCode::kInvalidArgument, "'temperature'");
+}
+
+TEST(ParseRequest, MessagesUnknownBlockType) {
+  ExpectError(Api::kMessages, R"({"model": "m", "max_tokens": 5,
+    "messages": [{"role": "user", "content": [{"type": "image"}]}]})",
+              StatusCode::kUnimplemented, "image");
+}
+
+TEST(ChatFormat, PlainJoinsContents) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "system", "content": "a"},
+    {"role": "user", "content": "b"}]})");
+  ASSERT_TRUE(r.ok());
+  auto text = BuildChatPrompt(*r, ChatFormat::kPlain);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "a\nb");
+}
+
+TEST(ChatFormat, PlainRejectsTools) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "b"}],
+    "tools": [{"type": "function", "function": {"name": "f"}}]})");
+  ASSERT_TRUE(r.ok());
+  auto text = BuildChatPrompt(*r, ChatFormat::kPlain);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("'tools'"), std::string::npos);
+}
+
+TEST(ChatFormat, Dsv4ThinkingAndChatEndings) {
+  auto r = Parse(Api::kChat, kChatOk);
+  ASSERT_TRUE(r.ok());
+  auto chat = BuildChatPrompt(*r, ChatFormat::kDsv4);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(*chat, "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
+  r->thinking = true;
+  auto think = BuildChatPrompt(*r, ChatFormat::kDsv4);
+  ASSERT_TRUE(think.ok());
+  EXPECT_TRUE(think->ends_with("<｜Assistant｜><think>"));
+}
+
+TEST(ChatFormat, Dsv4BadToolArgumentsIsAnError) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
+      "function": {"name": "f", "arguments": "[1]"}}]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto text = BuildChatPrompt(*r, ChatFormat::kDsv4);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ChoiceOutput, ParsesReasoningAndToolCalls) {
+  ChoiceOutput out(/*parse=*/true, /*thinking=*/true);
+  std::string reasoning, content;
+  for (std::string_view piece :
+       {"I should", " call.</think>", "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n",
+        "<｜DSML｜parameter name=\"x\" string=\"false\">1</｜DSML｜parameter>\n",
+        "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"}) {
+    Dsv4OutputDelta d = out.Push(piece);
+    reasoning += d.reasoning;
+    content += d.content;
+  }
+  out.Finish();
+  EXPECT_EQ(reasoning, "I should call.");
+  EXPECT_EQ(out.result().reasoning_content, "I should call.");
+  EXPECT_EQ(out.result().content, "");
+  ASSERT_EQ(out.result().tool_calls.size(), 1u);
+  EXPECT_EQ(out.result().tool_calls[0].name, "f");
+  EXPECT_EQ(out.result().tool_calls[0].arguments, R"({"x": 1})");
+}
+
+TEST(ChoiceOutput, PlainPassesTextThrough) {
+  ChoiceOutput out(/*parse=*/false, /*thinking=*/false);
+  EXPECT_EQ(out.Push("a</think>").content, "a</think>");
+  out.Finish();
+  EXPECT_EQ(out.result().content, "a</think>");
+}
+
+}  // namespace
+}  // namespace dsv4::server
