@@ -1,0 +1,122 @@
+// Matmul kernels against the memory roofline (not a test). For each weight
+// format: decode-shaped products (T = 1) over a weight matrix far larger than
+// the last-level cache, reported as weight GB/s and as a fraction of the read
+// bandwidth ops::MeasureReadBandwidth measures with the same threads; and
+// prefill-shaped products (T = 512) in GFLOP/s. Every figure is the median of
+// --repeat runs. Build against an existing build tree (here build/simd):
+//   c++ -O2 -std=c++20 -Isrc bench/matmul_bench.cc build/simd/src/ops/libdsv4_ops.a \
+//       build/simd/src/tensor/libdsv4_tensor.a build/simd/src/base/libdsv4_base.a \
+//       -lhwy -lfmt -lpthread -o build/simd/matmul_bench
+// Usage: matmul_bench [THREADS] [DECODE_MB] [REPEAT]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "base/timer.h"
+#include "ops/bandwidth.h"
+#include "ops/matmul.h"
+#include "ops/simd/simd_kernels.h"
+
+namespace {
+
+using dsv4::DType;
+using dsv4::TensorView;
+
+struct Weight {
+  DType dtype;
+  int64_t n, k;
+  std::vector<uint8_t> bytes, scale;
+  TensorView view() const { return TensorView::Contiguous(bytes.data(), dtype, {n, k}); }
+  TensorView scale_view() const {
+    if (dtype == DType::kFp8E4m3) {
+      return TensorView::Contiguous(scale.data(), DType::kE8m0, {(n + 127) / 128, (k + 127) / 128});
+    }
+    return TensorView::Contiguous(scale.data(), DType::kE8m0, {n, k / 32});
+  }
+};
+
+// Random codes with realistic spreads (no NaN codes), e8m0 scales near 2^-8.
+Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
+  Weight w{dtype, n, k, {}, {}};
+  w.bytes.resize(static_cast<size_t>(dsv4::DTypeBytes(dtype, n * k)));
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (auto& b : w.bytes) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    b = static_cast<uint8_t>(s >> 40);
+  }
+  if (dtype == DType::kFp8E4m3) {
+    for (auto& b : w.bytes) b = (b & 0x7f) == 0x7f ? b & 0xbf : b;
+  } else if (dtype == DType::kQ8_0) {
+    for (int64_t i = 0; i < n * k / 32; ++i) {
+      const uint16_t d = 0x2000;  // f16 2^-7
+      std::memcpy(&w.bytes[i * 34], &d, 2);
+    }
+  } else if (dtype == DType::kF32) {
+    float* f = reinterpret_cast<float*>(w.bytes.data());
+    for (int64_t i = 0; i < n * k; ++i) f[i] = static_cast<float>(w.bytes[i * 4] % 17) * 0.01f;
+  } else if (dtype == DType::kBF16) {
+    for (size_t i = 1; i < w.bytes.size(); i += 2) w.bytes[i] = 0x3c;  // |w| ~ 1e-2
+  }
+  w.scale.assign(static_cast<size_t>(n * std::max<int64_t>(k / 32, 1)), 119);
+  return w;
+}
+
+double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const std::vector<float>& x,
+                 std::vector<float>& out, int64_t t, int repeat) {
+  std::vector<double> secs;
+  for (int r = 0; r <= repeat; ++r) {
+    dsv4::Timer timer;
+    if (w.dtype == DType::kFp8E4m3) {
+      dsv4::ops::MatMulFp8Block(pool, out.data(), x.data(), w.view(), w.scale_view(), t);
+    } else if (w.dtype == DType::kFp4E2m1) {
+      dsv4::ops::MatMulFp4Block(pool, out.data(), x.data(), w.view(), w.scale_view(), t);
+    } else {
+      dsv4::ops::MatMul(pool, out.data(), x.data(), w.view(), t);
+    }
+    if (r > 0) secs.push_back(timer.Seconds());  // r == 0 warms up
+  }
+  std::sort(secs.begin(), secs.end());
+  return secs[secs.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : dsv4::ThreadPool::DefaultThreads();
+  const int64_t decode_mb = argc > 2 ? std::atoll(argv[2]) : 512;
+  const int repeat = argc > 3 ? std::atoi(argv[3]) : 5;
+  dsv4::ThreadPool pool(threads);
+  const auto bw = dsv4::ops::MeasureReadBandwidth(pool, int64_t{1} << 30, repeat);
+  std::printf("target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d)\n",
+              dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat);
+  const int64_t k = 4096;
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
+    // Decode: a [N, 4096] matrix of decode_mb MB.
+    const int64_t row_bytes = dsv4::DTypeBytes(dt, k);
+    const int64_t n = decode_mb * 1000000 / row_bytes / 128 * 128;
+    {
+      const Weight w = MakeWeight(dt, n, k);
+      std::vector<float> x(k, 0.01f), out(n);
+      const double s = RunMedian(pool, w, x, out, 1, repeat);
+      const double gbs = static_cast<double>(w.bytes.size()) / s / 1e9;
+      std::printf("decode  %-9s [%lld, %lld] T=1:   %8.3f ms  %6.1f GB/s  %5.1f%% of bandwidth\n",
+                  std::string(dsv4::DTypeName(dt)).c_str(), static_cast<long long>(n),
+                  static_cast<long long>(k), s * 1e3, gbs, 100.0 * gbs / bw.gb_per_s);
+    }
+    {
+      const int64_t t = 512, np = 4096;
+      const Weight w = MakeWeight(dt, np, k);
+      std::vector<float> x(t * k, 0.01f), out(t * np);
+      const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
+      std::printf("prefill %-9s [%lld, %lld] T=%lld: %8.1f ms  %6.1f GFLOP/s\n",
+                  std::string(dsv4::DTypeName(dt)).c_str(), static_cast<long long>(np),
+                  static_cast<long long>(k), static_cast<long long>(t), s * 1e3,
+                  2.0 * t * np * k / s / 1e9);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,27 @@
+// MeasureReadBandwidth: a STREAM-style probe of the machine's memory read
+// bandwidth — the roofline decode speed is measured against. Sums a buffer much
+// larger than the last-level cache with the SIMD kernel (ops::Sum), split over
+// the pool the way matmuls split weight rows.
+#ifndef DSV4_OPS_BANDWIDTH_H_
+#define DSV4_OPS_BANDWIDTH_H_
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace dsv4::ops {
+
+struct BandwidthResult {
+  double gb_per_s = 0.0;  // median over the repeats, 1 GB = 1e9 bytes
+  int64_t bytes = 0;      // bytes read per repeat
+  int repeats = 0;
+};
+
+// Reads `bytes` (rounded down to whole floats, at least 64 MiB recommended:
+// several times the last-level cache) `repeats` times after one warm-up pass.
+BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30,
+                                     int repeats = 5);
+
+}  // namespace dsv4::ops
+
+#endif  // DSV4_OPS_BANDWIDTH_H_
