@@ -19,6 +19,7 @@
 
 #include "base/float_types.h"
 #include "base/thread_pool.h"
+#include "ops/bandwidth.h"
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
@@ -469,6 +470,16 @@ TEST(SimdVec, DotSumAndAxpyMatchFloat64) {
       EXPECT_EQ(y[0], b[0]) << "axpy wrote before its start";
     }
   });
+}
+
+// The bandwidth probe reads what it says and reports a finite positive rate.
+TEST(Bandwidth, ProbeReportsAPositiveRate) {
+  ThreadPool pool(2);
+  const ops::BandwidthResult r = ops::MeasureReadBandwidth(pool, (int64_t{16} << 20) + 3, 2);
+  EXPECT_EQ(r.bytes, int64_t{16} << 20);
+  EXPECT_EQ(r.repeats, 2);
+  EXPECT_TRUE(std::isfinite(r.gb_per_s));
+  EXPECT_GT(r.gb_per_s, 0.01);
 }
 
 }  // namespace
