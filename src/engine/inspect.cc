@@ -4,6 +4,9 @@
 
 namespace dsv4 {
 
-Result<std::string> InspectModel(const std::string& path) { return deepseek_v4::InspectPath(path); }
+Result<std::string> InspectModel(const std::string& path, const std::vector<int64_t>& contexts) {
+  return deepseek_v4::InspectPath(
+      path, contexts.empty() ? deepseek_v4::kDefaultInspectContexts : contexts);
+}
 
 }  // namespace dsv4

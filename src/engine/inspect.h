@@ -4,15 +4,19 @@
 #ifndef DSV4_ENGINE_INSPECT_H_
 #define DSV4_ENGINE_INSPECT_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
 namespace dsv4 {
 
 // `path`: a DeepSeek-V4 model directory (config.json, optional safetensors)
-// or a config.json file. Needs no weights.
-Result<std::string> InspectModel(const std::string& path);
+// or a config.json file. Needs no weights. `contexts`: sequence lengths for
+// the KV-cache bytes section (empty: 4096, 131072 and 1048576).
+Result<std::string> InspectModel(const std::string& path,
+                                 const std::vector<int64_t>& contexts = {});
 
 }  // namespace dsv4
 

@@ -356,6 +356,40 @@ TEST(DeepSeekV4Invariance, CheckpointSegmentsDoNotChangeLogits) {
   EXPECT_EQ(plain->GetCacheStats(*c1).checkpoints, 0);
 }
 
+// The cache is sized from the layers' CacheSpecs: after N tokens it holds
+// exactly what EngineCacheBytes predicts (plus the token ids), checkpoints
+// included, and nothing grew past its reservation.
+TEST(DeepSeekV4CacheSpecs, AllocationsEqualThePrediction) {
+  const DeepSeekV4Config c = TinyMixedConfig();
+  for (const RollbackOptions rb : {RollbackOptions{.horizon = 3, .checkpoint_interval = 8},
+                                   RollbackOptions{.horizon = 16, .checkpoint_interval = 0},
+                                   RollbackOptions{.horizon = RollbackOptions::kAll}}) {
+    auto m = LoadSynthetic(c, 51, LoadOptions{.rollback = rb});
+    ASSERT_NE(m, nullptr);
+    const int64_t N = 61;
+    auto cache = m->NewCache(N);
+    const std::vector<int32_t> ids = RandomIds(N, c.vocab_size, 52);
+    RunIds(*m, *cache, std::span<const int32_t>(ids).first(20));
+    RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(20));
+    int64_t want = N * static_cast<int64_t>(sizeof(int32_t));
+    for (const LayerPlan& p : m->plans()) {
+      if (p.role == LayerRole::kMain) want += EngineCacheBytes(p.cache, N, rb).total();
+    }
+    EXPECT_EQ(m->GetCacheStats(*cache).allocated_bytes, want) << "horizon " << rb.horizon;
+    // An MTP cache keeps every row: A floats per token (here the last call's 41).
+    const int64_t M = N - 20;
+    auto mtp = m->NewMtpCache(M);
+    std::vector<float> logits(c.vocab_size);
+    ASSERT_TRUE(m->ForwardMtp(std::span<const int32_t>(ids).subspan(20), m->last_hidden(), *mtp,
+                              logits, false).ok());
+    EXPECT_EQ(m->GetCacheStats(*mtp).allocated_bytes,
+              M * static_cast<int64_t>(sizeof(int32_t)) +
+                  EngineCacheBytes(m->plans().back().cache, M,
+                                   RollbackOptions{.horizon = RollbackOptions::kAll})
+                      .total());
+  }
+}
+
 TEST(DeepSeekV4RollbackBad, NegativeOptionsAreRefused) {
   const DeepSeekV4Config c = TinyMixedConfig();
   auto ckpt = std::make_shared<MemoryCheckpoint>();

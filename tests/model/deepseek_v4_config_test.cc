@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -143,6 +144,65 @@ TEST(DeepSeekV4Config, InspectReportWithWeights) {
   EXPECT_NE(r.find("forward: supported"), std::string::npos) << r;
 }
 
+// Spec §4.9: at S = 1,048,576 tokens the bf16 reference cache of V4-Flash is
+// 21·320·S + 20·8·S + rings ≈ 6.72 GiB and of V4-Pro 30·320·S + 31·8·S +
+// rings ≈ 9.62 GiB (the compressor state, ~12 / ~19 MiB, comes on top).
+void ExpectSpecKvTotal(const std::string& file, int64_t n_csa, int64_t n_hca, int64_t n_layers,
+                       double spec_gib) {
+  auto c = DeepSeekV4Config::FromFile(DataDir() + "/" + file);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const int64_t S = 1048576;
+  const KvCacheSummary kv = SummarizeKvCache(*c, S, /*reference=*/true);
+  const CacheBytes& b = kv.main;
+  EXPECT_EQ(b.compressed + b.index_keys, (n_csa * 320 + n_hca * 8) * S) << file;
+  EXPECT_EQ(b.ring, n_layers * 128 * 512 * 2) << file;
+  EXPECT_EQ(b.state, n_csa * (8 * 1024 + 8 * 256) * 4 * 2 + n_hca * 128 * 512 * 4 * 2) << file;
+  const double gib = static_cast<double>(b.ring + b.compressed + b.index_keys) / (1 << 30);
+  EXPECT_NEAR(gib, spec_gib, 0.005) << file;
+  // Per kind: CSA 320 B and HCA 8 B per token and layer.
+  for (const KvCacheKind& k : kv.kinds) {
+    if (k.name == "csa") EXPECT_DOUBLE_EQ(k.bytes_per_token, 320.0 * n_csa);
+    if (k.name == "hca r=128") EXPECT_DOUBLE_EQ(k.bytes_per_token, 8.0 * n_hca);
+    if (k.name == "window" || k.name == "mtp") EXPECT_EQ(k.bytes_per_token, 0.0);
+  }
+  auto report = InspectPath(DataDir() + "/" + file, {4096, S});
+  ASSERT_TRUE(report.ok());
+  char want[64];
+  std::snprintf(want, sizeof(want), "%.2f GiB of window, compressed and index rows", spec_gib);
+  EXPECT_NE(report->find(want), std::string::npos) << *report;
+  EXPECT_NE(report->find("4096 tok"), std::string::npos);
+}
+
+TEST(DeepSeekV4Config, FlashKvCacheMatchesSpec) {
+  ExpectSpecKvTotal("v4_flash_config.json", 21, 20, 43, 6.72);
+}
+TEST(DeepSeekV4Config, ProKvCacheMatchesSpec) {
+  ExpectSpecKvTotal("v4_pro_config.json", 30, 31, 61, 9.62);
+}
+
+TEST(DeepSeekV4ConfigBad, InspectContextMustBePositive) {
+  auto r = InspectPath(DataDir() + "/v4_flash_config.json", {4096, 0});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("context length 0"), std::string::npos);
+}
+
+// QAT simulations (spec §9.2): on for official FP8 releases, off for models
+// without quantization_config; "qat_simulation" overrides either way.
+TEST(DeepSeekV4Config, QatSimulationDefaultsAndOverride) {
+  auto flash = Parse(FlashJson());
+  ASSERT_TRUE(flash.ok());
+  EXPECT_TRUE(flash->qat_simulation);
+  auto tiny = Parse(TinyJson());
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_FALSE(tiny->qat_simulation);
+  Json off = FlashJson();
+  off["qat_simulation"] = false;
+  EXPECT_FALSE(Parse(off)->qat_simulation);
+  Json on = TinyJson();
+  on["qat_simulation"] = true;
+  EXPECT_TRUE(Parse(on)->qat_simulation);
+}
+
 TEST(DeepSeekV4Config, TinyGoldenConfigParses) {
   auto c = Parse(TinyJson());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -243,6 +303,11 @@ TEST(DeepSeekV4ConfigBad, WrongFieldType) {
   Json j = TinyJson();
   j["hidden_size"] = "sixty-four";
   ExpectRejected(j, "hidden_size", "sixty-four");
+}
+TEST(DeepSeekV4ConfigBad, QatSimulationNotABool) {
+  Json j = TinyJson();
+  j["qat_simulation"] = "yes";
+  ExpectRejected(j, "qat_simulation", "yes");
 }
 TEST(DeepSeekV4ConfigBad, NegativeSize) {
   Json j = TinyJson();

@@ -447,6 +447,37 @@ TEST(DeepSeekV4ModelBad, ActQuantNeedsWhole128Blocks) {
   EXPECT_NE(m.status().message().find("multiples of 128"), std::string::npos);
 }
 
+// The QAT switch: unset NumericsOptions follow config.qat_simulation.
+TEST(DeepSeekV4Model, QatSimulationFollowsTheConfig) {
+  DeepSeekV4Config c = TinyQuantConfig();  // quantization_config: an official-style release
+  c.qat_simulation = true;
+  auto ckpt = Synthetic(c, SynthFormat::kFp8Fp4, 3);
+  auto on = DeepSeekV4Model::Load(ckpt, c);
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE((*on)->numerics().act_quant);
+  EXPECT_TRUE((*on)->numerics().kv_quant);
+  EXPECT_TRUE((*on)->numerics().index_quant);
+  auto forced_off = DeepSeekV4Model::Load(ckpt, c, LoadOptions{.numerics = NumericsOptions{}});
+  ASSERT_TRUE(forced_off.ok());
+  EXPECT_FALSE((*forced_off)->numerics().act_quant);
+  // The simulations change the logits.
+  const std::vector<int32_t> ids = {0, 5, 9, 12, 3};
+  EXPECT_NE(RunAll(**on, ids), RunAll(**forced_off, ids));
+  c.qat_simulation = false;
+  auto off = DeepSeekV4Model::Load(ckpt, c);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE((*off)->numerics().kv_quant);
+  EXPECT_EQ(RunAll(**off, ids), RunAll(**forced_off, ids));
+}
+
+TEST(DeepSeekV4ModelBad, QatFromConfigNeedsWhole128Blocks) {
+  DeepSeekV4Config c = TinyConfig();  // hidden 64
+  c.qat_simulation = true;
+  auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 1), c);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().hint().find("qat_simulation"), std::string::npos) << m.status().ToString();
+}
+
 struct QatRun {
   double kl_released = 0.0;  // vs logits_qat_bf16.f32 (official as released)
   double kl_fp32 = 0.0;      // vs logits.f32 (official fp32, sims off)

@@ -94,6 +94,14 @@ void AttentionState::Save(int64_t n, Saved& out) const {
   out.ring.clear();
   out.compressed_rows.clear();
   out.index_rows.clear();
+  // Exact sizes: checkpoints are counted by EngineCacheBytes (cache.h).
+  out.ring.reserve((n - RingRowsFrom(spec, n)) * ring.width());
+  if (compressed.ratio > 0) {
+    out.compressed_rows.reserve((n - CompressorRowsFrom(spec, n)) * compressed.rows.width());
+  }
+  if (index_keys.ratio > 0) {
+    out.index_rows.reserve((n - CompressorRowsFrom(spec, n)) * index_keys.rows.width());
+  }
   ring.Save(RingRowsFrom(spec, n), n, out.ring);
   if (compressed.ratio > 0) {
     compressed.rows.Save(CompressorRowsFrom(spec, n), n, out.compressed_rows);

@@ -1,8 +1,11 @@
 // The `dsv4 inspect` report for DeepSeek-V4 (see inspect.h).
 #include "model/deepseek_v4/inspect.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "model/deepseek_v4/plan.h"
@@ -30,7 +33,64 @@ std::string HumanBytes(int64_t b) {
   if (gib >= 1.0) return Fmt("%.2f GiB", gib);
   const double mib = static_cast<double>(b) / (1024.0 * 1024.0);
   if (mib >= 1.0) return Fmt("%.2f MiB", mib);
+  const double kib = static_cast<double>(b) / 1024.0;
+  if (kib >= 1.0) return Fmt("%.2f KiB", kib);
   return Fmt("%lld B", static_cast<long long>(b));
+}
+
+std::string KindName(const LayerPlan& p) {
+  if (p.role == LayerRole::kMtp) return "mtp";
+  if (p.attention == AttentionKind::kHca) return "hca r=" + std::to_string(p.compress_ratio);
+  if (p.attention == AttentionKind::kCsa && p.compress_ratio != 4) {
+    return "csa r=" + std::to_string(p.compress_ratio);
+  }
+  return std::string(AttentionKindName(p.attention));
+}
+
+// One table of the KV-cache section.
+std::string KvTable(const DeepSeekV4Config& c, const std::vector<int64_t>& contexts,
+                    bool reference, const RollbackOptions& rb) {
+  std::string r = Fmt("  %-12s %6s %9s %11s", "kind", "layers", "B/token", "fixed");
+  for (int64_t n : contexts) r += Fmt(" %13s", (std::to_string(n) + " tok").c_str());
+  r += "\n";
+  std::vector<KvCacheSummary> sums;
+  for (int64_t n : contexts) sums.push_back(SummarizeKvCache(c, n, reference, rb));
+  const KvCacheSummary zero = SummarizeKvCache(c, 0, reference, rb);
+  auto row = [&](const std::string& name, int64_t layers, double per_token, int64_t fixed,
+                 const std::function<int64_t(const KvCacheSummary&)>& total) {
+    const std::string pt = per_token == std::floor(per_token)
+                               ? std::to_string(static_cast<long long>(per_token))
+                               : Fmt("%.2f", per_token);
+    r += Fmt("  %-12s %6lld %9s %11s", name.c_str(), static_cast<long long>(layers), pt.c_str(),
+             HumanBytes(fixed).c_str());
+    for (const KvCacheSummary& s : sums) r += Fmt(" %13s", HumanBytes(total(s)).c_str());
+    r += "\n";
+  };
+  double main_per_token = 0.0;
+  int64_t main_layers = 0;
+  for (size_t k = 0; k < zero.kinds.size(); ++k) {
+    const KvCacheKind& kind = zero.kinds[k];
+    if (kind.name != "mtp") {
+      main_per_token += sums.empty() ? 0.0 : sums[0].kinds[k].bytes_per_token;
+      main_layers += kind.layers;
+    }
+    row(kind.name, kind.layers, sums.empty() ? 0.0 : sums[0].kinds[k].bytes_per_token,
+        kind.bytes.total(), [k](const KvCacheSummary& s) { return s.kinds[k].bytes.total(); });
+  }
+  row("main total", main_layers, main_per_token, zero.main.total(),
+      [](const KvCacheSummary& s) { return s.main.total(); });
+  for (const KvCacheSummary& s : sums) {
+    const CacheBytes& b = s.main;
+    r += Fmt("  main at %lld tokens: %lld B = window rings %lld + compressed kv %lld + index "
+             "keys %lld + compressor state %lld",
+             static_cast<long long>(s.n_tokens), static_cast<long long>(b.total()),
+             static_cast<long long>(b.ring), static_cast<long long>(b.compressed),
+             static_cast<long long>(b.index_keys), static_cast<long long>(b.state));
+    if (!reference) r += Fmt(" + checkpoints %lld", static_cast<long long>(b.checkpoints));
+    r += " (" + HumanBytes(b.total()) + "; " + HumanBytes(b.total() - b.state - b.checkpoints) +
+         " of window, compressed and index rows)\n";
+  }
+  return r;
 }
 
 }  // namespace
@@ -84,6 +144,61 @@ ParameterCounts CountParameters(const DeepSeekV4Config& c, const CheckpointReade
     }
   }
   return out;
+}
+
+KvCacheSummary SummarizeKvCache(const DeepSeekV4Config& c, int64_t n, bool reference,
+                                const RollbackOptions& rb) {
+  KvCacheSummary out;
+  out.n_tokens = n;
+  for (const LayerPlan& p : BuildLayerPlans(c)) {
+    const std::string name = KindName(p);
+    auto it = std::find_if(out.kinds.begin(), out.kinds.end(),
+                           [&](const KvCacheKind& k) { return k.name == name; });
+    if (it == out.kinds.end()) {
+      KvCacheKind kind;
+      kind.name = name;
+      it = out.kinds.insert(out.kinds.end(), kind);
+    }
+    // The MTP cache keeps every row (model.h NewMtpCache).
+    RollbackOptions layer_rb = rb;
+    if (p.role == LayerRole::kMtp) layer_rb.horizon = RollbackOptions::kAll;
+    const CacheBytes b =
+        reference ? ReferenceCacheBytes(p.cache, n) : EngineCacheBytes(p.cache, n, layer_rb);
+    ++it->layers;
+    it->bytes += b;
+    const CacheSpec& s = p.cache;
+    const double value_bytes = reference ? 2.0 : 4.0;
+    double per_token = 0.0;
+    if (s.compress_ratio > 0) {
+      per_token = static_cast<double>(s.head_dim + s.indexer_head_dim) * value_bytes /
+                  static_cast<double>(s.compress_ratio);
+    }
+    if (!reference && layer_rb.horizon == RollbackOptions::kAll) {
+      per_token += static_cast<double>(s.head_dim) * value_bytes;  // every window row kept
+      if (s.compress_ratio > 0) {
+        per_token += static_cast<double>(s.coff() * (s.head_dim + s.indexer_head_dim) * 2) *
+                     value_bytes;
+      }
+    }
+    it->bytes_per_token += per_token;
+    if (p.role == LayerRole::kMain) out.main += b;
+  }
+  // "mtp" last.
+  std::stable_partition(out.kinds.begin(), out.kinds.end(),
+                        [](const KvCacheKind& k) { return k.name != "mtp"; });
+  return out;
+}
+
+std::string KvCacheReport(const DeepSeekV4Config& c, const std::vector<int64_t>& contexts,
+                          const RollbackOptions& rb) {
+  std::string r = "KV cache per sequence, spec §4.9 layout (bf16 values, fp32 compressor "
+                  "state; B/token = growth per token):\n";
+  r += KvTable(c, contexts, /*reference=*/true, rb);
+  r += Fmt("this engine (fp32 values; Truncate in place over the last %lld tokens, "
+           "checkpoints every %lld tokens; the MTP cache keeps every row):\n",
+           static_cast<long long>(rb.horizon), static_cast<long long>(rb.checkpoint_interval));
+  r += KvTable(c, contexts, /*reference=*/false, rb);
+  return r;
 }
 
 std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* reader,
@@ -167,8 +282,14 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
   return r;
 }
 
-Result<std::string> InspectPath(const std::string& path) {
+Result<std::string> InspectPath(const std::string& path, const std::vector<int64_t>& contexts) {
   namespace fs = std::filesystem;
+  for (int64_t n : contexts) {
+    if (n < 1) {
+      return InvalidArgument("context length " + std::to_string(n) + " for the KV-cache report",
+                             "pass --context N with N ≥ 1 tokens");
+    }
+  }
   std::error_code ec;
   const bool is_dir = fs::is_directory(path, ec);
   const std::string config_path = is_dir ? path + "/config.json" : path;
@@ -191,7 +312,8 @@ Result<std::string> InspectPath(const std::string& path) {
   } else {
     weights_note = "weights: none (config.json only)\n";
   }
-  return InspectReport(config, reader.get(), path) + weights_note;
+  return InspectReport(config, reader.get(), path) + weights_note +
+         KvCacheReport(config, contexts);
 }
 
 }  // namespace dsv4::deepseek_v4

@@ -1,6 +1,6 @@
 // The `dsv4 inspect` report of a DeepSeek-V4 model directory: the config, the
-// layer plan, parameter counts (total and active per token) and bytes by
-// dtype. Works from config.json alone when no weights are present (then the
+// layer plan, parameter counts (total and active per token), bytes by dtype
+// and the KV-cache bytes per token and per sequence by layer kind. Works from config.json alone when no weights are present (then the
 // dtypes are the ones the config predicts for a release checkpoint), so the
 // real V4-Flash / V4-Pro configs can be inspected without 160+ GB of weights.
 //
@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "io/checkpoint.h"
+#include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
 
 namespace dsv4::deepseek_v4 {
@@ -36,13 +38,38 @@ struct ParameterCounts {
 // when non-null (every tensor it holds), else predicted from the config.
 ParameterCounts CountParameters(const DeepSeekV4Config& config, const CheckpointReader* reader);
 
-// The report text. `source` names the directory or file.
+// KV-cache bytes of one sequence of n tokens, from the layers' CacheSpecs
+// (plan.h), grouped by layer kind: "window", "csa", "hca r=128", ... and "mtp".
+struct KvCacheKind {
+  std::string name;
+  int64_t layers = 0;
+  double bytes_per_token = 0.0;  // growth: compressed entries + index keys
+  CacheBytes bytes;              // of all `layers` at n tokens
+};
+struct KvCacheSummary {
+  int64_t n_tokens = 0;
+  std::vector<KvCacheKind> kinds;  // main kinds in plan order, then "mtp"
+  CacheBytes main;                 // main layers (what spec §4.9 totals)
+};
+// reference: the layout of spec §4.9 (bf16 values, fp32 compressor state);
+// else this engine's (fp32, rollback horizon and checkpoints of `rollback`).
+KvCacheSummary SummarizeKvCache(const DeepSeekV4Config& config, int64_t n_tokens, bool reference,
+                                const RollbackOptions& rollback = {});
+// The "KV cache" section of the report for each context length.
+std::string KvCacheReport(const DeepSeekV4Config& config, const std::vector<int64_t>& contexts,
+                          const RollbackOptions& rollback = {});
+inline const std::vector<int64_t> kDefaultInspectContexts = {4096, 131072, 1048576};
+
+// The report text (config, plan, parameters, bytes). `source` names the
+// directory or file.
 std::string InspectReport(const DeepSeekV4Config& config, const CheckpointReader* reader,
                           const std::string& source);
 
 // Reads DIR/config.json (or a config file path) and, when safetensors weights
-// are present and readable, opens them; returns the report.
-Result<std::string> InspectPath(const std::string& path);
+// are present and readable, opens them; returns the report followed by the
+// KV-cache section for each of `contexts` tokens. Errors: a context < 1.
+Result<std::string> InspectPath(const std::string& path,
+                                const std::vector<int64_t>& contexts = kDefaultInspectContexts);
 
 // "284.33B", "1.57T", "13.3M" — counts in short scale.
 std::string HumanCount(int64_t n);
