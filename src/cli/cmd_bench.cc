@@ -1,5 +1,6 @@
-// `dsv4 bench`: prefill and decode speed. Each figure is the median of
-// --repeat runs. The last line is machine-readable.
+// `dsv4 bench`: prefill and decode speed, and with --speculative K the greedy
+// decode speed with MTP self-speculation (acceptance rate, speed-up). Each
+// figure is the median of --repeat runs. The last line is machine-readable.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
+#include "engine/speculative.h"
 
 namespace dsv4::cli {
 namespace {
@@ -17,6 +19,7 @@ struct BenchArgs {
   int64_t prompt_len = 128;
   int64_t gen = 64;
   int repeat = 3;
+  int64_t speculative = 0;  // MTP drafts per round (DeepSeek-V4); 0 = off
 };
 
 double Median(std::vector<double> v) {
@@ -69,7 +72,34 @@ int Run(const BenchArgs& a) {
               static_cast<long long>(a.prompt_len), p, a.repeat);
   std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(a.gen),
               d, a.repeat);
-  std::printf("prefill_tps=%.2f decode_tps=%.2f peak_rss_mb=%.1f\n", p, d, PeakRssMiB());
+  if (a.speculative <= 0) {
+    std::printf("prefill_tps=%.2f decode_tps=%.2f peak_rss_mb=%.1f\n", p, d, PeakRssMiB());
+    return 0;
+  }
+  // Greedy decoding of the same prompt with MTP self-speculation.
+  SpeculativeOptions so;
+  so.draft_tokens = a.speculative;
+  so.max_tokens = a.gen;
+  so.stop_at_eos = so.stop_at_bos = false;  // the same number of tokens as above
+  std::vector<double> spec_tps;
+  SpeculativeStats last;
+  for (int r = 0; r < a.repeat; ++r) {
+    auto st = GenerateSpeculative(*loaded, prompt, so, [](int32_t, std::string_view) {});
+    if (!st.ok()) return ReportError(st.status());
+    spec_tps.push_back(static_cast<double>(st->generated_tokens) / st->decode_seconds);
+    last = *st;
+  }
+  const double sd = Median(spec_tps);
+  std::printf("speculative (MTP, %lld drafts per round): %.1f tokens/s (median of %d), "
+              "acceptance %.1f%% (%lld of %lld drafts), %.2f tokens per verify forward, "
+              "speed-up %.2fx over plain decode\n",
+              static_cast<long long>(a.speculative), sd, a.repeat, 100.0 * last.acceptance_rate(),
+              static_cast<long long>(last.accepted), static_cast<long long>(last.drafted),
+              last.rounds > 0 ? static_cast<double>(last.generated_tokens) / last.rounds : 0.0,
+              sd / d);
+  std::printf("prefill_tps=%.2f decode_tps=%.2f spec_decode_tps=%.2f acceptance=%.4f "
+              "speedup=%.3f peak_rss_mb=%.1f\n",
+              p, d, sd, last.acceptance_rate(), sd / d, PeakRssMiB());
   return 0;
 }
 
@@ -83,6 +113,10 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   sub->add_option("--gen", args->gen, "decoded tokens (default 64)");
   sub->add_option("--repeat", args->repeat, "runs; the median is reported (default 3)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--speculative", args->speculative,
+                  "also decode greedily with K MTP drafts per round (DeepSeek-V4 with MTP "
+                  "weights) and report the acceptance rate and speed-up (default 0 = off)")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

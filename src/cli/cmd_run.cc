@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "engine/generate.h"
+#include "engine/speculative.h"
 
 namespace dsv4::cli {
 namespace {
@@ -17,6 +18,7 @@ struct RunArgs {
   int64_t max_tokens = 256;
   int64_t seed = -1;
   SamplingParams sampling;
+  int64_t speculative = 0;  // MTP drafts per round (DeepSeek-V4, greedy); 0 = off
 };
 
 int Run(const RunArgs& a) {
@@ -39,7 +41,7 @@ int Run(const RunArgs& a) {
     std::fputs(echo.Flush().c_str(), stdout);
   }
   bool first = true;
-  auto stats = Generate(m, prompt, g, [&](int32_t id, std::string_view text) {
+  auto on_token = [&](int32_t id, std::string_view text) {
     if (print_ids) {
       if (id >= 0) std::printf(first ? "%d" : " %d", id);
       first = false;
@@ -47,7 +49,27 @@ int Run(const RunArgs& a) {
       std::fwrite(text.data(), 1, text.size(), stdout);
     }
     std::fflush(stdout);
-  });
+  };
+  if (a.speculative > 0) {
+    // Speculation verifies drafts against the greedy choice: no sampling, no penalties.
+    const SamplingParams& sp = a.sampling;
+    if (sp.temperature > 0.0f || sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f ||
+        sp.frequency_penalty != 0.0f) {
+      return ReportError(InvalidArgument("--speculative decodes greedily",
+                                         "add --temperature 0 (and no penalties)"));
+    }
+    SpeculativeOptions so;
+    so.draft_tokens = a.speculative;
+    so.max_tokens = a.max_tokens;
+    auto stats = GenerateSpeculative(m, prompt, so, on_token);
+    std::fputc('\n', stdout);
+    if (!stats.ok()) return ReportError(stats.status());
+    std::fprintf(stderr, "speculative: %lld tokens in %lld verify forwards, acceptance %.1f%%\n",
+                 static_cast<long long>(stats->generated_tokens),
+                 static_cast<long long>(stats->rounds), 100.0 * stats->acceptance_rate());
+    return 0;
+  }
+  auto stats = Generate(m, prompt, g, on_token);
   std::fputc('\n', stdout);
   if (!stats.ok()) return ReportError(stats.status());
   return 0;
@@ -75,6 +97,10 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   sub->add_option("--presence-penalty", args->sampling.presence_penalty, "(default 0)");
   sub->add_option("--frequency-penalty", args->sampling.frequency_penalty, "(default 0)");
   sub->add_option("-s,--seed", args->seed, "random seed (default: random)");
+  sub->add_option("--speculative", args->speculative,
+                  "greedy decoding with K MTP draft tokens per round (DeepSeek-V4 with MTP "
+                  "weights; needs --temperature 0); the output is the same as without")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

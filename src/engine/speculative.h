@@ -1,0 +1,65 @@
+// Greedy generation with MTP self-speculative decoding (DeepSeek-V4, spec
+// §6.3): each round the model's multi-token-prediction layer drafts k tokens
+// (chaining its own output hidden state), the main model verifies them in one
+// Forward of k+1 tokens, the longest prefix agreeing with the main model's
+// greedy choices is accepted plus the main model's next token, and both
+// caches roll back exactly (model/deepseek_v4/cache.h). The emitted tokens are
+// those of Generate() with temperature 0 and no penalties; only the number of
+// main-model forwards changes.
+//
+// Round at main position n (tokens < n in the cache, x = the token at n):
+//   MTP:    rows (h_t, x_{t+1}) not yet fed, the last with x → d_1;
+//           (its own output, d_{i−1}) → d_i for i = 2..k
+//   verify: Forward([x, d_1 .. d_k]) → greedy g_0 .. g_k
+//   accept: a = longest prefix with d_{i+1} = g_i; emit x, d_1 .. d_a; next x = g_a
+//   undo:   main cache → n + 1 + a tokens, MTP cache → n (re-fed next round
+//           with the main model's true hidden states of n .. n + a)
+#ifndef DSV4_ENGINE_SPECULATIVE_H_
+#define DSV4_ENGINE_SPECULATIVE_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "engine/generate.h"
+#include "engine/loader.h"
+
+namespace dsv4 {
+
+struct SpeculativeOptions {
+  int64_t draft_tokens = 2;     // k drafts per round; 0 = plain greedy decoding
+  int64_t max_tokens = 256;     // tokens generated after the prompt
+  bool stop_at_eos = true;      // as GenerateOptions
+  bool stop_at_bos = true;
+  int64_t prefill_chunk = 512;  // prompt tokens per Forward call
+  // Tests only: called with the drafts of each round (for main positions
+  // n+1 ..) before verification, and may change them.
+  std::function<void(int64_t position, std::span<int32_t> drafts)> edit_drafts;
+};
+
+struct SpeculativeStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+  std::string stop_reason;      // "length", "eos", "context"
+  int64_t rounds = 0;           // main-model decode forwards (verifications)
+  int64_t drafted = 0;          // draft tokens verified
+  int64_t accepted = 0;         // of them accepted
+  double acceptance_rate() const {
+    return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+  }
+};
+
+// Prefills `prompt` (non-empty; include BOS yourself) and decodes greedily
+// with speculation. Errors: not a DeepSeek-V4 model, or one without MTP
+// weights; k < 0; the prompt does not fit the context.
+Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int32_t> prompt,
+                                             const SpeculativeOptions& options,
+                                             const TokenCallback& on_token);
+
+}  // namespace dsv4
+
+#endif  // DSV4_ENGINE_SPECULATIVE_H_

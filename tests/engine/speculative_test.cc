@@ -1,0 +1,268 @@
+// MTP self-speculative decoding (engine/speculative.h): greedy output with
+// speculation is identical to greedy output without it — with the real MTP
+// drafts, with drafts edited so that whole rounds are accepted, partly
+// accepted or rejected, with an end-of-sequence token inside an accepted
+// run, and at the context limit — and the errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "engine/generate.h"
+#include "engine/speculative.h"
+#include "model/deepseek_v4/model.h"
+#include "../model/deepseek_v4_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using deepseek_v4::DeepSeekV4Config;
+using deepseek_v4::DeepSeekV4Model;
+namespace dt = deepseek_v4::testing;
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::string stop_reason;
+  SpeculativeStats spec;
+};
+
+Output Plain(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t max_tokens,
+          bool stop_at_eos = true) {
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.sampling.temperature = 0.0f;
+  g.stop_at_eos = stop_at_eos;
+  g.stop_at_bos = false;
+  g.prefill_chunk = 7;
+  Output r;
+  auto st = Generate(m, prompt, g, [&](int32_t id, std::string_view) {
+    if (id >= 0) r.tokens.push_back(id);
+  });
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  if (st.ok()) r.stop_reason = st->stop_reason;
+  return r;
+}
+
+Output Speculative(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                int64_t k, const SpeculativeOptions& base = {}) {
+  SpeculativeOptions o = base;
+  o.draft_tokens = k;
+  o.max_tokens = max_tokens;
+  o.stop_at_bos = false;
+  o.prefill_chunk = 5;
+  Output r;
+  auto st = GenerateSpeculative(m, prompt, o, [&](int32_t id, std::string_view) {
+    if (id >= 0) r.tokens.push_back(id);
+  });
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  if (st.ok()) {
+    r.stop_reason = st->stop_reason;
+    r.spec = *st;
+  }
+  return r;
+}
+
+LoadedModel Synthetic(const DeepSeekV4Config& c, uint32_t seed, int64_t max_context = 0) {
+  auto ckpt = std::make_shared<dt::MemoryCheckpoint>("synthetic.safetensors");
+  dt::FillRandomCheckpoint(c, seed, dt::SynthFormat::kBf16, *ckpt, /*mtp=*/true);
+  auto m = DeepSeekV4Model::Load(ckpt, c, deepseek_v4::LoadOptions{.max_context = max_context});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  LoadedModel lm;
+  if (m.ok()) lm.model = std::move(m).value();
+  lm.path = "synthetic";
+  return lm;
+}
+
+// The official-code golden model (window, CSA, HCA layers + MTP), real MTP drafts.
+TEST(Speculative, GreedyOutputIsIdenticalWithRealMtpDrafts) {
+  auto loaded = LoadModel(LoadOptions{.model_path = dt::DataDir() + "/mixed_mtp_bf16",
+                                      .threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const std::vector<int32_t> ids = dt::ReadIds(dt::DataDir() + "/mixed_mtp_bf16/input_ids.txt");
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 11);
+  const Output plain = Plain(*loaded, prompt, 48, /*stop_at_eos=*/false);
+  ASSERT_EQ(plain.tokens.size(), 48u);
+  for (int64_t k : {1, 2, 3, 5}) {
+    SpeculativeOptions o;
+    o.stop_at_eos = false;
+    const Output spec = Speculative(*loaded, prompt, 48, k, o);
+    EXPECT_EQ(spec.tokens, plain.tokens) << "k " << k;
+    EXPECT_EQ(spec.stop_reason, plain.stop_reason);
+    EXPECT_EQ(spec.spec.generated_tokens, 48);
+    // The first token comes from the prefill; every round adds its accepted
+    // drafts and the main model's next token.
+    EXPECT_EQ(1 + spec.spec.rounds + spec.spec.accepted, 48) << "k " << k;
+    std::printf("[golden mixed] k %lld: %lld rounds, acceptance %.2f\n", static_cast<long long>(k),
+                static_cast<long long>(spec.spec.rounds), spec.spec.acceptance_rate());
+  }
+}
+
+// Each round's drafts equal those of an MTP layer run from scratch on the
+// main model's hidden states of the whole sequence so far: the loop feeds
+// the MTP the true hidden states and rolls its cache back exactly.
+TEST(Speculative, DraftsEqualAnMtpRunFromScratch) {
+  auto loaded = LoadModel(LoadOptions{.model_path = dt::DataDir() + "/mixed_mtp_bf16",
+                                      .threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto& model = static_cast<DeepSeekV4Model&>(*loaded->model);
+  const std::vector<int32_t> ids = dt::ReadIds(dt::DataDir() + "/mixed_mtp_bf16/input_ids.txt");
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 9);
+  const Output plain = Plain(*loaded, prompt, 30, false);
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), plain.tokens.begin(), plain.tokens.end());
+  const int64_t V = model.info().vocab_size;
+  const int64_t row = model.config().hc_mult * model.config().hidden_size;
+  int64_t checked = 0;
+  SpeculativeOptions o;
+  o.stop_at_eos = false;
+  o.edit_drafts = [&](int64_t pos, std::span<int32_t> drafts) {
+    // pos = n + 1: the main model holds seq[0, n), the token at n is seq[n].
+    const int64_t n = pos - 1;
+    auto main = model.NewCache(0);
+    std::vector<float> logits(V);
+    ASSERT_TRUE(model.Forward(std::span<const int32_t>(seq).first(n), *main, logits, false).ok());
+    const std::vector<float> hidden(model.last_hidden().begin(), model.last_hidden().end());
+    auto mtp = model.NewMtpCache(0);
+    ASSERT_TRUE(model.ForwardMtp(std::span<const int32_t>(seq).subspan(1, n), hidden, *mtp, logits,
+                                 false).ok());
+    std::vector<float> own;
+    for (size_t i = 0; i < drafts.size(); ++i) {
+      if (i > 0) {
+        own.assign(model.last_mtp_hidden().end() - row, model.last_mtp_hidden().end());
+        ASSERT_TRUE(model.ForwardMtp(std::span<const int32_t>(&drafts[i - 1], 1), own, *mtp,
+                                     logits, false).ok());
+      }
+      const int32_t want = static_cast<int32_t>(dt::ArgmaxRow(logits.data(), V));
+      EXPECT_EQ(drafts[i], want) << "draft " << i << " of the round at " << n;
+      ++checked;
+    }
+  };
+  const Output spec = Speculative(*loaded, prompt, 30, 3, o);
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_GE(checked, 30);
+}
+
+// Drafts replaced by the true greedy continuation with planted errors: rounds
+// accepted in full, in part and not at all, all giving the same output.
+TEST(Speculative, AcceptedPartialAndRejectedRoundsGiveTheSameOutput) {
+  const DeepSeekV4Config c = dt::TinyMixedConfig();
+  LoadedModel m = Synthetic(c, 61);
+  ASSERT_NE(m.model, nullptr);
+  const std::vector<int32_t> prompt = {0, 17, 33, 5, 42, 9, 60, 11, 23};
+  const int64_t n0 = static_cast<int64_t>(prompt.size()), N = 60;
+  const Output plain = Plain(m, prompt, N, false);
+  ASSERT_EQ(static_cast<int64_t>(plain.tokens.size()), N);
+  for (int64_t k : {1, 2, 4, 7}) {
+    for (int wrong_every : {0, 3, 5}) {
+      SpeculativeOptions o;
+      o.stop_at_eos = false;
+      int64_t planted = 0, round = 0;
+      o.edit_drafts = [&](int64_t pos, std::span<int32_t> drafts) {
+        for (size_t i = 0; i < drafts.size(); ++i) {
+          const int64_t g = pos + static_cast<int64_t>(i) - n0;  // index into the output
+          if (g >= 0 && g < N) drafts[i] = plain.tokens[g];
+        }
+        // Every wrong_every-th round one draft (first, second, ... in turn) is wrong.
+        if (wrong_every > 0 && round % wrong_every == 0) {
+          int32_t& d = drafts[(round / wrong_every) % drafts.size()];
+          d = (d + 1) % static_cast<int32_t>(c.vocab_size);
+          ++planted;
+        }
+        ++round;
+      };
+      const Output spec = Speculative(m, prompt, N, k, o);
+      EXPECT_EQ(spec.tokens, plain.tokens) << "k " << k << " wrong every " << wrong_every;
+      const SpeculativeStats& st = spec.spec;
+      EXPECT_EQ(1 + st.rounds + st.accepted, N) << "k " << k;
+      if (wrong_every == 0) {
+        EXPECT_EQ(st.accepted, st.drafted) << "k " << k;  // every draft right
+        EXPECT_LE(st.rounds, (N + k) / (k + 1) + 1) << "k " << k;
+      } else {
+        EXPECT_GT(planted, 0);
+        EXPECT_LT(st.accepted, st.drafted) << "k " << k;
+        EXPECT_GT(st.accepted, 0) << "k " << k;
+      }
+    }
+  }
+}
+
+// An end-of-sequence token inside an accepted run stops at the same place.
+TEST(Speculative, EosInsideAcceptedDraftsStopsLikePlainDecoding) {
+  DeepSeekV4Config c = dt::TinyMixedConfig();
+  const std::vector<int32_t> prompt = {0, 7, 8, 9, 10};
+  std::vector<int32_t> reference;
+  {
+    LoadedModel m = Synthetic(c, 71);
+    reference = Plain(m, prompt, 30, false).tokens;
+  }
+  ASSERT_EQ(reference.size(), 30u);
+  // Make the 12th generated token the EOS id (unless it also occurs earlier).
+  c.eos_token_id = reference[11];
+  LoadedModel m = Synthetic(c, 71);
+  const Output plain = Plain(m, prompt, 30);
+  ASSERT_EQ(plain.stop_reason, "eos");
+  ASSERT_LE(plain.tokens.size(), 11u);
+  for (int64_t k : {2, 3, 6}) {
+    SpeculativeOptions o;
+    o.edit_drafts = [&](int64_t pos, std::span<int32_t> drafts) {
+      for (size_t i = 0; i < drafts.size(); ++i) {
+        const int64_t g = pos + static_cast<int64_t>(i) - static_cast<int64_t>(prompt.size());
+        if (g >= 0 && g < 30) drafts[i] = reference[g];
+      }
+    };
+    const Output spec = Speculative(m, prompt, 30, k, o);
+    EXPECT_EQ(spec.tokens, plain.tokens) << "k " << k;
+    EXPECT_EQ(spec.stop_reason, "eos") << "k " << k;
+  }
+}
+
+// Drafts are cut at the context limit; both stop with "context".
+TEST(Speculative, ContextLimitStopsLikePlainDecoding) {
+  const DeepSeekV4Config c = dt::TinyMixedConfig();
+  LoadedModel m = Synthetic(c, 81, /*max_context=*/24);
+  const std::vector<int32_t> prompt = {0, 3, 4, 5, 6, 7};
+  const Output plain = Plain(m, prompt, 100, false);
+  EXPECT_EQ(plain.stop_reason, "context");
+  for (int64_t k : {1, 4, 9}) {
+    SpeculativeOptions o;
+    o.stop_at_eos = false;
+    o.edit_drafts = [&](int64_t pos, std::span<int32_t> drafts) {
+      for (size_t i = 0; i < drafts.size(); ++i) {
+        const int64_t g = pos + static_cast<int64_t>(i) - static_cast<int64_t>(prompt.size());
+        if (g >= 0 && g < static_cast<int64_t>(plain.tokens.size())) drafts[i] = plain.tokens[g];
+      }
+    };
+    const Output spec = Speculative(m, prompt, 100, k, o);
+    EXPECT_EQ(spec.tokens, plain.tokens) << "k " << k;
+    EXPECT_EQ(spec.stop_reason, "context") << "k " << k;
+  }
+}
+
+TEST(SpeculativeBad, NeedsADeepSeekV4ModelWithMtp) {
+  auto llama = LoadModel(LoadOptions{});  // the embedded stories260K
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  const std::vector<int32_t> prompt = {1};
+  auto r = GenerateSpeculative(*llama, prompt, SpeculativeOptions{}, [](int32_t, std::string_view) {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  auto no_mtp = LoadModel(LoadOptions{.model_path = dt::DataDir() + "/swa_bf16"});
+  ASSERT_TRUE(no_mtp.ok()) << no_mtp.status().ToString();
+  r = GenerateSpeculative(*no_mtp, std::vector<int32_t>{0}, SpeculativeOptions{},
+                          [](int32_t, std::string_view) {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("MTP"), std::string::npos);
+}
+
+TEST(SpeculativeBad, NegativeDraftLengthAndEmptyPrompt) {
+  LoadedModel m = Synthetic(dt::TinyMixedConfig(), 91);
+  SpeculativeOptions o;
+  o.draft_tokens = -1;
+  auto r = GenerateSpeculative(m, std::vector<int32_t>{0}, o, [](int32_t, std::string_view) {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  r = GenerateSpeculative(m, std::vector<int32_t>{}, SpeculativeOptions{},
+                          [](int32_t, std::string_view) {});
+  ASSERT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace dsv4
