@@ -6,7 +6,10 @@
 // with alternating caches vs separate runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
 #include <cstdio>
 #include <map>
 
@@ -50,6 +53,53 @@ Loaded LoadGolden(const std::string& name) {
   return out;
 }
 
+// Compares one query's indexer picks with the golden's. Picks may differ only
+// where the golden scores at the top-k boundary are near-tied (the k-th and
+// (k+1)-th best within 1e-4 relative, as recorded in report.json), and then
+// only by entries whose golden scores lie in that tied band.
+enum class TopKMatch { kEqual, kNearTie, kDiffers };
+TopKMatch CompareTopK(const float* golden_scores, int64_t n, const float* golden_picks,
+                      const float* our_picks, int64_t k) {
+  std::vector<int64_t> g, o;
+  for (int64_t j = 0; j < k; ++j) {
+    if (golden_picks[j] >= 0) g.push_back(static_cast<int64_t>(golden_picks[j]));
+    if (our_picks[j] >= 0) o.push_back(static_cast<int64_t>(our_picks[j]));
+  }
+  std::sort(g.begin(), g.end());
+  std::sort(o.begin(), o.end());
+  if (g == o) return TopKMatch::kEqual;
+  if (g.size() != o.size()) return TopKMatch::kDiffers;
+  std::vector<float> visible;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(golden_scores[i])) visible.push_back(golden_scores[i]);
+  }
+  if (static_cast<int64_t>(visible.size()) <= k) return TopKMatch::kDiffers;
+  std::sort(visible.begin(), visible.end(), std::greater<>());
+  const float a = visible[k - 1], b = visible[k];
+  const float band = 1e-4f * std::max({std::fabs(a), std::fabs(b), 1e-30f});
+  if (a - b > band) return TopKMatch::kDiffers;
+  // Every pick in one set but not the other must score within the tied band.
+  std::vector<int64_t> sym;
+  std::set_symmetric_difference(g.begin(), g.end(), o.begin(), o.end(), std::back_inserter(sym));
+  for (int64_t e : sym) {
+    if (e >= n || std::fabs(golden_scores[e] - a) > band) return TopKMatch::kDiffers;
+  }
+  return TopKMatch::kNearTie;
+}
+
+TEST(DeepSeekV4GoldenTopK, OnlyNearTiesAreExempt) {
+  // Scores of 6 visible entries; k = 2.
+  const float tied[6] = {5.0f, 3.0f, 2.99999f, 1.0f, 0.0f, -INFINITY};
+  const float g[2] = {0, 1}, swap[2] = {0, 2}, same[2] = {1, 0}, far[2] = {0, 3};
+  EXPECT_EQ(CompareTopK(tied, 6, g, same, 2), TopKMatch::kEqual);
+  EXPECT_EQ(CompareTopK(tied, 6, g, swap, 2), TopKMatch::kNearTie);  // 3.0 vs 2.99999
+  EXPECT_EQ(CompareTopK(tied, 6, g, far, 2), TopKMatch::kDiffers);   // 1.0 is not tied
+  const float clear[6] = {5.0f, 3.0f, 2.9f, 1.0f, 0.0f, -INFINITY};
+  EXPECT_EQ(CompareTopK(clear, 6, g, swap, 2), TopKMatch::kDiffers);  // gap 0.1: no exemption
+  const float pad[2] = {0, -1};
+  EXPECT_EQ(CompareTopK(tied, 6, g, pad, 2), TopKMatch::kDiffers);
+}
+
 class DeepSeekV4Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeepSeekV4Golden, LogitsMatchOfficialFp32) {
@@ -91,6 +141,7 @@ TEST_P(DeepSeekV4Golden, IntermediatesMatchByName) {
     float max_ref = 0.0f;
   };
   std::map<std::string, Seen> seen;
+  std::map<std::string, std::vector<float>> our_topk;  // name -> [T, k]
   std::vector<std::string> shape_errors;
   g.model->SetTrace([&](std::string_view name, int64_t, const float* data,
                         std::span<const int64_t> shape) {
@@ -102,6 +153,7 @@ TEST_P(DeepSeekV4Golden, IntermediatesMatchByName) {
       return;
     }
     const int64_t n = ref->view().numel();
+    if (name.ends_with("indexer_topk")) our_topk[std::string(name)].assign(data, data + n);
     std::vector<float> want(n);
     DequantizeRow(ref->dtype, ref->data, n, want.data());
     Seen s;
@@ -142,7 +194,26 @@ TEST_P(DeepSeekV4Golden, IntermediatesMatchByName) {
                                 << ::testing::PrintToString(untraced);
   for (const auto& [name, s] : seen) {
     std::printf("  %-28s max|d| %.3g (max|ref| %.3g)\n", name.c_str(), s.max_diff, s.max_ref);
-    if (name.ends_with("router_indices") || name.ends_with("indexer_topk")) {
+    if (name.ends_with("indexer_topk")) {
+      // Per query: the same set, or a near-tie at the boundary of the golden scores.
+      const std::string scores_name = name.substr(0, name.size() - 4) + "scores";
+      const TensorInfo* gs = golden.Find(scores_name);
+      const TensorInfo* gt = golden.Find(name);
+      ASSERT_NE(gs, nullptr) << scores_name << " is needed to judge ties";
+      const int64_t T = gt->shape[0], k = gt->shape[1], n_entries = gs->shape[1];
+      std::vector<float> scores(T * n_entries), picks(T * k);
+      DequantizeRow(gs->dtype, gs->data, T * n_entries, scores.data());
+      DequantizeRow(gt->dtype, gt->data, T * k, picks.data());
+      int64_t ties = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const TopKMatch m = CompareTopK(&scores[t * n_entries], n_entries, &picks[t * k],
+                                        &our_topk[name][t * k], k);
+        EXPECT_NE(m, TopKMatch::kDiffers) << name << ": query " << t << " picked other entries";
+        ties += m == TopKMatch::kNearTie;
+      }
+      std::printf("  %-28s %lld queries differ at a near-tie (exempt)\n", name.c_str(),
+                  static_cast<long long>(ties));
+    } else if (name.ends_with("router_indices")) {
       EXPECT_EQ(s.max_diff, 0.0f) << name << ": a different choice was made";
     } else {
       EXPECT_LE(s.max_diff, 1e-4f * std::max(1.0f, s.max_ref)) << name;
@@ -232,6 +303,84 @@ TEST_P(DeepSeekV4Golden, AlternatingCachesEqualSeparateRuns) {
   EXPECT_LE(max_diff(lb, alone_b), 1e-4f);
 }
 
+// QAT simulations on (spec §9.2) vs the official code run in fp32 with its
+// simulations rounding like kernel_tilelang.py (logits_qat_fp32.f32). The
+// switch comes from the config where it can: swa_fp8 carries the release's
+// quantization_config, so the default load turns every simulation on; the
+// bf16 configs (trained without them, qat_simulation off) are given
+// explicit options (kv FP8 + indexer FP4; they have no FP8 linears).
+//
+// Rounding to FP8/FP4 is discontinuous: an fp32-noise difference upstream can
+// move a value across a rounding boundary (on the 544-token config a few do,
+// and the coarse FP4 index scores then pick another entry for 1 query). So the
+// bar is the "full forward reduced" one of oracles/README.md, tightened: mean
+// KL ≤ 1e-4 — and ≤ 1 % of the sims-off golden's distance, which shows the
+// simulations are on and right — top-1 ≥ 99 %, indexer picks ≥ 99 % equal.
+TEST_P(DeepSeekV4Golden, QatSimulationsMatchOfficialFp32) {
+  const std::string dir = DataDir() + "/" + GetParam();
+  auto config = DeepSeekV4Config::FromFile(dir + "/config.json");
+  ASSERT_TRUE(config.ok());
+  LoadOptions o;
+  if (!config->qat_simulation) {
+    o.numerics = NumericsOptions{.act_quant = false, .kv_quant = true, .index_quant = true};
+  }
+  auto loaded = LoadDeepSeekV4(dir, o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto& m = static_cast<DeepSeekV4Model&>(**loaded);
+  EXPECT_TRUE(m.numerics().kv_quant);
+  EXPECT_EQ(m.numerics().act_quant, config->quantization_config.present);
+  const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
+  const int64_t T = static_cast<int64_t>(ids.size()), V = m.info().vocab_size;
+  const std::vector<float> golden = ReadF32File(dir + "/logits_qat_fp32.f32");
+  const std::vector<float> off = ReadF32File(dir + "/logits.f32");
+  ASSERT_EQ(static_cast<int64_t>(golden.size()), T * V);
+  std::map<std::string, std::vector<float>> picks;  // ours, [T, k]
+  m.SetTrace([&](std::string_view name, int64_t, const float* data, std::span<const int64_t> shape) {
+    if (!name.ends_with("indexer_topk")) return;
+    picks[std::string(name)].assign(data, data + shape[0] * shape[1]);
+  });
+  auto cache = m.NewCache(T);
+  std::vector<float> logits(T * V);
+  ASSERT_TRUE(m.Forward(ids, *cache, logits, true).ok());
+  m.SetTrace(nullptr);
+  float max_diff = 0.0f;
+  int64_t agree = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    agree += ArgmaxRow(&logits[t * V], V) == ArgmaxRow(&golden[t * V], V);
+    for (int64_t v = 0; v < V; ++v) {
+      max_diff = std::max(max_diff, std::fabs(logits[t * V + v] - golden[t * V + v]));
+    }
+  }
+  const double kl = MeanKl(golden, logits, T, V), kl_off = MeanKl(golden, off, T, V);
+  std::printf("[%s QAT on] max|dlogit| %.3g, mean KL %.3g (sims-off golden: %.3g), top-1 "
+              "%lld/%lld\n",
+              GetParam().c_str(), max_diff, kl, kl_off, static_cast<long long>(agree),
+              static_cast<long long>(T));
+  EXPECT_LE(kl, 1e-4);
+  EXPECT_LE(kl, kl_off / 100);
+  EXPECT_GE(agree * 100, T * 99);
+  if (picks.empty()) return;
+  auto inter = OpenSafetensors(dir + "/intermediates_qat_fp32.safetensors");
+  ASSERT_TRUE(inter.ok()) << inter.status().ToString();
+  for (const auto& [name, ours] : picks) {
+    const TensorInfo* gt = (*inter)->Find(name);
+    ASSERT_NE(gt, nullptr) << name;
+    const int64_t k = gt->shape[1];
+    std::vector<float> want(T * k);
+    DequantizeRow(gt->dtype, gt->data, T * k, want.data());
+    int64_t same = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<float> a(&want[t * k], &want[t * k] + k), b(&ours[t * k], &ours[t * k] + k);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      same += a == b;
+    }
+    std::printf("  %s: %lld/%lld queries pick the same entries\n", name.c_str(),
+                static_cast<long long>(same), static_cast<long long>(T));
+    EXPECT_GE(same * 100, T * 99) << name;
+  }
+}
+
 // The MTP draft logits (spec §6.3): row t from the main residual at t and the
 // embedding of token t+1, vs the official MTPBlock; one call and token by token.
 TEST(DeepSeekV4GoldenMtp, DraftLogitsMatchOfficial) {
@@ -302,7 +451,7 @@ TEST(DeepSeekV4GoldenMtp, ErrorsWithoutMtpWeightsOrWithWrongSizes) {
 
 INSTANTIATE_TEST_SUITE_P(Official, DeepSeekV4Golden,
                          ::testing::Values("swa_bf16", "swa_fp8", "swa_bf16_v2",
-                                           "mixed_mtp_bf16"),
+                                           "mixed_mtp_bf16", "long_hca128_bf16"),
                          [](const auto& info) { return info.param; });
 
 // The directory loader (config.json + safetensors) gives the same logits as
