@@ -47,8 +47,8 @@ int Serve(ServeArgs a) {
   // A client that disconnects mid-response must not kill the process.
   signal(SIGPIPE, SIG_IGN);
 
-  Result<LoadedModel> loaded = a.test_echo_model ? LoadEchoModel(a.load.tokenizer_path)
-                                                 : LoadModel(a.load);
+  Result<LoadedModel> loaded =
+      a.test_echo_model ? LoadEchoModel(a.load.tokenizer_path) : LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
   if (a.server.model_id.empty()) a.server.model_id = DefaultModelId(m);
@@ -117,7 +117,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   sub->add_option("--max-n", args->server.max_n, "largest n (choices per request) (default 8)")
       ->check(CLI::Range(1, 128));
   sub->add_option("--http-threads", args->server.http_threads,
-                  "HTTP worker threads (default: max-sequences + max-queue + 16)")
+                  "HTTP worker threads (default: max-sequences + max-queue + 64)")
       ->check(CLI::Range(0, 4096));
   sub->add_option("--chat-format", args->chat_format,
                   "auto (default: dsv4 when the tokenizer has the DeepSeek-V4 specials), dsv4, "

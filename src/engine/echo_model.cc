@@ -55,7 +55,8 @@ class EchoModel : public Model {
       return OutOfRange("echo model: context full (" + std::to_string(cache.max_tokens_) + ")");
     }
     for (int32_t id : tokens) {
-      if (id < 0 || id >= V) return InvalidArgument("echo model: bad token id " + std::to_string(id));
+      if (id < 0 || id >= V)
+        return InvalidArgument("echo model: bad token id " + std::to_string(id));
     }
     CHECK(static_cast<int64_t>(logits.size()) >= (all_logits ? T * V : V));
     const int64_t pos0 = cache.length();
@@ -100,7 +101,8 @@ std::string Trim(std::string_view s) {
 
 std::string EchoModelReply(std::string_view prompt) {
   std::string reply;
-  if (prompt.ends_with(tok::kThinkStart)) reply = "Thinking about it." + std::string(tok::kThinkEnd);
+  if (prompt.ends_with(tok::kThinkStart))
+    reply = "Thinking about it." + std::string(tok::kThinkEnd);
   const size_t user = prompt.rfind(tok::kUser);
   std::string_view turn;
   if (user != std::string_view::npos) {
@@ -133,11 +135,11 @@ std::string EchoModelReply(std::string_view prompt) {
         const bool is_string = it.value().is_string();
         params += "<" + dsml + "parameter name=\"" + it.key() + "\" string=\"" +
                   (is_string ? "true" : "false") + "\">" +
-                  (is_string ? it.value().get<std::string>() : PythonJsonDumps(it.value())) +
-                  "</" + dsml + "parameter>\n";
+                  (is_string ? it.value().get<std::string>() : PythonJsonDumps(it.value())) + "</" +
+                  dsml + "parameter>\n";
       }
-      return reply + "\n\n<" + dsml + "tool_calls>\n<" + dsml + "invoke name=\"" + name +
-             "\">\n" + params + "</" + dsml + "invoke>\n</" + dsml + "tool_calls>";
+      return reply + "\n\n<" + dsml + "tool_calls>\n<" + dsml + "invoke name=\"" + name + "\">\n" +
+             params + "</" + dsml + "invoke>\n</" + dsml + "tool_calls>";
     }
   }
   return reply + "Echo: " + Trim(turn);

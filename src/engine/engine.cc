@@ -14,11 +14,16 @@ namespace dsv4 {
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
@@ -112,7 +117,7 @@ struct Engine::Sequence {
   Slot* slot = nullptr;
   int64_t prefilled = 0;  // prompt tokens in the cache
   int64_t generated = 0;
-  int32_t last = -1;      // the last sampled token, to run next step
+  int32_t last = -1;  // the last sampled token, to run next step
   std::optional<Sampler> sampler;
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stop;
@@ -128,9 +133,9 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
   EngineOptions o = options;
   if (o.ctx_size == 0) o.ctx_size = std::min<int64_t>(info.max_context, 4096);
   if (o.ctx_size < 2 || o.ctx_size > info.max_context) {
-    return InvalidArgument("context size " + std::to_string(o.ctx_size) +
-                               " is out of range for this model",
-                           "pass --ctx-size between 2 and " + std::to_string(info.max_context));
+    return InvalidArgument(
+        "context size " + std::to_string(o.ctx_size) + " is out of range for this model",
+        "pass --ctx-size between 2 and " + std::to_string(info.max_context));
   }
   if (o.max_sequences < 1 || o.max_sequences > 4096) {
     return InvalidArgument("max sequences " + std::to_string(o.max_sequences) + " is out of range",
@@ -184,8 +189,9 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(std::vector<SequenceReques
     }
     for (int32_t id : r.prompt) {
       if (id < 0 || id >= vocab_size_) {
-        return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                               std::to_string(vocab_size_) + ")");
+        return InvalidArgument("token id " + std::to_string(id) +
+                               " is outside the vocabulary [0, " + std::to_string(vocab_size_) +
+                               ")");
       }
     }
     if (r.max_tokens < 0) return InvalidArgument("max_tokens must not be negative");
@@ -397,8 +403,8 @@ void Engine::SampleAndEmit(Sequence& s) {
   }
   if (s.decoder) ev.text = s.stop->Push(s.decoder->Push(next));
   const bool stopped = s.stop->matched();
-  const bool full = s.generated >= s.request.max_tokens ||
-                    s.slot->cache->length() + 1 >= options_.ctx_size;
+  const bool full =
+      s.generated >= s.request.max_tokens || s.slot->cache->length() + 1 >= options_.ctx_size;
   if (!ev.text.empty() || !stopped) s.Push(std::move(ev));
   if (stopped) {
     Finish(s, FinishReason::kStop);

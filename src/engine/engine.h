@@ -12,8 +12,15 @@
 // refuses it (ResourceExhausted, which servers turn into 503 + Retry-After).
 //
 // Model::Forward runs one sequence per call, so a step loops over the running
-// sequences (see docs/benchmarks.md "Serving" for what that costs and the
-// proposed batched forward).
+// sequences and reads every weight once per sequence (docs/benchmarks.md,
+// "Serving"). Proposed next step (needs a model.h change, not made here):
+//   virtual Status ForwardBatch(std::span<const std::span<const int32_t>> tokens,
+//                               std::span<SequenceCache* const> caches,
+//                               std::span<float> logits);  // [B, V], last token each
+// with a default that loops over Forward, and a LlamaModel override that runs
+// the B token rows through each matmul together (one weight read per step)
+// while attention stays per sequence against its own cache. Step() would then
+// gather the planned tokens of all sequences into one call.
 //
 // Not here: HTTP, JSON, chat templates, output parsing (src/server).
 #ifndef DSV4_ENGINE_ENGINE_H_
@@ -37,11 +44,11 @@
 namespace dsv4 {
 
 struct EngineOptions {
-  int max_sequences = 4;       // sequences running at once (KV-cache slots)
-  int max_queue = 64;          // sequences waiting for a slot; beyond: Submit refuses
-  int64_t ctx_size = 0;        // tokens per slot (prompt + output); 0: min(model, 4096)
-  int64_t prefill_chunk = 256; // prompt tokens prefilled per step, over all sequences
-  int max_top_logprobs = 20;   // largest top_logprobs a sequence may ask for
+  int max_sequences = 4;        // sequences running at once (KV-cache slots)
+  int max_queue = 64;           // sequences waiting for a slot; beyond: Submit refuses
+  int64_t ctx_size = 0;         // tokens per slot (prompt + output); 0: min(model, 4096)
+  int64_t prefill_chunk = 256;  // prompt tokens prefilled per step, over all sequences
+  int max_top_logprobs = 20;    // largest top_logprobs a sequence may ask for
   // Test-only: sleep this long after every step, so tests can observe running
   // sequences (cancellation, queueing) with a model that is otherwise too fast.
   int test_step_delay_ms = 0;
@@ -51,12 +58,12 @@ struct EngineOptions {
 // to sample. A request with n choices submits n of these.
 struct SequenceRequest {
   std::vector<int32_t> prompt;
-  int64_t max_tokens = 256;        // generated tokens; clamped to what the slot holds
-  SamplingParams sampling;         // validated by Submit
-  std::vector<std::string> stop;   // stop strings; the text ends before the match
-  int top_logprobs = -1;           // -1: no logprobs; 0..max: chosen token (+ this many)
-  bool stop_at_eos = true;         // EOS ends the sequence (not emitted)
-  bool stop_at_bos = false;        // llama2.c story models delimit stories with BOS
+  int64_t max_tokens = 256;       // generated tokens; clamped to what the slot holds
+  SamplingParams sampling;        // validated by Submit
+  std::vector<std::string> stop;  // stop strings; the text ends before the match
+  int top_logprobs = -1;          // -1: no logprobs; 0..max: chosen token (+ this many)
+  bool stop_at_eos = true;        // EOS ends the sequence (not emitted)
+  bool stop_at_bos = false;       // llama2.c story models delimit stories with BOS
 };
 
 struct TokenLogprob {
@@ -83,15 +90,15 @@ const char* FinishReasonName(FinishReason reason);
 // What the engine reports about one sequence. A sequence sends zero or more
 // token events, then exactly one final event (finish != kNone).
 struct SequenceEvent {
-  int index = 0;                // which sequence of the request
-  std::vector<int32_t> tokens;  // tokens generated since the previous event
-  std::string text;             // text that became final (UTF-8 complete, stop strings cut)
+  int index = 0;                        // which sequence of the request
+  std::vector<int32_t> tokens;          // tokens generated since the previous event
+  std::string text;                     // text that became final (UTF-8 complete, stop strings cut)
   std::vector<TokenLogprobs> logprobs;  // one per token, when asked for
   FinishReason finish = FinishReason::kNone;
-  std::string stop_string;      // the stop string that matched (kStop)
-  int64_t prompt_tokens = 0;    // final event only
+  std::string stop_string;    // the stop string that matched (kStop)
+  int64_t prompt_tokens = 0;  // final event only
   int64_t completion_tokens = 0;
-  Status error;                 // kError only
+  Status error;  // kError only
 };
 
 // A submitted request: its sequences' events, in order, for the thread that
@@ -170,7 +177,7 @@ class Engine {
   EngineOptions options_;
   int64_t vocab_size_ = 0;
 
-  mutable std::mutex mu_;          // guards waiting_, stop_ and rate_window_
+  mutable std::mutex mu_;  // guards waiting_, stop_ and rate_window_
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   bool stop_ = false;

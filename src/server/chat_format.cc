@@ -24,7 +24,8 @@ Result<std::string> BuildChatPrompt(const GenerationRequest& request, ChatFormat
     nlohmann::ordered_json req = {{"messages", request.messages}};
     if (!request.tools.empty()) req["tools"] = request.tools;
     Dsv4ChatOptions options;
-    options.thinking_mode = request.thinking ? Dsv4ThinkingMode::kThinking : Dsv4ThinkingMode::kChat;
+    options.thinking_mode =
+        request.thinking ? Dsv4ThinkingMode::kThinking : Dsv4ThinkingMode::kChat;
     options.reasoning_effort = request.reasoning_effort;
     return EncodeChatDsv4(req, options);
   }

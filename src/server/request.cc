@@ -53,8 +53,10 @@ Status GetInt(const Json& obj, const char* key, int64_t lo, int64_t hi, int64_t*
     const double d = v->get<double>();
     if (d != std::floor(d)) return Bad(key, "must be an integer, not " + v->dump());
     if (!(d >= static_cast<double>(lo) && d <= static_cast<double>(hi))) {
-      return Bad(key, "is " + v->dump() + "; it must be in [" + std::to_string(lo) + ", " +
-                          std::to_string(hi) + "]", hint);
+      return Bad(key,
+                 "is " + v->dump() + "; it must be in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]",
+                 hint);
     }
     *out = static_cast<int64_t>(d);
     return Status::Ok();
@@ -67,8 +69,10 @@ Status GetInt(const Json& obj, const char* key, int64_t lo, int64_t hi, int64_t*
   }
   const int64_t i = v->get<int64_t>();
   if (i < lo || i > hi) {
-    return Bad(key, "is " + std::to_string(i) + "; it must be in [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "]", hint);
+    return Bad(key,
+               "is " + std::to_string(i) + "; it must be in [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "]",
+               hint);
   }
   *out = i;
   return Status::Ok();
@@ -144,8 +148,7 @@ Status GetSampling(const Json& body, Api api, GenerationRequest* r) {
   return ValidateSamplingParams(s);
 }
 
-Status GetMaxTokens(const Json& body, const char* key, const RequestLimits& limits,
-                    int64_t* out) {
+Status GetMaxTokens(const Json& body, const char* key, const RequestLimits& limits, int64_t* out) {
   return GetInt(body, key, 1, limits.ctx_size, out,
                 "the server's context holds " + std::to_string(limits.ctx_size) + " tokens");
 }
@@ -203,7 +206,8 @@ Status CheckToolChoice(const Json& body, GenerationRequest* r) {
   if (r->tool_choice == "function") {
     bool found = false;
     for (const Json& t : r->tools) found |= t["function"]["name"] == r->tool_choice_name;
-    if (!found) return Bad("tool_choice", "names '" + r->tool_choice_name + "', which is not in 'tools'");
+    if (!found)
+      return Bad("tool_choice", "names '" + r->tool_choice_name + "', which is not in 'tools'");
   }
   return Status::Ok();
 }
@@ -296,8 +300,8 @@ Status ConvertAnthropicMessages(const Json& body, Json* out) {
     if (!m.is_object()) return Bad(where, "must be an object");
     const Json* role = Field(m, "role");
     if (role == nullptr) return Bad(where + ".role", "is required");
-    if (!role->is_string() || (role->get<std::string>() != "user" &&
-                               role->get<std::string>() != "assistant")) {
+    if (!role->is_string() ||
+        (role->get<std::string>() != "user" && role->get<std::string>() != "assistant")) {
       return Bad(where + ".role", "must be \"user\" or \"assistant\"");
     }
     const std::string r = role->get<std::string>();
@@ -334,11 +338,11 @@ Status ConvertAnthropicMessages(const Json& body, Json* out) {
         if (id == nullptr || !id->is_string()) return Bad(w + ".id", "must be a string");
         if (name == nullptr || !name->is_string()) return Bad(w + ".name", "must be a string");
         if (input != nullptr && !input->is_object()) return Bad(w + ".input", "must be an object");
-        calls.push_back(Json{{"id", *id},
-                             {"type", "function"},
-                             {"function",
-                              {{"name", *name},
-                               {"arguments", input ? input->dump() : std::string("{}")}}}});
+        calls.push_back(
+            Json{{"id", *id},
+                 {"type", "function"},
+                 {"function",
+                  {{"name", *name}, {"arguments", input ? input->dump() : std::string("{}")}}}});
       } else if (t == "tool_result" && r == "user") {
         const Json* id = Field(b, "tool_use_id");
         if (id == nullptr || !id->is_string()) return Bad(w + ".tool_use_id", "must be a string");
@@ -348,9 +352,9 @@ Status ConvertAnthropicMessages(const Json& body, Json* out) {
         }
         out->push_back(Json{{"role", "tool"}, {"tool_call_id", *id}, {"content", result}});
       } else {
-        return Unimplemented("'" + w + ".type' \"" + t + "\" is not supported in a " + r +
-                                 " message",
-                             "supported: text, thinking, tool_use (assistant), tool_result (user)");
+        return Unimplemented(
+            "'" + w + ".type' \"" + t + "\" is not supported in a " + r + " message",
+            "supported: text, thinking, tool_use (assistant), tool_result (user)");
       }
     }
     if (r == "user" && text.empty() && !out->empty() && out->back()["role"] == "tool") continue;
@@ -464,8 +468,7 @@ Status GetLogprobs(const Json& body, Api api, const RequestLimits& limits, Gener
 Status GetPrompts(const Json& body, GenerationRequest* r) {
   const Json* p = Field(body, "prompt");
   if (p == nullptr) return Bad("prompt", "is required");
-  auto ids_of = [](const Json& a, const std::string& where,
-                   std::vector<int32_t>* ids) -> Status {
+  auto ids_of = [](const Json& a, const std::string& where, std::vector<int32_t>* ids) -> Status {
     for (const Json& v : a) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
           v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
@@ -508,8 +511,8 @@ Result<std::string> ContentText(const Json& content, const std::string& where) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
-    return Bad(where, std::string("must be a string or an array of text parts, not ") +
-                          TypeName(content));
+    return Bad(where,
+               std::string("must be a string or an array of text parts, not ") + TypeName(content));
   }
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
@@ -518,8 +521,7 @@ Result<std::string> ContentText(const Json& content, const std::string& where) {
     const Json* type = part.is_object() ? Field(part, "type") : nullptr;
     if (type == nullptr || !type->is_string()) return Bad(w + ".type", "is required");
     if (type->get<std::string>() != "text") {
-      return Unimplemented("'" + w + ".type' \"" + type->get<std::string>() +
-                               "\" is not supported",
+      return Unimplemented("'" + w + ".type' \"" + type->get<std::string>() + "\" is not supported",
                            "only text content is supported");
     }
     const Json* t = Field(part, "text");

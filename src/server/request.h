@@ -37,10 +37,10 @@ enum class Api {
 
 // What the server allows; set from the command line.
 struct RequestLimits {
-  std::string model_id;      // the one served model's name
-  int max_n = 8;             // choices per request
-  int64_t ctx_size = 4096;   // max_tokens above this is rejected
-  int max_stop = 16;         // stop strings per request
+  std::string model_id;     // the one served model's name
+  int max_n = 8;            // choices per request
+  int64_t ctx_size = 4096;  // max_tokens above this is rejected
+  int max_stop = 16;        // stop strings per request
   int max_top_logprobs = 20;
 };
 
@@ -48,19 +48,19 @@ struct GenerationRequest {
   Api api = Api::kChat;
   std::string model;
   bool stream = false;
-  bool include_usage = false;     // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   int n = 1;
-  int64_t max_tokens = -1;        // -1: not given (up to the context)
-  SamplingParams sampling;        // OpenAI defaults (temperature 1, others off)
+  int64_t max_tokens = -1;  // -1: not given (up to the context)
+  SamplingParams sampling;  // OpenAI defaults (temperature 1, others off)
   bool has_seed = false;
   std::vector<std::string> stop;
-  int top_logprobs = -1;          // -1: no logprobs; else the chosen token + this many
+  int top_logprobs = -1;  // -1: no logprobs; else the chosen token + this many
   // Chat and messages.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // OpenAI shape
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();     // OpenAI shape
-  std::string tool_choice = "auto";   // auto | none | required | function
-  std::string tool_choice_name;       // tool_choice == "function"
-  bool thinking = false;              // DeepSeek-V4 thinking mode
+  std::string tool_choice = "auto";  // auto | none | required | function
+  std::string tool_choice_name;      // tool_choice == "function"
+  bool thinking = false;             // DeepSeek-V4 thinking mode
   Dsv4ReasoningEffort reasoning_effort = Dsv4ReasoningEffort::kDefault;
   // Completions: one text or token-id prompt per entry.
   std::vector<std::string> prompts;

@@ -74,7 +74,9 @@ std::string ErrorBody(const std::string& path, int status, const std::string& me
                      : status == 503 ? "server_overloaded"
                      : status >= 500 ? "server_error"
                                      : "invalid_request_error";
-  Json err{{"message", message}, {"type", type}, {"param", nullptr},
+  Json err{{"message", message},
+           {"type", type},
+           {"param", nullptr},
            {"code", code.empty() ? Json(nullptr) : Json(code)}};
   return Dump(Json{{"error", err}});
 }
@@ -106,9 +108,12 @@ double JsonLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
 
 std::string FinishReasonOpenAI(const SequenceEvent& ev, bool tool_calls) {
   switch (ev.finish) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
-    default: return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return tool_calls ? "tool_calls" : "stop";
+    default:
+      return "stop";
   }
 }
 
@@ -122,12 +127,12 @@ std::string StopReasonAnthropic(const SequenceEvent& ev, bool tool_calls) {
 struct Choice {
   explicit Choice(bool parse, bool thinking) : output(parse, thinking) {}
   ChoiceOutput output;
-  std::vector<std::string> tool_ids;   // one per tool call, made on its first delta
-  Json logprobs = Json::array();       // chat: logprobs.content entries
-  Json completion_logprobs;            // completions: the legacy object
+  std::vector<std::string> tool_ids;  // one per tool call, made on its first delta
+  Json logprobs = Json::array();      // chat: logprobs.content entries
+  Json completion_logprobs;           // completions: the legacy object
   int64_t text_offset = 0;
   int64_t completion_tokens = 0;
-  SequenceEvent final;                 // the final event, once finished
+  SequenceEvent final;  // the final event, once finished
   bool finished = false;
 };
 
@@ -155,7 +160,8 @@ struct Generation {
     std::string bytes = tokenizer ? tokenizer->Decode(t.id) : std::string();
     Json b = Json::array();
     for (unsigned char c : bytes) b.push_back(static_cast<int>(c));
-    return Json{{"token", utf8::Sanitize(bytes)}, {"logprob", JsonLogprob(t.logprob)}, {"bytes", b}};
+    return Json{
+        {"token", utf8::Sanitize(bytes)}, {"logprob", JsonLogprob(t.logprob)}, {"bytes", b}};
   }
 
   // Records the logprobs of an event; returns the chat entries it added.
@@ -164,8 +170,10 @@ struct Generation {
     for (const TokenLogprobs& lp : ev.logprobs) {
       if (api == Api::kCompletion) {
         if (c.completion_logprobs.is_null()) {
-          c.completion_logprobs = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
-                                       {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+          c.completion_logprobs = Json{{"tokens", Json::array()},
+                                       {"token_logprobs", Json::array()},
+                                       {"top_logprobs", Json::array()},
+                                       {"text_offset", Json::array()}};
         }
         const std::string tok = utf8::Sanitize(tokenizer ? tokenizer->Decode(lp.chosen.id) : "");
         Json top = Json::object();
@@ -232,12 +240,11 @@ struct Generation {
         msg["content"] = has_tools && r.content.empty() ? Json(nullptr) : Json(r.content);
         if (!r.reasoning_content.empty()) msg["reasoning_content"] = r.reasoning_content;
         if (has_tools) msg["tool_calls"] = ToolCallsJson(i);
-        list.push_back(Json{{"index", i},
-                            {"message", msg},
-                            {"logprobs", request.top_logprobs >= 0
-                                             ? Json{{"content", c.logprobs}}
-                                             : Json(nullptr)},
-                            {"finish_reason", FinishReasonOpenAI(c.final, has_tools)}});
+        list.push_back(Json{
+            {"index", i},
+            {"message", msg},
+            {"logprobs", request.top_logprobs >= 0 ? Json{{"content", c.logprobs}} : Json(nullptr)},
+            {"finish_reason", FinishReasonOpenAI(c.final, has_tools)}});
       } else {
         list.push_back(Json{{"index", i},
                             {"text", r.content},
@@ -264,18 +271,18 @@ struct Generation {
     for (const Dsv4ToolCall& tc : r.tool_calls) {
       Json input = Json::parse(tc.arguments, nullptr, false);
       if (!input.is_object()) input = Json::object();
-      content.push_back(
-          Json{{"type", "tool_use"}, {"id", RandomId("toolu_")}, {"name", tc.name}, {"input", input}});
+      content.push_back(Json{
+          {"type", "tool_use"}, {"id", RandomId("toolu_")}, {"name", tc.name}, {"input", input}});
     }
-    return Json{{"id", id},
-                {"type", "message"},
-                {"role", "assistant"},
-                {"model", model_id},
-                {"content", content},
-                {"stop_reason", StopReasonAnthropic(c.final, !r.tool_calls.empty())},
-                {"stop_sequence", c.final.stop_string.empty() ? Json(nullptr)
-                                                               : Json(c.final.stop_string)},
-                {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", completion_tokens()}}}};
+    return Json{
+        {"id", id},
+        {"type", "message"},
+        {"role", "assistant"},
+        {"model", model_id},
+        {"content", content},
+        {"stop_reason", StopReasonAnthropic(c.final, !r.tool_calls.empty())},
+        {"stop_sequence", c.final.stop_string.empty() ? Json(nullptr) : Json(c.final.stop_string)},
+        {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", completion_tokens()}}}};
   }
 
   // ---- streaming ----
@@ -338,20 +345,21 @@ struct Generation {
     std::string out;
     if (!d.reasoning.empty()) {
       if (block_type != "thinking") {
-        out += AnthropicSwitchBlock("thinking",
-                                    Json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+        out += AnthropicSwitchBlock(
+            "thinking", Json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
       }
-      out += AnthropicEvent("content_block_delta",
-                            Json{{"index", block_index},
-                                 {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
+      out +=
+          AnthropicEvent("content_block_delta",
+                         Json{{"index", block_index},
+                              {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
     }
     if (!d.content.empty()) {
       if (block_type != "text") {
         out += AnthropicSwitchBlock("text", Json{{"type", "text"}, {"text", ""}});
       }
-      out += AnthropicEvent("content_block_delta",
-                            Json{{"index", block_index},
-                                 {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
+      out += AnthropicEvent(
+          "content_block_delta",
+          Json{{"index", block_index}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
     }
     for (const Dsv4ToolCallDelta& t : d.tool_calls) {
       if (!t.name.empty()) {
@@ -381,7 +389,8 @@ struct Generation {
         if (t.name.empty() && t.arguments.empty()) continue;
         Json call{{"index", t.index}};
         if (!t.name.empty()) {
-          while (static_cast<int>(c.tool_ids.size()) <= t.index) c.tool_ids.push_back(RandomId("call_"));
+          while (static_cast<int>(c.tool_ids.size()) <= t.index)
+            c.tool_ids.push_back(RandomId("call_"));
           call["id"] = c.tool_ids[t.index];
           call["type"] = "function";
           call["function"] = Json{{"name", t.name}, {"arguments", t.arguments}};
@@ -423,12 +432,13 @@ struct Generation {
           out += AnthropicEvent("content_block_stop", Json{{"index", block_index}});
           block_type.clear();
         }
-        out += AnthropicEvent(
-            "message_delta",
-            Json{{"delta",
-                  {{"stop_reason", StopReasonAnthropic(ev, has_tools)},
-                   {"stop_sequence", ev.stop_string.empty() ? Json(nullptr) : Json(ev.stop_string)}}},
-                 {"usage", {{"output_tokens", completion_tokens()}}}});
+        out +=
+            AnthropicEvent("message_delta",
+                           Json{{"delta",
+                                 {{"stop_reason", StopReasonAnthropic(ev, has_tools)},
+                                  {"stop_sequence",
+                                   ev.stop_string.empty() ? Json(nullptr) : Json(ev.stop_string)}}},
+                                {"usage", {{"output_tokens", completion_tokens()}}}});
       }
       return out;
     }
@@ -464,15 +474,18 @@ struct Generation {
   std::string End() {
     if (api == Api::kMessages) {
       if (!error.ok()) {
-        return AnthropicEvent("error", Json{{"error", {{"type", "api_error"},
-                                                       {"message", error.message()}}}});
+        return AnthropicEvent(
+            "error", Json{{"error", {{"type", "api_error"}, {"message", error.message()}}}});
       }
       return AnthropicEvent("message_stop", Json::object());
     }
     std::string out;
     if (!error.ok()) {
-      out += SseEvent(Dump(Json{{"error", {{"message", error.message()}, {"type", "server_error"},
-                                           {"param", nullptr}, {"code", nullptr}}}}));
+      out += SseEvent(Dump(Json{{"error",
+                                 {{"message", error.message()},
+                                  {"type", "server_error"},
+                                  {"param", nullptr},
+                                  {"code", nullptr}}}}));
     } else if (request.include_usage) {
       Json j{{"id", id},
              {"object", api == Api::kChat ? "chat.completion.chunk" : "text_completion"},
@@ -504,8 +517,11 @@ struct Server::Impl {
   bool Authorized(const httplib::Request& req) const;
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
   Json ModelJson() const {
-    return Json{{"id", options.model_id}, {"object", "model"}, {"created", started},
-                {"owned_by", "dsv4"}, {"max_model_len", engine.ctx_size()}};
+    return Json{{"id", options.model_id},
+                {"object", "model"},
+                {"created", started},
+                {"owned_by", "dsv4"},
+                {"max_model_len", engine.ctx_size()}};
   }
 };
 
@@ -539,34 +555,49 @@ bool Server::Impl::Authorized(const httplib::Request& req) const {
 void Server::Impl::Routes() {
   const int threads = options.http_threads > 0
                           ? options.http_threads
-                          : engine.options().max_sequences + engine.options().max_queue + 16;
+                          : engine.options().max_sequences + engine.options().max_queue + 64;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options.max_body_bytes);
-  http.set_keep_alive_timeout(2);
+  // Each SSE event must leave at once: without TCP_NODELAY, Nagle plus the
+  // client's delayed ACK hold small writes back ~40 ms.
+  http.set_tcp_nodelay(true);
+  // Idle keep-alive connections outlive the clients' own expiry (httpx: 5 s),
+  // so a client never reuses a connection the server is closing.
+  http.set_keep_alive_timeout(10);
+  http.set_keep_alive_max_count(100000);
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health" || Authorized(req))
+      return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     SendError(req, res, 401, "Invalid or missing API key",
               IsAnthropicPath(req.path) ? "" : "invalid_api_key");
     return httplib::Server::HandlerResponse::Handled;
   });
   // Fills in bodies httplib left empty (413, unknown routes, bad methods).
-  http.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    switch (res.status) {
-      case 413: message = "The request body is too large"; break;
-      case 404: message = "Unknown route " + req.method + " " + req.path; break;
-      case 405: message = "Method not allowed on " + req.path; break;
-      default: message = "HTTP error " + std::to_string(res.status); break;
-    }
-    res.set_content(ErrorBody(req.path, res.status, message), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        switch (res.status) {
+          case 413:
+            message = "The request body is too large";
+            break;
+          case 404:
+            message = "Unknown route " + req.method + " " + req.path;
+            break;
+          case 405:
+            message = "Method not allowed on " + req.path;
+            break;
+          default:
+            message = "HTTP error " + std::to_string(res.status);
+            break;
+        }
+        res.set_content(ErrorBody(req.path, res.status, message), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http.set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "internal error";
@@ -582,8 +613,9 @@ void Server::Impl::Routes() {
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     std::string route = req.path;
     if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
-    static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                                   "/v1/models", "/v1/models/{id}", "/health", "/metrics"};
+    static const char* kKnown[] = {
+        "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models",
+        "/v1/models/{id}",      "/health",         "/metrics"};
     if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
     counters.Record(route, res.status);
     LOG_DEBUG("serve: {} {} -> {}", req.method, req.path, res.status);
@@ -640,13 +672,15 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   if (api == Api::kCompletion) {
     for (const std::string& text : r.prompts) {
       if (!m.tokenizer) {
-        return SendError(req, res, 400, "this model has no tokenizer; send the prompt as token ids");
+        return SendError(req, res, 400,
+                         "this model has no tokenizer; send the prompt as token ids");
       }
       prompts.push_back(m.tokenizer->Encode(text, /*add_bos=*/format == ChatFormat::kPlain));
     }
     for (const auto& ids : r.prompt_ids) prompts.push_back(ids);
   } else {
-    if (!m.tokenizer) return SendError(req, res, 400, "this model has no tokenizer, so it cannot chat");
+    if (!m.tokenizer)
+      return SendError(req, res, 400, "this model has no tokenizer, so it cannot chat");
     Result<std::string> text = BuildChatPrompt(r, format);
     if (!text.ok()) return SendStatus(req, res, text.status());
     prompts.push_back(TokenizePrompt(*m.tokenizer, *text, format));
@@ -672,7 +706,8 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
       s.prompt = p;
       s.max_tokens = r.max_tokens > 0 ? r.max_tokens : engine.ctx_size();
       s.sampling = r.sampling;
-      s.sampling.repeat_last_n = static_cast<int32_t>(std::min<int64_t>(engine.ctx_size(), kMaxRepeatLastN));
+      s.sampling.repeat_last_n =
+          static_cast<int32_t>(std::min<int64_t>(engine.ctx_size(), kMaxRepeatLastN));
       s.sampling.seed = r.has_seed ? base_seed + static_cast<uint64_t>(seqs.size()) : RandomSeed();
       s.stop = r.stop;
       s.top_logprobs = r.top_logprobs;
@@ -690,7 +725,8 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
     while (!gen->done()) {
       if (gen->handle->Next(&ev, 1000ms)) gen->OnEvent(ev, false);
     }
-    if (!gen->error.ok()) return SendError(req, res, 500, "generation failed: " + gen->error.message());
+    if (!gen->error.ok())
+      return SendError(req, res, 500, "generation failed: " + gen->error.message());
     res.set_content(Dump(gen->Response()), "application/json");
     return;
   }

@@ -32,13 +32,13 @@ namespace dsv4::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                         // 0: an ephemeral port (see Server::port())
-  std::string api_key;                     // empty: no authentication
-  std::string model_id;                    // the name clients use in "model"
-  size_t max_body_bytes = 8u << 20;        // larger bodies get 413
-  int max_n = 8;                           // choices per request
-  int http_threads = 0;                    // 0: max_sequences + max_queue + 16
-  std::optional<ChatFormat> chat_format;   // unset: detected from the tokenizer
+  int port = 8080;                        // 0: an ephemeral port (see Server::port())
+  std::string api_key;                    // empty: no authentication
+  std::string model_id;                   // the name clients use in "model"
+  size_t max_body_bytes = 8u << 20;       // larger bodies get 413
+  int max_n = 8;                          // choices per request
+  int http_threads = 0;                   // 0: max_sequences + max_queue + 64
+  std::optional<ChatFormat> chat_format;  // unset: detected from the tokenizer
 };
 
 class Server {

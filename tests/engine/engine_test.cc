@@ -136,14 +136,18 @@ TEST(Engine, SingleRequestMatchesGenerate) {
   EXPECT_EQ(out[0].tokens, expected);
   EXPECT_EQ(out[0].text, DecodeTokens(*m.tokenizer, expected, req.prompt.back()));
   EXPECT_EQ(out[0].completion_tokens, static_cast<int64_t>(expected.size()));
-  EXPECT_EQ(out[0].finish, stats->stop_reason == "length" ? FinishReason::kLength : FinishReason::kStop);
+  EXPECT_EQ(out[0].finish,
+            stats->stop_reason == "length" ? FinishReason::kLength : FinishReason::kStop);
 }
 
 TEST(Engine, ConcurrentRequestsEachGetTheirSoloResult) {
   LoadedModel m = Load();
-  const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben", "The cat",
+  const std::vector<std::string> prompts = {"Once upon a time",
+                                            "Lily and Ben",
+                                            "The cat",
                                             "One day, a little bird flew over the big tree and",
-                                            "Tom had a red ball", "She was"};
+                                            "Tom had a red ball",
+                                            "She was"};
   std::vector<Outcome> solo;
   {
     auto engine = Engine::Start(m, {.max_sequences = 1});
@@ -307,7 +311,8 @@ TEST(Engine, FullQueueRefusesAndCancelFreesTheSlot) {
   // Dropping the handle cancels too.
   queued->reset();
   running->reset();
-  for (int i = 0; i < 500 && (*engine)->Metrics().running != 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 500 && (*engine)->Metrics().running != 0; ++i)
+    std::this_thread::sleep_for(10ms);
   metrics = (*engine)->Metrics();
   EXPECT_EQ(metrics.running, 0);
   EXPECT_EQ(metrics.sequences_cancelled_total, 2);

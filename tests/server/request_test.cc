@@ -35,7 +35,8 @@ void ExpectError(Api api, std::string_view body, StatusCode code, std::string_vi
   EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().ToString();
 }
 
-constexpr std::string_view kChatOk = R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})";
+constexpr std::string_view kChatOk =
+    R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})";
 
 TEST(ParseJsonBody, MalformedJson) {
   auto r = ParseJsonBody(R"({"model": "m", )");
@@ -174,9 +175,10 @@ TEST(ParseRequest, ContentWrongType) {
 }
 
 TEST(ParseRequest, ImageContentUnsupported) {
-  ExpectError(Api::kChat,
-              R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
-              StatusCode::kUnimplemented, "image_url");
+  ExpectError(
+      Api::kChat,
+      R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+      StatusCode::kUnimplemented, "image_url");
 }
 
 TEST(ParseRequest, ToolMessageWithoutId) {
@@ -185,20 +187,23 @@ TEST(ParseRequest, ToolMessageWithoutId) {
 }
 
 TEST(ParseRequest, ToolCallsNotAnArray) {
-  ExpectError(Api::kChat,
-              R"({"model": "m", "messages": [{"role": "assistant", "content": "", "tool_calls": {}}]})",
-              StatusCode::kInvalidArgument, "tool_calls");
+  ExpectError(
+      Api::kChat,
+      R"({"model": "m", "messages": [{"role": "assistant", "content": "", "tool_calls": {}}]})",
+      StatusCode::kInvalidArgument, "tool_calls");
 }
 
 TEST(ParseRequest, ToolSchemaNotAnObject) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
     "tools": [{"type": "function", "function": {"name": "f", "parameters": "string"}}]})",
-              StatusCode::kInvalidArgument, "'tools[0].function.parameters' must be a JSON Schema object");
+              StatusCode::kInvalidArgument,
+              "'tools[0].function.parameters' must be a JSON Schema object");
 }
 
 TEST(ParseRequest, ToolNotAFunction) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "tools": [{"type": "retrieval"}]})", StatusCode::kInvalidArgument, "'tools[0].type'");
+    "tools": [{"type": "retrieval"}]})",
+              StatusCode::kInvalidArgument, "'tools[0].type'");
 }
 
 TEST(ParseRequest, ToolWithoutName) {
@@ -209,7 +214,8 @@ TEST(ParseRequest, ToolWithoutName) {
 
 TEST(ParseRequest, ToolsNotAnArray) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "tools": {}})", StatusCode::kInvalidArgument, "'tools' must be an array");
+    "tools": {}})",
+              StatusCode::kInvalidArgument, "'tools' must be an array");
 }
 
 TEST(ParseRequest, ToolChoiceUnknownTool) {
@@ -221,102 +227,122 @@ TEST(ParseRequest, ToolChoiceUnknownTool) {
 
 TEST(ParseRequest, NegativeMaxTokens) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "max_tokens": -1})", StatusCode::kInvalidArgument, "'max_tokens'");
+    "max_tokens": -1})",
+              StatusCode::kInvalidArgument, "'max_tokens'");
 }
 
 TEST(ParseRequest, HugeMaxTokens) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "max_tokens": 1000000000000})", StatusCode::kInvalidArgument, "'max_tokens'");
+    "max_tokens": 1000000000000})",
+              StatusCode::kInvalidArgument, "'max_tokens'");
 }
 
 TEST(ParseRequest, MaxTokensNotAnInteger) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "max_tokens": 1.5})", StatusCode::kInvalidArgument, "'max_tokens' must be an integer");
+    "max_tokens": 1.5})",
+              StatusCode::kInvalidArgument, "'max_tokens' must be an integer");
 }
 
 TEST(ParseRequest, MaxCompletionTokensAboveContext) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "max_completion_tokens": 513})", StatusCode::kInvalidArgument, "'max_completion_tokens'");
+    "max_completion_tokens": 513})",
+              StatusCode::kInvalidArgument, "'max_completion_tokens'");
 }
 
 TEST(ParseRequest, NAboveLimit) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "n": 5})", StatusCode::kInvalidArgument, "'n'");
+    "n": 5})",
+              StatusCode::kInvalidArgument, "'n'");
 }
 
 TEST(ParseRequest, NZero) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "n": 0})", StatusCode::kInvalidArgument, "'n'");
+    "n": 0})",
+              StatusCode::kInvalidArgument, "'n'");
 }
 
 TEST(ParseRequest, TemperatureWrongType) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "temperature": "hot"})", StatusCode::kInvalidArgument, "'temperature' must be a number");
+    "temperature": "hot"})",
+              StatusCode::kInvalidArgument, "'temperature' must be a number");
 }
 
 TEST(ParseRequest, TemperatureOutOfRange) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "temperature": 3})", StatusCode::kInvalidArgument, "'temperature'");
+    "temperature": 3})",
+              StatusCode::kInvalidArgument, "'temperature'");
 }
 
 TEST(ParseRequest, TopPOutOfRange) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "top_p": 1.5})", StatusCode::kInvalidArgument, "'top_p'");
+    "top_p": 1.5})",
+              StatusCode::kInvalidArgument, "'top_p'");
 }
 
 TEST(ParseRequest, PresencePenaltyOutOfRange) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "presence_penalty": -3})", StatusCode::kInvalidArgument, "'presence_penalty'");
+    "presence_penalty": -3})",
+              StatusCode::kInvalidArgument, "'presence_penalty'");
 }
 
 TEST(ParseRequest, SeedNotAnInteger) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "seed": "x"})", StatusCode::kInvalidArgument, "'seed'");
+    "seed": "x"})",
+              StatusCode::kInvalidArgument, "'seed'");
 }
 
 TEST(ParseRequest, StopWrongType) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "stop": 5})", StatusCode::kInvalidArgument, "'stop'");
+    "stop": 5})",
+              StatusCode::kInvalidArgument, "'stop'");
 }
 
 TEST(ParseRequest, TooManyStops) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "stop": ["a", "b", "c", "d", "e"]})", StatusCode::kInvalidArgument, "'stop'");
+    "stop": ["a", "b", "c", "d", "e"]})",
+              StatusCode::kInvalidArgument, "'stop'");
 }
 
 TEST(ParseRequest, EmptyStopString) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "stop": [""]})", StatusCode::kInvalidArgument, "'stop[0]'");
+    "stop": [""]})",
+              StatusCode::kInvalidArgument, "'stop[0]'");
 }
 
 TEST(ParseRequest, TopLogprobsWithoutLogprobs) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "top_logprobs": 2})", StatusCode::kInvalidArgument, "'top_logprobs'");
+    "top_logprobs": 2})",
+              StatusCode::kInvalidArgument, "'top_logprobs'");
 }
 
 TEST(ParseRequest, TopLogprobsTooMany) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "logprobs": true, "top_logprobs": 21})", StatusCode::kInvalidArgument, "'top_logprobs'");
+    "logprobs": true, "top_logprobs": 21})",
+              StatusCode::kInvalidArgument, "'top_logprobs'");
 }
 
 TEST(ParseRequest, StreamNotABoolean) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "stream": "yes"})", StatusCode::kInvalidArgument, "'stream' must be a boolean");
+    "stream": "yes"})",
+              StatusCode::kInvalidArgument, "'stream' must be a boolean");
 }
 
 TEST(ParseRequest, StreamOptionsWithoutStream) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "stream_options": {"include_usage": true}})", StatusCode::kInvalidArgument, "'stream_options'");
+    "stream_options": {"include_usage": true}})",
+              StatusCode::kInvalidArgument, "'stream_options'");
 }
 
 TEST(ParseRequest, BadReasoningEffort) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "reasoning_effort": "extreme"})", StatusCode::kInvalidArgument, "'reasoning_effort'");
+    "reasoning_effort": "extreme"})",
+              StatusCode::kInvalidArgument, "'reasoning_effort'");
 }
 
 TEST(ParseRequest, BadThinkingType) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-    "thinking": {"type": "maybe"}})", StatusCode::kInvalidArgument, "'thinking.type'");
+    "thinking": {"type": "maybe"}})",
+              StatusCode::kInvalidArgument, "'thinking.type'");
 }
 
 TEST(ParseRequest, CompletionPrompts) {
@@ -387,9 +413,10 @@ TEST(ParseRequest, MessagesMissingMaxTokens) {
 }
 
 TEST(ParseRequest, MessagesSystemRoleInMessages) {
-  ExpectError(Api::kMessages,
-              R"({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]})",
-              StatusCode::kInvalidArgument, "'messages[0].role'");
+  ExpectError(
+      Api::kMessages,
+      R"({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]})",
+      StatusCode::kInvalidArgument, "'messages[0].role'");
 }
 
 TEST(ParseRequest, MessagesToolSchemaNotAnObject) {
@@ -400,7 +427,8 @@ TEST(ParseRequest, MessagesToolSchemaNotAnObject) {
 
 TEST(ParseRequest, MessagesTemperatureAboveOne) {
   ExpectError(Api::kMessages, R"({"model": "m", "max_tokens": 5, "temperature": 1.5,
-    "messages": [{"role": "user", "content": "hi"}]})", StatusCode::kInvalidArgument, "'temperature'");
+    "messages": [{"role": "user", "content": "hi"}]})",
+              StatusCode::kInvalidArgument, "'temperature'");
 }
 
 TEST(ParseRequest, MessagesUnknownBlockType) {

@@ -48,9 +48,7 @@ TEST(Sse, ParserHandlesCrLfAndNoSpace) {
   EXPECT_EQ(msgs[0].data, "x");
 }
 
-TEST(SseDeathTest, EventNameWithLineBreak) {
-  EXPECT_DEATH(SseEvent("x", "a\nb"), "line break");
-}
+TEST(SseDeathTest, EventNameWithLineBreak) { EXPECT_DEATH(SseEvent("x", "a\nb"), "line break"); }
 
 TEST(Metrics, RendersCountersAndGauges) {
   RequestCounters counters;
@@ -65,7 +63,8 @@ TEST(Metrics, RendersCountersAndGauges) {
   e.generated_tokens_total = 7;
   const std::string page = RenderMetrics(e, counters.Snapshot());
   EXPECT_NE(page.find("dsv4_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 2\n"),
-            std::string::npos) << page;
+            std::string::npos)
+      << page;
   EXPECT_NE(page.find("dsv4_requests_total{route=\"/v1/messages\",status=\"400\"} 1\n"),
             std::string::npos);
   EXPECT_NE(page.find("dsv4_running_sequences 3\n"), std::string::npos);
