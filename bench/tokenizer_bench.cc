@@ -1,6 +1,8 @@
+#include <algorithm>
+#include <vector>
 // Encode throughput of BpeTokenizer (single thread), for bench/tokenizer_bench.py.
 // Usage: tokenizer_bench TOKENIZER_JSON[.gz] TEXT_FILE [REPEATS]
-// Prints one line: "<bytes> <tokens> <best seconds>".
+// Prints one line: "<bytes> <tokens> <median seconds>".
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -20,14 +22,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 5;
-  double best = 1e30;
+  std::vector<double> times;
   size_t n_tokens = 0;
   for (int r = 0; r < repeats; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     n_tokens = (*tok)->Encode(*text, false).size();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s < best) best = s;
+    times.push_back(s);
   }
-  std::printf("%zu %zu %.6f\n", text->size(), n_tokens, best);
+  std::sort(times.begin(), times.end());
+  std::printf("%zu %zu %.6f\n", text->size(), n_tokens, times[times.size() / 2]);
   return 0;
 }

@@ -1,10 +1,88 @@
 #include "engine/inspect.h"
 
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "io/gguf.h"
+#include "io/llama2c.h"
+#include "io/safetensors.h"
 #include "model/deepseek_v4/inspect.h"
+#include "model/seed/config.h"
 
 namespace dsv4 {
+namespace fs = std::filesystem;
+namespace {
+
+// Tensor count, parameters and bytes by dtype of any checkpoint.
+std::string WeightsSummary(const CheckpointReader& reader) {
+  int64_t params = 0;
+  std::map<std::string, int64_t> bytes;
+  for (const TensorInfo& t : reader.tensors()) {
+    int64_t n = 1;
+    for (int64_t s : t.shape) n *= s;
+    params += n;
+    bytes[std::string(DTypeName(t.dtype))] += t.nbytes;
+  }
+  std::string out = fmt::format("weights: {} tensors, {} parameters\n", reader.tensors().size(), params);
+  for (const auto& [dtype, b] : bytes) out += fmt::format("  {:<10} {:>14} bytes\n", dtype, b);
+  return out;
+}
+
+Result<std::string> InspectSeed(const fs::path& dir, const fs::path& config_path) {
+  ASSIGN_OR_RETURN(seed::SeedConfig c, seed::SeedConfig::FromFile(config_path.string()));
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path.string()));
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  std::string out = fmt::format("seed-family model ({}): {}\n", seed::kSeedModelType, dir.string());
+  out += fmt::format("profile {}: vocab {}, hidden {}, layers {}, heads {} (kv {}), head_dim {}, "
+                     "intermediate {}, context {}\n",
+                     seed::ProfileName(c.profile), c.vocab_size, c.hidden_size, c.num_hidden_layers,
+                     c.num_attention_heads, c.num_key_value_heads, c.head_dim(),
+                     c.intermediate_size, c.max_context());
+  out += "extensions:";
+  if (j.is_object() && j.contains("extensions") && j["extensions"].is_object()) {
+    for (const auto& [key, value] : j["extensions"].items()) out += " " + key;
+  }
+  out += "\n";
+  if (fs::is_directory(dir)) {
+    auto reader = OpenCheckpointDir(dir.string());
+    if (reader.ok()) out += WeightsSummary(**reader);
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<std::string> InspectModel(const std::string& path, const std::vector<int64_t>& contexts) {
+  std::error_code ec;
+  const fs::path p(path);
+  fs::path config = fs::is_directory(p, ec) ? p / "config.json" : p;
+  if (p.extension() == ".gguf") {
+    ASSIGN_OR_RETURN(auto file, OpenGguf(path));
+    auto arch = file->GetString("general.architecture");
+    return fmt::format("GGUF v{} model: {}\narchitecture: {}\nmetadata: {} keys\n", file->version(),
+                       path, arch.ok() ? *arch : "?", file->metadata().size()) +
+           WeightsSummary(*file);
+  }
+  if (p.extension() == ".bin") {
+    ASSIGN_OR_RETURN(auto file, OpenLlama2c(path));
+    const Llama2cConfig& c = file->config();
+    return fmt::format("llama2.c model: {}\ndim {}, hidden {}, layers {}, heads {} (kv {}), vocab {}, "
+                       "context {}, {} classifier\n",
+                       path, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
+                       c.seq_len, c.shared_classifier ? "shared" : "separate") +
+           WeightsSummary(*file);
+  }
+  if (fs::exists(config, ec)) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(config.string()));
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.contains("model_type") && j["model_type"] == seed::kSeedModelType) {
+      return InspectSeed(fs::is_directory(p, ec) ? p : p.parent_path(), config);
+    }
+  }
   return deepseek_v4::InspectPath(
       path, contexts.empty() ? deepseek_v4::kDefaultInspectContexts : contexts);
 }

@@ -8,6 +8,7 @@
 #include "io/llama2c.h"
 #include "model/deepseek_v4/model.h"
 #include "model/llama/llama_model.h"
+#include "model/seed/model.h"
 #include "base/mapped_file.h"
 
 #include <nlohmann/json.hpp>
@@ -174,18 +175,34 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
   const auto type_it = config.find("model_type");
   const std::string type =
       type_it != config.end() && type_it->is_string() ? type_it->get<std::string>() : "";
-  if (type != "deepseek_v4") {
-    return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
-                         "supported checkpoint directories: deepseek_v4");
-  }
-  deepseek_v4::LoadOptions lo;
-  lo.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadDeepSeekV4(o.model_path, lo));
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
   LoadedModel m;
-  m.model = std::move(model);
+  if (type == "deepseek_v4") {
+    deepseek_v4::LoadOptions lo;
+    lo.threads = threads;
+    ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4(o.model_path, lo));
+  } else if (type == seed::kSeedModelType) {
+    // The seed-article family (docs/seed-mechanisms.md); tokenizer: tokenizer.json or a
+    // llama2.c tokenizer tok<V>.bin / tok512.bin beside the config.
+    ASSIGN_OR_RETURN(m.model, LoadSeedModel(o.model_path, threads));
+    if (o.tokenizer_path.empty() && !fs::exists(dir / "tokenizer.json")) {
+      const int64_t V = m.model->info().vocab_size;
+      for (const std::string& name : {"tok" + std::to_string(V) + ".bin", std::string("tok512.bin")}) {
+        if (!fs::exists(dir / name)) continue;
+        ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512((dir / name).string(), static_cast<int32_t>(V)));
+        ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+        m.tokenizer = std::move(tok);
+        break;
+      }
+    }
+  } else {
+    return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
+                         "supported checkpoint directories: deepseek_v4, " +
+                             std::string(seed::kSeedModelType));
+  }
   const std::string tok_path = !o.tokenizer_path.empty() ? o.tokenizer_path : o.model_path;
-  if (!o.tokenizer_path.empty() || fs::exists(dir / "tokenizer.json") ||
-      fs::exists(dir / "tokenizer.json.gz")) {
+  if (!m.tokenizer && (!o.tokenizer_path.empty() || fs::exists(dir / "tokenizer.json") ||
+                       fs::exists(dir / "tokenizer.json.gz"))) {
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok_path));
   }
   m.path = o.model_path;

@@ -230,4 +230,26 @@ TEST(Cli, RunsADeepSeekV4CheckpointDirectory) {
   EXPECT_NE(o.out.find("--prompt-ids"), std::string::npos) << o.out;
 }
 
+TEST(Cli, RunsAndInspectsEverySeedProfile) {
+  for (const char* profile : {"P-V4", "P-CED", "P-V4-7B"}) {
+    const std::string dir = std::string(DSV4_TEST_DATA_DIR) + "/seed/" + profile;
+    Output o = RunDsv4("run --model " + dir + " --prompt 'Once upon' --max-tokens 8 --seed 1");
+    EXPECT_EQ(o.exit_code, 0) << profile << ": " << o.out;
+    EXPECT_EQ(o.out.rfind("Once upon", 0), 0u) << o.out;
+    o = RunDsv4("inspect --model " + dir);
+    EXPECT_EQ(o.exit_code, 0) << o.out;
+    EXPECT_NE(o.out.find(std::string("profile ") + profile), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("parameters"), std::string::npos) << o.out;
+  }
+}
+
+TEST(Cli, InspectsLlamaFiles) {
+  const std::string models = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
+  Output o = RunDsv4("inspect --model " + models + "stories260K.bin");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("260032 parameters"), std::string::npos) << o.out;
+  o = RunDsv4("inspect --model " + models + "stories260K.gguf");
+  EXPECT_NE(o.out.find("architecture: llama"), std::string::npos) << o.out;
+}
+
 }  // namespace
