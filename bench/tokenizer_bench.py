@@ -66,7 +66,7 @@ def main():
     if args.tokenizer_json.endswith(".gz"):
         raw = gzip.decompress(raw)
     tok = tokenizers.Tokenizer.from_str(raw.decode("utf-8"))
-    text = open(args.text, encoding="utf-8").read()
+    text = open(args.text, encoding="utf-8", newline="").read()  # keep \r\n as is
     times = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
