@@ -12,8 +12,9 @@
 
 namespace dsv4 {
 
-// `path`: a DeepSeek-V4 model directory (config.json, optional safetensors)
-// or a config.json file. Needs no weights. `contexts`: sequence lengths for
+// `path`: a DeepSeek-V4 or seed-family model directory (config.json, optional
+// safetensors) or its config.json (needs no weights), a GGUF file, or a
+// llama2.c .bin. `contexts`: sequence lengths for
 // the KV-cache bytes section (empty: 4096, 131072 and 1048576).
 Result<std::string> InspectModel(const std::string& path,
                                  const std::vector<int64_t>& contexts = {});
