@@ -61,10 +61,19 @@ Output Speculative(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t m
   return r;
 }
 
+LoadOptions ModelAt(const std::string& name) {
+  LoadOptions o;
+  o.model_path = dt::DataDir() + "/" + name;
+  o.threads = 1;
+  return o;
+}
+
 LoadedModel Synthetic(const DeepSeekV4Config& c, uint32_t seed, int64_t max_context = 0) {
   auto ckpt = std::make_shared<dt::MemoryCheckpoint>("synthetic.safetensors");
   dt::FillRandomCheckpoint(c, seed, dt::SynthFormat::kBf16, *ckpt, /*mtp=*/true);
-  auto m = DeepSeekV4Model::Load(ckpt, c, deepseek_v4::LoadOptions{.max_context = max_context});
+  deepseek_v4::LoadOptions o;
+  o.max_context = max_context;
+  auto m = DeepSeekV4Model::Load(ckpt, c, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   LoadedModel lm;
   if (m.ok()) lm.model = std::move(m).value();
@@ -74,8 +83,7 @@ LoadedModel Synthetic(const DeepSeekV4Config& c, uint32_t seed, int64_t max_cont
 
 // The official-code golden model (window, CSA, HCA layers + MTP), real MTP drafts.
 TEST(Speculative, GreedyOutputIsIdenticalWithRealMtpDrafts) {
-  auto loaded = LoadModel(LoadOptions{.model_path = dt::DataDir() + "/mixed_mtp_bf16",
-                                      .threads = 1});
+  auto loaded = LoadModel(ModelAt("mixed_mtp_bf16"));
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   const std::vector<int32_t> ids = dt::ReadIds(dt::DataDir() + "/mixed_mtp_bf16/input_ids.txt");
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 11);
@@ -100,8 +108,7 @@ TEST(Speculative, GreedyOutputIsIdenticalWithRealMtpDrafts) {
 // main model's hidden states of the whole sequence so far: the loop feeds
 // the MTP the true hidden states and rolls its cache back exactly.
 TEST(Speculative, DraftsEqualAnMtpRunFromScratch) {
-  auto loaded = LoadModel(LoadOptions{.model_path = dt::DataDir() + "/mixed_mtp_bf16",
-                                      .threads = 1});
+  auto loaded = LoadModel(ModelAt("mixed_mtp_bf16"));
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   auto& model = static_cast<DeepSeekV4Model&>(*loaded->model);
   const std::vector<int32_t> ids = dt::ReadIds(dt::DataDir() + "/mixed_mtp_bf16/input_ids.txt");
@@ -244,7 +251,7 @@ TEST(SpeculativeBad, NeedsADeepSeekV4ModelWithMtp) {
   auto r = GenerateSpeculative(*llama, prompt, SpeculativeOptions{}, [](int32_t, std::string_view) {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  auto no_mtp = LoadModel(LoadOptions{.model_path = dt::DataDir() + "/swa_bf16"});
+  auto no_mtp = LoadModel(ModelAt("swa_bf16"));
   ASSERT_TRUE(no_mtp.ok()) << no_mtp.status().ToString();
   r = GenerateSpeculative(*no_mtp, std::vector<int32_t>{0}, SpeculativeOptions{},
                           [](int32_t, std::string_view) {});

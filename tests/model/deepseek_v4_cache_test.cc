@@ -29,6 +29,18 @@ using testing::TinyMixedConfig;
 
 constexpr float kTol = 1e-4f;  // oracles/README.md "cache invariance"
 
+RollbackOptions Rb(int64_t horizon, int64_t checkpoint_interval) {
+  RollbackOptions rb;
+  rb.horizon = horizon;
+  rb.checkpoint_interval = checkpoint_interval;
+  return rb;
+}
+LoadOptions WithRollback(const RollbackOptions& rb) {
+  LoadOptions o;
+  o.rollback = rb;
+  return o;
+}
+
 std::unique_ptr<DeepSeekV4Model> LoadSynthetic(const DeepSeekV4Config& c, uint32_t seed,
                                                const LoadOptions& o = {}) {
   auto ckpt = std::make_shared<MemoryCheckpoint>("synthetic_mixed.safetensors");
@@ -107,7 +119,7 @@ TEST_P(DeepSeekV4Rollback, TruncateThenForwardEqualsNeverGoingPast) {
   const RollbackCase& rc = GetParam();
   const DeepSeekV4Config c = TinyMixedConfig();  // window 4, CSA 4, HCA 8
   LoadOptions o;
-  o.rollback = {.horizon = rc.horizon, .checkpoint_interval = rc.checkpoint_interval};
+  o.rollback = Rb(rc.horizon, rc.checkpoint_interval);
   auto m = LoadSynthetic(c, 11, o);
   ASSERT_NE(m, nullptr);
   const int64_t T = 44, V = c.vocab_size, W = c.sliding_window;
@@ -165,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DeepSeekV4RollbackMore, RepeatedTruncationsAndPendingReplays) {
   const DeepSeekV4Config c = TinyMixedConfig();
   LoadOptions o;
-  o.rollback = {.horizon = 2, .checkpoint_interval = 6};
+  o.rollback = Rb(2, 6);
   auto m = LoadSynthetic(c, 12, o);
   ASSERT_NE(m, nullptr);
   const int64_t T = 40, V = c.vocab_size;
@@ -196,8 +208,7 @@ TEST(DeepSeekV4RollbackMore, RepeatedTruncationsAndPendingReplays) {
 // every truncation point of its prompt, after running other tokens up to its
 // length.
 TEST(DeepSeekV4RollbackMore, GoldenMixedModelEveryTruncationPoint) {
-  for (const RollbackOptions rb : {RollbackOptions{.horizon = 16, .checkpoint_interval = 4096},
-                                   RollbackOptions{.horizon = 1, .checkpoint_interval = 10}}) {
+  for (const RollbackOptions rb : {Rb(16, 4096), Rb(1, 10)}) {
     LoadOptions o;
     o.rollback = rb;
     auto m = LoadMixedGolden(o);
@@ -342,9 +353,8 @@ TEST(DeepSeekV4Invariance, InterleavedSequencesEqualSingleRuns) {
 // Checkpoint segments split a long prefill; the logits do not change.
 TEST(DeepSeekV4Invariance, CheckpointSegmentsDoNotChangeLogits) {
   const DeepSeekV4Config c = TinyMixedConfig();
-  auto plain = LoadSynthetic(c, 41, LoadOptions{.rollback = {.horizon = RollbackOptions::kAll}});
-  auto split = LoadSynthetic(c, 41, LoadOptions{.rollback = {.horizon = 0,
-                                                             .checkpoint_interval = 7}});
+  auto plain = LoadSynthetic(c, 41, WithRollback(Rb(RollbackOptions::kAll, 0)));
+  auto split = LoadSynthetic(c, 41, WithRollback(Rb(0, 7)));
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(split, nullptr);
   const std::vector<int32_t> ids = RandomIds(45, c.vocab_size, 42);
@@ -361,10 +371,8 @@ TEST(DeepSeekV4Invariance, CheckpointSegmentsDoNotChangeLogits) {
 // included, and nothing grew past its reservation.
 TEST(DeepSeekV4CacheSpecs, AllocationsEqualThePrediction) {
   const DeepSeekV4Config c = TinyMixedConfig();
-  for (const RollbackOptions rb : {RollbackOptions{.horizon = 3, .checkpoint_interval = 8},
-                                   RollbackOptions{.horizon = 16, .checkpoint_interval = 0},
-                                   RollbackOptions{.horizon = RollbackOptions::kAll}}) {
-    auto m = LoadSynthetic(c, 51, LoadOptions{.rollback = rb});
+  for (const RollbackOptions rb : {Rb(3, 8), Rb(16, 0), Rb(RollbackOptions::kAll, 0)}) {
+    auto m = LoadSynthetic(c, 51, WithRollback(rb));
     ASSERT_NE(m, nullptr);
     const int64_t N = 61;
     auto cache = m->NewCache(N);
@@ -384,8 +392,7 @@ TEST(DeepSeekV4CacheSpecs, AllocationsEqualThePrediction) {
                               logits, false).ok());
     EXPECT_EQ(m->GetCacheStats(*mtp).allocated_bytes,
               M * static_cast<int64_t>(sizeof(int32_t)) +
-                  EngineCacheBytes(m->plans().back().cache, M,
-                                   RollbackOptions{.horizon = RollbackOptions::kAll})
+                  EngineCacheBytes(m->plans().back().cache, M, Rb(RollbackOptions::kAll, 0))
                       .total());
   }
 }
@@ -394,10 +401,10 @@ TEST(DeepSeekV4RollbackBad, NegativeOptionsAreRefused) {
   const DeepSeekV4Config c = TinyMixedConfig();
   auto ckpt = std::make_shared<MemoryCheckpoint>();
   FillRandomCheckpoint(c, 1, SynthFormat::kBf16, *ckpt);
-  auto h = DeepSeekV4Model::Load(ckpt, c, LoadOptions{.rollback = {.horizon = -5}});
+  auto h = DeepSeekV4Model::Load(ckpt, c, WithRollback(Rb(-5, 16384)));
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("rollback horizon -5"), std::string::npos);
-  auto p = DeepSeekV4Model::Load(ckpt, c, LoadOptions{.rollback = {.checkpoint_interval = -1}});
+  auto p = DeepSeekV4Model::Load(ckpt, c, WithRollback(Rb(16, -1)));
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("checkpoint interval -1"), std::string::npos);
 }

@@ -44,7 +44,9 @@ Loaded LoadGolden(const std::string& name) {
   std::shared_ptr<const CheckpointReader> shared(std::move(reader).value());
   // The fp32 goldens run with the QAT simulations off (swa_fp8's config,
   // an official-style FP8 release, would turn them on by default).
-  auto model = DeepSeekV4Model::Load(shared, *config, LoadOptions{.numerics = NumericsOptions{}});
+  LoadOptions o;
+  o.numerics = NumericsOptions{};
+  auto model = DeepSeekV4Model::Load(shared, *config, o);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return out;
   out.model = std::move(model).value();

@@ -457,7 +457,9 @@ TEST(DeepSeekV4Model, QatSimulationFollowsTheConfig) {
   EXPECT_TRUE((*on)->numerics().act_quant);
   EXPECT_TRUE((*on)->numerics().kv_quant);
   EXPECT_TRUE((*on)->numerics().index_quant);
-  auto forced_off = DeepSeekV4Model::Load(ckpt, c, LoadOptions{.numerics = NumericsOptions{}});
+  LoadOptions sims_off;
+  sims_off.numerics = NumericsOptions{};
+  auto forced_off = DeepSeekV4Model::Load(ckpt, c, sims_off);
   ASSERT_TRUE(forced_off.ok());
   EXPECT_FALSE((*forced_off)->numerics().act_quant);
   // The simulations change the logits.

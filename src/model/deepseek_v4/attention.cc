@@ -136,8 +136,6 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   o.resize(n * H * A);
   o_group.resize(n * c.heads_per_group() * A);
   z.resize(n * c.o_groups * c.o_lora_rank);
-  scores.resize(c.sliding_window);
-  keys.resize(c.sliding_window);
   top.resize(n * c.index_topk);
 }
 
@@ -199,56 +197,60 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
                    state.index_keys, s.indexer, s.top.data());
   }
   const int64_t max_keys = W + (r == 0 ? 0 : plan.has_indexer ? k : state.compressed.n_entries());
-  if (static_cast<int64_t>(s.scores.size()) < max_keys) {
-    s.scores.resize(max_keys);
-    s.keys.resize(max_keys);
+  const int64_t n_threads = pool.size();
+  if (static_cast<int64_t>(s.scores.size()) < n_threads * max_keys) {
+    s.scores.resize(n_threads * max_keys);
+    s.keys.resize(n_threads * max_keys);
   }
 
   // ---- Attention with a per-head sink over window ∪ compressed keys (§4.6) ----
   // Window keys of position p: positions max(0, p − W + 1) .. p; those before
-  // pos0 come from the ring, the rest from this call's kv.
+  // pos0 come from the ring, the rest from this call's kv. Queries run in
+  // parallel, each thread with its own key list and scores.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
   float* o = s.o.data();  // [T, H, A]
-  float* scores = s.scores.data();
-  const float** keys = s.keys.data();
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t p = pos0 + t;
-    int64_t n_keys = 0;
-    for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
-      keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
-    }
-    if (r > 0) {
-      const int64_t n_visible = (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
-      if (plan.has_indexer) {
-        for (int64_t j = 0; j < k; ++j) {
-          const int32_t e = s.top[t * k + j];
-          if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
+  pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int thread) {
+    float* scores = s.scores.data() + thread * max_keys;
+    const float** keys = s.keys.data() + thread * max_keys;
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      const int64_t p = pos0 + t;
+      int64_t n_keys = 0;
+      for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+        keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
+      }
+      if (r > 0) {
+        const int64_t n_visible = (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
+        if (plan.has_indexer) {
+          for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = s.top[t * k + j];
+            if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
+          }
+        } else {
+          for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
         }
-      } else {
-        for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        const float* qh = q + (t * H + h) * A;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < n_keys; ++i) {
+          scores[i] = ops::Dot(qh, keys[i], A) * softmax_scale;
+          mx = std::max(mx, scores[i]);
+        }
+        // The sink only adds to the denominator; the max is over the real logits.
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n_keys; ++i) {
+          scores[i] = std::exp(scores[i] - mx);
+          sum += scores[i];
+        }
+        const float denom = sum + std::exp(w.attn_sink[h] - mx);
+        float* oh = o + (t * H + h) * A;
+        std::fill_n(oh, A, 0.0f);
+        for (int64_t i = 0; i < n_keys; ++i) ops::Axpy(oh, scores[i] / denom, keys[i], A);
+        // V = K carries rotated dims: undo the rotation at the query position (§4.2).
+        rope.Rotate(oh + nope, p, /*inverse=*/true);
       }
     }
-    for (int64_t h = 0; h < H; ++h) {
-      const float* qh = q + (t * H + h) * A;
-      float mx = -INFINITY;
-      for (int64_t i = 0; i < n_keys; ++i) {
-        scores[i] = ops::Dot(qh, keys[i], A) * softmax_scale;
-        mx = std::max(mx, scores[i]);
-      }
-      // The sink only adds to the denominator; the max is over the real logits.
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n_keys; ++i) {
-        scores[i] = std::exp(scores[i] - mx);
-        sum += scores[i];
-      }
-      const float denom = sum + std::exp(w.attn_sink[h] - mx);
-      float* oh = o + (t * H + h) * A;
-      std::fill_n(oh, A, 0.0f);
-      for (int64_t i = 0; i < n_keys; ++i) ops::Axpy(oh, scores[i] / denom, keys[i], A);
-      // V = K carries rotated dims: undo the rotation at the query position (§4.2).
-      rope.Rotate(oh + nope, p, /*inverse=*/true);
-    }
-  }
+  });
   trace("attn.o", layer, o, {T, H, A});
   // The window now ends at pos0 + T − 1 (rows kept by position, cache.h).
   for (int64_t t = 0; t < T; ++t) std::copy_n(kv + t * A, A, state.ring.Append(pos0 + t));

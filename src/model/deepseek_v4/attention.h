@@ -85,8 +85,8 @@ struct AttentionScratch {
   std::vector<float> o;       // [T, H·A]
   std::vector<float> o_group; // [T, (H/G)·A]
   std::vector<float> z;       // [T, G·O]
-  std::vector<float> scores;  // [W + compressed keys]
-  std::vector<const float*> keys;  // [W + compressed keys] the key rows of one query
+  std::vector<float> scores;  // [threads, W + compressed keys] one query's logits per thread
+  std::vector<const float*> keys;  // [threads, W + compressed keys] its key rows
   std::vector<float> act;     // activation-quant copies of linear inputs
   std::vector<int32_t> top;   // [T, k] CSA: indexer picks
   CompressorScratch compressor;

@@ -12,6 +12,38 @@
 #include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
+namespace {
+
+// Scratch budget of one block of query-entry dot products (floats).
+constexpr int64_t kDotsBudget = int64_t{1} << 20;
+
+// `a` ranks above `b`: the larger score, the lower id on ties (ops::ref::TopK).
+inline bool Better(const float* x, int32_t a, int32_t b) {
+  return x[a] > x[b] || (x[a] == x[b] && a < b);
+}
+
+// The ids of the k best of x[0, n), best first, through a k-heap (no
+// allocation; `heap` has room for k).
+void TopKInto(const float* x, int64_t n, int64_t k, int32_t* heap, int32_t* out) {
+  if (k <= 0) return;
+  // Min-heap on Better: heap[0] is the worst of the best k so far.
+  auto worse = [x](int32_t a, int32_t b) { return Better(x, a, b); };
+  int64_t size = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (size < k) {
+      heap[size++] = i;
+      std::push_heap(heap, heap + size, worse);
+    } else if (Better(x, i, heap[0])) {
+      std::pop_heap(heap, heap + size, worse);
+      heap[size - 1] = i;
+      std::push_heap(heap, heap + size, worse);
+    }
+  }
+  std::sort_heap(heap, heap + size, worse);  // best first
+  std::copy_n(heap, size, out);
+}
+
+}  // namespace
 
 void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
                     const RopeFrequencies& rope, const NumericsOptions& opts,
@@ -50,27 +82,46 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   for (int64_t i = 0; i < T * IH; ++i) hw[i] *= scale;
 
   // ---- Scores over the visible entries and top-k ----
-  if (static_cast<int64_t>(s.scores.size()) < n_end) s.scores.resize(n_end);
+  // For a block of Tb queries: dots[t, h, e] = qI[t, h] · K[e] as one GEMM
+  // over the entries visible to the block's last query (the keys are the
+  // "weight" rows), then I(t, e) = Σ_h w[t, h] · ReLU(dots[t, h, e]).
+  const int64_t n_max = (pos0 + T) / r;  // = n_end
+  const int64_t block = std::clamp<int64_t>(kDotsBudget / std::max<int64_t>(1, IH * n_max), 1, T);
+  if (static_cast<int64_t>(s.dots.size()) < block * IH * n_max) s.dots.resize(block * IH * n_max);
+  const int64_t n_threads = pool.size();
+  if (static_cast<int64_t>(s.scores.size()) < n_threads * n_end) s.scores.resize(n_threads * n_end);
+  if (static_cast<int64_t>(s.heap.size()) < n_threads * k) s.heap.resize(n_threads * k);
   std::vector<float> traced;  // [T, n_end], only when tracing
   if (trace.on()) traced.assign(T * n_end, -INFINITY);
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t p = pos0 + t;
-    const int64_t n_visible = (p + 1) / r;  // entry s is complete once token (s+1)·r − 1 is in
-    float* sc = s.scores.data();
-    for (int64_t e = 0; e < n_visible; ++e) {
-      const float* key = keys.entry(e);
-      float acc = 0.0f;
-      for (int64_t h = 0; h < IH; ++h) {
-        const float dot = ops::Dot(q + (t * IH + h) * ID, key, ID);
-        acc += std::max(dot, 0.0f) * hw[t * IH + h];
-      }
-      sc[e] = acc;
+  for (int64_t t0 = 0; t0 < T; t0 += block) {
+    const int64_t tb = std::min(block, T - t0);
+    const int64_t n_block = (pos0 + t0 + tb) / r;  // visible to the block's last query
+    const float* dots = s.dots.data();              // [tb, IH, n_block]
+    if (n_block > 0) {
+      const TensorView keys_view =
+          TensorView::Contiguous(keys.entries.data(), DType::kF32, {n_block, ID});
+      ops::MatMul(pool, s.dots.data(), q + t0 * IH * ID, keys_view, tb * IH);
     }
-    if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
-    int32_t* row = top + t * k;
-    const int64_t n_pick = std::min(k, n_visible);
-    if (n_pick > 0) ops::ref::TopK(sc, n_visible, n_pick, row);
-    std::fill(row + n_pick, row + k, -1);
+    // Per query (in parallel, per-thread buffers): scores, then top-k.
+    pool.ParallelFor(tb, [&](int64_t b, int64_t e_, int thread) {
+      float* sc = s.scores.data() + thread * n_end;
+      int32_t* heap = s.heap.data() + thread * k;
+      for (int64_t t = t0 + b; t < t0 + e_; ++t) {
+        const int64_t p = pos0 + t;
+        const int64_t n_visible = (p + 1) / r;  // entry e is complete once token (e+1)·r − 1 is in
+        std::fill_n(sc, n_visible, 0.0f);
+        for (int64_t h = 0; h < IH; ++h) {
+          const float* d = dots + ((t - t0) * IH + h) * n_block;
+          const float wh = hw[t * IH + h];
+          for (int64_t e = 0; e < n_visible; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
+        }
+        if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
+        int32_t* row = top + t * k;
+        const int64_t n_pick = std::min(k, n_visible);
+        TopKInto(sc, n_visible, n_pick, heap, row);
+        std::fill(row + n_pick, row + k, -1);
+      }
+    });
   }
   if (trace.on()) {
     trace("attn.indexer_scores", layer, traced.data(), {T, n_end});

@@ -28,7 +28,9 @@ class RopeFrequencies;
 struct IndexerScratch {
   std::vector<float> q;            // [T, IH, ID]
   std::vector<float> head_weight;  // [T, IH]
-  std::vector<float> scores;       // [n]
+  std::vector<float> dots;         // [Tb, IH, n] a block of queries' dots with every key
+  std::vector<float> scores;       // [threads, n] one query's index scores per thread
+  std::vector<int32_t> heap;       // [threads, k] top-k selection
   std::vector<float> act;          // activation-quant copies
   CompressorScratch compressor;
 };
