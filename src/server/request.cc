@@ -559,6 +559,7 @@ Result<GenerationRequest> ParseRequest(Api api, const Json& body, const RequestL
   }
   RETURN_IF_ERROR(GetSampling(body, api, &r));
   RETURN_IF_ERROR(GetLogprobs(body, api, limits, &r));
+  RETURN_IF_ERROR(GetBool(body, "return_tokens_as_token_ids", &r.tokens_as_ids));
   switch (api) {
     case Api::kChat: {
       const Json* messages = Field(body, "messages");

@@ -54,7 +54,8 @@ struct GenerationRequest {
   SamplingParams sampling;  // OpenAI defaults (temperature 1, others off)
   bool has_seed = false;
   std::vector<std::string> stop;
-  int top_logprobs = -1;  // -1: no logprobs; else the chosen token + this many
+  int top_logprobs = -1;       // -1: no logprobs; else the chosen token + this many
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): "token_id:N"
   // Chat and messages.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // OpenAI shape
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();     // OpenAI shape

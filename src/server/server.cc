@@ -156,12 +156,19 @@ struct Generation {
 
   bool done() const { return finished == static_cast<int>(choices.size()); }
 
+  // A token as logprobs show it: its text, or "token_id:N" when the request
+  // asks for that or the model has no tokenizer.
+  std::string TokenText(int32_t id) const {
+    if (request.tokens_as_ids || tokenizer == nullptr) return "token_id:" + std::to_string(id);
+    return utf8::Sanitize(tokenizer->Decode(id));
+  }
+
   Json TokenJson(const TokenLogprob& t) const {
-    std::string bytes = tokenizer ? tokenizer->Decode(t.id) : std::string();
+    const std::string bytes =
+        tokenizer != nullptr && !request.tokens_as_ids ? tokenizer->Decode(t.id) : TokenText(t.id);
     Json b = Json::array();
     for (unsigned char c : bytes) b.push_back(static_cast<int>(c));
-    return Json{
-        {"token", utf8::Sanitize(bytes)}, {"logprob", JsonLogprob(t.logprob)}, {"bytes", b}};
+    return Json{{"token", TokenText(t.id)}, {"logprob", JsonLogprob(t.logprob)}, {"bytes", b}};
   }
 
   // Records the logprobs of an event; returns the chat entries it added.
@@ -175,10 +182,10 @@ struct Generation {
                                        {"top_logprobs", Json::array()},
                                        {"text_offset", Json::array()}};
         }
-        const std::string tok = utf8::Sanitize(tokenizer ? tokenizer->Decode(lp.chosen.id) : "");
+        const std::string tok = TokenText(lp.chosen.id);
         Json top = Json::object();
         for (const TokenLogprob& t : lp.top) {
-          top[utf8::Sanitize(tokenizer ? tokenizer->Decode(t.id) : "")] = JsonLogprob(t.logprob);
+          top[TokenText(t.id)] = JsonLogprob(t.logprob);
         }
         c.completion_logprobs["tokens"].push_back(tok);
         c.completion_logprobs["token_logprobs"].push_back(JsonLogprob(lp.chosen.logprob));

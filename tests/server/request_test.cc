@@ -113,6 +113,15 @@ TEST(ParseRequest, ChatAllFields) {
   EXPECT_EQ(r->reasoning_effort, Dsv4ReasoningEffort::kMax);
 }
 
+TEST(ParseRequest, TokensAsIds) {
+  auto r = Parse(Api::kCompletion,
+                 R"({"model": "m", "prompt": [1], "return_tokens_as_token_ids": true})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->tokens_as_ids);
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": [1], "return_tokens_as_token_ids": 1})",
+              StatusCode::kInvalidArgument, "'return_tokens_as_token_ids'");
+}
+
 TEST(ParseRequest, ToolChoiceNoneDropsTools) {
   auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
     "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})");

@@ -1,0 +1,68 @@
+"""`dsv4 serve` on the tiny DeepSeek-V4 reference checkpoint
+(tests/data/deepseek_v4/swa_bf16, no tokenizer): token-id prompts through
+/v1/completions give the next-token distribution of DeepSeek's official
+inference code (logits.f32, see tests/data/deepseek_v4/README.md)."""
+import math
+import pathlib
+import struct
+
+import httpx
+import pytest
+
+from conftest import ROOT, Server
+
+DATA = ROOT / "tests/data/deepseek_v4/swa_bf16"
+
+
+@pytest.fixture(scope="module")
+def v4_server():
+    server = Server("--model", str(DATA), "--max-sequences", "2", "--threads", "1")
+    yield server
+    server.stop()
+
+
+def golden_last_row():
+    ids = [int(x) for x in (DATA / "input_ids.txt").read_text().split()]
+    data = (DATA / "logits.f32").read_bytes()
+    vocab = len(data) // 4 // len(ids)
+    row = struct.unpack_from(f"<{vocab}f", data, (len(ids) - 1) * vocab * 4)
+    top = max(row)
+    log_z = top + math.log(sum(math.exp(x - top) for x in row))
+    return ids, [x - log_z for x in row]
+
+
+def test_next_token_distribution_matches_reference(v4_server):
+    ids, golden = golden_last_row()
+    r = httpx.post(v4_server.url + "/v1/completions", timeout=60, json={
+        "model": "swa_bf16", "prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 5})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    lp = choice["logprobs"]
+    best = max(range(len(golden)), key=lambda i: golden[i])
+    assert lp["tokens"] == [f"token_id:{best}"]  # no tokenizer: tokens are ids
+    assert lp["token_logprobs"][0] == pytest.approx(golden[best], abs=1e-3)
+    want = sorted(range(len(golden)), key=lambda i: -golden[i])[:5]
+    got = lp["top_logprobs"][0]
+    assert list(got) == [f"token_id:{i}" for i in want]
+    for i in want:
+        assert got[f"token_id:{i}"] == pytest.approx(golden[i], abs=1e-3)
+    assert r.json()["usage"] == {"prompt_tokens": len(ids), "completion_tokens": 1,
+                                 "total_tokens": len(ids) + 1}
+
+
+def test_text_prompt_needs_a_tokenizer(v4_server):
+    r = httpx.post(v4_server.url + "/v1/completions", timeout=60,
+                   json={"model": "swa_bf16", "prompt": "hello", "max_tokens": 1})
+    assert r.status_code == 400
+    assert "token ids" in r.json()["error"]["message"]
+    r = httpx.post(v4_server.url + "/v1/chat/completions", timeout=60, json={
+        "model": "swa_bf16", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 400
+    assert "tokenizer" in r.json()["error"]["message"]
+
+
+def test_out_of_vocabulary_token_id(v4_server):
+    r = httpx.post(v4_server.url + "/v1/completions", timeout=60,
+                   json={"model": "swa_bf16", "prompt": [0, 999999], "max_tokens": 1})
+    assert r.status_code == 400
+    assert "vocabulary" in r.json()["error"]["message"]
