@@ -321,8 +321,16 @@ TEST(DeepSeekV4Model, NativeFp8Fp4EqualsDequantizedWeights) {
   ASSERT_TRUE(md.ok()) << md.status().ToString();
   EXPECT_EQ((*md)->weights().layers[0].attn.wq_a.format, LinearFormat::kDense);
   const std::vector<int32_t> ids = {0, 17, 17, 3, 60, 42, 8, 1, 9};
-  // Same products in the same order: bit-identical logits.
-  EXPECT_EQ(RunAll(**mq, ids), RunAll(**md, ids));
+  // The same products; the FP8/FP4 and f32 SIMD kernels accumulate in their
+  // own orders, so equal up to fp32 rounding.
+  const std::vector<float> a = RunAll(**mq, ids), b = RunAll(**md, ids);
+  ASSERT_EQ(a.size(), b.size());
+  float max_diff = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  EXPECT_LE(max_diff, 1e-4f);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    EXPECT_EQ(ArgmaxRow(&a[t * 64], 64), ArgmaxRow(&b[t * 64], 64)) << t;
+  }
 }
 
 TEST(DeepSeekV4Model, ThreadsDoNotChangeLogits) {

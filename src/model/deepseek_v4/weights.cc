@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
 
@@ -138,25 +139,29 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.rows(),
         "LinearRows: rows [%lld, %lld) of %s", static_cast<long long>(row_begin),
         static_cast<long long>(row_end), w.weight.ShapeString().c_str());
+  // Chunks of at least ~128k multiply-adds (a fork-join costs ~15 us), in
+  // multiples of the kernels' 4-row groups.
+  const int64_t macs_per_row = std::max<int64_t>(1, w.cols() * n_tokens);
+  const int64_t grain = std::max<int64_t>(32, ((int64_t{1} << 17) / macs_per_row + 31) / 32 * 32);
   pool.ParallelFor(
       row_end - row_begin,
       [&](int64_t b, int64_t e, int) {
         switch (w.format) {
           case LinearFormat::kDense:
-            ops::ref::MatMul(out + b, x, w.weight.Slice(row_begin + b, row_begin + e), n_tokens,
-                             out_stride);
+            ops::MatMulRows(out + b, out_stride, x, w.weight, n_tokens, row_begin + b,
+                            row_begin + e);
             return;
           case LinearFormat::kFp8Block:
-            ops::ref::MatMulFp8Block(out + b, out_stride, x, w.weight, w.scale, n_tokens,
-                                     row_begin + b, row_begin + e);
+            ops::MatMulFp8BlockRows(out + b, out_stride, x, w.weight, w.scale, n_tokens,
+                                    row_begin + b, row_begin + e);
             return;
           case LinearFormat::kFp4Block:
-            ops::ref::MatMulFp4Block(out + b, out_stride, x, w.weight, w.scale, n_tokens,
-                                     row_begin + b, row_begin + e);
+            ops::MatMulFp4BlockRows(out + b, out_stride, x, w.weight, w.scale, n_tokens,
+                                    row_begin + b, row_begin + e);
             return;
         }
       },
-      16);
+      grain);
 }
 
 // ---------------------------------------------------------------------------
