@@ -33,6 +33,7 @@ std::optional<DType> DTypeFromName(std::string_view name) {
 }
 
 void DequantizeRow(DType t, const void* src, int64_t n, float* dst) {
+  if (n <= 0) return;  // src may be null for an empty row
   const uint8_t* p = static_cast<const uint8_t*>(src);
   switch (t) {
     case DType::kF32:
