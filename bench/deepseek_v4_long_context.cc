@@ -26,9 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/timer.h"
+#include "deepseek_v4_test_util.h"  // tests/model: random checkpoints
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/model.h"
-#include "deepseek_v4_test_util.h"  // tests/model: random checkpoints
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -86,10 +86,14 @@ nlohmann::json ConfigJson(const DeepSeekV4Config& c) {
 
 const char* SafetensorsDType(DType d) {
   switch (d) {
-    case DType::kBF16: return "BF16";
-    case DType::kF32: return "F32";
-    case DType::kI64: return "I64";
-    default: return nullptr;
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kI64:
+      return "I64";
+    default:
+      return nullptr;
   }
 }
 
@@ -114,7 +118,8 @@ int Write(const std::string& dir) {
       std::fprintf(stderr, "%s: unexpected dtype\n", name.c_str());
       return 1;
     }
-    header[name] = {{"dtype", dt}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->nbytes}}};
+    header[name] = {
+        {"dtype", dt}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->nbytes}}};
     offset += t->nbytes;
   }
   std::string h = header.dump();
@@ -215,7 +220,8 @@ int RunBench(const std::string& dir, int64_t context, int64_t chunk, int64_t dec
   const int64_t n = context + decode;
   int64_t predicted_cache = n * static_cast<int64_t>(sizeof(int32_t));
   for (const LayerPlan& p : m.plans()) {
-    if (p.role == LayerRole::kMain) predicted_cache += EngineCacheBytes(p.cache, n, m.rollback()).total();
+    if (p.role == LayerRole::kMain)
+      predicted_cache += EngineCacheBytes(p.cache, n, m.rollback()).total();
   }
   const CacheStats st = m.GetCacheStats(*cache);
   const int64_t scratch = m.scratch_bytes();
@@ -231,15 +237,16 @@ int RunBench(const std::string& dir, int64_t context, int64_t chunk, int64_t dec
               at_long.ms_per_token / at_short.ms_per_token);
   std::printf("cache at %lld tokens: CacheSpecs predict %.2f MiB, allocated %.2f MiB\n",
               static_cast<long long>(n), MiB(predicted_cache), MiB(st.allocated_bytes));
-  std::printf("peak RSS %.1f MiB; predicted %.1f MiB = baseline %.1f + weights %.1f + cache %.1f + "
-              "scratch %.1f; peak / predicted = %.3f\n",
-              MiB(peak), MiB(predicted), MiB(baseline), MiB(weight_bytes), MiB(predicted_cache),
-              MiB(scratch), static_cast<double>(peak) / static_cast<double>(predicted));
-  std::printf("decode_ms_short=%.4f decode_ms_long=%.4f ratio=%.3f peak_rss_mib=%.1f "
-              "predicted_mib=%.1f peak_over_predicted=%.4f\n",
-              at_short.ms_per_token, at_long.ms_per_token,
-              at_long.ms_per_token / at_short.ms_per_token, MiB(peak), MiB(predicted),
-              static_cast<double>(peak) / static_cast<double>(predicted));
+  std::printf(
+      "peak RSS %.1f MiB; predicted %.1f MiB = baseline %.1f + weights %.1f + cache %.1f + "
+      "scratch %.1f; peak / predicted = %.3f\n",
+      MiB(peak), MiB(predicted), MiB(baseline), MiB(weight_bytes), MiB(predicted_cache),
+      MiB(scratch), static_cast<double>(peak) / static_cast<double>(predicted));
+  std::printf(
+      "decode_ms_short=%.4f decode_ms_long=%.4f ratio=%.3f peak_rss_mib=%.1f "
+      "predicted_mib=%.1f peak_over_predicted=%.4f\n",
+      at_short.ms_per_token, at_long.ms_per_token, at_long.ms_per_token / at_short.ms_per_token,
+      MiB(peak), MiB(predicted), static_cast<double>(peak) / static_cast<double>(predicted));
   return 0;
 }
 
@@ -255,10 +262,14 @@ int main(int argc, char** argv) {
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string a = argv[i];
       const int64_t v = std::atoll(argv[i + 1]);
-      if (a == "--context") context = v;
-      else if (a == "--chunk") chunk = v;
-      else if (a == "--decode") decode = v;
-      else if (a == "--threads") threads = static_cast<int>(v);
+      if (a == "--context")
+        context = v;
+      else if (a == "--chunk")
+        chunk = v;
+      else if (a == "--decode")
+        decode = v;
+      else if (a == "--threads")
+        threads = static_cast<int>(v);
       else {
         std::fprintf(stderr, "unknown option %s\n", a.c_str());
         return 2;

@@ -28,14 +28,15 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
                                              const TokenCallback& on_token) {
   auto* model = dynamic_cast<DeepSeekV4Model*>(m.model.get());
   if (model == nullptr || !model->has_mtp()) {
-    return Unimplemented(m.path + ": speculative decoding needs a DeepSeek-V4 checkpoint with "
-                                  "its MTP layer (mtp.0.*)",
+    return Unimplemented(m.path +
+                             ": speculative decoding needs a DeepSeek-V4 checkpoint with "
+                             "its MTP layer (mtp.0.*)",
                          "run without --speculative");
   }
   if (options.draft_tokens < 0) {
-    return InvalidArgument("speculative draft length " + std::to_string(options.draft_tokens) +
-                               " is negative",
-                           "use --speculative K with K ≥ 1 (0 = off)");
+    return InvalidArgument(
+        "speculative draft length " + std::to_string(options.draft_tokens) + " is negative",
+        "use --speculative K with K ≥ 1 (0 = off)");
   }
   if (prompt.empty()) return InvalidArgument("empty prompt", "start the prompt with BOS");
   const ModelInfo& info = model->info();
@@ -111,8 +112,9 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
     if (kr > 0) {
       // ---- Draft: the pending rows (true main hidden states), then chain ----
       const int64_t rows = static_cast<int64_t>(pend_next.size());
-      RETURN_IF_ERROR(model->ForwardMtp(pend_next, std::span<const float>(pend_hidden).first(rows * row),
-                                        *mtp, mtp_logits, false));
+      RETURN_IF_ERROR(model->ForwardMtp(pend_next,
+                                        std::span<const float>(pend_hidden).first(rows * row), *mtp,
+                                        mtp_logits, false));
       pend_hidden.clear();
       pend_next.clear();
       verify.push_back(Greedy(mtp_logits.data(), V));

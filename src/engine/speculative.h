@@ -29,9 +29,9 @@
 namespace dsv4 {
 
 struct SpeculativeOptions {
-  int64_t draft_tokens = 2;     // k drafts per round; 0 = plain greedy decoding
-  int64_t max_tokens = 256;     // tokens generated after the prompt
-  bool stop_at_eos = true;      // as GenerateOptions
+  int64_t draft_tokens = 2;  // k drafts per round; 0 = plain greedy decoding
+  int64_t max_tokens = 256;  // tokens generated after the prompt
+  bool stop_at_eos = true;   // as GenerateOptions
   bool stop_at_bos = true;
   int64_t prefill_chunk = 512;  // prompt tokens per Forward call
   // Tests only: called with the drafts of each round (for main positions
@@ -44,10 +44,10 @@ struct SpeculativeStats {
   int64_t generated_tokens = 0;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
-  std::string stop_reason;      // "length", "eos", "context"
-  int64_t rounds = 0;           // main-model decode forwards (verifications)
-  int64_t drafted = 0;          // draft tokens verified
-  int64_t accepted = 0;         // of them accepted
+  std::string stop_reason;  // "length", "eos", "context"
+  int64_t rounds = 0;       // main-model decode forwards (verifications)
+  int64_t drafted = 0;      // draft tokens verified
+  int64_t accepted = 0;     // of them accepted
   double acceptance_rate() const {
     return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
   }

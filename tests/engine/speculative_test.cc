@@ -7,10 +7,10 @@
 
 #include <cstdio>
 
+#include "../model/deepseek_v4_test_util.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
 #include "model/deepseek_v4/model.h"
-#include "../model/deepseek_v4_test_util.h"
 
 namespace dsv4 {
 namespace {
@@ -26,7 +26,7 @@ struct Output {
 };
 
 Output Plain(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t max_tokens,
-          bool stop_at_eos = true) {
+             bool stop_at_eos = true) {
   GenerateOptions g;
   g.max_tokens = max_tokens;
   g.sampling.temperature = 0.0f;
@@ -43,7 +43,7 @@ Output Plain(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t max_tok
 }
 
 Output Speculative(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t max_tokens,
-                int64_t k, const SpeculativeOptions& base = {}) {
+                   int64_t k, const SpeculativeOptions& base = {}) {
   SpeculativeOptions o = base;
   o.draft_tokens = k;
   o.max_tokens = max_tokens;
@@ -129,14 +129,16 @@ TEST(Speculative, DraftsEqualAnMtpRunFromScratch) {
     ASSERT_TRUE(model.Forward(std::span<const int32_t>(seq).first(n), *main, logits, false).ok());
     const std::vector<float> hidden(model.last_hidden().begin(), model.last_hidden().end());
     auto mtp = model.NewMtpCache(0);
-    ASSERT_TRUE(model.ForwardMtp(std::span<const int32_t>(seq).subspan(1, n), hidden, *mtp, logits,
-                                 false).ok());
+    ASSERT_TRUE(
+        model.ForwardMtp(std::span<const int32_t>(seq).subspan(1, n), hidden, *mtp, logits, false)
+            .ok());
     std::vector<float> own;
     for (size_t i = 0; i < drafts.size(); ++i) {
       if (i > 0) {
         own.assign(model.last_mtp_hidden().end() - row, model.last_mtp_hidden().end());
-        ASSERT_TRUE(model.ForwardMtp(std::span<const int32_t>(&drafts[i - 1], 1), own, *mtp,
-                                     logits, false).ok());
+        ASSERT_TRUE(
+            model.ForwardMtp(std::span<const int32_t>(&drafts[i - 1], 1), own, *mtp, logits, false)
+                .ok());
       }
       const int32_t want = static_cast<int32_t>(dt::ArgmaxRow(logits.data(), V));
       EXPECT_EQ(drafts[i], want) << "draft " << i << " of the round at " << n;
@@ -248,7 +250,8 @@ TEST(SpeculativeBad, NeedsADeepSeekV4ModelWithMtp) {
   auto llama = LoadModel(LoadOptions{});  // the embedded stories260K
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
   const std::vector<int32_t> prompt = {1};
-  auto r = GenerateSpeculative(*llama, prompt, SpeculativeOptions{}, [](int32_t, std::string_view) {});
+  auto r =
+      GenerateSpeculative(*llama, prompt, SpeculativeOptions{}, [](int32_t, std::string_view) {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
   auto no_mtp = LoadModel(ModelAt("swa_bf16"));

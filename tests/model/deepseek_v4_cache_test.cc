@@ -12,9 +12,9 @@
 #include <ostream>
 #include <random>
 
+#include "deepseek_v4_test_util.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/model.h"
-#include "deepseek_v4_test_util.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -50,9 +50,11 @@ std::unique_ptr<DeepSeekV4Model> LoadSynthetic(const DeepSeekV4Config& c, uint32
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
-// The official-code golden model with window, CSA (ratio 4) and HCA (ratio 8) layers.
-std::unique_ptr<DeepSeekV4Model> LoadMixedGolden(const LoadOptions& o) {
-  const std::string dir = DataDir() + "/mixed_mtp_bf16";
+// An official-code golden model: mixed_mtp_bf16 (window, CSA ratio 4, HCA
+// ratio 8 layers) or long_hca128_bf16 (CSA, HCA 128, HCA 16; 544 tokens).
+std::unique_ptr<DeepSeekV4Model> LoadMixedGolden(const LoadOptions& o,
+                                                 const std::string& name = "mixed_mtp_bf16") {
+  const std::string dir = DataDir() + "/" + name;
   auto config = DeepSeekV4Config::FromFile(dir + "/config.json");
   EXPECT_TRUE(config.ok()) << config.status().ToString();
   auto reader = OpenCheckpointDir(dir);
@@ -163,14 +165,13 @@ TEST_P(DeepSeekV4Rollback, TruncateThenForwardEqualsNeverGoingPast) {
               worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, DeepSeekV4Rollback,
-    ::testing::Values(RollbackCase{"horizon16_checkpoints4096", 16, 4096},
-                      RollbackCase{"horizon0_checkpoints8", 0, 8},
-                      RollbackCase{"horizon3_checkpoints5", 3, 5},
-                      RollbackCase{"horizon2_no_checkpoints", 2, 0},
-                      RollbackCase{"keep_all", RollbackOptions::kAll, 0}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Policies, DeepSeekV4Rollback,
+                         ::testing::Values(RollbackCase{"horizon16_checkpoints4096", 16, 4096},
+                                           RollbackCase{"horizon0_checkpoints8", 0, 8},
+                                           RollbackCase{"horizon3_checkpoints5", 3, 5},
+                                           RollbackCase{"horizon2_no_checkpoints", 2, 0},
+                                           RollbackCase{"keep_all", RollbackOptions::kAll, 0}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Several truncations in a row, one inside a pending replay, one back to 0,
 // and truncations to the current length, before any Forward.
@@ -193,7 +194,7 @@ TEST(DeepSeekV4RollbackMore, RepeatedTruncationsAndPendingReplays) {
   std::vector<float> got = RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(25, 5));
   EXPECT_LE(Compare(got, want, 25, V).max_abs, kTol);
   EXPECT_EQ(m->GetCacheStats(*cache).replayed_tokens, 1);  // position 24
-  cache->Truncate(29);  // within the horizon of 30
+  cache->Truncate(29);                                     // within the horizon of 30
   cache->Truncate(28);
   got = RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(28, 12));
   EXPECT_LE(Compare(got, want, 28, V).max_abs, kTol);
@@ -236,6 +237,38 @@ TEST(DeepSeekV4RollbackMore, GoldenMixedModelEveryTruncationPoint) {
   }
 }
 
+// The 544-token golden with the real HCA ratio 128: truncation points around
+// its pool boundaries (and the CSA / HCA-16 ones they share), after running
+// other tokens to the end; compared with the official logits themselves.
+TEST(DeepSeekV4RollbackMore, GoldenLongModelAroundRatio128Pools) {
+  for (const RollbackOptions rb : {Rb(16, 16384), Rb(4, 200)}) {
+    auto m = LoadMixedGolden(WithRollback(rb), "long_hca128_bf16");
+    ASSERT_NE(m, nullptr);
+    const std::string dir = DataDir() + "/long_hca128_bf16";
+    const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
+    const std::vector<float> golden = testing::ReadF32File(dir + "/logits.f32");
+    const int64_t T = static_cast<int64_t>(ids.size()), V = m->info().vocab_size;
+    ASSERT_EQ(T, 544);
+    const std::vector<int32_t> other(ids.rbegin(), ids.rend());
+    auto cache = m->NewCache(T);
+    float worst = 0.0f;
+    for (int64_t n : {0, 1, 127, 128, 129, 255, 256, 300, 383, 384, 511, 512, 513, 543}) {
+      cache->Truncate(0);
+      if (n > 0) RunIds(*m, *cache, std::span<const int32_t>(ids).first(n));
+      RunIds(*m, *cache, std::span<const int32_t>(other).first(T - n));
+      cache->Truncate(n);
+      const std::vector<float> got = RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(n));
+      const Diff d = Compare(got, golden, n, V);
+      EXPECT_LE(d.max_abs, 1e-3f) << "n " << n;  // vs the official fp32 logits
+      EXPECT_EQ(d.argmax_mismatches, 0) << "n " << n;
+      worst = std::max(worst, d.max_abs);
+    }
+    std::printf("[golden long, horizon %lld, checkpoints %lld] max|dlogit| vs official %.3g\n",
+                static_cast<long long>(rb.horizon), static_cast<long long>(rb.checkpoint_interval),
+                worst);
+  }
+}
+
 // The MTP cache keeps every row: truncating it anywhere and re-running equals
 // running once (drafts after a rejected speculation).
 TEST(DeepSeekV4RollbackMore, MtpCacheTruncatesAnywhere) {
@@ -258,14 +291,17 @@ TEST(DeepSeekV4RollbackMore, MtpCacheTruncatesAnywhere) {
     std::vector<float> scratch(T * V);
     if (n > 0) {
       ASSERT_TRUE(m->ForwardMtp(next.first(n), std::span<const float>(hidden).first(n * row),
-                                *cache, scratch, true).ok());
+                                *cache, scratch, true)
+                      .ok());
     }
     ASSERT_TRUE(m->ForwardMtp(next.first(8), std::span<const float>(junk_hidden).first(8 * row),
-                              *cache, scratch, true).ok());
+                              *cache, scratch, true)
+                    .ok());
     cache->Truncate(n);
     std::vector<float> got((T - n) * V);
     ASSERT_TRUE(m->ForwardMtp(next.subspan(n), std::span<const float>(hidden).subspan(n * row),
-                              *cache, got, true).ok());
+                              *cache, got, true)
+                    .ok());
     const Diff d = Compare(got, want, n, V);
     EXPECT_LE(d.max_abs, kTol) << "n " << n;
     EXPECT_EQ(d.argmax_mismatches, 0) << "n " << n;
@@ -290,8 +326,8 @@ TEST(DeepSeekV4Invariance, ChunkBoundaryAtEveryOffsetEqualsOneShot) {
     auto cache = m->NewCache(T);
     for (int64_t t = 0; t < T; t += chunk) {
       const int64_t n = std::min(chunk, T - t);
-      const Diff d = Compare(RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(t, n)), want,
-                             t, V);
+      const Diff d =
+          Compare(RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(t, n)), want, t, V);
       EXPECT_LE(d.max_abs, kTol) << "chunk " << chunk << " at " << t;
       EXPECT_EQ(d.argmax_mismatches, 0) << "chunk " << chunk << " at " << t;
       worst = std::max(worst, d.max_abs);
@@ -300,8 +336,8 @@ TEST(DeepSeekV4Invariance, ChunkBoundaryAtEveryOffsetEqualsOneShot) {
   for (int64_t split = 1; split < T; ++split) {
     auto cache = m->NewCache(T);
     RunIds(*m, *cache, std::span<const int32_t>(ids).first(split));
-    const Diff d = Compare(RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(split)), want,
-                           split, V);
+    const Diff d =
+        Compare(RunIds(*m, *cache, std::span<const int32_t>(ids).subspan(split)), want, split, V);
     EXPECT_LE(d.max_abs, kTol) << "split " << split;
     EXPECT_EQ(d.argmax_mismatches, 0) << "split " << split;
     worst = std::max(worst, d.max_abs);
@@ -389,11 +425,12 @@ TEST(DeepSeekV4CacheSpecs, AllocationsEqualThePrediction) {
     auto mtp = m->NewMtpCache(M);
     std::vector<float> logits(c.vocab_size);
     ASSERT_TRUE(m->ForwardMtp(std::span<const int32_t>(ids).subspan(20), m->last_hidden(), *mtp,
-                              logits, false).ok());
-    EXPECT_EQ(m->GetCacheStats(*mtp).allocated_bytes,
-              M * static_cast<int64_t>(sizeof(int32_t)) +
-                  EngineCacheBytes(m->plans().back().cache, M, Rb(RollbackOptions::kAll, 0))
-                      .total());
+                              logits, false)
+                    .ok());
+    EXPECT_EQ(
+        m->GetCacheStats(*mtp).allocated_bytes,
+        M * static_cast<int64_t>(sizeof(int32_t)) +
+            EngineCacheBytes(m->plans().back().cache, M, Rb(RollbackOptions::kAll, 0)).total());
   }
 }
 

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
+#include "deepseek_v4_test_util.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/inspect.h"
 #include "model/deepseek_v4/plan.h"
-#include "deepseek_v4_test_util.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -31,7 +31,9 @@ Json LoadJson(const std::string& path) {
 Json FlashJson() { return LoadJson(DataDir() + "/v4_flash_config.json"); }
 Json TinyJson() { return LoadJson(DataDir() + "/swa_bf16/config.json"); }
 
-Result<DeepSeekV4Config> Parse(const Json& j) { return DeepSeekV4Config::FromJson(j.dump(), "test.json"); }
+Result<DeepSeekV4Config> Parse(const Json& j) {
+  return DeepSeekV4Config::FromJson(j.dump(), "test.json");
+}
 
 TEST(DeepSeekV4Config, FlashConfigParses) {
   auto c = DeepSeekV4Config::FromFile(DataDir() + "/v4_flash_config.json");
@@ -214,14 +216,31 @@ TEST(DeepSeekV4Config, TinyGoldenConfigParses) {
 
 // The official inference config.json spelling (ModelArgs names) parses to the same values.
 TEST(DeepSeekV4Config, InferenceSpellings) {
-  Json j = {{"model_type", "deepseek_v4"}, {"vocab_size", 256}, {"dim", 64}, {"n_layers", 2},
-            {"n_heads", 4}, {"head_dim", 128}, {"rope_head_dim", 64}, {"q_lora_rank", 16},
-            {"o_groups", 2}, {"o_lora_rank", 16}, {"window_size", 8},
-            {"n_routed_experts", 8}, {"n_activated_experts", 2}, {"moe_inter_dim", 16},
-            {"n_hash_layers", 1}, {"score_func", "sqrtsoftplus"}, {"route_scale", 2.5},
-            {"norm_eps", 1e-5}, {"n_mtp_layers", 0}, {"compress_ratios", {0, 0}},
-            {"original_seq_len", 65536}, {"rope_factor", 16}, {"dtype", "fp8"},
-            {"scale_fmt", "ue8m0"}, {"expert_dtype", "fp4"}};
+  Json j = {{"model_type", "deepseek_v4"},
+            {"vocab_size", 256},
+            {"dim", 64},
+            {"n_layers", 2},
+            {"n_heads", 4},
+            {"head_dim", 128},
+            {"rope_head_dim", 64},
+            {"q_lora_rank", 16},
+            {"o_groups", 2},
+            {"o_lora_rank", 16},
+            {"window_size", 8},
+            {"n_routed_experts", 8},
+            {"n_activated_experts", 2},
+            {"moe_inter_dim", 16},
+            {"n_hash_layers", 1},
+            {"score_func", "sqrtsoftplus"},
+            {"route_scale", 2.5},
+            {"norm_eps", 1e-5},
+            {"n_mtp_layers", 0},
+            {"compress_ratios", {0, 0}},
+            {"original_seq_len", 65536},
+            {"rope_factor", 16},
+            {"dtype", "fp8"},
+            {"scale_fmt", "ue8m0"},
+            {"expert_dtype", "fp4"}};
   auto c = Parse(j);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->hidden_size, 64);
@@ -250,12 +269,15 @@ TEST(DeepSeekV4Config, HfV5Spellings) {
   j["compress_rates"] = {{"heavily_compressed_attention", 8}};
   j["mlp_layer_types"] = {"hash_moe", "hash_moe", "moe", "moe"};
   j["partial_rotary_factor"] = 0.5;
-  j["rope_parameters"] = {
-      {"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-      {"compress",
-       {{"rope_type", "yarn"}, {"rope_theta", 160000.0}, {"factor", 16.0},
-        {"original_max_position_embeddings", 65536}, {"beta_fast", 32}, {"beta_slow", 1},
-        {"attention_factor", 1.0}}}};
+  j["rope_parameters"] = {{"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                          {"compress",
+                           {{"rope_type", "yarn"},
+                            {"rope_theta", 160000.0},
+                            {"factor", 16.0},
+                            {"original_max_position_embeddings", 65536},
+                            {"beta_fast", 32},
+                            {"beta_slow", 1},
+                            {"attention_factor", 1.0}}}};
   auto c = Parse(j);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->compress_ratios, (std::vector<int64_t>{0, 0, 8, 4}));

@@ -8,14 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <iterator>
-#include <cstdio>
 #include <map>
 
+#include "deepseek_v4_test_util.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/model.h"
-#include "deepseek_v4_test_util.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -145,39 +145,39 @@ TEST_P(DeepSeekV4Golden, IntermediatesMatchByName) {
   std::map<std::string, Seen> seen;
   std::map<std::string, std::vector<float>> our_topk;  // name -> [T, k]
   std::vector<std::string> shape_errors;
-  g.model->SetTrace([&](std::string_view name, int64_t, const float* data,
-                        std::span<const int64_t> shape) {
-    const TensorInfo* ref = golden.Find(name);
-    if (ref == nullptr) return;
-    if (ref->shape != std::vector<int64_t>(shape.begin(), shape.end())) {
-      shape_errors.push_back(std::string(name) + ": golden " + ShapeToString(ref->shape) +
-                             ", ours " + ShapeToString(shape));
-      return;
-    }
-    const int64_t n = ref->view().numel();
-    if (name.ends_with("indexer_topk")) our_topk[std::string(name)].assign(data, data + n);
-    std::vector<float> want(n);
-    DequantizeRow(ref->dtype, ref->data, n, want.data());
-    Seen s;
-    for (int64_t i = 0; i < n; ++i) {
-      // Equal infinities (masked indexer scores) match; NaN or a finite/infinite
-      // mismatch counts as an infinite difference.
-      float d = data[i] == want[i] ? 0.0f : std::fabs(data[i] - want[i]);
-      if (std::isnan(d)) d = INFINITY;
-      s.max_diff = std::max(s.max_diff, d);
-      if (std::isfinite(want[i])) s.max_ref = std::max(s.max_ref, std::fabs(want[i]));
-    }
-    seen[std::string(name)] = s;
-  });
+  g.model->SetTrace(
+      [&](std::string_view name, int64_t, const float* data, std::span<const int64_t> shape) {
+        const TensorInfo* ref = golden.Find(name);
+        if (ref == nullptr) return;
+        if (ref->shape != std::vector<int64_t>(shape.begin(), shape.end())) {
+          shape_errors.push_back(std::string(name) + ": golden " + ShapeToString(ref->shape) +
+                                 ", ours " + ShapeToString(shape));
+          return;
+        }
+        const int64_t n = ref->view().numel();
+        if (name.ends_with("indexer_topk")) our_topk[std::string(name)].assign(data, data + n);
+        std::vector<float> want(n);
+        DequantizeRow(ref->dtype, ref->data, n, want.data());
+        Seen s;
+        for (int64_t i = 0; i < n; ++i) {
+          // Equal infinities (masked indexer scores) match; NaN or a finite/infinite
+          // mismatch counts as an infinite difference.
+          float d = data[i] == want[i] ? 0.0f : std::fabs(data[i] - want[i]);
+          if (std::isnan(d)) d = INFINITY;
+          s.max_diff = std::max(s.max_diff, d);
+          if (std::isfinite(want[i])) s.max_ref = std::max(s.max_ref, std::fabs(want[i]));
+        }
+        seen[std::string(name)] = s;
+      });
   const int64_t T = static_cast<int64_t>(g.ids.size());
   auto cache = g.model->NewCache(T);
   std::vector<float> logits(T * g.model->info().vocab_size);
   ASSERT_TRUE(g.model->Forward(g.ids, *cache, logits, true).ok());
   if (g.model->has_mtp()) {  // the MTP intermediates (positions 0 .. T−2)
     const auto& c = g.model->config();
-    const std::vector<float> hidden(g.model->last_hidden().begin(),
-                                    g.model->last_hidden().begin() +
-                                        (T - 1) * c.hc_mult * c.hidden_size);
+    const std::vector<float> hidden(
+        g.model->last_hidden().begin(),
+        g.model->last_hidden().begin() + (T - 1) * c.hc_mult * c.hidden_size);
     auto mtp_cache = g.model->NewMtpCache(T);
     ASSERT_TRUE(g.model
                     ->ForwardMtp(std::span<const int32_t>(g.ids).subspan(1), hidden, *mtp_cache,
@@ -281,18 +281,24 @@ TEST_P(DeepSeekV4Golden, AlternatingCachesEqualSeparateRuns) {
   auto ca = g.model->NewCache(0), cb = g.model->NewCache(0);
   std::vector<float> la(a.size() * V), lb(b.size() * V);
   // Prefill a in one chunk of 3 first, then interleave single steps.
-  ASSERT_TRUE(g.model->Forward(std::span<const int32_t>(a).first(3), *ca,
-                               std::span<float>(la).first(3 * V), true).ok());
+  ASSERT_TRUE(g.model
+                  ->Forward(std::span<const int32_t>(a).first(3), *ca,
+                            std::span<float>(la).first(3 * V), true)
+                  .ok());
   size_t ia = 3, ib = 0;
   while (ia < a.size() || ib < b.size()) {
     if (ib < b.size()) {
-      ASSERT_TRUE(g.model->Forward(std::span<const int32_t>(b).subspan(ib, 1), *cb,
-                                   std::span<float>(lb).subspan(ib * V, V), false).ok());
+      ASSERT_TRUE(g.model
+                      ->Forward(std::span<const int32_t>(b).subspan(ib, 1), *cb,
+                                std::span<float>(lb).subspan(ib * V, V), false)
+                      .ok());
       ++ib;
     }
     if (ia < a.size()) {
-      ASSERT_TRUE(g.model->Forward(std::span<const int32_t>(a).subspan(ia, 1), *ca,
-                                   std::span<float>(la).subspan(ia * V, V), false).ok());
+      ASSERT_TRUE(g.model
+                      ->Forward(std::span<const int32_t>(a).subspan(ia, 1), *ca,
+                                std::span<float>(la).subspan(ia * V, V), false)
+                      .ok());
       ++ia;
     }
   }
@@ -337,10 +343,11 @@ TEST_P(DeepSeekV4Golden, QatSimulationsMatchOfficialFp32) {
   const std::vector<float> off = ReadF32File(dir + "/logits.f32");
   ASSERT_EQ(static_cast<int64_t>(golden.size()), T * V);
   std::map<std::string, std::vector<float>> picks;  // ours, [T, k]
-  m.SetTrace([&](std::string_view name, int64_t, const float* data, std::span<const int64_t> shape) {
-    if (!name.ends_with("indexer_topk")) return;
-    picks[std::string(name)].assign(data, data + shape[0] * shape[1]);
-  });
+  m.SetTrace(
+      [&](std::string_view name, int64_t, const float* data, std::span<const int64_t> shape) {
+        if (!name.ends_with("indexer_topk")) return;
+        picks[std::string(name)].assign(data, data + shape[0] * shape[1]);
+      });
   auto cache = m.NewCache(T);
   std::vector<float> logits(T * V);
   ASSERT_TRUE(m.Forward(ids, *cache, logits, true).ok());
@@ -354,10 +361,11 @@ TEST_P(DeepSeekV4Golden, QatSimulationsMatchOfficialFp32) {
     }
   }
   const double kl = MeanKl(golden, logits, T, V), kl_off = MeanKl(golden, off, T, V);
-  std::printf("[%s QAT on] max|dlogit| %.3g, mean KL %.3g (sims-off golden: %.3g), top-1 "
-              "%lld/%lld\n",
-              GetParam().c_str(), max_diff, kl, kl_off, static_cast<long long>(agree),
-              static_cast<long long>(T));
+  std::printf(
+      "[%s QAT on] max|dlogit| %.3g, mean KL %.3g (sims-off golden: %.3g), top-1 "
+      "%lld/%lld\n",
+      GetParam().c_str(), max_diff, kl, kl_off, static_cast<long long>(agree),
+      static_cast<long long>(T));
   EXPECT_LE(kl, 1e-4);
   EXPECT_LE(kl, kl_off / 100);
   EXPECT_GE(agree * 100, T * 99);
@@ -395,8 +403,7 @@ TEST(DeepSeekV4GoldenMtp, DraftLogitsMatchOfficial) {
   auto cache = g.model->NewCache(T);
   std::vector<float> logits(T * V);
   ASSERT_TRUE(g.model->Forward(g.ids, *cache, logits, true).ok());
-  const std::vector<float> hidden(g.model->last_hidden().begin(),
-                                  g.model->last_hidden().end());
+  const std::vector<float> hidden(g.model->last_hidden().begin(), g.model->last_hidden().end());
   ASSERT_EQ(static_cast<int64_t>(hidden.size()), T * row);
   const std::vector<float> golden = ReadF32File(DataDir() + "/mixed_mtp_bf16/mtp_logits.f32");
   ASSERT_EQ(static_cast<int64_t>(golden.size()), (T - 1) * V);
@@ -404,13 +411,17 @@ TEST(DeepSeekV4GoldenMtp, DraftLogitsMatchOfficial) {
 
   std::vector<float> all((T - 1) * V), step((T - 1) * V);
   auto mtp = g.model->NewMtpCache(T);
-  ASSERT_TRUE(g.model->ForwardMtp(next, std::span<const float>(hidden).first((T - 1) * row), *mtp,
-                                  all, true).ok());
+  ASSERT_TRUE(
+      g.model
+          ->ForwardMtp(next, std::span<const float>(hidden).first((T - 1) * row), *mtp, all, true)
+          .ok());
   auto mtp2 = g.model->NewMtpCache(T);
   for (int64_t t = 0; t + 1 < T; ++t) {
-    ASSERT_TRUE(g.model->ForwardMtp(next.subspan(t, 1),
-                                    std::span<const float>(hidden).subspan(t * row, row), *mtp2,
-                                    std::span<float>(step).subspan(t * V, V), false).ok());
+    ASSERT_TRUE(g.model
+                    ->ForwardMtp(next.subspan(t, 1),
+                                 std::span<const float>(hidden).subspan(t * row, row), *mtp2,
+                                 std::span<float>(step).subspan(t * V, V), false)
+                    .ok());
   }
   float max_diff = 0.0f, max_step = 0.0f;
   int64_t agree = 0;
@@ -452,8 +463,8 @@ TEST(DeepSeekV4GoldenMtp, ErrorsWithoutMtpWeightsOrWithWrongSizes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Official, DeepSeekV4Golden,
-                         ::testing::Values("swa_bf16", "swa_fp8", "swa_bf16_v2",
-                                           "mixed_mtp_bf16", "long_hca128_bf16"),
+                         ::testing::Values("swa_bf16", "swa_fp8", "swa_bf16_v2", "mixed_mtp_bf16",
+                                           "long_hca128_bf16"),
                          [](const auto& info) { return info.param; });
 
 // The directory loader (config.json + safetensors) gives the same logits as

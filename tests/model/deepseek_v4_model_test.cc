@@ -10,13 +10,13 @@
 #include <numeric>
 #include <random>
 
+#include "deepseek_v4_test_util.h"
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
 #include "ops/ref/quant_matmul_ref.h"
-#include "deepseek_v4_test_util.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -65,7 +65,7 @@ TEST(DeepSeekV4Blocks, SinkhornOneIterationIsSoftmaxThenColumnNormalise) {
 TEST(DeepSeekV4Blocks, HcExpandUsesCombRowsAsSourceStreams) {
   // X'[k] = post[k]·y + Σ_j comb[j][k]·X[j] (spec §3.2, §11 item 8).
   HcParams p{.streams = 2, .hidden = 1};
-  float x[2] = {10.0f, 100.0f};   // [C, D]
+  float x[2] = {10.0f, 100.0f};  // [C, D]
   const float y[1] = {1.0f};
   const float post[2] = {2.0f, 3.0f};
   const float comb[4] = {0.1f, 0.2f,   // from stream 0 to streams 0, 1
@@ -175,18 +175,18 @@ struct TinyMoe {
     w3 = {1.0f, 0.0f};  // up = x0
     w2 = {1.0f, 0.0f};  // down: out[0] = h, out[1] = 0  ([D, F] = [2, 1])
     for (int e = 0; e < 4; ++e) {
-      w.experts.push_back(ExpertWeights{
-          .w1 = {.weight = TensorView::Contiguous(w1.data(), DType::kF32, {1, 2})},
-          .w3 = {.weight = TensorView::Contiguous(w3.data(), DType::kF32, {1, 2})},
-          .w2 = {.weight = TensorView::Contiguous(w2.data(), DType::kF32, {2, 1})}});
+      w.experts.push_back(
+          ExpertWeights{.w1 = {.weight = TensorView::Contiguous(w1.data(), DType::kF32, {1, 2})},
+                        .w3 = {.weight = TensorView::Contiguous(w3.data(), DType::kF32, {1, 2})},
+                        .w2 = {.weight = TensorView::Contiguous(w2.data(), DType::kF32, {2, 1})}});
     }
     sw1 = {0.0f, 0.0f};  // the shared expert contributes 0
     sw3 = {0.0f, 0.0f};
     sw2 = {0.0f, 0.0f};
-    w.shared = ExpertWeights{
-        .w1 = {.weight = TensorView::Contiguous(sw1.data(), DType::kF32, {1, 2})},
-        .w3 = {.weight = TensorView::Contiguous(sw3.data(), DType::kF32, {1, 2})},
-        .w2 = {.weight = TensorView::Contiguous(sw2.data(), DType::kF32, {2, 1})}};
+    w.shared =
+        ExpertWeights{.w1 = {.weight = TensorView::Contiguous(sw1.data(), DType::kF32, {1, 2})},
+                      .w3 = {.weight = TensorView::Contiguous(sw3.data(), DType::kF32, {1, 2})},
+                      .w2 = {.weight = TensorView::Contiguous(sw2.data(), DType::kF32, {2, 1})}};
     plan.router = RouterKind::kScored;
   }
 };
@@ -378,8 +378,9 @@ TEST(DeepSeekV4ModelBad, ForwardErrors) {
   EXPECT_EQ(cache->length(), 0);
   EXPECT_FALSE(model.Forward({}, *cache, logits, true).ok());
   std::vector<float> small(10);
-  EXPECT_NE(model.Forward(std::vector<int32_t>{1, 2}, *cache, small, true).message().find(
-                "logits buffer"),
+  EXPECT_NE(model.Forward(std::vector<int32_t>{1, 2}, *cache, small, true)
+                .message()
+                .find("logits buffer"),
             std::string::npos);
   const std::vector<int32_t> five = {1, 2, 3, 4, 5};
   std::vector<float> big(5 * 64);
@@ -402,7 +403,8 @@ TEST(DeepSeekV4Model, TruncateZeroRestarts) {
   auto cache = (*m)->NewCache(0);
   std::vector<float> got(ids.size() * 64);
   ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{3, 3, 3, 3, 3, 3}, *cache,
-                            std::span<float>(got).first(64), false).ok());
+                            std::span<float>(got).first(64), false)
+                  .ok());
   cache->Truncate(0);
   ASSERT_TRUE((*m)->Forward(ids, *cache, got, true).ok());
   EXPECT_EQ(got, want);
@@ -418,10 +420,11 @@ TEST(DeepSeekV4Model, TruncateWithinTheWindowIsExact) {
   std::vector<float> got(3 * 64);
   // 4 tokens (≤ window), drop the last two, continue with a different one.
   ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{0, 9, 1, 1}, *cache,
-                            std::span<float>(got).first(64), false).ok());
+                            std::span<float>(got).first(64), false)
+                  .ok());
   cache->Truncate(2);
-  ASSERT_TRUE((*m)->Forward(std::vector<int32_t>{8}, *cache, std::span<float>(got).last(64),
-                            false).ok());
+  ASSERT_TRUE(
+      (*m)->Forward(std::vector<int32_t>{8}, *cache, std::span<float>(got).last(64), false).ok());
   // Equal up to fp32 summation order (the matmul kernels may group tokens).
   for (int v = 0; v < 64; ++v) EXPECT_NEAR(got[2 * 64 + v], want[2 * 64 + v], 1e-5f);
 }
@@ -516,10 +519,11 @@ QatRun RunWithSims(const std::string& name, bool act_quant, bool kv_quant) {
   for (int64_t t = 0; t < T; ++t) {
     r.top1_fp32 += ArgmaxRow(&ours[t * V], V) == ArgmaxRow(&fp32[t * V], V);
   }
-  std::printf("[%s act %d kv %d] KL vs released %.3g, vs fp32 %.3g (released vs fp32 %.3g), "
-              "top-1 vs fp32 %lld/%lld\n",
-              name.c_str(), act_quant, kv_quant, r.kl_released, r.kl_fp32, r.kl_released_fp32,
-              static_cast<long long>(r.top1_fp32), static_cast<long long>(T));
+  std::printf(
+      "[%s act %d kv %d] KL vs released %.3g, vs fp32 %.3g (released vs fp32 %.3g), "
+      "top-1 vs fp32 %lld/%lld\n",
+      name.c_str(), act_quant, kv_quant, r.kl_released, r.kl_fp32, r.kl_released_fp32,
+      static_cast<long long>(r.top1_fp32), static_cast<long long>(T));
   return r;
 }
 

@@ -42,7 +42,8 @@ TEST(QuantMatMulRef, Fp8DequantizeIsBitExactWithPartialBlocks) {
   std::mt19937 rng(7);
   std::vector<uint8_t> w(N * K), s(2 * 2);
   for (auto& b : w) {
-    do b = static_cast<uint8_t>(rng()); while ((b & 0x7f) == 0x7f);  // skip NaN codes
+    do b = static_cast<uint8_t>(rng());
+    while ((b & 0x7f) == 0x7f);  // skip NaN codes
   }
   for (auto& e : s) e = static_cast<uint8_t>(110 + rng() % 30);
   const TensorView wv = TensorView::Contiguous(w.data(), DType::kFp8E4m3, {N, K});
@@ -52,8 +53,8 @@ TEST(QuantMatMulRef, Fp8DequantizeIsBitExactWithPartialBlocks) {
     DequantizeFp8BlockRow(wv, sv, n, row.data());
     for (int64_t k = 0; k < K; ++k) {
       const float want = Expected(fp8[w[n * K + k]], s[(n / 128) * 2 + k / 128]);
-      ASSERT_TRUE(SameBits(row[k], want)) << "n " << n << " k " << k << ": " << row[k] << " vs "
-                                          << want;
+      ASSERT_TRUE(SameBits(row[k], want))
+          << "n " << n << " k " << k << ": " << row[k] << " vs " << want;
     }
   }
 }
@@ -76,7 +77,7 @@ TEST(QuantMatMulRef, Fp4NibbleOrderAndScale) {
   // Byte 0x2F: element 0 = low nibble 0xF = -6, element 1 = high nibble 0x2 = 1.
   std::vector<uint8_t> w(16, 0);
   w[0] = 0x2F;
-  w[15] = 0x71;  // elements 30, 31: 0.5, 6
+  w[15] = 0x71;                          // elements 30, 31: 0.5, 6
   const std::vector<uint8_t> s = {128};  // ×2
   const TensorView wv = TensorView::Contiguous(w.data(), DType::kFp4E2m1, {1, 32});
   const TensorView sv = TensorView::Contiguous(s.data(), DType::kE8m0, {1, 1});
@@ -119,7 +120,8 @@ TEST(QuantMatMulRef, Fp8MatMulEqualsDenseOnDequantized) {
   std::normal_distribution<float> normal;
   std::vector<uint8_t> w(N * K), s(2 * 2);
   for (auto& b : w) {
-    do b = static_cast<uint8_t>(rng()); while ((b & 0x7f) == 0x7f);
+    do b = static_cast<uint8_t>(rng());
+    while ((b & 0x7f) == 0x7f);
   }
   for (auto& e : s) e = static_cast<uint8_t>(120 + rng() % 10);
   std::vector<float> x(T * K);

@@ -44,8 +44,11 @@ class MemoryCheckpoint final : public CheckpointReader {
            std::vector<uint8_t> bytes) {
     auto storage = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
     storage_.push_back(storage);
-    TensorInfo info{.name = name, .dtype = dtype, .shape = std::move(shape),
-                    .data = storage->data(), .nbytes = static_cast<int64_t>(storage->size())};
+    TensorInfo info{.name = name,
+                    .dtype = dtype,
+                    .shape = std::move(shape),
+                    .data = storage->data(),
+                    .nbytes = static_cast<int64_t>(storage->size())};
     auto it = index_.find(name);
     if (it != index_.end()) {
       tensors_[it->second] = info;
@@ -109,8 +112,8 @@ inline uint8_t E8m0Ceil(float a) {
 
 // FP8 e4m3 + e8m0 scales per 128×128 block, as the release quantises (README
 // of tests/data/deepseek_v4): s = 2^ceil(log2(amax/448)), q = e4m3(w/s).
-inline void QuantizeFp8(const std::vector<float>& w, int64_t n, int64_t k,
-                        std::vector<uint8_t>& q, std::vector<uint8_t>& scale) {
+inline void QuantizeFp8(const std::vector<float>& w, int64_t n, int64_t k, std::vector<uint8_t>& q,
+                        std::vector<uint8_t>& scale) {
   const int64_t nb = (n + 127) / 128, kb = (k + 127) / 128;
   q.assign(n * k, 0);
   scale.assign(nb * kb, 127);
@@ -159,8 +162,8 @@ enum class SynthFormat { kF32, kBf16, kFp8Fp4 };
 // Fills `ckpt` with random weights for every declared tensor of `config`
 // (MTP layers only when `mtp`) under the official names. Norm weights are near
 // 1, mHC fn small.
-inline void FillRandomCheckpoint(const DeepSeekV4Config& config, uint32_t seed,
-                                 SynthFormat format, MemoryCheckpoint& ckpt, bool mtp = false) {
+inline void FillRandomCheckpoint(const DeepSeekV4Config& config, uint32_t seed, SynthFormat format,
+                                 MemoryCheckpoint& ckpt, bool mtp = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const auto plans = BuildLayerPlans(config);
@@ -178,7 +181,8 @@ inline void FillRandomCheckpoint(const DeepSeekV4Config& config, uint32_t seed,
         x = 1.0f + 0.1f * x;
       } else if (name.find("hc_") != std::string::npos) {
         x *= name.find("_fn") != std::string::npos ? 0.05f : 0.5f;
-      } else if (name.find("attn_sink") != std::string::npos || name.find("bias") != std::string::npos) {
+      } else if (name.find("attn_sink") != std::string::npos ||
+                 name.find("bias") != std::string::npos) {
         x *= 0.5f;
       } else if (d.shape.size() == 2) {
         x /= std::sqrt(fan_in);

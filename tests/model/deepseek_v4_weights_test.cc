@@ -10,10 +10,10 @@
 #include <fstream>
 #include <set>
 
+#include "deepseek_v4_test_util.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/tensor_names.h"
 #include "model/deepseek_v4/weights.h"
-#include "deepseek_v4_test_util.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -117,7 +117,7 @@ TEST(DeepSeekV4Weights, BindsBf16) {
   EXPECT_EQ(w->layers[0].attn.wq_a.format, LinearFormat::kDense);
   EXPECT_EQ(w->layers[0].moe.tid2eid.size(), 64u * 2);  // hash layer
   EXPECT_TRUE(w->layers[0].moe.bias.empty());
-  EXPECT_EQ(w->layers[1].moe.bias.size(), 8u);          // scored layer
+  EXPECT_EQ(w->layers[1].moe.bias.size(), 8u);  // scored layer
   EXPECT_TRUE(w->layers[1].moe.tid2eid.empty());
   // Views into the checkpoint, not copies.
   EXPECT_EQ(w->embed.data, ckpt->Find("embed.weight")->data);

@@ -29,13 +29,13 @@ RopeFrequencies::RopeFrequencies(int64_t rope_dim, double base, const YarnScalin
            (2.0 * std::log(base));
   };
   double low = std::max(std::floor(correction_dim(yarn->beta_fast)), 0.0);
-  double high = std::min(std::ceil(correction_dim(yarn->beta_slow)),
-                         static_cast<double>(rope_dim - 1));
+  double high =
+      std::min(std::ceil(correction_dim(yarn->beta_slow)), static_cast<double>(rope_dim - 1));
   if (low == high) high += 0.001;
   const float factor = static_cast<float>(yarn->factor);
   for (int64_t i = 0; i < half; ++i) {
-    const float linear = (static_cast<float>(i) - static_cast<float>(low)) /
-                         static_cast<float>(high - low);
+    const float linear =
+        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low);
     const float ramp = std::clamp(linear, 0.0f, 1.0f);
     const float smooth = 1.0f - ramp;
     omega_[i] = omega_[i] / factor * (1.0f - smooth) + omega_[i] * smooth;
@@ -140,10 +140,10 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
 }
 
 void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w,
-                      const RopeFrequencies& rope, const NumericsOptions& opts,
-                      const Tracer& trace, const float* x, int64_t n_tokens, int64_t pos0,
-                      AttentionState& state, AttentionScratch& s, float* out) {
+                      const AttentionWeights& w, const RopeFrequencies& rope,
+                      const NumericsOptions& opts, const Tracer& trace, const float* x,
+                      int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
+                      float* out) {
   const int64_t layer = plan.layer;
   CHECK(state.ring.end() == pos0, "layer %lld: attention at position %lld, cache at %lld",
         static_cast<long long>(plan.layer), static_cast<long long>(pos0),
@@ -193,8 +193,8 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
   }
   const int64_t k = c.index_topk;
   if (plan.has_indexer) {
-    IndexerForward(pool, c, w.indexer, rope, opts, trace, layer, x, qr, T, pos0,
-                   state.index_keys, s.indexer, s.top.data());
+    IndexerForward(pool, c, w.indexer, rope, opts, trace, layer, x, qr, T, pos0, state.index_keys,
+                   s.indexer, s.top.data());
   }
   const int64_t max_keys = W + (r == 0 ? 0 : plan.has_indexer ? k : state.compressed.n_entries());
   const int64_t n_threads = pool.size();

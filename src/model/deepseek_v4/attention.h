@@ -70,25 +70,25 @@ struct AttentionState {
   void Restore(const Saved& saved);
 
   CacheSpec spec;
-  RowHistory ring;               // [W + H, A] kv of the newest positions (slot p mod (W + H))
-  CompressorState compressed;    // ratio > 0: compressed kv entries [n, A] + compressor rows
-  CompressorState index_keys;    // CSA: index keys [n, ID] + the indexer compressor's rows
+  RowHistory ring;             // [W + H, A] kv of the newest positions (slot p mod (W + H))
+  CompressorState compressed;  // ratio > 0: compressed kv entries [n, A] + compressor rows
+  CompressorState index_keys;  // CSA: index keys [n, ID] + the indexer compressor's rows
 };
 
 // Per-call scratch, sized for up to `n_tokens` tokens once (grown if needed).
 struct AttentionScratch {
   void Reserve(const DeepSeekV4Config& c, int64_t n_tokens);
   int64_t n_tokens = 0;
-  std::vector<float> qr;      // [T, Q]
-  std::vector<float> q;       // [T, H·A]
-  std::vector<float> kv;      // [T, A]
-  std::vector<float> o;       // [T, H·A]
-  std::vector<float> o_group; // [T, (H/G)·A]
-  std::vector<float> z;       // [T, G·O]
-  std::vector<float> scores;  // [threads, W + compressed keys] one query's logits per thread
+  std::vector<float> qr;           // [T, Q]
+  std::vector<float> q;            // [T, H·A]
+  std::vector<float> kv;           // [T, A]
+  std::vector<float> o;            // [T, H·A]
+  std::vector<float> o_group;      // [T, (H/G)·A]
+  std::vector<float> z;            // [T, G·O]
+  std::vector<float> scores;       // [threads, W + compressed keys] one query's logits per thread
   std::vector<const float*> keys;  // [threads, W + compressed keys] its key rows
-  std::vector<float> act;     // activation-quant copies of linear inputs
-  std::vector<int32_t> top;   // [T, k] CSA: indexer picks
+  std::vector<float> act;          // activation-quant copies of linear inputs
+  std::vector<int32_t> top;        // [T, k] CSA: indexer picks
   CompressorScratch compressor;
   IndexerScratch indexer;
 };
@@ -101,10 +101,10 @@ struct AttentionScratch {
 // max(0, p−W+1) .. p in ascending order, then (HCA) the compressed entries
 // 0 .. (p+1) div r − 1 or (CSA) the indexer's picks among them.
 void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w,
-                      const RopeFrequencies& rope, const NumericsOptions& opts,
-                      const Tracer& trace, const float* x, int64_t n_tokens, int64_t pos0,
-                      AttentionState& state, AttentionScratch& s, float* out);
+                      const AttentionWeights& w, const RopeFrequencies& rope,
+                      const NumericsOptions& opts, const Tracer& trace, const float* x,
+                      int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
+                      float* out);
 
 }  // namespace dsv4::deepseek_v4
 

@@ -14,9 +14,7 @@ void RowHistory::Init(int64_t width, int64_t slots) {
   Reset();
 }
 
-void RowHistory::Reset(int64_t first) {
-  begin_ = end_ = first;
-}
+void RowHistory::Reset(int64_t first) { begin_ = end_ = first; }
 
 void RowHistory::Reserve(int64_t n) {
   if (slots_ == 0 && static_cast<int64_t>(data_.capacity()) < n * width_) data_.reserve(n * width_);

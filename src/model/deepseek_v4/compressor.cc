@@ -54,9 +54,9 @@ void HadamardRotate(float* x, int64_t n) {
 }
 
 void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
-                      const RopeFrequencies& rope, int64_t rope_dim,
-                      const NumericsOptions& opts, float eps, const float* x, int64_t n_tokens,
-                      int64_t pos0, CompressorState& st, CompressorScratch& s) {
+                      const RopeFrequencies& rope, int64_t rope_dim, const NumericsOptions& opts,
+                      float eps, const float* x, int64_t n_tokens, int64_t pos0,
+                      CompressorState& st, CompressorScratch& s) {
   const int64_t T = n_tokens, r = st.ratio, Wd = st.width, CW = st.coff * Wd;
   const bool overlap = st.coff == 2;
   if (static_cast<int64_t>(s.kv.size()) < T * CW) {

@@ -56,11 +56,11 @@ struct CompressorState {
   const float* row_k(int64_t p) const { return rows.Row(p); }
   const float* row_g(int64_t p) const { return rows.Row(p) + coff * width; }
 
-  int64_t ratio = 0;               // r
-  int64_t width = 0;               // Wd
-  int64_t coff = 1;                // c
-  RowHistory rows;                 // [c·r + H, 2·c·Wd] (k | gate + ape) of position p
-  std::vector<float> entries;      // [n, Wd] entry i pools window i = tokens [i·r, (i+1)·r)
+  int64_t ratio = 0;           // r
+  int64_t width = 0;           // Wd
+  int64_t coff = 1;            // c
+  RowHistory rows;             // [c·r + H, 2·c·Wd] (k | gate + ape) of position p
+  std::vector<float> entries;  // [n, Wd] entry i pools window i = tokens [i·r, (i+1)·r)
 };
 
 struct CompressorScratch {
@@ -77,9 +77,9 @@ struct CompressorScratch {
 // then RMS-normalised, rotated (RoPE on its last R dims at position i·r, the
 // window's first token) and post-processed by `kind`. Appends to state.entries.
 void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
-                      const RopeFrequencies& rope, int64_t rope_dim,
-                      const NumericsOptions& opts, float eps, const float* x, int64_t n_tokens,
-                      int64_t pos0, CompressorState& state, CompressorScratch& s);
+                      const RopeFrequencies& rope, int64_t rope_dim, const NumericsOptions& opts,
+                      float eps, const float* x, int64_t n_tokens, int64_t pos0,
+                      CompressorState& state, CompressorScratch& s);
 
 // y = x · H · n^−½ in place, H the natural-order (Sylvester) ±1 Walsh–Hadamard
 // matrix, n a power of two (the reference's `rotate_activation`, spec §4.5).

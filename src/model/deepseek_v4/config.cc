@@ -168,18 +168,24 @@ Status Field(const std::string& field, const std::string& value, const std::stri
 
 std::string_view ScoringFuncName(ScoringFunc f) {
   switch (f) {
-    case ScoringFunc::kSqrtSoftplus: return "sqrtsoftplus";
-    case ScoringFunc::kSigmoid: return "sigmoid";
-    case ScoringFunc::kSoftmax: return "softmax";
+    case ScoringFunc::kSqrtSoftplus:
+      return "sqrtsoftplus";
+    case ScoringFunc::kSigmoid:
+      return "sigmoid";
+    case ScoringFunc::kSoftmax:
+      return "softmax";
   }
   return "?";
 }
 
 std::string_view ExpertDTypeName(ExpertDType d) {
   switch (d) {
-    case ExpertDType::kDefault: return "default";
-    case ExpertDType::kFp8: return "fp8";
-    case ExpertDType::kFp4: return "fp4";
+    case ExpertDType::kDefault:
+      return "default";
+    case ExpertDType::kFp8:
+      return "fp8";
+    case ExpertDType::kFp4:
+      return "fp4";
   }
   return "?";
 }
@@ -465,11 +471,11 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
     if (ratios) {
       for (size_t i = 0; i < from_types.size() && i < ratios->size(); ++i) {
         if (from_types[i] != (*ratios)[i]) {
-          return InvalidArgument(
-              source + ": layer " + std::to_string(i) + " is '" + (*layer_types)[i] +
-                  "' in layer_types but has compress_ratios[" + std::to_string(i) + "] = " +
-                  Str((*ratios)[i]),
-              "make compress_ratios and layer_types agree");
+          return InvalidArgument(source + ": layer " + std::to_string(i) + " is '" +
+                                     (*layer_types)[i] +
+                                     "' in layer_types but has compress_ratios[" +
+                                     std::to_string(i) + "] = " + Str((*ratios)[i]),
+                                 "make compress_ratios and layer_types agree");
         }
       }
     } else {
@@ -500,8 +506,7 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
     }
     if (root.contains("num_hash_layers") && n_hash != c.num_hash_layers) {
       return InvalidArgument(source + ": mlp_layer_types has " + Str(n_hash) +
-                                 " hash_moe layers but num_hash_layers = " +
-                                 Str(c.num_hash_layers),
+                                 " hash_moe layers but num_hash_layers = " + Str(c.num_hash_layers),
                              "make them agree");
     }
     c.num_hash_layers = n_hash;
@@ -524,22 +529,18 @@ Status DeepSeekV4Config::Validate() const {
     const char* name;
     int64_t value;
   };
-  for (const Positive& p : {Positive{"vocab_size", vocab_size},
-                            Positive{"hidden_size", hidden_size},
-                            Positive{"num_hidden_layers", num_hidden_layers},
-                            Positive{"num_attention_heads", num_attention_heads},
-                            Positive{"head_dim", head_dim},
-                            Positive{"qk_rope_head_dim", qk_rope_head_dim},
-                            Positive{"q_lora_rank", q_lora_rank},
-                            Positive{"o_groups", o_groups},
-                            Positive{"o_lora_rank", o_lora_rank},
-                            Positive{"sliding_window", sliding_window},
-                            Positive{"max_position_embeddings", max_position_embeddings},
-                            Positive{"n_routed_experts", n_routed_experts},
-                            Positive{"num_experts_per_tok", num_experts_per_tok},
-                            Positive{"moe_intermediate_size", moe_intermediate_size},
-                            Positive{"hc_mult", hc_mult},
-                            Positive{"hc_sinkhorn_iters", hc_sinkhorn_iters}}) {
+  for (const Positive& p :
+       {Positive{"vocab_size", vocab_size}, Positive{"hidden_size", hidden_size},
+        Positive{"num_hidden_layers", num_hidden_layers},
+        Positive{"num_attention_heads", num_attention_heads}, Positive{"head_dim", head_dim},
+        Positive{"qk_rope_head_dim", qk_rope_head_dim}, Positive{"q_lora_rank", q_lora_rank},
+        Positive{"o_groups", o_groups}, Positive{"o_lora_rank", o_lora_rank},
+        Positive{"sliding_window", sliding_window},
+        Positive{"max_position_embeddings", max_position_embeddings},
+        Positive{"n_routed_experts", n_routed_experts},
+        Positive{"num_experts_per_tok", num_experts_per_tok},
+        Positive{"moe_intermediate_size", moe_intermediate_size}, Positive{"hc_mult", hc_mult},
+        Positive{"hc_sinkhorn_iters", hc_sinkhorn_iters}}) {
     if (p.value <= 0) return Field(p.name, Str(p.value), "a positive integer");
   }
   // Sizes far beyond any release (V4-Pro: vocab 129280, hidden 7168, 61 layers,
@@ -550,26 +551,27 @@ Status DeepSeekV4Config::Validate() const {
     int64_t value;
     int64_t max;
   };
-  for (const Limit& p : {Limit{"vocab_size", vocab_size, int64_t{1} << 22},
-                         Limit{"hidden_size", hidden_size, int64_t{1} << 16},
-                         Limit{"num_hidden_layers", num_hidden_layers, 1024},
-                         Limit{"num_attention_heads", num_attention_heads, 4096},
-                         Limit{"head_dim", head_dim, int64_t{1} << 14},
-                         Limit{"q_lora_rank", q_lora_rank, int64_t{1} << 16},
-                         Limit{"o_lora_rank", o_lora_rank, int64_t{1} << 16},
-                         Limit{"n_routed_experts", n_routed_experts, int64_t{1} << 14},
-                         Limit{"moe_intermediate_size", moe_intermediate_size, int64_t{1} << 16},
-                         Limit{"sliding_window", sliding_window, int64_t{1} << 20},
-                         Limit{"index_n_heads", index_n_heads, 4096},
-                         Limit{"index_head_dim", index_head_dim, int64_t{1} << 14},
-                         Limit{"index_topk", index_topk, int64_t{1} << 24},
-                         Limit{"max_position_embeddings", max_position_embeddings,
-                               int64_t{1} << 40}}) {
+  for (const Limit& p :
+       {Limit{"vocab_size", vocab_size, int64_t{1} << 22},
+        Limit{"hidden_size", hidden_size, int64_t{1} << 16},
+        Limit{"num_hidden_layers", num_hidden_layers, 1024},
+        Limit{"num_attention_heads", num_attention_heads, 4096},
+        Limit{"head_dim", head_dim, int64_t{1} << 14},
+        Limit{"q_lora_rank", q_lora_rank, int64_t{1} << 16},
+        Limit{"o_lora_rank", o_lora_rank, int64_t{1} << 16},
+        Limit{"n_routed_experts", n_routed_experts, int64_t{1} << 14},
+        Limit{"moe_intermediate_size", moe_intermediate_size, int64_t{1} << 16},
+        Limit{"sliding_window", sliding_window, int64_t{1} << 20},
+        Limit{"index_n_heads", index_n_heads, 4096},
+        Limit{"index_head_dim", index_head_dim, int64_t{1} << 14},
+        Limit{"index_topk", index_topk, int64_t{1} << 24},
+        Limit{"max_position_embeddings", max_position_embeddings, int64_t{1} << 40}}) {
     if (p.value > p.max) return Field(p.name, Str(p.value), "at most " + Str(p.max));
   }
   if (index_n_heads <= 0 || index_head_dim <= 0 || index_topk <= 0) {
-    return Field(index_n_heads <= 0 ? "index_n_heads"
-                 : index_head_dim <= 0 ? "index_head_dim" : "index_topk",
+    return Field(index_n_heads <= 0    ? "index_n_heads"
+                 : index_head_dim <= 0 ? "index_head_dim"
+                                       : "index_topk",
                  Str(std::min({index_n_heads, index_head_dim, index_topk})), "a positive integer");
   }
   if (hc_mult > 64) return Field("hc_mult", Str(hc_mult), "1..64 (V4 uses 4)");
@@ -692,7 +694,8 @@ Status DeepSeekV4Config::CheckForwardSupported() const {
       return Unimplemented(
           "config field 'index_head_dim' = " + Str(index_head_dim) + ": layer " + Str(l) +
               " is compressed sparse attention (CSA), whose indexer needs a power-of-two "
-              "index_head_dim of at least qk_rope_head_dim = " + Str(qk_rope_head_dim),
+              "index_head_dim of at least qk_rope_head_dim = " +
+              Str(qk_rope_head_dim),
           "V4 uses index_head_dim 128");
     }
   }

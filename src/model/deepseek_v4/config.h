@@ -33,19 +33,19 @@ std::string_view ExpertDTypeName(ExpertDType d);
 // YaRN frequency interpolation, applied only to layers with compress ratio > 0
 // (spec §4.2). No amplitude (mscale) factor: attention_factor must be 1.
 struct YarnScaling {
-  bool enabled = true;                   // rope_scaling.type == "yarn"
-  double factor = 16.0;                  // rope_scaling.factor (inference: rope_factor)
-  int64_t original_max_position = 65536; // original_max_position_embeddings (original_seq_len)
+  bool enabled = true;                    // rope_scaling.type == "yarn"
+  double factor = 16.0;                   // rope_scaling.factor (inference: rope_factor)
+  int64_t original_max_position = 65536;  // original_max_position_embeddings (original_seq_len)
   double beta_fast = 32.0;
   double beta_slow = 1.0;
 };
 
 // `quantization_config` of the FP8 releases: block-scaled e4m3 weights.
 struct QuantizationConfig {
-  bool present = false;                  // absent: unquantized (bf16) dense weights
+  bool present = false;  // absent: unquantized (bf16) dense weights
   std::string quant_method = "fp8";
   std::string fmt = "e4m3";
-  std::string scale_fmt = "ue8m0";       // power-of-two (e8m0) scales; "" = f32 scales
+  std::string scale_fmt = "ue8m0";  // power-of-two (e8m0) scales; "" = f32 scales
   std::vector<int64_t> weight_block_size = {128, 128};
   std::string activation_scheme = "dynamic";
 };
@@ -54,25 +54,25 @@ struct DeepSeekV4Config {
   std::string model_type = "deepseek_v4";
 
   // ---- sizes ----
-  int64_t vocab_size = 129280;           // V
-  int64_t hidden_size = 4096;            // D  (inference: dim)
-  int64_t num_hidden_layers = 43;        // L  main stack, MTP not counted (n_layers)
-  int64_t num_attention_heads = 64;      // H  (n_heads)
-  int64_t num_key_value_heads = 1;       // one shared K=V head (MQA); only 1 is supported
-  int64_t head_dim = 512;                // A  per-head width of q, kv and o
-  int64_t qk_rope_head_dim = 64;         // R  trailing dims of a head that get RoPE (rope_head_dim)
-  int64_t q_lora_rank = 1024;            // Q  low-rank query width
-  int64_t o_groups = 8;                  // G  groups of the output projection
-  int64_t o_lora_rank = 1024;            // O  per-group rank of the output projection
-  int64_t sliding_window = 128;          // W  window incl. the current token (window_size)
+  int64_t vocab_size = 129280;       // V
+  int64_t hidden_size = 4096;        // D  (inference: dim)
+  int64_t num_hidden_layers = 43;    // L  main stack, MTP not counted (n_layers)
+  int64_t num_attention_heads = 64;  // H  (n_heads)
+  int64_t num_key_value_heads = 1;   // one shared K=V head (MQA); only 1 is supported
+  int64_t head_dim = 512;            // A  per-head width of q, kv and o
+  int64_t qk_rope_head_dim = 64;     // R  trailing dims of a head that get RoPE (rope_head_dim)
+  int64_t q_lora_rank = 1024;        // Q  low-rank query width
+  int64_t o_groups = 8;              // G  groups of the output projection
+  int64_t o_lora_rank = 1024;        // O  per-group rank of the output projection
+  int64_t sliding_window = 128;      // W  window incl. the current token (window_size)
   int64_t max_position_embeddings = 1048576;
 
   // ---- attention schedule ----
   // One entry per layer, then one per MTP layer: 0 = sliding window only,
   // 4 = CSA (overlapping compressor + indexer), other > 0 = HCA (spec §1.2).
   std::vector<int64_t> compress_ratios;
-  double rope_theta = 10000.0;           // RoPE base of ratio-0 layers (no YaRN)
-  double compress_rope_theta = 160000.0; // RoPE base of ratio > 0 layers (with YaRN)
+  double rope_theta = 10000.0;            // RoPE base of ratio-0 layers (no YaRN)
+  double compress_rope_theta = 160000.0;  // RoPE base of ratio > 0 layers (with YaRN)
   YarnScaling rope_scaling;
 
   // ---- lightning indexer (CSA layers) ----
@@ -87,13 +87,13 @@ struct DeepSeekV4Config {
   int64_t moe_intermediate_size = 2048;  // F  routed and shared expert width (moe_inter_dim)
   int64_t num_hash_layers = 3;           // layers [0, n) route by tid2eid[token] (n_hash_layers)
   ScoringFunc scoring_func = ScoringFunc::kSqrtSoftplus;  // (score_func)
-  std::string topk_method = "noaux_tc";  // bias used for selection only, no groups
-  bool norm_topk_prob = true;            // top-k weights normalised to sum 1
-  double routed_scaling_factor = 1.5;    // (route_scale)
-  double swiglu_limit = 10.0;            // gate ≤ limit, up ∈ [−limit, limit]; 0 = off
+  std::string topk_method = "noaux_tc";                   // bias used for selection only, no groups
+  bool norm_topk_prob = true;                             // top-k weights normalised to sum 1
+  double routed_scaling_factor = 1.5;                     // (route_scale)
+  double swiglu_limit = 10.0;  // gate ≤ limit, up ∈ [−limit, limit]; 0 = off
 
   // ---- manifold-constrained hyper-connections ----
-  int64_t hc_mult = 4;                   // C  residual streams
+  int64_t hc_mult = 4;  // C  residual streams
   int64_t hc_sinkhorn_iters = 20;
   double hc_eps = 1e-6;
 
@@ -118,8 +118,8 @@ struct DeepSeekV4Config {
   // ---- derived ----
   int64_t n_layers_total() const { return num_hidden_layers + num_nextn_predict_layers; }
   int64_t head_dim_nope() const { return head_dim - qk_rope_head_dim; }
-  int64_t hc_dim() const { return hc_mult * hidden_size; }             // C·D
-  int64_t hc_mix_dim() const { return (2 + hc_mult) * hc_mult; }       // M = (2 + C)·C
+  int64_t hc_dim() const { return hc_mult * hidden_size; }        // C·D
+  int64_t hc_mix_dim() const { return (2 + hc_mult) * hc_mult; }  // M = (2 + C)·C
   int64_t heads_per_group() const { return num_attention_heads / o_groups; }
   // Ratio of layer `layer` in [0, n_layers_total()); MTP layers past the list are 0.
   int64_t compress_ratio(int64_t layer) const;

@@ -19,11 +19,11 @@
 namespace dsv4::deepseek_v4 {
 
 struct HcParams {
-  int64_t streams = 4;         // C
-  int64_t hidden = 0;          // D
+  int64_t streams = 4;  // C
+  int64_t hidden = 0;   // D
   int64_t sinkhorn_iters = 20;
-  float hc_eps = 1e-6f;        // pre offset and Sinkhorn denominators
-  float norm_eps = 1e-6f;      // the unweighted RMS over all C·D inputs
+  float hc_eps = 1e-6f;    // pre offset and Sinkhorn denominators
+  float norm_eps = 1e-6f;  // the unweighted RMS over all C·D inputs
 };
 
 // Mixing coefficients of one layer site for T tokens (spec §3.1):

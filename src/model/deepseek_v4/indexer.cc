@@ -46,10 +46,9 @@ void TopKInto(const float* x, int64_t n, int64_t k, int32_t* heap, int32_t* out)
 }  // namespace
 
 void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
-                    const RopeFrequencies& rope, const NumericsOptions& opts,
-                    const Tracer& trace, int64_t layer, const float* x, const float* qr,
-                    int64_t n_tokens, int64_t pos0, CompressorState& keys, IndexerScratch& s,
-                    int32_t* top) {
+                    const RopeFrequencies& rope, const NumericsOptions& opts, const Tracer& trace,
+                    int64_t layer, const float* x, const float* qr, int64_t n_tokens, int64_t pos0,
+                    CompressorState& keys, IndexerScratch& s, int32_t* top) {
   const int64_t T = n_tokens, IH = c.index_n_heads, ID = c.index_head_dim;
   const int64_t R = c.qk_rope_head_dim, k = c.index_topk, r = keys.ratio;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -96,7 +95,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   for (int64_t t0 = 0; t0 < T; t0 += block) {
     const int64_t tb = std::min(block, T - t0);
     const int64_t n_block = (pos0 + t0 + tb) / r;  // visible to the block's last query
-    const float* dots = s.dots.data();              // [tb, IH, n_block]
+    const float* dots = s.dots.data();             // [tb, IH, n_block]
     if (n_block > 0) {
       const TensorView keys_view =
           TensorView::Contiguous(keys.entries.data(), DType::kF32, {n_block, ID});

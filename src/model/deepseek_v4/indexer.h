@@ -41,10 +41,9 @@ struct IndexerScratch {
 // among the visible entries s < (p+1) div 4, best first; −1 pads the rest.
 // x: [T, D] attention input; qr: [T, Q].
 void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
-                    const RopeFrequencies& rope, const NumericsOptions& opts,
-                    const Tracer& trace, int64_t layer, const float* x, const float* qr,
-                    int64_t n_tokens, int64_t pos0, CompressorState& keys, IndexerScratch& s,
-                    int32_t* top);
+                    const RopeFrequencies& rope, const NumericsOptions& opts, const Tracer& trace,
+                    int64_t layer, const float* x, const float* qr, int64_t n_tokens, int64_t pos0,
+                    CompressorState& keys, IndexerScratch& s, int32_t* top);
 
 }  // namespace dsv4::deepseek_v4
 

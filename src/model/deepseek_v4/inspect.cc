@@ -48,8 +48,8 @@ std::string KindName(const LayerPlan& p) {
 }
 
 // One table of the KV-cache section.
-std::string KvTable(const DeepSeekV4Config& c, const std::vector<int64_t>& contexts,
-                    bool reference, const RollbackOptions& rb) {
+std::string KvTable(const DeepSeekV4Config& c, const std::vector<int64_t>& contexts, bool reference,
+                    const RollbackOptions& rb) {
   std::string r = Fmt("  %-12s %6s %9s %11s", "kind", "layers", "B/token", "fixed");
   for (int64_t n : contexts) r += Fmt(" %13s", (std::to_string(n) + " tok").c_str());
   r += "\n";
@@ -81,11 +81,12 @@ std::string KvTable(const DeepSeekV4Config& c, const std::vector<int64_t>& conte
       [](const KvCacheSummary& s) { return s.main.total(); });
   for (const KvCacheSummary& s : sums) {
     const CacheBytes& b = s.main;
-    r += Fmt("  main at %lld tokens: %lld B = window rings %lld + compressed kv %lld + index "
-             "keys %lld + compressor state %lld",
-             static_cast<long long>(s.n_tokens), static_cast<long long>(b.total()),
-             static_cast<long long>(b.ring), static_cast<long long>(b.compressed),
-             static_cast<long long>(b.index_keys), static_cast<long long>(b.state));
+    r +=
+        Fmt("  main at %lld tokens: %lld B = window rings %lld + compressed kv %lld + index "
+            "keys %lld + compressor state %lld",
+            static_cast<long long>(s.n_tokens), static_cast<long long>(b.total()),
+            static_cast<long long>(b.ring), static_cast<long long>(b.compressed),
+            static_cast<long long>(b.index_keys), static_cast<long long>(b.state));
     if (!reference) r += Fmt(" + checkpoints %lld", static_cast<long long>(b.checkpoints));
     r += " (" + HumanBytes(b.total()) + "; " + HumanBytes(b.total() - b.state - b.checkpoints) +
          " of window, compressed and index rows)\n";
@@ -176,8 +177,8 @@ KvCacheSummary SummarizeKvCache(const DeepSeekV4Config& c, int64_t n, bool refer
     if (!reference && layer_rb.horizon == RollbackOptions::kAll) {
       per_token += static_cast<double>(s.head_dim) * value_bytes;  // every window row kept
       if (s.compress_ratio > 0) {
-        per_token += static_cast<double>(s.coff() * (s.head_dim + s.indexer_head_dim) * 2) *
-                     value_bytes;
+        per_token +=
+            static_cast<double>(s.coff() * (s.head_dim + s.indexer_head_dim) * 2) * value_bytes;
       }
     }
     it->bytes_per_token += per_token;
@@ -191,12 +192,14 @@ KvCacheSummary SummarizeKvCache(const DeepSeekV4Config& c, int64_t n, bool refer
 
 std::string KvCacheReport(const DeepSeekV4Config& c, const std::vector<int64_t>& contexts,
                           const RollbackOptions& rb) {
-  std::string r = "KV cache per sequence, spec §4.9 layout (bf16 values, fp32 compressor "
-                  "state; B/token = growth per token):\n";
+  std::string r =
+      "KV cache per sequence, spec §4.9 layout (bf16 values, fp32 compressor "
+      "state; B/token = growth per token):\n";
   r += KvTable(c, contexts, /*reference=*/true, rb);
-  r += Fmt("this engine (fp32 values; Truncate in place over the last %lld tokens, "
-           "checkpoints every %lld tokens; the MTP cache keeps every row):\n",
-           static_cast<long long>(rb.horizon), static_cast<long long>(rb.checkpoint_interval));
+  r +=
+      Fmt("this engine (fp32 values; Truncate in place over the last %lld tokens, "
+          "checkpoints every %lld tokens; the MTP cache keeps every row):\n",
+          static_cast<long long>(rb.horizon), static_cast<long long>(rb.checkpoint_interval));
   r += KvTable(c, contexts, /*reference=*/false, rb);
   return r;
 }
@@ -206,22 +209,24 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
   std::string r;
   r += "DeepSeek-V4 model: " + source + "\n";
   r += "config:\n";
-  r += Fmt("  vocab %lld, hidden %lld, layers %lld (+%lld MTP), heads %lld x %lld "
-           "(rope %lld), kv heads %lld\n",
-           (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.num_hidden_layers,
-           (long long)c.num_nextn_predict_layers, (long long)c.num_attention_heads,
-           (long long)c.head_dim, (long long)c.qk_rope_head_dim,
-           (long long)c.num_key_value_heads);
-  r += Fmt("  q_lora_rank %lld, output %lld groups x rank %lld, sliding window %lld, "
-           "max positions %lld\n",
-           (long long)c.q_lora_rank, (long long)c.o_groups, (long long)c.o_lora_rank,
-           (long long)c.sliding_window, (long long)c.max_position_embeddings);
-  r += Fmt("  MoE: %lld routed experts, %lld per token, %lld shared, width %lld; %lld hash "
-           "layers; scoring %s, topk %s, route scale %g, swiglu limit %g\n",
-           (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
-           (long long)c.n_shared_experts, (long long)c.moe_intermediate_size,
-           (long long)c.num_hash_layers, std::string(ScoringFuncName(c.scoring_func)).c_str(),
-           c.topk_method.c_str(), c.routed_scaling_factor, c.swiglu_limit);
+  r +=
+      Fmt("  vocab %lld, hidden %lld, layers %lld (+%lld MTP), heads %lld x %lld "
+          "(rope %lld), kv heads %lld\n",
+          (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.num_hidden_layers,
+          (long long)c.num_nextn_predict_layers, (long long)c.num_attention_heads,
+          (long long)c.head_dim, (long long)c.qk_rope_head_dim, (long long)c.num_key_value_heads);
+  r +=
+      Fmt("  q_lora_rank %lld, output %lld groups x rank %lld, sliding window %lld, "
+          "max positions %lld\n",
+          (long long)c.q_lora_rank, (long long)c.o_groups, (long long)c.o_lora_rank,
+          (long long)c.sliding_window, (long long)c.max_position_embeddings);
+  r +=
+      Fmt("  MoE: %lld routed experts, %lld per token, %lld shared, width %lld; %lld hash "
+          "layers; scoring %s, topk %s, route scale %g, swiglu limit %g\n",
+          (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
+          (long long)c.n_shared_experts, (long long)c.moe_intermediate_size,
+          (long long)c.num_hash_layers, std::string(ScoringFuncName(c.scoring_func)).c_str(),
+          c.topk_method.c_str(), c.routed_scaling_factor, c.swiglu_limit);
   r += Fmt("  mHC: %lld streams, %lld Sinkhorn iterations, hc_eps %g; rms_norm_eps %g\n",
            (long long)c.hc_mult, (long long)c.hc_sinkhorn_iters, c.hc_eps, c.rms_norm_eps);
   r += Fmt("  RoPE: theta %g on window layers; theta %g", c.rope_theta, c.compress_rope_theta);
@@ -265,10 +270,11 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
   const ParameterCounts n = CountParameters(c, reader);
   r += "parameters:\n";
   r += Fmt("  total %s (%lld), main model\n", HumanCount(n.total).c_str(), (long long)n.total);
-  r += Fmt("  active per token %s (%lld): %lld of %lld routed experts, embedding table "
-           "excluded\n",
-           HumanCount(n.active).c_str(), (long long)n.active, (long long)c.num_experts_per_tok,
-           (long long)c.n_routed_experts);
+  r +=
+      Fmt("  active per token %s (%lld): %lld of %lld routed experts, embedding table "
+          "excluded\n",
+          HumanCount(n.active).c_str(), (long long)n.active, (long long)c.num_experts_per_tok,
+          (long long)c.n_routed_experts);
   r += Fmt("  MTP %s (%lld), not in the total\n", HumanCount(n.mtp).c_str(), (long long)n.mtp);
   r += n.measured ? "bytes by dtype (measured, " + std::to_string(reader->tensors().size()) +
                         " tensors in the checkpoint):\n"
@@ -278,7 +284,8 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
     r += Fmt("  %-10s %14lld  %s\n", name.c_str(), (long long)bytes, HumanBytes(bytes).c_str());
     total_bytes += bytes;
   }
-  r += Fmt("  %-10s %14lld  %s\n", "total", (long long)total_bytes, HumanBytes(total_bytes).c_str());
+  r +=
+      Fmt("  %-10s %14lld  %s\n", "total", (long long)total_bytes, HumanBytes(total_bytes).c_str());
   return r;
 }
 
@@ -306,14 +313,13 @@ Result<std::string> InspectPath(const std::string& path, const std::vector<int64
     ASSIGN_OR_RETURN(auto opened, OpenCheckpointDir(path));
     reader = std::shared_ptr<const CheckpointReader>(std::move(opened));
     auto bound = BindWeights(*reader, config, BuildLayerPlans(config));
-    weights_note = bound.ok() ? "weights: every declared tensor bound ("
-                                    + std::string(NameSchemeName(bound->scheme)) + " names)\n"
+    weights_note = bound.ok() ? "weights: every declared tensor bound (" +
+                                    std::string(NameSchemeName(bound->scheme)) + " names)\n"
                               : "weights: " + bound.status().message() + "\n";
   } else {
     weights_note = "weights: none (config.json only)\n";
   }
-  return InspectReport(config, reader.get(), path) + weights_note +
-         KvCacheReport(config, contexts);
+  return InspectReport(config, reader.get(), path) + weights_note + KvCacheReport(config, contexts);
 }
 
 }  // namespace dsv4::deepseek_v4

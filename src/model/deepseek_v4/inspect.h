@@ -1,8 +1,8 @@
 // The `dsv4 inspect` report of a DeepSeek-V4 model directory: the config, the
 // layer plan, parameter counts (total and active per token), bytes by dtype
-// and the KV-cache bytes per token and per sequence by layer kind. Works from config.json alone when no weights are present (then the
-// dtypes are the ones the config predicts for a release checkpoint), so the
-// real V4-Flash / V4-Pro configs can be inspected without 160+ GB of weights.
+// and the KV-cache bytes per token and per sequence by layer kind. Works from config.json alone
+// when no weights are present (then the dtypes are the ones the config predicts for a release
+// checkpoint), so the real V4-Flash / V4-Pro configs can be inspected without 160+ GB of weights.
 //
 // Counting convention (matches the published 284B/13B and 1.6T/49B): the main
 // model only (MTP layers reported apart); "active" counts every tensor read
@@ -24,10 +24,10 @@
 namespace dsv4::deepseek_v4 {
 
 struct ParameterCounts {
-  int64_t total = 0;        // main model parameters (logical elements)
-  int64_t active = 0;       // per token (see the header comment)
-  int64_t mtp = 0;          // MTP layers, not in total
-  int64_t n_tensors = 0;    // declared tensors incl. MTP (scales not counted)
+  int64_t total = 0;      // main model parameters (logical elements)
+  int64_t active = 0;     // per token (see the header comment)
+  int64_t mtp = 0;        // MTP layers, not in total
+  int64_t n_tensors = 0;  // declared tensors incl. MTP (scales not counted)
   // Bytes by stored dtype name ("bf16", "fp8_e4m3", "e8m0", ...), scales
   // included: measured from the checkpoint when `reader` is given, else predicted.
   std::map<std::string, int64_t> bytes_by_dtype;

@@ -100,8 +100,8 @@ class DeepSeekV4Cache final : public SequenceCache {
       st.allocated_bytes += s.ring.allocated_bytes();
       for (const CompressorState* c : {&s.compressed, &s.index_keys}) {
         if (c->ratio == 0) continue;
-        st.allocated_bytes += c->rows.allocated_bytes() +
-                              static_cast<int64_t>(c->entries.capacity() * sizeof(float));
+        st.allocated_bytes +=
+            c->rows.allocated_bytes() + static_cast<int64_t>(c->entries.capacity() * sizeof(float));
       }
     }
     for (const Checkpoint& cp : checkpoints_) {
@@ -127,12 +127,12 @@ class DeepSeekV4Cache final : public SequenceCache {
   int64_t max_tokens_;
   LayerRole role_;
   RollbackOptions rollback_;
-  int64_t length_ = 0;    // tokens in the sequence
-  int64_t computed_ = 0;  // tokens whose state the layers hold
-  int64_t replayed_ = 0;  // tokens re-run after deep truncations
-  std::vector<int32_t> tokens_;         // [length] ids, for replays
+  int64_t length_ = 0;                   // tokens in the sequence
+  int64_t computed_ = 0;                 // tokens whose state the layers hold
+  int64_t replayed_ = 0;                 // tokens re-run after deep truncations
+  std::vector<int32_t> tokens_;          // [length] ids, for replays
   std::vector<Checkpoint> checkpoints_;  // ascending n_tokens, every P tokens
-  std::vector<AttentionState> layers_;  // [L] (main) or [1] (MTP)
+  std::vector<AttentionState> layers_;   // [L] (main) or [1] (MTP)
 };
 
 Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
@@ -142,42 +142,50 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
   RETURN_IF_ERROR(c.CheckForwardSupported().WithContext(reader->path()));
   // QAT simulations: the caller's choice, else the config's (spec §9.2).
   const bool from_config = !options.numerics.has_value();
-  const NumericsOptions numerics = options.numerics.value_or(NumericsOptions{
-      .act_quant = c.qat_simulation, .kv_quant = c.qat_simulation, .index_quant = c.qat_simulation});
+  const NumericsOptions numerics =
+      options.numerics.value_or(NumericsOptions{.act_quant = c.qat_simulation,
+                                                .kv_quant = c.qat_simulation,
+                                                .index_quant = c.qat_simulation});
   const std::string off_hint =
       from_config ? "set \"qat_simulation\": false in config.json (the model was not trained "
                     "with them) or pass explicit NumericsOptions"
                   : "turn NumericsOptions::act_quant off for this model";
   if (numerics.act_quant) {
     // The reference's activation quantisation needs whole 128-blocks along K.
-    for (int64_t k : {c.hidden_size, c.q_lora_rank, c.o_groups * c.o_lora_rank,
-                      c.moe_intermediate_size}) {
+    for (int64_t k :
+         {c.hidden_size, c.q_lora_rank, c.o_groups * c.o_lora_rank, c.moe_intermediate_size}) {
       if (k % 128 != 0) {
-        return InvalidArgument(reader->path() + ": FP8 activation quantisation needs input "
-                               "widths that are multiples of 128, found " + std::to_string(k),
+        return InvalidArgument(reader->path() +
+                                   ": FP8 activation quantisation needs input "
+                                   "widths that are multiples of 128, found " +
+                                   std::to_string(k),
                                off_hint);
       }
     }
   }
   if (numerics.kv_quant && c.head_dim_nope() % 64 != 0) {
-    return InvalidArgument(reader->path() + ": the kv FP8 simulation needs head_dim − "
-                           "qk_rope_head_dim to be a multiple of 64, found " +
-                           std::to_string(c.head_dim_nope()),
+    return InvalidArgument(reader->path() +
+                               ": the kv FP8 simulation needs head_dim − "
+                               "qk_rope_head_dim to be a multiple of 64, found " +
+                               std::to_string(c.head_dim_nope()),
                            off_hint);
   }
   if (numerics.index_quant && c.index_head_dim % 32 != 0) {
-    return InvalidArgument(reader->path() + ": the indexer FP4 simulation needs index_head_dim "
-                           "to be a multiple of 32, found " + std::to_string(c.index_head_dim),
+    return InvalidArgument(reader->path() +
+                               ": the indexer FP4 simulation needs index_head_dim "
+                               "to be a multiple of 32, found " +
+                               std::to_string(c.index_head_dim),
                            off_hint);
   }
   if (options.rollback.horizon < 0 && options.rollback.horizon != RollbackOptions::kAll) {
-    return InvalidArgument("DeepSeek-V4 rollback horizon " +
-                           std::to_string(options.rollback.horizon) + " is negative",
-                           "use ≥ 0, or RollbackOptions::kAll to keep every row");
+    return InvalidArgument(
+        "DeepSeek-V4 rollback horizon " + std::to_string(options.rollback.horizon) + " is negative",
+        "use ≥ 0, or RollbackOptions::kAll to keep every row");
   }
   if (options.rollback.checkpoint_interval < 0) {
     return InvalidArgument("DeepSeek-V4 checkpoint interval " +
-                           std::to_string(options.rollback.checkpoint_interval) + " is negative",
+                               std::to_string(options.rollback.checkpoint_interval) +
+                               " is negative",
                            "use 0 (no checkpoints) or a positive token count");
   }
   std::unique_ptr<DeepSeekV4Model> m(new DeepSeekV4Model());
@@ -204,9 +212,9 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
     for (int64_t s : d.shape) n *= s;
     n_params += n;
   });
-  const int64_t max_context =
-      options.max_context > 0 ? std::min(options.max_context, c.max_position_embeddings)
-                              : c.max_position_embeddings;
+  const int64_t max_context = options.max_context > 0
+                                  ? std::min(options.max_context, c.max_position_embeddings)
+                                  : c.max_position_embeddings;
   m->info_ = ModelInfo{.architecture = "deepseek_v4",
                        .vocab_size = c.vocab_size,
                        .max_context = max_context,
@@ -263,13 +271,14 @@ Result<DeepSeekV4Cache*> DeepSeekV4Model::CheckCall(SequenceCache& seq, LayerRol
   auto* cache = dynamic_cast<DeepSeekV4Cache*>(&seq);
   if (cache == nullptr || cache->owner() != this || cache->role() != role) {
     return InvalidArgument(std::string("DeepSeek-V4 ") + what + ": the cache was not made by " +
-                           "this model's " + (role == LayerRole::kMain ? "NewCache" : "NewMtpCache"));
+                           "this model's " +
+                           (role == LayerRole::kMain ? "NewCache" : "NewMtpCache"));
   }
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) return InvalidArgument(std::string("DeepSeek-V4 ") + what + ": no tokens");
   if (cache->length() + T > cache->max_tokens()) {
-    return ResourceExhausted("context full: " + std::to_string(cache->length() + T) +
-                                 " tokens > " + std::to_string(cache->max_tokens()),
+    return ResourceExhausted("context full: " + std::to_string(cache->length() + T) + " tokens > " +
+                                 std::to_string(cache->max_tokens()),
                              "use a shorter prompt or fewer --max-tokens");
   }
   const int64_t V = c.vocab_size;
@@ -288,8 +297,8 @@ Result<DeepSeekV4Cache*> DeepSeekV4Model::CheckCall(SequenceCache& seq, LayerRol
 }
 
 void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
-                               std::span<const int32_t> tokens, int64_t pos0,
-                               AttentionState& state, const Tracer& trace) {
+                               std::span<const int32_t> tokens, int64_t pos0, AttentionState& state,
+                               const Tracer& trace) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
   const int64_t l = plan.layer;
@@ -342,8 +351,8 @@ void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vec
   ops::MatMul(*pool_, logits, h, weights_.head, n);  // [n, V], fp32
 }
 
-void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, int64_t pos0,
-                              DeepSeekV4Cache& cache, const Tracer& trace) {
+void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, int64_t pos0, DeepSeekV4Cache& cache,
+                              const Tracer& trace) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
   const ModelWeights& w = weights_;
@@ -448,8 +457,8 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
   const int64_t C = c.hc_mult;
   if (static_cast<int64_t>(main_hidden.size()) != T * C * D) {
     return InvalidArgument("DeepSeek-V4 ForwardMtp: main_hidden has " +
-                           std::to_string(main_hidden.size()) + " floats, expected [T, C, D] = " +
-                           std::to_string(T * C * D));
+                           std::to_string(main_hidden.size()) +
+                           " floats, expected [T, C, D] = " + std::to_string(T * C * D));
   }
   const int64_t pos0 = cache->length();
   EnsureScratch(T);
@@ -460,10 +469,10 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
   const MtpWeights& m = weights_.mtp[0];
   const LayerPlan& plan = plans_[c.num_hidden_layers];
   const int64_t l = plan.layer;
-  float* x = x_.data();          // [T, C, D]
-  float* u = u_.data();          // [T, D]
-  float* e = y_.data();          // [T, D]
-  float* hs = mtp_tmp_.data();   // [T, C, D]
+  float* x = x_.data();         // [T, C, D]
+  float* u = u_.data();         // [T, D]
+  float* e = y_.data();         // [T, D]
+  float* hs = mtp_tmp_.data();  // [T, C, D]
 
   // ---- Inputs (spec §6.3): e = e_proj(enorm(Embed[next])), X[c] = h_proj(hnorm(H[c])) + e ----
   for (int64_t t = 0; t < T; ++t) {

@@ -42,7 +42,7 @@ struct LoadOptions {
   // (DeepSeekV4Config::qat_simulation — on for the official FP8 releases).
   std::optional<NumericsOptions> numerics;
   int threads = 1;
-  int64_t max_context = 0;  // 0: max_position_embeddings
+  int64_t max_context = 0;   // 0: max_position_embeddings
   RollbackOptions rollback;  // how Truncate stays exact (cache.h)
 };
 
@@ -143,18 +143,18 @@ class DeepSeekV4Model final : public Model {
   // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
   // only when a longer prefill chunk arrives.
   int64_t scratch_tokens_ = 0;
-  std::vector<float> x_;        // [T, C, D] residual streams
-  std::vector<float> u_;        // [T, D] collapsed stream
-  std::vector<float> h_;        // [T, D] normed sublayer input
-  std::vector<float> y_;        // [T, D] sublayer output
-  std::vector<float> mix_;      // [T, M]
-  std::vector<float> pre_;      // [T, C]
-  std::vector<float> post_;     // [T, C]
-  std::vector<float> comb_;     // [T, C, C]
-  std::vector<float> hc_tmp_;   // [C, D]
-  std::vector<float> mtp_tmp_;  // [T, C, D] hnorm of the main residual
-  std::vector<float> mtp_act_;  // activation-quant copies (MTP projections)
-  std::vector<float> hidden_;   // [T, C, D] the last Forward's final residual (new tokens)
+  std::vector<float> x_;           // [T, C, D] residual streams
+  std::vector<float> u_;           // [T, D] collapsed stream
+  std::vector<float> h_;           // [T, D] normed sublayer input
+  std::vector<float> y_;           // [T, D] sublayer output
+  std::vector<float> mix_;         // [T, M]
+  std::vector<float> pre_;         // [T, C]
+  std::vector<float> post_;        // [T, C]
+  std::vector<float> comb_;        // [T, C, C]
+  std::vector<float> hc_tmp_;      // [C, D]
+  std::vector<float> mtp_tmp_;     // [T, C, D] hnorm of the main residual
+  std::vector<float> mtp_act_;     // activation-quant copies (MTP projections)
+  std::vector<float> hidden_;      // [T, C, D] the last Forward's final residual (new tokens)
   std::vector<float> mtp_hidden_;  // [T, C, D] the last ForwardMtp's block output
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;

@@ -72,9 +72,8 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   order.resize(E);
 }
 
-void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-           const MoeWeights& w, const float* x, std::span<const int32_t> token_ids,
-           MoeScratch& s) {
+void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, const MoeWeights& w,
+           const float* x, std::span<const int32_t> token_ids, MoeScratch& s) {
   const int64_t T = static_cast<int64_t>(token_ids.size());
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
   s.Reserve(c, T);
@@ -149,8 +148,7 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
       }
     }
     if (n == 0) continue;
-    Expert(pool, w.experts[e], limit, opts, s.xe.data(), n, s.row_weight.data(), s,
-           s.down.data());
+    Expert(pool, w.experts[e], limit, opts, s.xe.data(), n, s.row_weight.data(), s, s.down.data());
     for (int64_t i = 0; i < n; ++i) {
       const float* d = s.down.data() + i * D;
       float* yt = y + static_cast<int64_t>(s.rows[i]) * D;

@@ -37,23 +37,22 @@ struct MoeScratch {
   int64_t bytes() const;  // allocated
   int64_t n_tokens = 0;
   Routing routing;
-  std::vector<float> logits;     // [T, E]
-  std::vector<int32_t> rows;     // [T·k] token of each (token, pick) routed to the current expert
-  std::vector<float> row_weight; // [T·k]
-  std::vector<float> xe;         // [T·k, D] gathered inputs
-  std::vector<float> gate;       // [T·k, F]
-  std::vector<float> up;         // [T·k, F]
-  std::vector<float> down;       // [T·k, D]
-  std::vector<float> y;          // [T, D] fp32 accumulator
-  std::vector<float> act;        // activation-quant copies
-  std::vector<float> biased;     // [E]
-  std::vector<int32_t> order;    // [E]
+  std::vector<float> logits;      // [T, E]
+  std::vector<int32_t> rows;      // [T·k] token of each (token, pick) routed to the current expert
+  std::vector<float> row_weight;  // [T·k]
+  std::vector<float> xe;          // [T·k, D] gathered inputs
+  std::vector<float> gate;        // [T·k, F]
+  std::vector<float> up;          // [T·k, F]
+  std::vector<float> down;        // [T·k, D]
+  std::vector<float> y;           // [T, D] fp32 accumulator
+  std::vector<float> act;         // activation-quant copies
+  std::vector<float> biased;      // [E]
+  std::vector<int32_t> order;     // [E]
 };
 
 // Router for T tokens (spec §5.1). token_ids: [T] (used by hash layers).
-void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-           const MoeWeights& w, const float* x, std::span<const int32_t> token_ids,
-           MoeScratch& s);
+void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, const MoeWeights& w,
+           const float* x, std::span<const int32_t> token_ids, MoeScratch& s);
 
 // The MoE sublayer: out[T, D] = Σ_k routed experts + shared expert, for x [T, D].
 void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,

@@ -7,17 +7,22 @@ namespace dsv4::deepseek_v4 {
 
 std::string_view AttentionKindName(AttentionKind k) {
   switch (k) {
-    case AttentionKind::kWindow: return "window";
-    case AttentionKind::kCsa: return "csa";
-    case AttentionKind::kHca: return "hca";
+    case AttentionKind::kWindow:
+      return "window";
+    case AttentionKind::kCsa:
+      return "csa";
+    case AttentionKind::kHca:
+      return "hca";
   }
   return "?";
 }
 
 std::string_view RouterKindName(RouterKind k) {
   switch (k) {
-    case RouterKind::kHash: return "hash";
-    case RouterKind::kScored: return "scored";
+    case RouterKind::kHash:
+      return "hash";
+    case RouterKind::kScored:
+      return "scored";
   }
   return "?";
 }

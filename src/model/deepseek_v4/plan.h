@@ -27,8 +27,8 @@ enum class RouterKind {
   kScored,  // experts = top-k of score + bias
 };
 enum class LayerRole {
-  kMain,    // a layer of the main stack, `layers.{i}.`
-  kMtp,     // a multi-token-prediction layer, `mtp.{k}.` (speculative decoding only)
+  kMain,  // a layer of the main stack, `layers.{i}.`
+  kMtp,   // a multi-token-prediction layer, `mtp.{k}.` (speculative decoding only)
 };
 
 std::string_view AttentionKindName(AttentionKind k);  // "window", "csa", "hca"
@@ -38,11 +38,11 @@ std::string_view RouterKindName(RouterKind k);        // "hash", "scored"
 // stores and byte counts. Widths in values; the reference stores values in
 // bf16 and the compressor state in fp32, this engine everything in fp32.
 struct CacheSpec {
-  int64_t window = 0;             // W: ring of the kv rows of the last W positions
-  int64_t head_dim = 0;           // A: width of a window kv row and of a compressed entry
-  int64_t compress_ratio = 0;     // r > 0: one compressed kv entry per r tokens
-  bool overlap = false;           // CSA: entries pool 2r tokens (the previous window's halves)
-  int64_t indexer_head_dim = 0;   // ID > 0 (CSA): one index key per entry, own compressor
+  int64_t window = 0;            // W: ring of the kv rows of the last W positions
+  int64_t head_dim = 0;          // A: width of a window kv row and of a compressed entry
+  int64_t compress_ratio = 0;    // r > 0: one compressed kv entry per r tokens
+  bool overlap = false;          // CSA: entries pool 2r tokens (the previous window's halves)
+  int64_t indexer_head_dim = 0;  // ID > 0 (CSA): one index key per entry, own compressor
   // Compressor state rows (un-pooled k and gate+ape of the window being
   // filled, and for CSA the previous window): c·r rows of c·A (resp. c·ID)
   // values each, twice (k and gate), c = 2 when overlapping.
@@ -51,14 +51,14 @@ struct CacheSpec {
 };
 
 struct LayerPlan {
-  int64_t layer = 0;              // index in [0, L) main, L + k for MTP layer k
+  int64_t layer = 0;  // index in [0, L) main, L + k for MTP layer k
   LayerRole role = LayerRole::kMain;
-  std::string prefix;             // official tensor-name prefix: "layers.3." or "mtp.0."
+  std::string prefix;  // official tensor-name prefix: "layers.3." or "mtp.0."
   AttentionKind attention = AttentionKind::kWindow;
   int64_t compress_ratio = 0;
-  bool has_indexer = false;       // CSA only
+  bool has_indexer = false;  // CSA only
   RouterKind router = RouterKind::kScored;
-  bool hyper_connection = true;   // mHC pre/post around both sublayers (always on in V4)
+  bool hyper_connection = true;  // mHC pre/post around both sublayers (always on in V4)
   // RoPE of this layer (spec §4.2): ratio-0 layers use rope_theta without YaRN;
   // compressed layers use compress_rope_theta with YaRN for everything rotated.
   double rope_theta = 10000.0;

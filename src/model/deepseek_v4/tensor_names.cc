@@ -140,9 +140,12 @@ std::string Substitute(std::string_view pattern, int64_t expert) {
 
 std::string_view NameSchemeName(NameScheme s) {
   switch (s) {
-    case NameScheme::kOfficial: return "official";
-    case NameScheme::kHf: return "hf";
-    case NameScheme::kGguf: return "gguf";
+    case NameScheme::kOfficial:
+      return "official";
+    case NameScheme::kHf:
+      return "hf";
+    case NameScheme::kGguf:
+      return "gguf";
   }
   return "?";
 }
@@ -162,8 +165,8 @@ std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme 
   }
   for (const TensorNameRow& row : kTable) {
     // MTP layers repeat the per-layer rows.
-    const bool scope_ok = row.scope == scope ||
-                          (scope == NameScope::kMtp && row.scope == NameScope::kLayer);
+    const bool scope_ok =
+        row.scope == scope || (scope == NameScope::kMtp && row.scope == NameScope::kLayer);
     if (!scope_ok) continue;
     int64_t expert = -1;
     if (!MatchPattern(row.official, rest, &expert)) continue;
@@ -182,9 +185,9 @@ std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme 
         return out;
       case NameScheme::kGguf:
         if (row.gguf.empty() || scope == NameScope::kMtp) return std::nullopt;
-        out.name = (scope == NameScope::kLayer ? "blk." + std::to_string(index) + "."
-                                               : std::string()) +
-                   std::string(row.gguf);
+        out.name =
+            (scope == NameScope::kLayer ? "blk." + std::to_string(index) + "." : std::string()) +
+            std::string(row.gguf);
         return out;
     }
   }

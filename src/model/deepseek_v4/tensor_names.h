@@ -29,10 +29,10 @@ enum class NameScope { kTop, kLayer, kMtp };
 
 // Where an HF stacked expert tensor keeps one official per-expert weight.
 enum class HfStack {
-  kNone,       // a tensor of its own
-  kGateHalf,   // rows [0, F) of gate_up_proj[X]   (official w1)
-  kUpHalf,     // rows [F, 2F) of gate_up_proj[X]  (official w3)
-  kWhole,      // down_proj[X]                      (official w2)
+  kNone,      // a tensor of its own
+  kGateHalf,  // rows [0, F) of gate_up_proj[X]   (official w1)
+  kUpHalf,    // rows [F, 2F) of gate_up_proj[X]  (official w3)
+  kWhole,     // down_proj[X]                      (official w2)
 };
 
 struct TensorNameRow {
@@ -48,9 +48,9 @@ std::span<const TensorNameRow> TensorNameTable();
 
 // A concrete official name translated to another scheme.
 struct ResolvedName {
-  std::string name;              // e.g. "model.layers.3.self_attn.q_a_proj.weight"
+  std::string name;  // e.g. "model.layers.3.self_attn.q_a_proj.weight"
   HfStack hf_stack = HfStack::kNone;
-  int64_t expert = -1;           // the {X} of the official name, -1 when none
+  int64_t expert = -1;  // the {X} of the official name, -1 when none
 };
 // nullopt when the name is not in the table or the scheme has no spelling for it.
 std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme scheme);

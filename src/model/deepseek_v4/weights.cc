@@ -26,8 +26,8 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
   using K = WeightKind;
 
   auto top = [&](std::string name, std::vector<int64_t> shape, K kind, bool per_token = true) {
-    fn(WeightDecl{.name = std::move(name), .shape = std::move(shape), .kind = kind,
-                  .per_token = per_token});
+    fn(WeightDecl{
+        .name = std::move(name), .shape = std::move(shape), .kind = kind, .per_token = per_token});
   };
   top("embed.weight", {V, D}, K::kMatrix, /*per_token=*/false);  // one row is read per token
   top("head.weight", {V, D}, K::kMatrix);
@@ -40,8 +40,13 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
     const bool mtp = p.role == LayerRole::kMtp;
     auto add = [&](const std::string& rel, std::vector<int64_t> shape, K kind,
                    int64_t expert = -1) {
-      fn(WeightDecl{.name = p.prefix + rel, .shape = std::move(shape), .kind = kind,
-                    .layer = p.layer, .mtp = mtp, .expert = expert, .per_token = expert < 0});
+      fn(WeightDecl{.name = p.prefix + rel,
+                    .shape = std::move(shape),
+                    .kind = kind,
+                    .layer = p.layer,
+                    .mtp = mtp,
+                    .expert = expert,
+                    .per_token = expert < 0});
     };
     if (mtp) {  // spec §6.3
       add("e_proj.weight", {D, D}, K::kLinear);
@@ -170,9 +175,7 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
 
 namespace {
 
-bool IsFloatDType(DType t) {
-  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
-}
+bool IsFloatDType(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 bool IsDenseMatrixDType(DType t) { return IsFloatDType(t) || t == DType::kQ8_0; }
 
 std::string Shape(const std::vector<int64_t>& s) { return ShapeToString(s); }
@@ -279,8 +282,8 @@ class Binder {
   bool Expect(const WeightDecl& d, const TensorInfo& info, bool dtype_ok) {
     if (dtype_ok && info.shape == d.shape) return true;
     problems_.push_back("tensor '" + info.name + "' is " + Shape(info.shape) + " " +
-                        std::string(DTypeName(info.dtype)) + ", expected " + Shape(d.shape) +
-                        " " + KindExpectation(d.kind));
+                        std::string(DTypeName(info.dtype)) + ", expected " + Shape(d.shape) + " " +
+                        KindExpectation(d.kind));
     return false;
   }
 
@@ -288,17 +291,16 @@ class Binder {
   bool BindScale(const WeightDecl& d, const TensorInfo& info, const std::vector<int64_t>& want,
                  bool fp4, Bound& b) {
     std::string official = d.name;
-    official.replace(official.size() - std::string(".weight").size(), std::string::npos,
-                     ".scale");
+    official.replace(official.size() - std::string(".weight").size(), std::string::npos, ".scale");
     auto resolved = TranslateName(official, scheme_);
     const TensorInfo* s = resolved ? reader_.Find(resolved->name) : nullptr;
     if (s == nullptr) {
-      missing_.push_back(official + " (the block scales of " +
-                         std::string(DTypeName(info.dtype)) + " '" + info.name + "')");
+      missing_.push_back(official + " (the block scales of " + std::string(DTypeName(info.dtype)) +
+                         " '" + info.name + "')");
       return false;
     }
-    const bool dtype_ok = s->dtype == DType::kE8m0 ||
-                          (!fp4 && (s->dtype == DType::kF32 || s->dtype == DType::kBF16));
+    const bool dtype_ok =
+        s->dtype == DType::kE8m0 || (!fp4 && (s->dtype == DType::kF32 || s->dtype == DType::kBF16));
     if (!dtype_ok || s->shape != want) {
       problems_.push_back("scale '" + s->name + "' of '" + info.name + "' is " + Shape(s->shape) +
                           " " + std::string(DTypeName(s->dtype)) + ", expected " + Shape(want) +
@@ -326,8 +328,8 @@ class Binder {
     }
     // FP4 e2m1, two per byte: stored as I8 [N, K/2] in the official checkpoints
     // (torch float4_e2m1fn_x2), or already typed fp4 with the logical shape.
-    const bool fp4_packed_i8 = info.dtype == DType::kI8 && k % 2 == 0 &&
-                               info.shape == std::vector<int64_t>{n, k / 2};
+    const bool fp4_packed_i8 =
+        info.dtype == DType::kI8 && k % 2 == 0 && info.shape == std::vector<int64_t>{n, k / 2};
     const bool fp4_typed = info.dtype == DType::kFp4E2m1 && info.shape == d.shape;
     if (d.kind == WeightKind::kExpertLinear && (fp4_packed_i8 || fp4_typed)) {
       if (k % ops::ref::kFp4WeightBlock != 0) {
@@ -343,8 +345,7 @@ class Binder {
   }
 
   // HF stacked routed experts: gate_up_proj [E, 2F, D] and down_proj [E, D, F].
-  bool BindStacked(const WeightDecl& d, const ResolvedName& r, const TensorInfo& info,
-                   Bound& b) {
+  bool BindStacked(const WeightDecl& d, const ResolvedName& r, const TensorInfo& info, Bound& b) {
     const int64_t E = config_.n_routed_experts, F = config_.moe_intermediate_size;
     const int64_t D = config_.hidden_size;
     const std::vector<int64_t> want = r.hf_stack == HfStack::kWhole
@@ -360,10 +361,17 @@ class Binder {
     }
     const TensorView expert = info.view()[r.expert];
     switch (r.hf_stack) {
-      case HfStack::kGateHalf: b.view = expert.Slice(0, F); break;
-      case HfStack::kUpHalf: b.view = expert.Slice(F, 2 * F); break;
-      case HfStack::kWhole: b.view = expert; break;
-      case HfStack::kNone: break;
+      case HfStack::kGateHalf:
+        b.view = expert.Slice(0, F);
+        break;
+      case HfStack::kUpHalf:
+        b.view = expert.Slice(F, 2 * F);
+        break;
+      case HfStack::kWhole:
+        b.view = expert;
+        break;
+      case HfStack::kNone:
+        break;
     }
     b.format = LinearFormat::kDense;
     return true;
@@ -468,8 +476,9 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
                                  const std::vector<LayerPlan>& plans) {
   std::optional<NameScheme> scheme = DetectNameScheme(reader);
   if (!scheme) {
-    return NotFound(reader.path() + ": no embedding tensor: none of 'embed.weight' (official), "
-                                    "'model.embed_tokens.weight' (HF), 'token_embd.weight' (GGUF)",
+    return NotFound(reader.path() +
+                        ": no embedding tensor: none of 'embed.weight' (official), "
+                        "'model.embed_tokens.weight' (HF), 'token_embd.weight' (GGUF)",
                     "is this a DeepSeek-V4 checkpoint?");
   }
   if (*scheme == NameScheme::kGguf) {

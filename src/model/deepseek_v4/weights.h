@@ -47,14 +47,14 @@ enum class WeightKind {
 };
 
 struct WeightDecl {
-  std::string name;              // official name, e.g. "layers.3.attn.wq_a.weight"
-  std::vector<int64_t> shape;    // logical shape, outermost first ([N, K] for linears)
+  std::string name;            // official name, e.g. "layers.3.attn.wq_a.weight"
+  std::vector<int64_t> shape;  // logical shape, outermost first ([N, K] for linears)
   WeightKind kind = WeightKind::kMatrix;
-  int64_t layer = -1;            // -1 for top-level tensors
-  bool mtp = false;              // part of an MTP layer (not run by the main forward)
-  int64_t expert = -1;           // routed expert index, -1 otherwise
-  bool per_token = true;         // read for every token (false: routed experts, the
-                                 // embedding table — only k/E resp. one row are)
+  int64_t layer = -1;     // -1 for top-level tensors
+  bool mtp = false;       // part of an MTP layer (not run by the main forward)
+  int64_t expert = -1;    // routed expert index, -1 otherwise
+  bool per_token = true;  // read for every token (false: routed experts, the
+                          // embedding table — only k/E resp. one row are)
 };
 
 // Visits every tensor a checkpoint of `config` holds (MTP layers included),
@@ -77,8 +77,8 @@ enum class LinearFormat { kDense, kFp8Block, kFp4Block };
 
 // A linear layer's weight W [N, K] (out = x · Wᵀ) in its stored format.
 struct LinearWeight {
-  TensorView weight;   // [N, K]; f32/bf16/f16, fp8_e4m3, or fp4_e2m1 (logical elements)
-  TensorView scale;    // FP8: [ceil(N/128), ceil(K/128)]; FP4: [N, K/32]; empty when dense
+  TensorView weight;  // [N, K]; f32/bf16/f16, fp8_e4m3, or fp4_e2m1 (logical elements)
+  TensorView scale;   // FP8: [ceil(N/128), ceil(K/128)]; FP4: [N, K/32]; empty when dense
   LinearFormat format = LinearFormat::kDense;
 
   int64_t rows() const { return weight.sizes[0]; }  // N
@@ -98,37 +98,37 @@ inline void Linear(ThreadPool& pool, float* out, const float* x, const LinearWei
 }
 
 struct HyperConnectionWeights {
-  TensorView fn;              // [M, C·D] f32 (M = C for the head)
-  std::vector<float> base;    // [M]
-  std::vector<float> scale;   // [3] for a layer site, [1] for the head
+  TensorView fn;             // [M, C·D] f32 (M = C for the head)
+  std::vector<float> base;   // [M]
+  std::vector<float> scale;  // [3] for a layer site, [1] for the head
 };
 
 // A KV compressor (spec §4.4): the main one of a CSA/HCA layer, or the indexer's.
 struct CompressorWeights {
-  TensorView wkv;            // [c·Wd, D] (unquantized, used in fp32)
-  TensorView wgate;          // [c·Wd, D]
-  std::vector<float> ape;    // [r, c·Wd] added to the gate logits by slot p mod r
-  std::vector<float> norm;   // [Wd] RMSNorm of each new entry
+  TensorView wkv;           // [c·Wd, D] (unquantized, used in fp32)
+  TensorView wgate;         // [c·Wd, D]
+  std::vector<float> ape;   // [r, c·Wd] added to the gate logits by slot p mod r
+  std::vector<float> norm;  // [Wd] RMSNorm of each new entry
 };
 
 // The lightning indexer of a CSA layer (spec §4.5).
 struct IndexerWeights {
-  LinearWeight wq_b;               // [IH·ID, Q]
-  TensorView weights_proj;         // [IH, D] per-head score weights (unquantized)
-  CompressorWeights compressor;    // index keys: wkv/wgate [2·ID, D], ape [r, 2·ID], norm [ID]
+  LinearWeight wq_b;             // [IH·ID, Q]
+  TensorView weights_proj;       // [IH, D] per-head score weights (unquantized)
+  CompressorWeights compressor;  // index keys: wkv/wgate [2·ID, D], ape [r, 2·ID], norm [ID]
 };
 
 struct AttentionWeights {
-  LinearWeight wq_a;              // [Q, D]
-  std::vector<float> q_norm;      // [Q]
-  LinearWeight wq_b;              // [H·A, Q]
-  LinearWeight wkv;               // [A, D]
-  std::vector<float> kv_norm;     // [A]
-  LinearWeight wo_a;              // [G·O, (H/G)·A]
-  LinearWeight wo_b;              // [D, G·O]
-  std::vector<float> attn_sink;   // [H]
-  CompressorWeights compressor;   // ratio > 0 only (wkv/wgate [c·A, D], ape [r, c·A], norm [A])
-  IndexerWeights indexer;         // CSA (ratio 4) only
+  LinearWeight wq_a;             // [Q, D]
+  std::vector<float> q_norm;     // [Q]
+  LinearWeight wq_b;             // [H·A, Q]
+  LinearWeight wkv;              // [A, D]
+  std::vector<float> kv_norm;    // [A]
+  LinearWeight wo_a;             // [G·O, (H/G)·A]
+  LinearWeight wo_b;             // [D, G·O]
+  std::vector<float> attn_sink;  // [H]
+  CompressorWeights compressor;  // ratio > 0 only (wkv/wgate [c·A, D], ape [r, c·A], norm [A])
+  IndexerWeights indexer;        // CSA (ratio 4) only
 };
 
 struct ExpertWeights {
@@ -138,17 +138,17 @@ struct ExpertWeights {
 };
 
 struct MoeWeights {
-  TensorView gate;                // [E, D] router, used in fp32
-  std::vector<float> bias;        // [E] selection bias (scored layers); empty for hash
-  std::vector<int32_t> tid2eid;   // [V, k] expert ids (hash layers); empty for scored
+  TensorView gate;                     // [E, D] router, used in fp32
+  std::vector<float> bias;             // [E] selection bias (scored layers); empty for hash
+  std::vector<int32_t> tid2eid;        // [V, k] expert ids (hash layers); empty for scored
   std::vector<ExpertWeights> experts;  // [E]
   ExpertWeights shared;
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;   // [D]
-  std::vector<float> ffn_norm;    // [D]
-  HyperConnectionWeights hc_attn; // fn [M, C·D], base [M], scale [3]
+  std::vector<float> attn_norm;    // [D]
+  std::vector<float> ffn_norm;     // [D]
+  HyperConnectionWeights hc_attn;  // fn [M, C·D], base [M], scale [3]
   HyperConnectionWeights hc_ffn;
   AttentionWeights attn;
   MoeWeights moe;
@@ -157,20 +157,20 @@ struct LayerWeights {
 // A multi-token-prediction layer (spec §6.3): its own projections, norms and
 // head collapse around a full block; embedding and LM head are the main model's.
 struct MtpWeights {
-  LinearWeight e_proj;            // [D, D] on enorm(embedding of the next token)
-  LinearWeight h_proj;            // [D, D] on hnorm(main residual), per stream
-  std::vector<float> enorm;       // [D]
-  std::vector<float> hnorm;       // [D]
-  std::vector<float> norm;        // [D] final norm before the shared head
-  HyperConnectionWeights hc_head; // fn [C, C·D], base [C], scale [1]
-  LayerWeights block;             // window attention + scored MoE
+  LinearWeight e_proj;             // [D, D] on enorm(embedding of the next token)
+  LinearWeight h_proj;             // [D, D] on hnorm(main residual), per stream
+  std::vector<float> enorm;        // [D]
+  std::vector<float> hnorm;        // [D]
+  std::vector<float> norm;         // [D] final norm before the shared head
+  HyperConnectionWeights hc_head;  // fn [C, C·D], base [C], scale [1]
+  LayerWeights block;              // window attention + scored MoE
 };
 
 struct ModelWeights {
-  TensorView embed;               // [V, D]
-  TensorView head;                // [V, D]
-  std::vector<float> norm;        // [D]
-  HyperConnectionWeights hc_head; // fn [C, C·D], base [C], scale [1]
+  TensorView embed;                  // [V, D]
+  TensorView head;                   // [V, D]
+  std::vector<float> norm;           // [D]
+  HyperConnectionWeights hc_head;    // fn [C, C·D], base [C], scale [1]
   std::vector<LayerWeights> layers;  // the L main layers
   std::vector<MtpWeights> mtp;       // the MTP layers, when the checkpoint has them
   NameScheme scheme = NameScheme::kOfficial;
