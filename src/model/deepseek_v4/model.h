@@ -1,6 +1,6 @@
 // DeepSeekV4Model: the DeepSeek-V4 forward pass behind the engine's Model
-// interface (model/model.h) — the clear scalar reference path; speed comes
-// later through ops/. It reads like the paper, top to bottom:
+// interface (model/model.h) — the clear reference path, its matmuls and dot
+// products through ops/. It reads like the paper, top to bottom:
 //
 //   X = expand(Embed(tokens))                 // [T, C, D], C identical copies
 //   for each layer:                           // plan.h decides the kinds
@@ -10,6 +10,8 @@
 //
 // Layer kinds: sliding window, CSA (compressed + lightning indexer) and HCA
 // (compressed). The MTP layer (speculative decoding) runs through ForwardMtp.
+// Caches (cache.h) hold what each layer's CacheSpec says, by absolute
+// position, so SequenceCache::Truncate(n) is exact for every n.
 //
 // Dimensions: T tokens in a call, D hidden, C hc_mult, V vocab, W window,
 // A head_dim, L layers.

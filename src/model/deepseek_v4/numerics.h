@@ -25,8 +25,10 @@ namespace dsv4::deepseek_v4 {
 // the forward reproduces (spec §9.2). All off = exact fp32 math on the
 // dequantized weights, which is what the fp32 goldens use. The reference's
 // bf16 storage of activations (spec §9.1) is not reproduced: this path keeps
-// fp32 everywhere, so with the simulations on it approximates, not equals,
-// the released numerics (tests/data/deepseek_v4 logits_qat_bf16.f32).
+// fp32 everywhere, so with the simulations on it matches the official code
+// run in fp32 with them (logits_qat_fp32.f32) and approximates the released
+// bf16 numerics (logits_qat_bf16.f32). Which a model gets by default comes
+// from its config (DeepSeekV4Config::qat_simulation; LoadOptions::numerics).
 struct NumericsOptions {
   // FP8 e4m3 activation quantisation (block 128 along K, power-of-two scales)
   // of the input of every FP8/FP4 linear, as the reference `linear()` does.
