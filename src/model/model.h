@@ -19,6 +19,10 @@ struct ModelInfo {
   int64_t vocab_size = 0;    // rows of the LM head
   int64_t max_context = 0;   // positions the model supports
   int64_t n_params = 0;      // total parameter count
+  // Bytes of weights one decoded token reads (as stored: dense layers, the
+  // classifier, shared experts and top-k routed experts for MoE; embedding
+  // lookups count one row). 0 when the model does not report it.
+  int64_t weight_bytes_per_token = 0;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
 };

@@ -1,10 +1,11 @@
 #include "model/llama/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "ops/matmul.h"
-#include "ops/ref/ops_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4 {
 namespace {
@@ -36,6 +37,35 @@ class LlamaCache final : public SequenceCache {
   std::vector<float> v_;  // [L, S, G*E]
 };
 
+// Multiply-adds a pool chunk must have to be worth a fork-join (~15 us here,
+// condition variables); smaller steps run on the calling thread alone.
+constexpr int64_t kMinMacsPerChunk = int64_t{1} << 17;
+// Weight rows per chunk: a multiple of the matmul kernels' 4-row groups.
+constexpr int64_t kRowGrain = 32;
+
+// pool.ParallelFor over a body passed by reference: the std::function the pool
+// takes then holds one pointer (stored inline, no heap allocation per call),
+// which keeps the decode loop allocation-free.
+template <typename Body>
+void ParallelFor(ThreadPool& pool, int64_t n, Body& body, int64_t grain) {
+  Body* b = &body;
+  pool.ParallelFor(
+      n, [b](int64_t begin, int64_t end, int thread) { (*b)(begin, end, thread); }, grain);
+}
+
+// out[T, N] = x[T, K] · w[N, K]ᵀ with the SIMD row kernels, output rows split
+// over the pool (small products stay on the calling thread).
+void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
+  const int64_t n_out = w.sizes[0];
+  const int64_t macs_per_row = std::max<int64_t>(1, w.sizes[1] * n_tokens);
+  const int64_t rows = (kMinMacsPerChunk + macs_per_row - 1) / macs_per_row;
+  const int64_t grain = std::max(kRowGrain, (rows + kRowGrain - 1) / kRowGrain * kRowGrain);
+  auto body = [&](int64_t begin, int64_t end, int) {
+    ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end);
+  };
+  ParallelFor(pool, n_out, body, grain);
+}
+
 std::vector<float> ToF32(const TensorView& v) {
   std::vector<float> out(v.numel());
   DequantizeRow(v.dtype, v.data, v.numel(), out.data());
@@ -46,8 +76,9 @@ std::vector<float> ToF32(const TensorView& v) {
 
 Status LlamaConfig::Validate() const {
   auto positive = [](const char* name, int64_t v) -> Status {
-    if (v <= 0) return InvalidArgument(std::string("llama config: ") + name + " = " +
-                                       std::to_string(v) + " must be positive");
+    if (v <= 0)
+      return InvalidArgument(std::string("llama config: ") + name + " = " + std::to_string(v) +
+                             " must be positive");
     return Status::Ok();
   };
   RETURN_IF_ERROR(positive("d_model", d_model));
@@ -58,8 +89,8 @@ Status LlamaConfig::Validate() const {
   RETURN_IF_ERROR(positive("vocab_size", vocab_size));
   RETURN_IF_ERROR(positive("max_context", max_context));
   if (d_model % n_heads != 0 || head_dim() % 2 != 0) {
-    return InvalidArgument("llama config: d_model " + std::to_string(d_model) +
-                           " is not n_heads " + std::to_string(n_heads) + " × an even head_dim");
+    return InvalidArgument("llama config: d_model " + std::to_string(d_model) + " is not n_heads " +
+                           std::to_string(n_heads) + " × an even head_dim");
   }
   if (n_heads % n_kv_heads != 0) {
     return InvalidArgument("llama config: n_heads " + std::to_string(n_heads) +
@@ -68,8 +99,8 @@ Status LlamaConfig::Validate() const {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(
-    std::shared_ptr<const CheckpointReader> reader, const LlamaConfig& c) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<const CheckpointReader> reader,
+                                                     const LlamaConfig& c) {
   RETURN_IF_ERROR(c.Validate().WithContext(reader->path()));
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->config_ = c;
@@ -105,8 +136,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(
   }
   TensorView out_norm = bind("output_norm.weight", {D});
   if (out_norm.data) m->output_norm_ = ToF32(out_norm);
-  m->output_ = reader->Find("output.weight") ? bind("output.weight", {c.vocab_size, D})
-                                             : m->token_embd_;
+  m->output_ =
+      reader->Find("output.weight") ? bind("output.weight", {c.vocab_size, D}) : m->token_embd_;
   if (!problems.empty()) {
     return InvalidArgument(reader->path() + ": cannot bind the llama weights:" + problems,
                            "the file does not match its own header/metadata");
@@ -118,10 +149,20 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(
     for (int64_t s : t.shape) n *= s;
     n_params += n;
   }
+  // Every matrix is read once per decoded token; the embedding only one row
+  // (unless it doubles as the classifier, which reads all of it).
+  int64_t weight_bytes = m->output_.nbytes() + static_cast<int64_t>(sizeof(float)) * D;
+  if (m->output_.data != m->token_embd_.data) weight_bytes += DTypeBytes(m->token_embd_.dtype, D);
+  for (const Layer& L : m->layers_) {
+    weight_bytes += L.wq.nbytes() + L.wk.nbytes() + L.wv.nbytes() + L.wo.nbytes() +
+                    L.w_gate.nbytes() + L.w_up.nbytes() + L.w_down.nbytes() +
+                    2 * static_cast<int64_t>(sizeof(float)) * D;
+  }
   m->info_ = ModelInfo{.architecture = "llama",
                        .vocab_size = c.vocab_size,
                        .max_context = c.max_context,
                        .n_params = n_params,
+                       .weight_bytes_per_token = weight_bytes,
                        .bos_id = c.bos_id,
                        .eos_id = c.eos_id};
   m->pool_ = std::make_unique<ThreadPool>(1);
@@ -136,7 +177,12 @@ std::unique_ptr<SequenceCache> LlamaModel::NewCache(int64_t max_tokens) const {
 }
 
 void LlamaModel::EnsureScratch(int64_t n) {
-  if (n <= scratch_tokens_) return;
+  const size_t scores_size = static_cast<size_t>(pool_->size()) *
+                             (config_.n_heads / config_.n_kv_heads) * config_.max_context;
+  if (n <= scratch_tokens_ && scores_.size() >= scores_size) {
+    return;
+  }
+  n = std::max(n, scratch_tokens_);
   const LlamaConfig& c = config_;
   scratch_tokens_ = n;
   x_.resize(n * c.d_model);
@@ -147,7 +193,7 @@ void LlamaModel::EnsureScratch(int64_t n) {
   att_out_.resize(n * c.d_model);
   hb_.resize(n * c.d_ff);
   hb2_.resize(n * c.d_ff);
-  scores_.resize(c.max_context);
+  scores_.resize(scores_size);  // [threads, H/G, S]
 }
 
 Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
@@ -185,63 +231,77 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
     const Layer& L = layers_[l];
     // Attention block.
     for (int64_t t = 0; t < T; ++t) {
-      ops::ref::RmsNorm(xb_.data() + t * D, x + t * D, L.attn_norm.data(), D, c.norm_eps);
+      ops::RmsNorm(xb_.data() + t * D, x + t * D, L.attn_norm.data(), D, c.norm_eps);
     }
-    ops::MatMul(*pool_, q_.data(), xb_.data(), L.wq, T);  // [T, H*E]
-    ops::MatMul(*pool_, k_.data(), xb_.data(), L.wk, T);  // [T, G*E]
-    ops::MatMul(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
-    float* key_cache = cache.keys(l);                      // [S, G*E]
-    float* value_cache = cache.values(l);                  // [S, G*E]
+    Linear(*pool_, q_.data(), xb_.data(), L.wq, T);  // [T, H*E]
+    Linear(*pool_, k_.data(), xb_.data(), L.wk, T);  // [T, G*E]
+    Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
+    float* key_cache = cache.keys(l);                // [S, G*E]
+    float* value_cache = cache.values(l);            // [S, G*E]
     for (int64_t t = 0; t < T; ++t) {
       const int64_t pos = pos0 + t;
-      ops::ref::RopeInterleaved(q_.data() + t * D, H, E, E, pos, c.rope_theta);
-      ops::ref::RopeInterleaved(k_.data() + t * KVD, G, E, E, pos, c.rope_theta);
+      ops::RopeInterleaved(q_.data() + t * D, H, E, E, pos, c.rope_theta);
+      ops::RopeInterleaved(k_.data() + t * KVD, G, E, E, pos, c.rope_theta);
       std::copy_n(k_.data() + t * KVD, KVD, key_cache + pos * KVD);
       std::copy_n(v_.data() + t * KVD, KVD, value_cache + pos * KVD);
     }
-    // Causal attention: token t sees positions [0, pos0 + t].
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t n_keys = pos0 + t + 1;
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qh = q_.data() + t * D + h * E;
-        const int64_t g = h / (H / G);
-        float* att = scores_.data();  // [n_keys]
-        for (int64_t s = 0; s < n_keys; ++s) {
-          const float* kh = key_cache + s * KVD + g * E;
-          float dot = 0.0f;
-          for (int64_t e = 0; e < E; ++e) dot += qh[e] * kh[e];
-          att[s] = dot / sqrt_e;  // divide, as llama2.c does
-        }
-        ops::ref::Softmax(att, n_keys);
-        float* out = att_out_.data() + t * D + h * E;
-        std::fill_n(out, E, 0.0f);
-        for (int64_t s = 0; s < n_keys; ++s) {
-          const float* vh = value_cache + s * KVD + g * E;
-          for (int64_t e = 0; e < E; ++e) out[e] += att[s] * vh[e];
+    // Causal attention: token t sees positions [0, pos0 + t]. Work items are
+    // (token, kv-head) pairs, t-major, split over the pool. The H/G query heads
+    // of a kv head are adjacent in q_, so their scores against all visible keys
+    // are one matmul with the strided key rows as the weight; each thread
+    // scores into its own [H/G, S] slice of scores_.
+    const int64_t heads_per_group = H / G;
+    auto attend = [&](int64_t begin, int64_t end, int thread) {
+      float* att = scores_.data() + thread * heads_per_group * c.max_context;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t t = item / G, g = item % G;
+        const int64_t n_keys = pos0 + t + 1;
+        TensorView keys;  // [n_keys, E], rows KVD apart
+        keys.dtype = DType::kF32;
+        keys.data = key_cache + g * E;
+        keys.rank = 2;
+        keys.sizes[0] = n_keys;
+        keys.sizes[1] = E;
+        keys.strides[0] = KVD;
+        keys.strides[1] = 1;
+        const float* q_group = q_.data() + t * D + g * heads_per_group * E;       // [H/G, E]
+        ops::MatMulRows(att, n_keys, q_group, keys, heads_per_group, 0, n_keys);  // [H/G, n_keys]
+        for (int64_t j = 0; j < heads_per_group; ++j) {
+          float* a = att + j * n_keys;
+          for (int64_t s = 0; s < n_keys; ++s) a[s] /= sqrt_e;  // divide, as llama2.c does
+          ops::Softmax(a, n_keys);
+          float* out = att_out_.data() + t * D + (g * heads_per_group + j) * E;
+          std::fill_n(out, E, 0.0f);
+          for (int64_t s = 0; s < n_keys; ++s) {
+            ops::Axpy(out, a[s], value_cache + s * KVD + g * E, E);
+          }
         }
       }
-    }
-    ops::MatMul(*pool_, xb_.data(), att_out_.data(), L.wo, T);  // [T, D]
-    for (int64_t i = 0; i < T * D; ++i) x[i] += xb_[i];
+    };
+    const int64_t macs_per_item = 2 * heads_per_group * (pos0 + T) * E;
+    ParallelFor(*pool_, T * G, attend,
+                std::max<int64_t>(1, kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item)));
+    Linear(*pool_, xb_.data(), att_out_.data(), L.wo, T);  // [T, D]
+    ops::Axpy(x, 1.0f, xb_.data(), T * D);
 
     // Feed-forward block: SwiGLU.
     for (int64_t t = 0; t < T; ++t) {
-      ops::ref::RmsNorm(xb_.data() + t * D, x + t * D, L.ffn_norm.data(), D, c.norm_eps);
+      ops::RmsNorm(xb_.data() + t * D, x + t * D, L.ffn_norm.data(), D, c.norm_eps);
     }
-    ops::MatMul(*pool_, hb_.data(), xb_.data(), L.w_gate, T);  // [T, F]
-    ops::MatMul(*pool_, hb2_.data(), xb_.data(), L.w_up, T);   // [T, F]
-    ops::ref::SwiGlu(hb_.data(), hb_.data(), hb2_.data(), T * F);
-    ops::MatMul(*pool_, xb_.data(), hb_.data(), L.w_down, T);  // [T, D]
-    for (int64_t i = 0; i < T * D; ++i) x[i] += xb_[i];
+    Linear(*pool_, hb_.data(), xb_.data(), L.w_gate, T);  // [T, F]
+    Linear(*pool_, hb2_.data(), xb_.data(), L.w_up, T);   // [T, F]
+    ops::SwiGlu(hb_.data(), hb_.data(), hb2_.data(), T * F);
+    Linear(*pool_, xb_.data(), hb_.data(), L.w_down, T);  // [T, D]
+    ops::Axpy(x, 1.0f, xb_.data(), T * D);
   }
   cache.Advance(T);
 
   // Final norm and classifier, for every row or just the last.
   const int64_t first = all_logits ? 0 : T - 1;
   for (int64_t t = first; t < T; ++t) {
-    ops::ref::RmsNorm(xb_.data() + (t - first) * D, x + t * D, output_norm_.data(), D, c.norm_eps);
+    ops::RmsNorm(xb_.data() + (t - first) * D, x + t * D, output_norm_.data(), D, c.norm_eps);
   }
-  ops::MatMul(*pool_, logits.data(), xb_.data(), output_, T - first);
+  Linear(*pool_, logits.data(), xb_.data(), output_, T - first);
   return Status::Ok();
 }
 

@@ -19,19 +19,19 @@
 namespace dsv4 {
 
 struct LlamaConfig {
-  int64_t d_model = 0;        // D
-  int64_t d_ff = 0;           // F
+  int64_t d_model = 0;  // D
+  int64_t d_ff = 0;     // F
   int64_t n_layers = 0;
-  int64_t n_heads = 0;        // H
-  int64_t n_kv_heads = 0;     // G
-  int64_t vocab_size = 0;     // V
-  int64_t max_context = 0;    // positions
+  int64_t n_heads = 0;      // H
+  int64_t n_kv_heads = 0;   // G
+  int64_t vocab_size = 0;   // V
+  int64_t max_context = 0;  // positions
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   int32_t bos_id = 1;
   int32_t eos_id = 2;
 
-  int64_t head_dim() const { return d_model / n_heads; }    // E
+  int64_t head_dim() const { return d_model / n_heads; }  // E
   int64_t kv_dim() const { return n_kv_heads * head_dim(); }
   // Rejects zero/negative sizes and heads that do not divide, naming the field.
   Status Validate() const;
@@ -70,15 +70,16 @@ class LlamaModel final : public Model {
   LlamaConfig config_;
   ModelInfo info_;
   std::shared_ptr<const CheckpointReader> reader_;  // keeps the mapping alive
-  TensorView token_embd_;          // [V, D]
+  TensorView token_embd_;                           // [V, D]
   std::vector<Layer> layers_;
   std::vector<float> output_norm_;  // [D]
-  TensorView output_;              // [V, D] (== token_embd_ when tied)
+  TensorView output_;               // [V, D] (== token_embd_ when tied)
   std::unique_ptr<ThreadPool> pool_;
 
   // Scratch for a call of up to scratch_tokens_ tokens, sized once and grown
   // only when a longer prefill chunk arrives.
   int64_t scratch_tokens_ = 0;
+  // scores_ is [threads, H/G, max_context]: attention rows per pool thread.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
 };
 

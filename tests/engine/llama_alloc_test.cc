@@ -1,0 +1,112 @@
+// The Llama decode loop does no heap allocation: this binary replaces the
+// global operator new/delete with counting versions and checks that
+// Model::Forward for one token (after a warm-up call) allocates nothing, with
+// one thread and with a pool of two.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "engine/loader.h"
+
+namespace {
+
+std::atomic<int64_t> g_allocations{0};
+
+void* CountedAlloc(std::size_t n, std::size_t align) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align > alignof(std::max_align_t)
+                ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                : std::malloc(n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return CountedAlloc(n, 0); }
+void* operator new[](std::size_t n) { return CountedAlloc(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return CountedAlloc(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return CountedAlloc(n, static_cast<std::size_t>(a));
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace dsv4 {
+namespace {
+
+const std::string kModels = std::string(DSV4_SOURCE_DIR) + "/models/stories260K/";
+
+int64_t Allocations() { return g_allocations.load(std::memory_order_relaxed); }
+
+TEST(LlamaAlloc, CounterSeesAllocations) {
+  // The counting operator new is the one in use (else the test below proves nothing).
+  const int64_t before = Allocations();
+  auto* v = new std::vector<int>(100);
+  const int64_t after = Allocations();
+  delete v;
+  EXPECT_GE(after - before, 2);  // the vector object and its buffer
+}
+
+class LlamaAllocTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LlamaAllocTest, DecodeForwardAllocatesNothingAfterWarmUp) {
+  for (const char* file : {"stories260K.bin", "stories260K.gguf"}) {
+    LoadOptions options;
+    options.model_path = kModels + file;
+    options.threads = GetParam();
+    auto loaded = LoadModel(options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    Model& model = *loaded->model;
+    auto cache = model.NewCache(256);
+    std::vector<float> logits(model.info().vocab_size);
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 383, 432, 410, 317};
+    ASSERT_TRUE(model.Forward(prompt, *cache, logits, false).ok());
+    int32_t next = 1;
+    const int32_t warm[1] = {next};
+    ASSERT_TRUE(model.Forward(warm, *cache, logits, false).ok());
+
+    const int64_t before = Allocations();
+    for (int i = 0; i < 64; ++i) {
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int32_t one[1] = {next};
+      ASSERT_TRUE(model.Forward(one, *cache, logits, false).ok());
+    }
+    const int64_t allocated = Allocations() - before;
+    EXPECT_EQ(allocated, 0) << file << ", " << GetParam() << " threads: " << allocated
+                            << " heap allocations in 64 decode steps";
+    EXPECT_EQ(cache->length(), static_cast<int64_t>(prompt.size()) + 65);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, LlamaAllocTest, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace dsv4
