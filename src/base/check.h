@@ -13,11 +13,11 @@ namespace dsv4 {
 }  // namespace dsv4
 
 // CHECK(cond) or CHECK(cond, "fmt", args...): always on.
-#define CHECK(cond, ...)                                                  \
-  do {                                                                    \
-    if (__builtin_expect(!(cond), 0)) {                                   \
+#define CHECK(cond, ...)                                                         \
+  do {                                                                           \
+    if (__builtin_expect(!(cond), 0)) {                                          \
       ::dsv4::CheckFailed(__FILE__, __LINE__, #cond __VA_OPT__(, ) __VA_ARGS__); \
-    }                                                                     \
+    }                                                                            \
   } while (0)
 
 // DCHECK: on in Debug and sanitizer builds, compiled out in Release.

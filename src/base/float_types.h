@@ -67,7 +67,7 @@ inline float E8m0ToF32(uint8_t e) {
 
 // ---- fp4 e2m1: one nibble ----
 inline float Fp4E2m1ToF32(uint8_t nibble) {
-  static constexpr float kValues[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  static constexpr float kValues[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
   return kValues[nibble & 0xf];
 }

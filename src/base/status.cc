@@ -4,15 +4,24 @@ namespace dsv4 {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kDataLoss: return "corrupt data";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kUnimplemented: return "unsupported";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kIo: return "i/o error";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kDataLoss:
+      return "corrupt data";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kUnimplemented:
+      return "unsupported";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kIo:
+      return "i/o error";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

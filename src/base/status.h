@@ -77,7 +77,7 @@ inline Status IoError(std::string m, std::string h = {}) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     CHECK(!std::get<Status>(v_).ok(), "Result built from an ok Status");
   }
@@ -114,9 +114,9 @@ class [[nodiscard]] Result {
 #define DSV4_CONCAT_(a, b) DSV4_CONCAT_INNER_(a, b)
 
 // RETURN_IF_ERROR(expr): expr yields a Status; returns it from the caller when not ok.
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::dsv4::Status dsv4_status_ = (expr);      \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::dsv4::Status dsv4_status_ = (expr);        \
     if (!dsv4_status_.ok()) return dsv4_status_; \
   } while (0)
 

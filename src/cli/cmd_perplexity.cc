@@ -42,8 +42,7 @@ int Run(const PerplexityArgs& a) {
   }
   auto r = Perplexity(*loaded, docs);
   if (!r.ok()) return ReportError(r.status().WithContext(source));
-  std::printf("nll=%.6f ppl=%.4f tokens=%lld\n", r->nll, r->ppl,
-              static_cast<long long>(r->tokens));
+  std::printf("nll=%.6f ppl=%.4f tokens=%lld\n", r->nll, r->ppl, static_cast<long long>(r->tokens));
   return 0;
 }
 

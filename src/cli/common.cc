@@ -30,9 +30,9 @@ Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& 
     errno = 0;
     const long long v = std::strtoll(word.c_str(), &end, 10);
     if (end != word.c_str() + word.size() || errno != 0 || v < 0 || v > INT32_MAX) {
-      return InvalidArgument(source + ": '" + word + "' (at byte " + std::to_string(i) +
-                                 ") is not a token id",
-                             "token ids are non-negative integers separated by spaces");
+      return InvalidArgument(
+          source + ": '" + word + "' (at byte " + std::to_string(i) + ") is not a token id",
+          "token ids are non-negative integers separated by spaces");
     }
     ids.push_back(static_cast<int32_t>(v));
     i = j;
@@ -45,8 +45,9 @@ Result<std::vector<int32_t>> PromptIds(const LoadedModel& m, const std::string& 
                                        const std::string& prompt_ids) {
   if (!prompt_ids.empty()) return ParseIds(prompt_ids, "--prompt-ids");
   if (!m.tokenizer) {
-    return InvalidArgument(m.path + ": this model has no tokenizer, so a text prompt cannot be encoded",
-                           "pass --prompt-ids \"0 17 42 ...\" (or --tokenizer PATH)");
+    return InvalidArgument(
+        m.path + ": this model has no tokenizer, so a text prompt cannot be encoded",
+        "pass --prompt-ids \"0 17 42 ...\" (or --tokenizer PATH)");
   }
   return m.tokenizer->Encode(prompt, /*add_bos=*/true);
 }

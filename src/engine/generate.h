@@ -17,11 +17,11 @@
 namespace dsv4 {
 
 struct GenerateOptions {
-  int64_t max_tokens = 256;       // tokens generated after the prompt
+  int64_t max_tokens = 256;  // tokens generated after the prompt
   SamplingParams sampling;
-  bool stop_at_eos = true;        // stop when EOS is sampled (not emitted)
-  bool stop_at_bos = true;        // llama2.c models delimit stories with BOS
-  int64_t prefill_chunk = 512;    // prompt tokens per Forward call
+  bool stop_at_eos = true;      // stop when EOS is sampled (not emitted)
+  bool stop_at_bos = true;      // llama2.c models delimit stories with BOS
+  int64_t prefill_chunk = 512;  // prompt tokens per Forward call
 };
 
 struct GenerateStats {
@@ -42,9 +42,9 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
                                const GenerateOptions& options, const TokenCallback& on_token);
 
 struct PerplexityResult {
-  double nll = 0.0;     // mean negative log-likelihood, nats/token
-  double ppl = 0.0;     // exp(nll)
-  int64_t tokens = 0;   // predicted tokens
+  double nll = 0.0;    // mean negative log-likelihood, nats/token
+  double ppl = 0.0;    // exp(nll)
+  int64_t tokens = 0;  // predicted tokens
 };
 
 // Scores each document (token ids starting with BOS): every token after the

@@ -27,7 +27,8 @@ std::string WeightsSummary(const CheckpointReader& reader) {
     params += n;
     bytes[std::string(DTypeName(t.dtype))] += t.nbytes;
   }
-  std::string out = fmt::format("weights: {} tensors, {} parameters\n", reader.tensors().size(), params);
+  std::string out =
+      fmt::format("weights: {} tensors, {} parameters\n", reader.tensors().size(), params);
   for (const auto& [dtype, b] : bytes) out += fmt::format("  {:<10} {:>14} bytes\n", dtype, b);
   return out;
 }
@@ -37,11 +38,12 @@ Result<std::string> InspectSeed(const fs::path& dir, const fs::path& config_path
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path.string()));
   const auto j = nlohmann::json::parse(text, nullptr, false);
   std::string out = fmt::format("seed-family model ({}): {}\n", seed::kSeedModelType, dir.string());
-  out += fmt::format("profile {}: vocab {}, hidden {}, layers {}, heads {} (kv {}), head_dim {}, "
-                     "intermediate {}, context {}\n",
-                     seed::ProfileName(c.profile), c.vocab_size, c.hidden_size, c.num_hidden_layers,
-                     c.num_attention_heads, c.num_key_value_heads, c.head_dim(),
-                     c.intermediate_size, c.max_context());
+  out += fmt::format(
+      "profile {}: vocab {}, hidden {}, layers {}, heads {} (kv {}), head_dim {}, "
+      "intermediate {}, context {}\n",
+      seed::ProfileName(c.profile), c.vocab_size, c.hidden_size, c.num_hidden_layers,
+      c.num_attention_heads, c.num_key_value_heads, c.head_dim(), c.intermediate_size,
+      c.max_context());
   out += "extensions:";
   if (j.is_object() && j.contains("extensions") && j["extensions"].is_object()) {
     for (const auto& [key, value] : j["extensions"].items()) out += " " + key;
@@ -70,10 +72,11 @@ Result<std::string> InspectModel(const std::string& path, const std::vector<int6
   if (p.extension() == ".bin") {
     ASSIGN_OR_RETURN(auto file, OpenLlama2c(path));
     const Llama2cConfig& c = file->config();
-    return fmt::format("llama2.c model: {}\ndim {}, hidden {}, layers {}, heads {} (kv {}), vocab {}, "
-                       "context {}, {} classifier\n",
-                       path, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
-                       c.seq_len, c.shared_classifier ? "shared" : "separate") +
+    return fmt::format(
+               "llama2.c model: {}\ndim {}, hidden {}, layers {}, heads {} (kv {}), vocab {}, "
+               "context {}, {} classifier\n",
+               path, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
+               c.seq_len, c.shared_classifier ? "shared" : "separate") +
            WeightsSummary(*file);
   }
   if (fs::exists(config, ec)) {

@@ -4,12 +4,12 @@
 
 #include <filesystem>
 
+#include "base/mapped_file.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
 #include "model/deepseek_v4/model.h"
 #include "model/llama/llama_model.h"
 #include "model/seed/model.h"
-#include "base/mapped_file.h"
 
 #include <nlohmann/json.hpp>
 #include "tokenizer/bpe_tokenizer.h"
@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The vocabulary inside a GGUF file: `llama` (SentencePiece) or `gpt2`
@@ -46,7 +47,8 @@ Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
     if (file.HasMeta("tokenizer.ggml.pre")) {
       ASSIGN_OR_RETURN(vocab.pre, file.GetString("tokenizer.ggml.pre"));
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok, BpeTokenizer::FromVocab(vocab, file.path()));
+    ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok,
+                     BpeTokenizer::FromVocab(vocab, file.path()));
     return std::unique_ptr<Tokenizer>(std::move(tok));
   }
   if (tok_model != "llama") {
@@ -92,8 +94,8 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
   std::string tok_path = o.tokenizer_path;
   if (tok_path.empty()) {
     const fs::path dir = fs::path(o.model_path).parent_path();
-    for (const std::string& name : {"tok" + std::to_string(h.vocab_size) + ".bin",
-                                    std::string("tokenizer.bin")}) {
+    for (const std::string& name :
+         {"tok" + std::to_string(h.vocab_size) + ".bin", std::string("tokenizer.bin")}) {
       if (fs::exists(dir / name)) {
         tok_path = (dir / name).string();
         break;
@@ -187,18 +189,20 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
     ASSIGN_OR_RETURN(m.model, LoadSeedModel(o.model_path, threads));
     if (o.tokenizer_path.empty() && !fs::exists(dir / "tokenizer.json")) {
       const int64_t V = m.model->info().vocab_size;
-      for (const std::string& name : {"tok" + std::to_string(V) + ".bin", std::string("tok512.bin")}) {
+      for (const std::string& name :
+           {"tok" + std::to_string(V) + ".bin", std::string("tok512.bin")}) {
         if (!fs::exists(dir / name)) continue;
-        ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512((dir / name).string(), static_cast<int32_t>(V)));
+        ASSIGN_OR_RETURN(SpmVocab vocab,
+                         ReadTok512((dir / name).string(), static_cast<int32_t>(V)));
         ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
         m.tokenizer = std::move(tok);
         break;
       }
     }
   } else {
-    return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
-                         "supported checkpoint directories: deepseek_v4, " +
-                             std::string(seed::kSeedModelType));
+    return Unimplemented(
+        config_path + ": model_type '" + type + "' is not supported",
+        "supported checkpoint directories: deepseek_v4, " + std::string(seed::kSeedModelType));
   }
   const std::string tok_path = !o.tokenizer_path.empty() ? o.tokenizer_path : o.model_path;
   if (!m.tokenizer && (!o.tokenizer_path.empty() || fs::exists(dir / "tokenizer.json") ||
@@ -219,9 +223,9 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
     for (const char* name : {"tokenizer.json", "tokenizer.json.gz"}) {
       if (fs::exists(dir / name)) {
         const fs::path config = dir / "tokenizer_config.json";
-        ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok,
-                         LoadTokenizerJson((dir / name).string(),
-                                           fs::exists(config) ? config.string() : ""));
+        ASSIGN_OR_RETURN(
+            std::unique_ptr<BpeTokenizer> tok,
+            LoadTokenizerJson((dir / name).string(), fs::exists(config) ? config.string() : ""));
         return std::unique_ptr<Tokenizer>(std::move(tok));
       }
     }

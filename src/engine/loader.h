@@ -29,8 +29,8 @@ struct LoadOptions {
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model ships none
-  std::string path;    // what was loaded
-  std::string format;  // "llama2c", "gguf", "safetensors"
+  std::string path;                      // what was loaded
+  std::string format;                    // "llama2c", "gguf", "safetensors"
 };
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);

@@ -8,8 +8,8 @@
 namespace dsv4 {
 namespace {
 constexpr DTypeInfo kInfos[] = {
-    {"f32", 1, 4},  {"f16", 1, 2}, {"bf16", 1, 2}, {"fp8_e4m3", 1, 1}, {"e8m0", 1, 1},
-    {"fp4_e2m1", 2, 1}, {"i8", 1, 1}, {"i32", 1, 4}, {"i64", 1, 8}, {"q8_0", 32, 34},
+    {"f32", 1, 4},      {"f16", 1, 2}, {"bf16", 1, 2}, {"fp8_e4m3", 1, 1}, {"e8m0", 1, 1},
+    {"fp4_e2m1", 2, 1}, {"i8", 1, 1},  {"i32", 1, 4},  {"i64", 1, 8},      {"q8_0", 32, 34},
 };
 static_assert(sizeof(kInfos) / sizeof(kInfos[0]) == static_cast<size_t>(DType::kCount));
 }  // namespace

@@ -20,7 +20,7 @@ enum class DType : uint8_t {
   kI8,
   kI32,
   kI64,
-  kQ8_0,     // GGUF block: f16 scale d, then 32 x int8; value = d * q
+  kQ8_0,  // GGUF block: f16 scale d, then 32 x int8; value = d * q
   kCount,
 };
 

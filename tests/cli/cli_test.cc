@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -98,7 +98,8 @@ TEST(Cli, GarbledModelFilesAreOneLineExit2) {
       {"short.bin", std::string("\x40\x00\x00\x00", 4)},
       {"truncated.bin", std::string("\x40\x00\x00\x00\xac\x00\x00\x00\x05\x00\x00\x00\x08\x00"
                                     "\x00\x00\x04\x00\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00",
-                                    28) + std::string(100, '\0')},
+                                    28) +
+                            std::string(100, '\0')},
       {"unknown.xyz", "hello"},
   };
   for (const auto& c : cases) {
@@ -129,9 +130,10 @@ TEST(Cli, TokenizeWithEveryTokenizerKind) {
   const std::string data = DSV4_TEST_DATA_DIR;
   const std::string models = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
   // ../shared/oracles/README.md: the DeepSeek-V4 tokenizer.json and stories260K.
-  Output v4 = RunDsv4("tokenize --tokenizer " + data +
-                      "/tokenizer/deepseek_v4_tokenizer.json.gz "
-                      "'<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>'");
+  Output v4 =
+      RunDsv4("tokenize --tokenizer " + data +
+              "/tokenizer/deepseek_v4_tokenizer.json.gz "
+              "'<｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>'");
   EXPECT_EQ(v4.exit_code, 0) << v4.out;
   EXPECT_EQ(v4.out, "128803 30594 128804 128821 36101 128822 7624 1\n");
   for (const char* tok : {"stories260K.gguf", "tok512.bin"}) {
@@ -207,7 +209,8 @@ TEST(Cli, IdsInIdsOut) {
 TEST(Cli, RunsADeepSeekV4CheckpointDirectory) {
   const std::string dir = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_bf16";
   const std::string ids = ReadFile(dir + "/input_ids.txt");
-  Output o = RunDsv4("run --model " + dir + " --prompt-ids '" + ids + "' --max-tokens 4 --temperature 0");
+  Output o =
+      RunDsv4("run --model " + dir + " --prompt-ids '" + ids + "' --max-tokens 4 --temperature 0");
   EXPECT_EQ(o.exit_code, 0) << o.out;
   int count = 0;
   for (char c : o.out) count += c == ' ';

@@ -60,7 +60,8 @@ TEST(LlamaGolden, LogitsMatchRunC) {
     const auto got = AllLogits(m, 64);
     const auto want = GoldenLogits();
     double max_diff = 0;
-    for (size_t i = 0; i < want.size(); ++i) max_diff = std::max<double>(max_diff, std::fabs(got[i] - want[i]));
+    for (size_t i = 0; i < want.size(); ++i)
+      max_diff = std::max<double>(max_diff, std::fabs(got[i] - want[i]));
     EXPECT_LE(max_diff, 1e-4) << file;
     for (int p = 0; p < 64; ++p) {
       const float* row = got.data() + p * kVocab;
@@ -71,10 +72,16 @@ TEST(LlamaGolden, LogitsMatchRunC) {
 
 TEST(LlamaGolden, Top5AtPositions0And1MatchOracle) {
   // ../shared/oracles/README.md "Known reference behaviour" (llama2.c run.c).
-  const std::vector<std::pair<int, float>> pos0 = {
-      {403, 17.023516f}, {385, 15.406213f}, {410, 13.108263f}, {317, 12.769166f}, {407, 12.418087f}};
-  const std::vector<std::pair<int, float>> pos1 = {
-      {407, 18.459986f}, {383, 14.291061f}, {261, 10.897967f}, {403, 10.662053f}, {432, 10.313799f}};
+  const std::vector<std::pair<int, float>> pos0 = {{403, 17.023516f},
+                                                   {385, 15.406213f},
+                                                   {410, 13.108263f},
+                                                   {317, 12.769166f},
+                                                   {407, 12.418087f}};
+  const std::vector<std::pair<int, float>> pos1 = {{407, 18.459986f},
+                                                   {383, 14.291061f},
+                                                   {261, 10.897967f},
+                                                   {403, 10.662053f},
+                                                   {432, 10.313799f}};
   LoadedModel m = Load("stories260K.bin");
   const auto got = AllLogits(m, 2);
   for (int p = 0; p < 2; ++p) {
@@ -122,7 +129,8 @@ TEST(LlamaGolden, IncrementalDecodeEqualsPrefill) {
     }
     ASSERT_EQ(got.size(), full.size());
     double max_diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) max_diff = std::max<double>(max_diff, std::fabs(got[i] - full[i]));
+    for (size_t i = 0; i < got.size(); ++i)
+      max_diff = std::max<double>(max_diff, std::fabs(got[i] - full[i]));
     EXPECT_LE(max_diff, 1e-5) << threads << " threads";
   }
 }

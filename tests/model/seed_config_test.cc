@@ -59,7 +59,8 @@ TEST(SeedConfig, S020_CsaDefaults) {
   EXPECT_EQ(c->csa.local_window, 512);
   EXPECT_EQ(c->csa.segment_window, 4096);
   EXPECT_EQ(c->csa.global_topk, 1024);
-  EXPECT_DOUBLE_EQ(c->csa.branch_weights[0] + c->csa.branch_weights[1] + c->csa.branch_weights[2], 1.0);
+  EXPECT_DOUBLE_EQ(c->csa.branch_weights[0] + c->csa.branch_weights[1] + c->csa.branch_weights[2],
+                   1.0);
   EXPECT_DOUBLE_EQ(c->csa.branch_weights[2], 0.2);
 }
 
@@ -72,12 +73,22 @@ TEST(SeedConfig, S003_IntermediateRatioIsNotEnforced) {
   EXPECT_TRUE(c.ok()) << c.status().ToString();
 }
 
-TEST(SeedConfig, S004_HeadsMustDivideHidden) { ExpectError(R"(, "num_attention_heads": 5)", "num_attention_heads"); }
-TEST(SeedConfig, S004_HeadDimMustBeEven) { ExpectError(R"(, "num_attention_heads": 32, "num_key_value_heads": 1)", "num_attention_heads"); }
-TEST(SeedConfig, S005_KvHeadsMustDivideHeads) { ExpectError(R"(, "num_key_value_heads": 3)", "num_key_value_heads"); }
+TEST(SeedConfig, S004_HeadsMustDivideHidden) {
+  ExpectError(R"(, "num_attention_heads": 5)", "num_attention_heads");
+}
+TEST(SeedConfig, S004_HeadDimMustBeEven) {
+  ExpectError(R"(, "num_attention_heads": 32, "num_key_value_heads": 1)", "num_attention_heads");
+}
+TEST(SeedConfig, S005_KvHeadsMustDivideHeads) {
+  ExpectError(R"(, "num_key_value_heads": 3)", "num_key_value_heads");
+}
 TEST(SeedConfig, UnknownTopLevelField) { ExpectError(R"(, "hiden_size": 3)", "hiden_size"); }
-TEST(SeedConfig, UnknownExtension) { ExpectError(R"(, "extensions": {"cas": {}})", "extensions.cas"); }
-TEST(SeedConfig, UnknownExtensionField) { ExpectError(R"(, "extensions": {"csa": {"local": 3}})", "extensions.csa.local"); }
+TEST(SeedConfig, UnknownExtension) {
+  ExpectError(R"(, "extensions": {"cas": {}})", "extensions.cas");
+}
+TEST(SeedConfig, UnknownExtensionField) {
+  ExpectError(R"(, "extensions": {"csa": {"local": 3}})", "extensions.csa.local");
+}
 TEST(SeedConfig, WrongModelType) {
   auto r = SeedConfig::FromJson(R"({"model_type": "deepseek_v4"})", "test.json");
   ASSERT_FALSE(r.ok());
@@ -87,37 +98,80 @@ TEST(SeedConfig, NotJson) { EXPECT_FALSE(SeedConfig::FromJson("{", "x").ok()); }
 TEST(SeedConfig, UnknownProfile) { ExpectError(R"(, "seed_profile": "P-X")", "seed_profile"); }
 TEST(SeedConfig, NonPositiveSize) { ExpectError(R"(, "hidden_size": 0)", "hidden_size"); }
 TEST(SeedConfig, WrongType) { ExpectError(R"(, "hidden_size": "32")", "hidden_size"); }
-TEST(SeedConfig, S026_RopeScalingMustBeLinear) { ExpectError(R"(, "rope_scaling": {"type": "yarn", "factor": 2})", "rope_scaling.type"); }
-TEST(SeedConfig, S026_RopeScalingFactorBelowOne) { ExpectError(R"(, "rope_scaling": {"type": "linear", "factor": 0.5})", "rope_scaling.factor"); }
-TEST(SeedConfig, S020_BranchWeightsMustSumToOne) { ExpectError(R"(, "extensions": {"csa": {"branch_weights": [0.5, 0.5, 0.5]}})", "branch_weights"); }
-TEST(SeedConfig, S020_BranchWeightsNeedThree) { ExpectError(R"(, "extensions": {"csa": {"branch_weights": [1.0]}})", "branch_weights"); }
-TEST(SeedConfig, S019_GlobalMode) { ExpectError(R"(, "extensions": {"csa": {"global_mode": "bidirectional"}})", "global_mode"); }
-TEST(SeedConfig, S030_HcaNeedsMoe) { ExpectError(R"(, "extensions": {"hca": {}})", "extensions.hca"); }
-TEST(SeedConfig, S031_HcaStatsMode) { ExpectError(R"(, "extensions": {"moe": {}, "hca": {"stats": "global"}})", "extensions.hca.stats"); }
-TEST(SeedConfig, S043_GroupsMustDivideExperts) { ExpectError(R"(, "extensions": {"moe": {"routing": "group_limited", "n_group": 3}})", "n_group"); }
-TEST(SeedConfig, S043_TopkGroupBounds) { ExpectError(R"(, "extensions": {"moe": {"routing": "group_limited", "topk_group": 5}})", "topk_group"); }
-TEST(SeedConfig, S040_RouterInput) { ExpectError(R"(, "extensions": {"moe": {"router_input": "embedding"}})", "router_input"); }
-TEST(SeedConfig, S044_NegativeCapacity) { ExpectError(R"(, "extensions": {"moe": {"capacity_factor": -2}})", "capacity_factor"); }
-TEST(SeedConfig, S045_AssignMode) { ExpectError(R"(, "extensions": {"moe": {"assign": "random"}})", "assign"); }
-TEST(SeedConfig, S042_TopKMustBePositive) { ExpectError(R"(, "extensions": {"moe": {"num_experts_per_tok": 0}})", "num_experts_per_tok"); }
+TEST(SeedConfig, S026_RopeScalingMustBeLinear) {
+  ExpectError(R"(, "rope_scaling": {"type": "yarn", "factor": 2})", "rope_scaling.type");
+}
+TEST(SeedConfig, S026_RopeScalingFactorBelowOne) {
+  ExpectError(R"(, "rope_scaling": {"type": "linear", "factor": 0.5})", "rope_scaling.factor");
+}
+TEST(SeedConfig, S020_BranchWeightsMustSumToOne) {
+  ExpectError(R"(, "extensions": {"csa": {"branch_weights": [0.5, 0.5, 0.5]}})", "branch_weights");
+}
+TEST(SeedConfig, S020_BranchWeightsNeedThree) {
+  ExpectError(R"(, "extensions": {"csa": {"branch_weights": [1.0]}})", "branch_weights");
+}
+TEST(SeedConfig, S019_GlobalMode) {
+  ExpectError(R"(, "extensions": {"csa": {"global_mode": "bidirectional"}})", "global_mode");
+}
+TEST(SeedConfig, S030_HcaNeedsMoe) {
+  ExpectError(R"(, "extensions": {"hca": {}})", "extensions.hca");
+}
+TEST(SeedConfig, S031_HcaStatsMode) {
+  ExpectError(R"(, "extensions": {"moe": {}, "hca": {"stats": "global"}})", "extensions.hca.stats");
+}
+TEST(SeedConfig, S043_GroupsMustDivideExperts) {
+  ExpectError(R"(, "extensions": {"moe": {"routing": "group_limited", "n_group": 3}})", "n_group");
+}
+TEST(SeedConfig, S043_TopkGroupBounds) {
+  ExpectError(R"(, "extensions": {"moe": {"routing": "group_limited", "topk_group": 5}})",
+              "topk_group");
+}
+TEST(SeedConfig, S040_RouterInput) {
+  ExpectError(R"(, "extensions": {"moe": {"router_input": "embedding"}})", "router_input");
+}
+TEST(SeedConfig, S044_NegativeCapacity) {
+  ExpectError(R"(, "extensions": {"moe": {"capacity_factor": -2}})", "capacity_factor");
+}
+TEST(SeedConfig, S045_AssignMode) {
+  ExpectError(R"(, "extensions": {"moe": {"assign": "random"}})", "assign");
+}
+TEST(SeedConfig, S042_TopKMustBePositive) {
+  ExpectError(R"(, "extensions": {"moe": {"num_experts_per_tok": 0}})", "num_experts_per_tok");
+}
 TEST(SeedConfig, S042_KAboveExpertsIsClamped) {
   auto c = Parse(R"(, "extensions": {"moe": {"num_experts": 4, "num_experts_per_tok": 9}})");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->routed_k(), 4);
 }
-TEST(SeedConfig, S037_CedNeedsEvenIntermediate) { ExpectError(R"(, "intermediate_size": 63, "extensions": {"ced": {}})", "intermediate_size"); }
-TEST(SeedConfig, S075_CedLayoutValue) { ExpectError(R"(, "extensions": {"ced": {"layout": "diagonal"}})", "extensions.ced.layout"); }
+TEST(SeedConfig, S037_CedNeedsEvenIntermediate) {
+  ExpectError(R"(, "intermediate_size": 63, "extensions": {"ced": {}})", "intermediate_size");
+}
+TEST(SeedConfig, S075_CedLayoutValue) {
+  ExpectError(R"(, "extensions": {"ced": {"layout": "diagonal"}})", "extensions.ced.layout");
+}
 TEST(SeedConfig, S075_CedLayoutBoolean) {
   auto c = Parse(R"(, "extensions": {"ced": {"layout": true}})");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->ced.layout, "true");
 }
-TEST(SeedConfig, S056_AdapterSource) { ExpectError(R"(, "extensions": {"task_adapter": {"task_source": "last_token"}})", "task_source"); }
-TEST(SeedConfig, S063_EfficiencyOutOfRange) { ExpectError(R"(, "extensions": {"kv_pruner": {"efficiency_factor": 0.5}})", "efficiency_factor"); }
-TEST(SeedConfig, S060_TauMaxBelowBase) { ExpectError(R"(, "extensions": {"kv_pruner": {"tau_max": 0.2}})", "tau_max"); }
-TEST(SeedConfig, S063_BudgetBelowProtected) { ExpectError(R"(, "extensions": {"kv_pruner": {"kv_budget": 100}})", "kv_budget"); }
-TEST(SeedConfig, S027_SegmentLength) { ExpectError(R"(, "extensions": {"segmented_rope": {"segment_length": 0}})", "segment_length"); }
-TEST(SeedConfig, ExtensionMustBeObject) { ExpectError(R"(, "extensions": {"csa": true})", "extensions.csa"); }
+TEST(SeedConfig, S056_AdapterSource) {
+  ExpectError(R"(, "extensions": {"task_adapter": {"task_source": "last_token"}})", "task_source");
+}
+TEST(SeedConfig, S063_EfficiencyOutOfRange) {
+  ExpectError(R"(, "extensions": {"kv_pruner": {"efficiency_factor": 0.5}})", "efficiency_factor");
+}
+TEST(SeedConfig, S060_TauMaxBelowBase) {
+  ExpectError(R"(, "extensions": {"kv_pruner": {"tau_max": 0.2}})", "tau_max");
+}
+TEST(SeedConfig, S063_BudgetBelowProtected) {
+  ExpectError(R"(, "extensions": {"kv_pruner": {"kv_budget": 100}})", "kv_budget");
+}
+TEST(SeedConfig, S027_SegmentLength) {
+  ExpectError(R"(, "extensions": {"segmented_rope": {"segment_length": 0}})", "segment_length");
+}
+TEST(SeedConfig, ExtensionMustBeObject) {
+  ExpectError(R"(, "extensions": {"csa": true})", "extensions.csa");
+}
 TEST(SeedConfig, TokenIdsInsideVocab) { ExpectError(R"(, "eos_token_id": 600)", "eos_token_id"); }
 
 TEST(SeedConfig, S007_MaxContextFollowsLinearScaling) {

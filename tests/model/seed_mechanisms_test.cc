@@ -96,7 +96,8 @@ TEST(SeedRope, S027_ZeroShiftIsStandardRope) {
   ApplyRope(x.data(), S, nh, d, 3, r, zero.data());
   for (int64_t t = 0; t < S; ++t) {
     for (int64_t h = 0; h < nh; ++h) {
-      ops::ref::RopeInterleaved(y.data() + (t * nh + h) * d, 1, d, d, 3 + t, static_cast<float>(r.theta));
+      ops::ref::RopeInterleaved(y.data() + (t * nh + h) * d, 1, d, d, 3 + t,
+                                static_cast<float>(r.theta));
     }
   }
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 2e-6);
@@ -184,7 +185,8 @@ TEST(SeedAttention, S016_GqaEqualsDuplicatedHeads) {
     }
   }
   std::vector<float> q = Random(2 * d, 7);
-  EXPECT_EQ(AttendQ({2, 1, d}, nullptr, one, q.data(), 8), AttendQ({2, 2, d}, nullptr, two, q.data(), 8));
+  EXPECT_EQ(AttendQ({2, 1, d}, nullptr, one, q.data(), 8),
+            AttendQ({2, 2, d}, nullptr, two, q.data(), 8));
 }
 
 TEST(SeedAttention, S017_LocalWindowIgnoresOlderKeys) {
@@ -216,13 +218,15 @@ TEST(SeedAttention, S018_SegmentWindowCoversShortSequencesFully) {
   Kv kv = MakeKv(n, d, 4);
   std::vector<float> q = Random(d, 5);
   for (int64_t i = 0; i < n; ++i) {
-    auto a = AttendQ({1, 1, d}, &csa, kv, q.data(), i), b = AttendQ({1, 1, d}, nullptr, kv, q.data(), i);
+    auto a = AttendQ({1, 1, d}, &csa, kv, q.data(), i),
+         b = AttendQ({1, 1, d}, nullptr, kv, q.data(), i);
     for (int64_t c = 0; c < d; ++c) EXPECT_NEAR(a[c], b[c], 1e-6);
   }
   Kv longer = MakeKv(10, d, 4);
   Kv old = longer;
   old.v[2 * d] += 3.0f;  // j = 2 < 9 - 5
-  EXPECT_EQ(AttendQ({1, 1, d}, &csa, longer, q.data(), 9), AttendQ({1, 1, d}, &csa, old, q.data(), 9));
+  EXPECT_EQ(AttendQ({1, 1, d}, &csa, longer, q.data(), 9),
+            AttendQ({1, 1, d}, &csa, old, q.data(), 9));
 }
 
 TEST(SeedAttention, S019_GlobalSelectsEverythingWhenShort) {
@@ -233,7 +237,8 @@ TEST(SeedAttention, S019_GlobalSelectsEverythingWhenShort) {
   csa.branch_weights = {0.0, 0.0, 1.0};
   Kv kv = MakeKv(n, d, 6);
   std::vector<float> q = Random(d, 7);
-  auto a = AttendQ({1, 1, d}, &csa, kv, q.data(), 4), b = AttendQ({1, 1, d}, nullptr, kv, q.data(), 4);
+  auto a = AttendQ({1, 1, d}, &csa, kv, q.data(), 4),
+       b = AttendQ({1, 1, d}, nullptr, kv, q.data(), 4);
   for (int64_t c = 0; c < d; ++c) EXPECT_NEAR(a[c], b[c], 1e-6);
   // Top-K by importance, ties to the lower position, returned in position order.
   std::vector<float> imp = {0.5f, 0.9f, 0.5f, 0.1f, 0.9f};
@@ -248,7 +253,8 @@ TEST(SeedAttention, S020_IdenticalBranchesFuseToTheSameTensor) {
   csa.enabled = true;  // windows and K cover everything: the three branches agree
   Kv kv = MakeKv(n, d, 8);
   std::vector<float> q = Random(2 * d, 9);
-  auto a = AttendQ({2, 1, d}, &csa, kv, q.data(), 6), b = AttendQ({2, 1, d}, nullptr, kv, q.data(), 6);
+  auto a = AttendQ({2, 1, d}, &csa, kv, q.data(), 6),
+       b = AttendQ({2, 1, d}, nullptr, kv, q.data(), 6);
   for (size_t c = 0; c < a.size(); ++c) EXPECT_NEAR(a[c], b[c], 1e-6);
 }
 
@@ -274,8 +280,9 @@ TEST(SeedHca, S031_StatisticsAreFiniteForOneToken) {
 TEST(SeedHca, S032_ZeroControllerGivesHalfGate) {
   const int64_t H = 4, hid = 3, T = 2;
   std::vector<float> fc1(hid * 3 * H, 0.0f), fc2(H * hid, 0.0f);
-  HcaWeights w{TensorView::Contiguous(fc1.data(), DType::kF32, {hid, 3 * H}), std::vector<float>(hid, 0.0f),
-               TensorView::Contiguous(fc2.data(), DType::kF32, {H, hid}), std::vector<float>(H, 0.0f)};
+  HcaWeights w{
+      TensorView::Contiguous(fc1.data(), DType::kF32, {hid, 3 * H}), std::vector<float>(hid, 0.0f),
+      TensorView::Contiguous(fc2.data(), DType::kF32, {H, hid}), std::vector<float>(H, 0.0f)};
   std::vector<float> g = Random(T * H, 13), out(T * H), wm(T);
   std::vector<double> mu(H, 0.3), sigma(H, 1.2);
   ThreadPool pool(1);
@@ -287,8 +294,9 @@ TEST(SeedHca, S032_ZeroControllerGivesHalfGate) {
 TEST(SeedHca, S032_GateIsInsideZeroOne) {
   const int64_t H = 4, hid = 3, T = 3;
   std::vector<float> fc1 = Random(hid * 3 * H, 14, 3.0f), fc2 = Random(H * hid, 15, 3.0f);
-  HcaWeights w{TensorView::Contiguous(fc1.data(), DType::kF32, {hid, 3 * H}), std::vector<float>(hid, 0.1f),
-               TensorView::Contiguous(fc2.data(), DType::kF32, {H, hid}), std::vector<float>(H, -0.1f)};
+  HcaWeights w{
+      TensorView::Contiguous(fc1.data(), DType::kF32, {hid, 3 * H}), std::vector<float>(hid, 0.1f),
+      TensorView::Contiguous(fc2.data(), DType::kF32, {H, hid}), std::vector<float>(H, -0.1f)};
   std::vector<float> g = Random(T * H, 16), out(T * H), wm(T);
   std::vector<double> mu, sigma;
   FeatureStats(g.data(), T, H, 1e-6, mu, sigma);
@@ -311,7 +319,8 @@ struct CedCase {
 };
 
 CedCase MakeCed(int64_t I, int64_t H, uint32_t seed) {
-  return {I, H, Random(I * H, seed, 0.3f), Random(H * I, seed + 1, 0.3f), Random(I, seed + 2, 0.1f)};
+  return {I, H, Random(I * H, seed, 0.3f), Random(H * I, seed + 1, 0.3f),
+          Random(I, seed + 2, 0.1f)};
 }
 
 TEST(SeedCed, S037_S038_FusedEqualsExplicitAndFoldedHalfWidth) {
@@ -335,7 +344,8 @@ TEST(SeedCed, S037_S038_FusedEqualsExplicitAndFoldedHalfWidth) {
             gj += k.fused_rowmajor[j * H + q] * x[t * H + q];
             uj += k.fused_rowmajor[(I / 2 + j) * H + q] * x[t * H + q];
           }
-          acc += gj / (1 + std::exp(-gj)) * uj * (k.down[h * I + 2 * j] + k.down[h * I + 2 * j + 1]);
+          acc +=
+              gj / (1 + std::exp(-gj)) * uj * (k.down[h * I + 2 * j] + k.down[h * I + 2 * j + 1]);
         }
         c[t * H + h] = static_cast<float>(acc);
       }
@@ -391,7 +401,8 @@ TEST(SeedCed, S077_RelayoutKeepsLogicalValues) {
 
 TEST(SeedCed, S143_ConverterRoundTripAndFunctionPreserving) {
   const int64_t F = 6, H = 8, T = 3;
-  std::vector<float> g = Random(F * H, 50, 0.3f), u = Random(F * H, 51, 0.3f), dn = Random(H * F, 52, 0.3f);
+  std::vector<float> g = Random(F * H, 50, 0.3f), u = Random(F * H, 51, 0.3f),
+                     dn = Random(H * F, 52, 0.3f);
   TensorView gv = TensorView::Contiguous(g.data(), DType::kF32, {F, H});
   TensorView uv = TensorView::Contiguous(u.data(), DType::kF32, {F, H});
   TensorView dv = TensorView::Contiguous(dn.data(), DType::kF32, {H, F});
@@ -644,9 +655,12 @@ TEST(SeedTaskAdapter, S056_S057_ParamsAndLayerRange) {
   std::vector<float> le = Random(L * r, 70), te = Random(r * H, 71), m0 = Random(r * 2 * r, 72),
                      m2 = Random(F * r, 73);
   TaskAdapterWeights w{TensorView::Contiguous(le.data(), DType::kF32, {L, r}),
-                       TensorView::Contiguous(te.data(), DType::kF32, {r, H}), std::vector<float>(r, 0.0f),
-                       TensorView::Contiguous(m0.data(), DType::kF32, {r, 2 * r}), std::vector<float>(r, 0.0f),
-                       TensorView::Contiguous(m2.data(), DType::kF32, {F, r}), std::vector<float>(F, 0.0f)};
+                       TensorView::Contiguous(te.data(), DType::kF32, {r, H}),
+                       std::vector<float>(r, 0.0f),
+                       TensorView::Contiguous(m0.data(), DType::kF32, {r, 2 * r}),
+                       std::vector<float>(r, 0.0f),
+                       TensorView::Contiguous(m2.data(), DType::kF32, {F, r}),
+                       std::vector<float>(F, 0.0f)};
   ThreadPool pool(1);
   std::vector<float> t = Random(H, 74);
   auto ok = TaskAdapterOut(pool, w, t.data(), 2);
@@ -694,7 +708,8 @@ TEST(SeedPruner, S061_S062_DecisionAndUsageRatio) {
 TEST(SeedPruner, S059_ScoresInZeroOne) {
   const int64_t H = 6, hid = 5, T = 7;
   std::vector<float> fc1 = Random(hid * H, 80, 2.0f), fc2 = Random(hid, 81, 2.0f);
-  PrunerWeights w{TensorView::Contiguous(fc1.data(), DType::kF32, {hid, H}), std::vector<float>(hid, 0.1f),
+  PrunerWeights w{TensorView::Contiguous(fc1.data(), DType::kF32, {hid, H}),
+                  std::vector<float>(hid, 0.1f),
                   TensorView::Contiguous(fc2.data(), DType::kF32, {1, hid}), 0.4f};
   ThreadPool pool(1);
   std::vector<float> h = Random(T * H, 82, 3.0f), s(T);

@@ -41,7 +41,8 @@ TEST_P(SeedGolden, S001_S012_ForwardMatchesFloat64Reference) {
     auto cache = m->NewCache(max_tokens);
     std::vector<std::vector<int64_t>> live;
     std::vector<float> got = RunCalls(*m, *cache, p.ids, chunks, last_only, &live);
-    std::vector<float> want = ReadF32(ProfileDir(GetParam()) + "/" + spec["logits"].get<std::string>());
+    std::vector<float> want =
+        ReadF32(ProfileDir(GetParam()) + "/" + spec["logits"].get<std::string>());
     ASSERT_EQ(got.size(), want.size());
     auto d = Compare(got, want, V);
     EXPECT_EQ(d.argmax_mismatch, 0);
@@ -60,14 +61,16 @@ TEST_P(SeedGolden, S001_S012_ForwardMatchesFloat64Reference) {
                   spec["eff_after_call"].back().get<double>(), 1e-9);
     }
     // S-025 / C-11: theta is frozen per request and equals the reference's.
-    EXPECT_NEAR(static_cast<SeedCache&>(*cache).rope().theta, p.golden["theta"].get<double>(), 1e-6);
+    EXPECT_NEAR(static_cast<SeedCache&>(*cache).rope().theta, p.golden["theta"].get<double>(),
+                1e-6);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, SeedGolden, ::testing::Values("P-V4", "P-CED", "P-V4-7B"),
                          [](const auto& info) {
                            std::string s = info.param;
-                           for (char& c : s) if (c == '-') c = '_';
+                           for (char& c : s)
+                             if (c == '-') c = '_';
                            return s;
                          });
 
@@ -79,7 +82,8 @@ double PrefillVsIncremental(SeedModel& m, const std::vector<int32_t>& ids, int64
   auto c2 = m.NewCache(max_tokens);
   auto b = RunCalls(m, *c2, ids, std::vector<int64_t>(T, 1), false);
   double mx = 0;
-  for (size_t i = 0; i < a.size(); ++i) mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
   return mx;
 }
 
@@ -104,10 +108,12 @@ TEST(SeedModel, S058_V47bWithoutPrunerIsCausalAndChunkInvariant) {
   auto c2 = m->NewCache(16);
   auto b = RunCalls(*m, *c2, p.ids, {5, 7, 4}, false);
   double mx = 0;
-  for (size_t i = 0; i < a.size(); ++i) mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
   EXPECT_LE(mx, kInvariance);
   // The adapter output is the prefill's, kept for the request.
-  EXPECT_EQ(static_cast<SeedCache&>(*c1).adapter_out(1), static_cast<SeedCache&>(*c2).adapter_out(1));
+  EXPECT_EQ(static_cast<SeedCache&>(*c1).adapter_out(1),
+            static_cast<SeedCache&>(*c2).adapter_out(1));
 }
 
 // P-V4 with the non-causal mechanisms off (capacity unlimited, HCA off): CSA,
@@ -155,7 +161,8 @@ TEST(SeedModel, S019_SeedGlobalModeIsNotCausal) {
   auto c2 = m->NewCache(48);
   auto b = RunCalls(*m, *c2, changed, {T}, false);
   double mx = 0;
-  for (int64_t i = 0; i < (T - 1) * V; ++i) mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
+  for (int64_t i = 0; i < (T - 1) * V; ++i)
+    mx = std::max(mx, std::fabs(static_cast<double>(a[i]) - b[i]));
   EXPECT_GT(mx, 0.0);  // C-08: the literal seed mode leaks the future
 }
 
@@ -188,7 +195,8 @@ TEST(SeedModel, S022_LongPromptDiffersFromTruncated) {
   auto c2 = m->NewCache(48);
   auto cut = RunCalls(*m, *c2, tail, {W}, true);
   double mx = 0;
-  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, std::fabs(static_cast<double>(full[i]) - cut[i]));
+  for (int64_t i = 0; i < V; ++i)
+    mx = std::max(mx, std::fabs(static_cast<double>(full[i]) - cut[i]));
   EXPECT_GT(mx, 1e-3);
 }
 
@@ -269,7 +277,8 @@ TEST(SeedModel, S044_S046_CapacityPerStepAndCountersReset) {
   EXPECT_EQ(m2->last_step().routes[0].expert, first.expert);
   int64_t cum = 0, steps = 0;
   for (int64_t c : m2->router_state(0).cumulative) cum += c;
-  steps = 2 * T * k + 2 * k;  // every slot used: decode never binds (capacity 1 per expert, k distinct)
+  steps =
+      2 * T * k + 2 * k;  // every slot used: decode never binds (capacity 1 per expert, k distinct)
   EXPECT_LE(cum, steps);
   EXPECT_GT(cum, 0);
 }
@@ -374,14 +383,16 @@ TEST(SeedModel, S001_S002_S010_CheckpointMismatchNamesTheTensor) {
     SeedLoadOptions lo;
     auto r = SeedModel::Load(o, p.config, lo);
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("model.layers.1.mlp.experts.7.w2.weight"), std::string::npos);
+    EXPECT_NE(r.status().message().find("model.layers.1.mlp.experts.7.w2.weight"),
+              std::string::npos);
   }
   {  // a changed hidden_size: every dependent tensor mismatches at load, not at first forward
     SeedConfig c = p.config;
     c.hidden_size = 40;
     auto r = SeedModel::Load(p.reader, c, {});
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("model.layers.0.self_attn.q_proj.weight"), std::string::npos)
+    EXPECT_NE(r.status().message().find("model.layers.0.self_attn.q_proj.weight"),
+              std::string::npos)
         << r.status().ToString();
   }
 }
@@ -406,7 +417,8 @@ TEST(SeedModel, S057_TaskAdapterLayerOutOfRangeFails) {
   o->Replace("model.task_adapter.layer_embedding.weight", {1, 8}, std::vector<float>(8, 0.1f));
   auto r = SeedModel::Load(o, p.config, {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("model.task_adapter.layer_embedding.weight"), std::string::npos);
+  EXPECT_NE(r.status().message().find("model.task_adapter.layer_embedding.weight"),
+            std::string::npos);
 }
 
 TEST(SeedModel, S055_TaskGateZeroReproducesThePlainMlp) {

@@ -133,9 +133,10 @@ inline std::unique_ptr<SeedModel> Build(const Profile& p, const SeedConfig& conf
 
 // Runs `ids` in calls of `chunks` tokens; returns the logits of every token
 // (or the last token of each call when last_only).
-inline std::vector<float> RunCalls(SeedModel& m, SequenceCache& cache, const std::vector<int32_t>& ids,
-                              const std::vector<int64_t>& chunks, bool last_only,
-                              std::vector<std::vector<int64_t>>* live = nullptr) {
+inline std::vector<float> RunCalls(SeedModel& m, SequenceCache& cache,
+                                   const std::vector<int32_t>& ids,
+                                   const std::vector<int64_t>& chunks, bool last_only,
+                                   std::vector<std::vector<int64_t>>* live = nullptr) {
   const int64_t V = m.info().vocab_size;
   std::vector<float> out;
   size_t at = 0;

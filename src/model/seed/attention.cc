@@ -31,7 +31,8 @@ void SoftmaxAccumulate(std::span<const float> scores, std::span<const int32_t> e
   for (int64_t c = 0; c < d; ++c) {
     double acc = 0;
     for (size_t j = 0; j < n; ++j) {
-      if (probs[j] != 0.0f) acc += static_cast<double>(probs[j]) * v[eligible[j] * v_stride + v_off + c];
+      if (probs[j] != 0.0f)
+        acc += static_cast<double>(probs[j]) * v[eligible[j] * v_stride + v_off + c];
     }
     out[c] += static_cast<float>(w * acc / sum);
   }
@@ -55,9 +56,9 @@ std::vector<int32_t> SelectByImportance(std::span<const int32_t> candidates,
   return order;
 }
 
-void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift, const CsaConfig* csa,
-            const double* branch_weights, const KvView& kv, const float* q, int64_t pos,
-            std::span<const int32_t> seed_selected, bool query_selected, float* out,
+void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
+            const CsaConfig* csa, const double* branch_weights, const KvView& kv, const float* q,
+            int64_t pos, std::span<const int32_t> seed_selected, bool query_selected, float* out,
             AttnScratch& s) {
   const int64_t nh = shape.n_heads, d = shape.head_dim, group = nh / shape.n_kv;
   const int64_t kv_stride = shape.n_kv * d;
@@ -85,10 +86,9 @@ void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift, 
     if (seed_global) {
       if (query_selected) {
         for (size_t j = 0; j < n; ++j) {
-          s.in_global[j] = std::binary_search(seed_selected.begin(), seed_selected.end(),
-                                              s.eligible[j], [&](int32_t a, int32_t b) {
-                                                return kv.slot_pos[a] < kv.slot_pos[b];
-                                              });
+          s.in_global[j] = std::binary_search(
+              seed_selected.begin(), seed_selected.end(), s.eligible[j],
+              [&](int32_t a, int32_t b) { return kv.slot_pos[a] < kv.slot_pos[b]; });
         }
       }
     } else {
@@ -130,9 +130,12 @@ void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift, 
       SoftmaxAccumulate(s.scores, s.eligible, nullptr, kv.v, kv_stride, g * d, d, 1.0, oh, s.probs);
     } else {
       const double* w = branch_weights != nullptr ? branch_weights : csa->branch_weights.data();
-      SoftmaxAccumulate(s.scores, s.eligible, local.data(), kv.v, kv_stride, g * d, d, w[0], oh, s.probs);
-      SoftmaxAccumulate(s.scores, s.eligible, segment.data(), kv.v, kv_stride, g * d, d, w[1], oh, s.probs);
-      SoftmaxAccumulate(s.scores, s.eligible, s.in_global.data(), kv.v, kv_stride, g * d, d, w[2], oh, s.probs);
+      SoftmaxAccumulate(s.scores, s.eligible, local.data(), kv.v, kv_stride, g * d, d, w[0], oh,
+                        s.probs);
+      SoftmaxAccumulate(s.scores, s.eligible, segment.data(), kv.v, kv_stride, g * d, d, w[1], oh,
+                        s.probs);
+      SoftmaxAccumulate(s.scores, s.eligible, s.in_global.data(), kv.v, kv_stride, g * d, d, w[2],
+                        oh, s.probs);
     }
   }
 }

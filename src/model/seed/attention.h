@@ -35,9 +35,9 @@ struct KvView {
 };
 
 struct AttnShape {
-  int64_t n_heads = 0;  // nh
-  int64_t n_kv = 0;     // nkv
-  int64_t head_dim = 0; // d
+  int64_t n_heads = 0;   // nh
+  int64_t n_kv = 0;      // nkv
+  int64_t head_dim = 0;  // d
 };
 
 // Scratch reused across calls (no per-token allocation once grown).
@@ -53,9 +53,9 @@ struct AttnScratch {
 // `seed_selected` (seed global mode only): the slots selected over the whole
 // cache, sorted by position; `query_selected` says whether this query is one of them.
 // `branch_weights` override csa->branch_weights (residual_layernorm uses 1, 1, 1).
-void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift, const CsaConfig* csa,
-            const double* branch_weights, const KvView& kv, const float* q, int64_t pos,
-            std::span<const int32_t> seed_selected, bool query_selected, float* out,
+void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
+            const CsaConfig* csa, const double* branch_weights, const KvView& kv, const float* q,
+            int64_t pos, std::span<const int32_t> seed_selected, bool query_selected, float* out,
             AttnScratch& scratch);
 
 // The top-K (K = min(k, candidates)) slots by importance among `candidates`,

@@ -81,8 +81,8 @@ OwnedMatrix ToLayout(const TensorView& w, Layout want) {
   return m;
 }
 
-void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
-                   float* out, CedScratch& s) {
+void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T, float* out,
+                   CedScratch& s) {
   const int64_t I = w.fused.sizes[0], half = I / 2, H = w.down.sizes[0];
   s.fused.resize(T * I);
   MatMulAnyLayout(pool, s.fused.data(), x, w.fused, T);
@@ -117,7 +117,8 @@ void CedMlpExplicit(const CedMlpWeights& w, const float* x, int64_t T, float* ou
       for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(At(w.fused, n, k)) * x[t * K + k];
       fused[n] = acc + (w.bias.empty() ? 0.0 : w.bias[n]);
     }
-    std::vector<double> gate(fused.begin(), fused.begin() + half), up(fused.begin() + half, fused.end());
+    std::vector<double> gate(fused.begin(), fused.begin() + half),
+        up(fused.begin() + half, fused.end());
     std::vector<double> gate_i(I), up_i(I), prod(I);
     for (int64_t j = 0; j < I; ++j) {
       gate_i[j] = gate[j / 2] / (1.0 + std::exp(-gate[j / 2]));  // repeat_interleave(silu(gate), 2)

@@ -11,8 +11,8 @@
 // Fused MLP (C-02): ced_weight is the logical [I, H] matrix — rows [0, I/2) gate,
 // rows [I/2, I) up — plus ced_bias [I] and a standard down projection [H, I]:
 //   fused = ced_weight · x + ced_bias                     [I]
-//   p[j]  = silu(fused[j >> 1]) · fused[I/2 + (j >> 1)]   j < I (repeat_interleave ×2, never built, C-19)
-//   out   = down · p                                      [H]
+//   p[j]  = silu(fused[j >> 1]) · fused[I/2 + (j >> 1)]   j < I (repeat_interleave ×2, never built,
+//   C-19) out   = down · p                                      [H]
 // which is the half-width SwiGLU with down'[:, j] = down[:, 2j] + down[:, 2j+1].
 #ifndef DSV4_MODEL_SEED_CED_MLP_H_
 #define DSV4_MODEL_SEED_CED_MLP_H_
@@ -62,8 +62,8 @@ struct CedScratch {
 };
 
 // x [T, H] → out [T, H], the fused path (no [T, I] expanded tensors).
-void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
-                   float* out, CedScratch& scratch);
+void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T, float* out,
+                   CedScratch& scratch);
 
 // The literal chunk → silu → repeat_interleave → mul → down path, materialising
 // everything (the oracle for CedMlpForward in tests).

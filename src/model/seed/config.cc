@@ -129,9 +129,12 @@ bool OneOf(const std::string& v, std::initializer_list<const char*> set) {
 
 std::string_view ProfileName(Profile p) {
   switch (p) {
-    case Profile::kV4: return "P-V4";
-    case Profile::kCed: return "P-CED";
-    case Profile::kV47B: return "P-V4-7B";
+    case Profile::kV4:
+      return "P-V4";
+    case Profile::kCed:
+      return "P-CED";
+    case Profile::kV47B:
+      return "P-V4-7B";
   }
   return "?";
 }
@@ -143,8 +146,8 @@ int64_t SeedConfig::max_context() const {
 
 int64_t SeedConfig::routed_k() const {
   if (!moe.enabled) return 0;
-  const int64_t k = moe.routing == "group_limited" ? moe.topk_group * moe.per_group_k
-                                                   : moe.num_experts_per_tok;
+  const int64_t k =
+      moe.routing == "group_limited" ? moe.topk_group * moe.per_group_k : moe.num_experts_per_tok;
   return std::clamp<int64_t>(k, 1, moe.num_experts);
 }
 
@@ -176,7 +179,8 @@ Status SeedConfig::Validate() const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
     return Bad("rope_theta", Num(rope_theta), "a positive number");
   }
-  if (rope_scaling.enabled && (!(rope_scaling.factor >= 1.0) || !std::isfinite(rope_scaling.factor))) {
+  if (rope_scaling.enabled &&
+      (!(rope_scaling.factor >= 1.0) || !std::isfinite(rope_scaling.factor))) {
     return Bad("rope_scaling.factor", Num(rope_scaling.factor), "a number >= 1");
   }
   if (!(rms_norm_eps > 0)) return Bad("rms_norm_eps", Num(rms_norm_eps), "a positive number");
@@ -187,24 +191,34 @@ Status SeedConfig::Validate() const {
   }
 
   if (csa.enabled) {
-    if (csa.local_window <= 0) return Bad("extensions.csa.local_window", std::to_string(csa.local_window), "a positive integer");
-    if (csa.segment_window <= 0) return Bad("extensions.csa.segment_window", std::to_string(csa.segment_window), "a positive integer");
-    if (csa.global_topk <= 0) return Bad("extensions.csa.global_topk", std::to_string(csa.global_topk), "a positive integer");
+    if (csa.local_window <= 0)
+      return Bad("extensions.csa.local_window", std::to_string(csa.local_window),
+                 "a positive integer");
+    if (csa.segment_window <= 0)
+      return Bad("extensions.csa.segment_window", std::to_string(csa.segment_window),
+                 "a positive integer");
+    if (csa.global_topk <= 0)
+      return Bad("extensions.csa.global_topk", std::to_string(csa.global_topk),
+                 "a positive integer");
     double sum = 0;
     for (double w : csa.branch_weights) {
       if (!(w >= 0) || !std::isfinite(w)) {
-        return Bad("extensions.csa.branch_weights", Num(w), "three non-negative numbers summing to 1");
+        return Bad("extensions.csa.branch_weights", Num(w),
+                   "three non-negative numbers summing to 1");
       }
       sum += w;
     }
     if (std::fabs(sum - 1.0) > 1e-6) {
-      return Bad("extensions.csa.branch_weights", "sum " + Num(sum), "three non-negative numbers summing to 1 (S-020)");
+      return Bad("extensions.csa.branch_weights", "sum " + Num(sum),
+                 "three non-negative numbers summing to 1 (S-020)");
     }
-    if (!OneOf(csa.global_mode, {"causal", "seed"})) return Bad("extensions.csa.global_mode", csa.global_mode, "causal, seed");
+    if (!OneOf(csa.global_mode, {"causal", "seed"}))
+      return Bad("extensions.csa.global_mode", csa.global_mode, "causal, seed");
     if (!OneOf(csa.fusion_mode, {"weighted", "residual_layernorm"})) {
       return Bad("extensions.csa.fusion_mode", csa.fusion_mode, "weighted, residual_layernorm");
     }
-    if (csa.fusion_mode == "residual_layernorm" && num_attention_heads * head_dim() != hidden_size) {
+    if (csa.fusion_mode == "residual_layernorm" &&
+        num_attention_heads * head_dim() != hidden_size) {
       return Bad("extensions.csa.fusion_mode", csa.fusion_mode, "weighted (nh·d != H)");
     }
   }
@@ -213,78 +227,114 @@ Status SeedConfig::Validate() const {
       return Bad("extensions.hca", "on without extensions.moe",
                  "hca together with moe (its output feeds the router, C-13)");
     }
-    if (hca.hidden <= 0) return Bad("extensions.hca.hidden", std::to_string(hca.hidden), "a positive integer");
-    if (!OneOf(hca.stats, {"sequence", "batch"})) return Bad("extensions.hca.stats", hca.stats, "sequence, batch");
+    if (hca.hidden <= 0)
+      return Bad("extensions.hca.hidden", std::to_string(hca.hidden), "a positive integer");
+    if (!OneOf(hca.stats, {"sequence", "batch"}))
+      return Bad("extensions.hca.stats", hca.stats, "sequence, batch");
     if (!(hca.eps > 0)) return Bad("extensions.hca.eps", Num(hca.eps), "a positive number");
     if (!(hca.skip_threshold >= 0 && hca.skip_threshold <= 1)) {
       return Bad("extensions.hca.skip_threshold", Num(hca.skip_threshold), "a number in [0, 1]");
     }
   }
   if (dynamic_rope.enabled) {
-    if (dynamic_rope.base_len <= 0) return Bad("extensions.dynamic_rope.base_len", std::to_string(dynamic_rope.base_len), "a positive integer");
-    if (dynamic_rope.dim < 0) return Bad("extensions.dynamic_rope.dim", std::to_string(dynamic_rope.dim), "0 (hidden_size) or a positive integer");
+    if (dynamic_rope.base_len <= 0)
+      return Bad("extensions.dynamic_rope.base_len", std::to_string(dynamic_rope.base_len),
+                 "a positive integer");
+    if (dynamic_rope.dim < 0)
+      return Bad("extensions.dynamic_rope.dim", std::to_string(dynamic_rope.dim),
+                 "0 (hidden_size) or a positive integer");
   }
   if (segmented_rope.enabled && segmented_rope.segment_length <= 0) {
-    return Bad("extensions.segmented_rope.segment_length", std::to_string(segmented_rope.segment_length), "a positive integer");
+    return Bad("extensions.segmented_rope.segment_length",
+               std::to_string(segmented_rope.segment_length), "a positive integer");
   }
   if (moe.enabled) {
-    if (moe.num_experts <= 0) return Bad("extensions.moe.num_experts", std::to_string(moe.num_experts), "a positive integer");
+    if (moe.num_experts <= 0)
+      return Bad("extensions.moe.num_experts", std::to_string(moe.num_experts),
+                 "a positive integer");
     if (moe.num_experts_per_tok <= 0) {
-      return Bad("extensions.moe.num_experts_per_tok", std::to_string(moe.num_experts_per_tok), "a positive integer (clamped to num_experts)");
+      return Bad("extensions.moe.num_experts_per_tok", std::to_string(moe.num_experts_per_tok),
+                 "a positive integer (clamped to num_experts)");
     }
-    if (moe.moe_intermediate_size < 0) return Bad("extensions.moe.moe_intermediate_size", std::to_string(moe.moe_intermediate_size), "0 (intermediate_size) or a positive integer");
-    if (!OneOf(moe.routing, {"topk", "group_limited"})) return Bad("extensions.moe.routing", moe.routing, "topk, group_limited");
+    if (moe.moe_intermediate_size < 0)
+      return Bad("extensions.moe.moe_intermediate_size", std::to_string(moe.moe_intermediate_size),
+                 "0 (intermediate_size) or a positive integer");
+    if (!OneOf(moe.routing, {"topk", "group_limited"}))
+      return Bad("extensions.moe.routing", moe.routing, "topk, group_limited");
     if (moe.routing == "group_limited") {
       if (moe.n_group <= 0 || moe.num_experts % moe.n_group != 0) {
-        return Bad("extensions.moe.n_group", std::to_string(moe.n_group), "a divisor of num_experts " + std::to_string(moe.num_experts));
+        return Bad("extensions.moe.n_group", std::to_string(moe.n_group),
+                   "a divisor of num_experts " + std::to_string(moe.num_experts));
       }
       if (moe.topk_group <= 0 || moe.topk_group > moe.n_group) {
         return Bad("extensions.moe.topk_group", std::to_string(moe.topk_group), "1 .. n_group");
       }
       if (moe.per_group_k <= 0 || moe.per_group_k > moe.num_experts / moe.n_group) {
-        return Bad("extensions.moe.per_group_k", std::to_string(moe.per_group_k), "1 .. experts per group");
+        return Bad("extensions.moe.per_group_k", std::to_string(moe.per_group_k),
+                   "1 .. experts per group");
       }
     }
     if (!OneOf(moe.router_input, {"hidden", "hca", "hidden_plus_attn"})) {
       return Bad("extensions.moe.router_input", moe.router_input, "hidden, hca, hidden_plus_attn");
     }
     if (!(moe.capacity_factor >= 0) || !std::isfinite(moe.capacity_factor)) {
-      return Bad("extensions.moe.capacity_factor", Num(moe.capacity_factor), "0 (unlimited) or a positive number");
+      return Bad("extensions.moe.capacity_factor", Num(moe.capacity_factor),
+                 "0 (unlimited) or a positive number");
     }
-    if (!OneOf(moe.assign, {"topk_capped", "seed_greedy"})) return Bad("extensions.moe.assign", moe.assign, "topk_capped, seed_greedy");
-    if (!OneOf(moe.expert_naming, {"deepseek", "seed"})) return Bad("extensions.moe.expert_naming", moe.expert_naming, "deepseek, seed");
-    if (!(moe.utilization_threshold > 0)) return Bad("extensions.moe.utilization_threshold", Num(moe.utilization_threshold), "a positive number");
+    if (!OneOf(moe.assign, {"topk_capped", "seed_greedy"}))
+      return Bad("extensions.moe.assign", moe.assign, "topk_capped, seed_greedy");
+    if (!OneOf(moe.expert_naming, {"deepseek", "seed"}))
+      return Bad("extensions.moe.expert_naming", moe.expert_naming, "deepseek, seed");
+    if (!(moe.utilization_threshold > 0))
+      return Bad("extensions.moe.utilization_threshold", Num(moe.utilization_threshold),
+                 "a positive number");
   }
   if (ced.enabled) {
     if (intermediate_size % 2 != 0) {
-      return Bad("intermediate_size", std::to_string(intermediate_size), "an even number with extensions.ced (gate and up halves, C-02)");
+      return Bad("intermediate_size", std::to_string(intermediate_size),
+                 "an even number with extensions.ced (gate and up halves, C-02)");
     }
-    if (!OneOf(ced.layout, {"auto", "true", "false"})) return Bad("extensions.ced.layout", ced.layout, "auto, true, false");
-    if (!OneOf(ced.block, {"auto", "all", "none"})) return Bad("extensions.ced.block", ced.block, "auto, all, none");
+    if (!OneOf(ced.layout, {"auto", "true", "false"}))
+      return Bad("extensions.ced.layout", ced.layout, "auto, true, false");
+    if (!OneOf(ced.block, {"auto", "all", "none"}))
+      return Bad("extensions.ced.block", ced.block, "auto, all, none");
   }
   if (task_adapter.enabled) {
-    if (task_adapter.adapter_dim <= 0) return Bad("extensions.task_adapter.adapter_dim", std::to_string(task_adapter.adapter_dim), "a positive integer");
+    if (task_adapter.adapter_dim <= 0)
+      return Bad("extensions.task_adapter.adapter_dim", std::to_string(task_adapter.adapter_dim),
+                 "a positive integer");
     if (!OneOf(task_adapter.task_source, {"first_token", "mean"})) {
-      return Bad("extensions.task_adapter.task_source", task_adapter.task_source, "first_token, mean");
+      return Bad("extensions.task_adapter.task_source", task_adapter.task_source,
+                 "first_token, mean");
     }
   }
   if (kv_pruner.enabled) {
     const KvPrunerConfig& p = kv_pruner;
-    if (p.hidden <= 0) return Bad("extensions.kv_pruner.hidden", std::to_string(p.hidden), "a positive integer");
-    if (!(p.base_threshold > 0 && p.base_threshold <= 1)) return Bad("extensions.kv_pruner.base_threshold", Num(p.base_threshold), "a number in (0, 1]");
-    if (!(p.tau_max >= p.base_threshold && p.tau_max <= 1)) return Bad("extensions.kv_pruner.tau_max", Num(p.tau_max), "a number in [base_threshold, 1]");
+    if (p.hidden <= 0)
+      return Bad("extensions.kv_pruner.hidden", std::to_string(p.hidden), "a positive integer");
+    if (!(p.base_threshold > 0 && p.base_threshold <= 1))
+      return Bad("extensions.kv_pruner.base_threshold", Num(p.base_threshold),
+                 "a number in (0, 1]");
+    if (!(p.tau_max >= p.base_threshold && p.tau_max <= 1))
+      return Bad("extensions.kv_pruner.tau_max", Num(p.tau_max), "a number in [base_threshold, 1]");
     if (!(p.efficiency_factor >= 0.75 && p.efficiency_factor <= 0.95)) {
-      return Bad("extensions.kv_pruner.efficiency_factor", Num(p.efficiency_factor), "a number in [0.75, 0.95] (S-063)");
+      return Bad("extensions.kv_pruner.efficiency_factor", Num(p.efficiency_factor),
+                 "a number in [0.75, 0.95] (S-063)");
     }
-    if (!(p.prune_pressure > 0)) return Bad("extensions.kv_pruner.prune_pressure", Num(p.prune_pressure), "a positive number");
-    if (p.protect_recent < 0) return Bad("extensions.kv_pruner.protect_recent", std::to_string(p.protect_recent), "0 or more");
-    if (p.protect_sink < 0) return Bad("extensions.kv_pruner.protect_sink", std::to_string(p.protect_sink), "0 or more");
+    if (!(p.prune_pressure > 0))
+      return Bad("extensions.kv_pruner.prune_pressure", Num(p.prune_pressure), "a positive number");
+    if (p.protect_recent < 0)
+      return Bad("extensions.kv_pruner.protect_recent", std::to_string(p.protect_recent),
+                 "0 or more");
+    if (p.protect_sink < 0)
+      return Bad("extensions.kv_pruner.protect_sink", std::to_string(p.protect_sink), "0 or more");
     if (p.kv_budget < 0 || (p.kv_budget > 0 && p.kv_budget <= p.protect_recent + p.protect_sink)) {
       return Bad("extensions.kv_pruner.kv_budget", std::to_string(p.kv_budget),
                  "0 (the cache size) or more than protect_recent + protect_sink = " +
                      std::to_string(p.protect_recent + p.protect_sink));
     }
-    if (!OneOf(p.eff_mode, {"resolved", "seed"})) return Bad("extensions.kv_pruner.eff_mode", p.eff_mode, "resolved, seed");
+    if (!OneOf(p.eff_mode, {"resolved", "seed"}))
+      return Bad("extensions.kv_pruner.eff_mode", p.eff_mode, "resolved, seed");
   }
   return Status::Ok();
 }
@@ -306,9 +356,9 @@ Result<SeedConfig> SeedConfig::FromJson(std::string_view text, const std::string
   std::string model_type;
   r.String("model_type", model_type);
   if (st.ok() && model_type != kSeedModelType) {
-    return InvalidArgument(source + ": model_type '" + model_type + "' is not '" +
-                               std::string(kSeedModelType) + "'",
-                           "this reader is for the seed-article family");
+    return InvalidArgument(
+        source + ": model_type '" + model_type + "' is not '" + std::string(kSeedModelType) + "'",
+        "this reader is for the seed-article family");
   }
   std::string profile = "P-V4";
   r.String("seed_profile", profile);
@@ -488,8 +538,9 @@ Result<SeedConfig> SeedConfig::FromJson(std::string_view text, const std::string
               source, c.intermediate_size, std::llround(8.0 * c.hidden_size / 3.0));
   }
   if (c.moe.enabled && c.moe.router_input == "hca" && !c.hca.enabled) {
-    LOG_INFO("{}: router_input 'hca' without extensions.hca: the router reads the FFN input (S-011)",
-             source);
+    LOG_INFO(
+        "{}: router_input 'hca' without extensions.hca: the router reads the FFN input (S-011)",
+        source);
   }
   return c;
 }

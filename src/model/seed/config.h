@@ -33,9 +33,9 @@ std::string_view ProfileName(Profile p);  // "P-V4", "P-CED", "P-V4-7B"
 // "CSA" multi-scale attention (S-016…S-023, C-07…C-09).
 struct CsaConfig {
   bool enabled = false;
-  int64_t local_window = 512;    // S-017: keys [i-511, i]
-  int64_t segment_window = 4096; // S-018: keys [i-4095, i]
-  int64_t global_topk = 1024;    // S-019: K = min(1024, i+1) keys chosen by importance
+  int64_t local_window = 512;     // S-017: keys [i-511, i]
+  int64_t segment_window = 4096;  // S-018: keys [i-4095, i]
+  int64_t global_topk = 1024;     // S-019: K = min(1024, i+1) keys chosen by importance
   std::array<double, 3> branch_weights = {0.4, 0.4, 0.2};  // S-020 (local, segment, global)
   // S-019/C-08: "causal" = importance-selected keys, causal (default);
   // "seed" = selected tokens attend to each other non-causally, others get 0.
@@ -47,10 +47,11 @@ struct CsaConfig {
 // "HCA" gating controller (S-030…S-035, C-13, C-15, C-17).
 struct HcaConfig {
   bool enabled = false;
-  int64_t hidden = 256;            // S-032: 3H -> 256 -> H
-  std::string stats = "sequence";  // C-15: "sequence" (cached + current, Welford) | "batch" (current call)
-  double eps = 1e-6;               // σ = sqrt(var + eps), population variance
-  double skip_threshold = 0.0;     // S-034: tokens with mean(w) < threshold skip the MoE; 0 = off
+  int64_t hidden = 256;  // S-032: 3H -> 256 -> H
+  std::string stats =
+      "sequence";     // C-15: "sequence" (cached + current, Welford) | "batch" (current call)
+  double eps = 1e-6;  // σ = sqrt(var + eps), population variance
+  double skip_threshold = 0.0;  // S-034: tokens with mean(w) < threshold skip the MoE; 0 = off
 };
 
 // Dynamic RoPE theta (S-025, C-11).
@@ -69,19 +70,22 @@ struct SegmentedRopeConfig {
 // Mixture of experts with capacity routing (S-040…S-053, C-04…C-06, C-20…C-23).
 struct MoeConfig {
   bool enabled = false;
-  int64_t num_experts = 16;             // E (S-010)
-  int64_t num_experts_per_tok = 2;      // k (C-04: clamped to [1, E])
-  int64_t moe_intermediate_size = 0;    // expert width; 0 = intermediate_size
-  std::string routing = "topk";         // "topk" | "group_limited" (S-043)
+  int64_t num_experts = 16;           // E (S-010)
+  int64_t num_experts_per_tok = 2;    // k (C-04: clamped to [1, E])
+  int64_t moe_intermediate_size = 0;  // expert width; 0 = intermediate_size
+  std::string routing = "topk";       // "topk" | "group_limited" (S-043)
   int64_t n_group = 4;
   int64_t topk_group = 2;
   int64_t per_group_k = 2;
-  bool dynamic_k = false;               // S-042: k = clamp(max(2, floor(0.015 T)), 1, E)
-  std::string router_input;             // "hidden" | "hca" | "hidden_plus_attn" (S-040); "" = profile default
-  double capacity_factor = -1;          // S-044: ceil(cf·N·k/E); 0 = unlimited (the parser fills the profile default)
-  std::string assign = "topk_capped";   // S-045: "topk_capped" | "seed_greedy"
-  std::string expert_naming = "deepseek";  // S-072: "deepseek" (w1 gate, w3 up) | "seed" (w1 up, w3 gate)
-  double utilization_threshold = 0.05;  // S-053 (runtime reweighting is off unless enabled in options)
+  bool dynamic_k = false;    // S-042: k = clamp(max(2, floor(0.015 T)), 1, E)
+  std::string router_input;  // "hidden" | "hca" | "hidden_plus_attn" (S-040); "" = profile default
+  double capacity_factor =
+      -1;  // S-044: ceil(cf·N·k/E); 0 = unlimited (the parser fills the profile default)
+  std::string assign = "topk_capped";  // S-045: "topk_capped" | "seed_greedy"
+  std::string expert_naming =
+      "deepseek";  // S-072: "deepseek" (w1 gate, w3 up) | "seed" (w1 up, w3 gate)
+  double utilization_threshold =
+      0.05;  // S-053 (runtime reweighting is off unless enabled in options)
 };
 
 // CED block and fused MLP (S-013, S-037…S-039, S-074…S-079, C-02, C-03, C-18, C-43).
@@ -99,21 +103,22 @@ struct CedConfig {
 // TaskAdapter (S-055…S-058, C-24).
 struct TaskAdapterConfig {
   bool enabled = false;
-  int64_t adapter_dim = 128;              // r
-  std::string task_source = "first_token";  // "first_token" | "mean" (of the first call's embeddings)
+  int64_t adapter_dim = 128;  // r
+  std::string task_source =
+      "first_token";  // "first_token" | "mean" (of the first call's embeddings)
 };
 
 // SemanticKVPruner (S-059…S-065, C-25).
 struct KvPrunerConfig {
   bool enabled = false;
-  int64_t hidden = 256;             // score_net width
-  double base_threshold = 0.35;     // S-060
+  int64_t hidden = 256;          // score_net width
+  double base_threshold = 0.35;  // S-060
   double tau_max = 0.6;
   double efficiency_factor = 0.85;  // S-062, adapts in [0.75, 0.95] (S-063)
   double prune_pressure = 0.9;
-  int64_t protect_recent = 128;     // C-25
+  int64_t protect_recent = 128;  // C-25
   int64_t protect_sink = 4;
-  int64_t kv_budget = 0;            // live tokens kept; 0 = the cache's slot count
+  int64_t kv_budget = 0;              // live tokens kept; 0 = the cache's slot count
   std::string eff_mode = "resolved";  // "resolved" | "seed" (S-063 literal code)
 };
 
@@ -125,11 +130,11 @@ struct RopeScaling {
 struct SeedConfig {
   Profile profile = Profile::kV4;
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;           // H
-  int64_t num_hidden_layers = 0;     // L
-  int64_t num_attention_heads = 0;   // nh
-  int64_t num_key_value_heads = 0;   // nkv
-  int64_t intermediate_size = 0;     // I (dense / CED fused width)
+  int64_t hidden_size = 0;          // H
+  int64_t num_hidden_layers = 0;    // L
+  int64_t num_attention_heads = 0;  // nh
+  int64_t num_key_value_heads = 0;  // nkv
+  int64_t intermediate_size = 0;    // I (dense / CED fused width)
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
@@ -154,7 +159,8 @@ struct SeedConfig {
   }
   // Positions the model supports: max_position_embeddings × the linear factor (S-007).
   int64_t max_context() const;
-  // Experts each token is routed to with k from the config (C-04; group-limited: topk_group × per_group_k).
+  // Experts each token is routed to with k from the config (C-04; group-limited: topk_group ×
+  // per_group_k).
   int64_t routed_k() const;
 
   // Every field; errors name the field, the value and what is allowed.

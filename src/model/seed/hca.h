@@ -1,7 +1,8 @@
 // "HCA" gating controller of the seed family (specs/seed-mechanisms.md §1.5):
 //   g     = hca_gate_proj · h          layer-level Linear(H → H) on the FFN input (C-13)
 //   f     = [g ; μ ; σ]                [T, 3H]; μ, σ per sequence over every valid token
-//                                      so far (cached + current; population std, σ = sqrt(var + ε), C-15)
+//                                      so far (cached + current; population std, σ = sqrt(var + ε),
+//                                      C-15)
 //   w     = sigmoid(fc2 · GELU(fc1 · f + b1) + b2)   3H → hidden (256) → H  (S-032)
 //   g_hca = g ⊙ w                      feeds the router (S-040); the experts read h.
 // The same hca_gate_proj gives the CSA global branch its token importance,
@@ -19,10 +20,10 @@
 namespace dsv4::seed {
 
 struct HcaWeights {
-  TensorView fc1;             // [hidden, 3H]
-  std::vector<float> fc1_b;   // [hidden]
-  TensorView fc2;             // [H, hidden]
-  std::vector<float> fc2_b;   // [H]
+  TensorView fc1;            // [hidden, 3H]
+  std::vector<float> fc1_b;  // [hidden]
+  TensorView fc2;            // [H, hidden]
+  std::vector<float> fc2_b;  // [H]
 };
 
 // Per-feature mean and std over n rows of width H (population variance, +eps).

@@ -27,9 +27,9 @@
 namespace dsv4::seed {
 
 struct PrunerWeights {
-  TensorView fc1;           // [hidden, H]
-  std::vector<float> fc1_b; // [hidden]
-  TensorView fc2;           // [1, hidden]
+  TensorView fc1;            // [hidden, H]
+  std::vector<float> fc1_b;  // [hidden]
+  TensorView fc2;            // [1, hidden]
   float fc2_b = 0;
 };
 

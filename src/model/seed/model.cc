@@ -46,8 +46,8 @@ class Binder {
   }
   Status status() const {
     if (n_ == 0) return Status::Ok();
-    return NotFound(r_.path() + ": " + std::to_string(n_) + " tensor problem(s) for the seed model:" +
-                        problems_,
+    return NotFound(r_.path() + ": " + std::to_string(n_) +
+                        " tensor problem(s) for the seed model:" + problems_,
                     "the checkpoint does not match config.json (see docs/seed-mechanisms.md for "
                     "the tensor names)");
   }
@@ -180,7 +180,8 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   RETURN_IF_ERROR(m->Bind(*reader, options.metadata));
   m->router_state_.assign(config.num_hidden_layers, {});
-  m->info_.architecture = std::string(kSeedModelType) + " (" + std::string(ProfileName(config.profile)) + ")";
+  m->info_.architecture =
+      std::string(kSeedModelType) + " (" + std::string(ProfileName(config.profile)) + ")";
   m->info_.vocab_size = config.vocab_size;
   m->info_.max_context = config.max_context();
   m->info_.bos_id = config.bos_token_id;
@@ -198,7 +199,8 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
 Status SeedModel::Bind(const CheckpointReader& r,
                        const std::map<std::string, std::string>& metadata) {
   const SeedConfig& c = config_;
-  const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(), L = c.num_hidden_layers;
+  const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(),
+                L = c.num_hidden_layers;
   const int64_t I = c.intermediate_size, KV = c.kv_dim(), V = c.vocab_size;
   Binder b(r);
   embed_ = b.Get("model.embed_tokens.weight", {V, H});
@@ -258,7 +260,8 @@ Status SeedModel::Bind(const CheckpointReader& r,
     }
     p.csa = c.csa.enabled;
     p.hca = c.hca.enabled && c.moe.enabled;
-    if (p.csa || p.hca) y.hca_gate_proj = b.Get(n("mlp.hca_gate_proj.weight"), {H, H});  // S-030, S-035
+    if (p.csa || p.hca)
+      y.hca_gate_proj = b.Get(n("mlp.hca_gate_proj.weight"), {H, H});  // S-030, S-035
     if (p.hca) {
       const int64_t hid = c.hca.hidden;
       y.hca.fc1 = b.Get(n("mlp.hca_controller.fc1.weight"), {hid, 3 * H});
@@ -323,7 +326,8 @@ Status SeedModel::Bind(const CheckpointReader& r,
   if (c.task_adapter.enabled) {
     const int64_t ra = c.task_adapter.adapter_dim;
     const int64_t Fa = c.moe.enabled ? F : I;
-    adapter_.layer_embedding = b.Get("model.task_adapter.layer_embedding.weight", {L, ra});  // S-057
+    adapter_.layer_embedding =
+        b.Get("model.task_adapter.layer_embedding.weight", {L, ra});  // S-057
     adapter_.task_embedding = b.Get("model.task_adapter.task_embedding.weight", {ra, H});
     adapter_.task_embedding_b = b.Vec("model.task_adapter.task_embedding.bias", {ra});
     adapter_.mlp0 = b.Get("model.task_adapter.adapter_mlp.0.weight", {ra, 2 * ra});
@@ -381,9 +385,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   const Layer& y = layers_[l];
   const SeedLayerPlan& p = plans_[l];
   const int64_t H = cfg.hidden_size;
-  const float* adapter = cfg.task_adapter.enabled && !c.adapter_out_[l].empty()
-                             ? c.adapter_out_[l].data()
-                             : nullptr;
+  const float* adapter =
+      cfg.task_adapter.enabled && !c.adapter_out_[l].empty() ? c.adapter_out_[l].data() : nullptr;
   if (p.ffn == FfnKind::kDense) {
     SwiGluRows(y.gate, y.up, y.down, adapter, y.task_alpha, f, T, out);
     return;
@@ -459,7 +462,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   const SeedConfig& cfg = config_;
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
-  const int64_t d = cfg.head_dim(), KV = cfg.kv_dim(), V = cfg.vocab_size, L = cfg.num_hidden_layers;
+  const int64_t d = cfg.head_dim(), KV = cfg.kv_dim(), V = cfg.vocab_size,
+                L = cfg.num_hidden_layers;
   if (T == 0) return InvalidArgument("Forward: no tokens");
   const int64_t pos0 = c.length_;
   if (pos0 + T > info_.max_context) {  // S-007
@@ -487,11 +491,13 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
 
   std::vector<float> x(T * H), h(T * H), q(T * nh * d), k(T * KV), v(T * KV), att(T * nh * d);
   std::vector<float> a(T * H), fin(T * H), ffn(T * H);
-  for (int64_t t = 0; t < T; ++t) DequantizeRow(embed_.dtype, embed_[tokens[t]].data, H, x.data() + t * H);
+  for (int64_t t = 0; t < T; ++t)
+    DequantizeRow(embed_.dtype, embed_[tokens[t]].data, H, x.data() + t * H);
 
   // TaskAdapter: the task vector once per request, at its first call (S-058).
   if (cfg.task_adapter.enabled && !c.adapter_ready_) {
-    if (pos0 != 0) return InvalidArgument("TaskAdapter: the first call of a request must start at position 0");
+    if (pos0 != 0)
+      return InvalidArgument("TaskAdapter: the first call of a request must start at position 0");
     std::vector<float> task(H, 0.0f);
     if (cfg.task_adapter.task_source == "first_token") {
       std::copy_n(x.data(), H, task.data());
@@ -525,7 +531,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     // Attention input: RMSNorm (pre-norm) or x itself (CED, no norm).
     for (int64_t t = 0; t < T; ++t) {
       if (p.block == BlockKind::kPreNorm) {
-        ops::ref::RmsNorm(h.data() + t * H, x.data() + t * H, y.attn_norm.data(), H, static_cast<float>(cfg.rms_norm_eps));
+        ops::ref::RmsNorm(h.data() + t * H, x.data() + t * H, y.attn_norm.data(), H,
+                          static_cast<float>(cfg.rms_norm_eps));
       } else {
         std::copy_n(x.data() + t * H, H, h.data() + t * H);
       }
@@ -539,7 +546,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
       std::copy_n(k.data() + t * KV, KV, c.k_[l].data() + new_slots[t] * KV);
       std::copy_n(v.data() + t * KV, KV, c.v_[l].data() + new_slots[t] * KV);
     }
-    if (p.csa) {  // S-019 / S-035: importance = mean over features of hca_gate_proj(attention input)
+    if (p.csa) {  // S-019 / S-035: importance = mean over features of hca_gate_proj(attention
+                  // input)
       std::vector<float> g(T * H);
       ops::MatMul(*pool_, g.data(), h.data(), y.hca_gate_proj, T);
       for (int64_t t = 0; t < T; ++t) {
@@ -552,7 +560,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
               c.slot_pos_.data(), c.live_};
     std::vector<int32_t> seed_sel;
     if (p.csa && cfg.csa.global_mode == "seed") {
-      seed_sel = SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(), cfg.csa.global_topk);
+      seed_sel = SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(),
+                                    cfg.csa.global_topk);
     }
     const bool layernorm_fusion = p.csa && cfg.csa.fusion_mode == "residual_layernorm";
     const double ones[3] = {1.0, 1.0, 1.0};
@@ -572,7 +581,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
         }
         var /= static_cast<double>(H);
         for (int64_t cc = 0; cc < H; ++cc) {
-          o[cc] = static_cast<float>((o[cc] + h[t * H + cc] - mean) / std::sqrt(var + cfg.rms_norm_eps));
+          o[cc] = static_cast<float>((o[cc] + h[t * H + cc] - mean) /
+                                     std::sqrt(var + cfg.rms_norm_eps));
         }
       }
     }
@@ -582,7 +592,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     // FFN input.
     for (int64_t t = 0; t < T; ++t) {
       if (p.block == BlockKind::kPreNorm || p.ced_mlp_norm) {
-        ops::ref::RmsNorm(fin.data() + t * H, x.data() + t * H, y.ffn_norm.data(), H, static_cast<float>(cfg.rms_norm_eps));
+        ops::ref::RmsNorm(fin.data() + t * H, x.data() + t * H, y.ffn_norm.data(), H,
+                          static_cast<float>(cfg.rms_norm_eps));
       } else {
         std::copy_n(x.data() + t * H, H, fin.data() + t * H);
       }
@@ -602,7 +613,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   const int64_t first = all_logits ? 0 : T - 1;
   std::vector<float> normed(H);
   for (int64_t t = first; t < T; ++t) {
-    ops::ref::RmsNorm(normed.data(), x.data() + t * H, final_norm_.data(), H, static_cast<float>(cfg.rms_norm_eps));
+    ops::ref::RmsNorm(normed.data(), x.data() + t * H, final_norm_.data(), H,
+                      static_cast<float>(cfg.rms_norm_eps));
     ops::MatMul(*pool_, logits.data() + (t - first) * V, normed.data(), lm_head_, 1);
   }
 

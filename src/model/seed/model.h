@@ -49,10 +49,10 @@ namespace dsv4::seed {
 // capacity override, pruner switch.
 struct SeedRuntimeOptions {
   RouterOptions router;
-  bool pruner = true;            // run the SemanticKVPruner when the model has one
-  int64_t pruner_budget = -1;    // < 0: the config's kv_budget
+  bool pruner = true;          // run the SemanticKVPruner when the model has one
+  int64_t pruner_budget = -1;  // < 0: the config's kv_budget
   bool hca_skip_override = false;
-  double hca_skip_threshold = 0; // with hca_skip_override
+  double hca_skip_threshold = 0;  // with hca_skip_override
 };
 
 struct SeedLoadOptions {
@@ -70,8 +70,8 @@ struct SeedLayerPlan {
   BlockKind block = BlockKind::kPreNorm;
   FfnKind ffn = FfnKind::kDense;
   bool csa = false;
-  bool hca = false;          // HCA controller feeds the router
-  bool ced_mlp_norm = false; // CED block with a norm before the MLP (C-18 auto)
+  bool hca = false;           // HCA controller feeds the router
+  bool ced_mlp_norm = false;  // CED block with a norm before the MLP (C-18 auto)
   Layout ced_layout = Layout::kRowMajor;
 };
 
@@ -79,10 +79,10 @@ class SeedCache;
 
 // Counters of the last Forward (tests, bench, telemetry).
 struct SeedStepStats {
-  std::vector<RouteResult> routes;  // per layer (MoE layers; empty elsewhere)
-  std::vector<float> pruner_scores; // [T] this step's tokens
-  KvPrunerPolicy::Decision pruner;  // this step's eviction
-  int64_t live_tokens = 0;          // after the step
+  std::vector<RouteResult> routes;   // per layer (MoE layers; empty elsewhere)
+  std::vector<float> pruner_scores;  // [T] this step's tokens
+  KvPrunerPolicy::Decision pruner;   // this step's eviction
+  int64_t live_tokens = 0;           // after the step
 };
 
 class SeedModel final : public Model {
@@ -117,12 +117,12 @@ class SeedModel final : public Model {
     float ced_scale = 1.0f;
     const float* segment_shift = nullptr;  // [nh, d/2]
     std::vector<float> shift_storage;
-    TensorView hca_gate_proj;              // [H, H] (CSA importance, HCA)
+    TensorView hca_gate_proj;  // [H, H] (CSA importance, HCA)
     HcaWeights hca;
-    TensorView gate, up, down;             // dense
+    TensorView gate, up, down;  // dense
     CedMlpWeights ced;
-    OwnedMatrix ced_copy;                  // when the config forces another layout
-    TensorView router;                     // [E, H]
+    OwnedMatrix ced_copy;  // when the config forces another layout
+    TensorView router;     // [E, H]
     std::vector<Expert> experts;
     float task_alpha = 0.0f;
   };
@@ -183,12 +183,12 @@ class SeedCache final : public SequenceCache {
   int64_t length_ = 0;
   int64_t kv_dim_ = 0;
   int64_t hidden_ = 0;
-  std::vector<int64_t> slot_pos_;            // [S], -1 free
-  std::vector<int32_t> live_;                // by position
-  std::vector<std::vector<float>> k_, v_;    // [L][S · kv_dim]
-  std::vector<std::vector<float>> importance_;  // [L][S]
-  std::vector<float> prune_score_;           // [S]
-  std::vector<std::vector<float>> hca_hist_; // [L][length · H]
+  std::vector<int64_t> slot_pos_;                // [S], -1 free
+  std::vector<int32_t> live_;                    // by position
+  std::vector<std::vector<float>> k_, v_;        // [L][S · kv_dim]
+  std::vector<std::vector<float>> importance_;   // [L][S]
+  std::vector<float> prune_score_;               // [S]
+  std::vector<std::vector<float>> hca_hist_;     // [L][length · H]
   std::vector<std::vector<float>> adapter_out_;  // [L][F]
   bool adapter_ready_ = false;
   RopeParams rope_;

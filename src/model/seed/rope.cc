@@ -20,7 +20,8 @@ RopeParams MakeRopeParams(const SeedConfig& c, int64_t expected_ctx) {
   if (c.dynamic_rope.enabled) {
     const int64_t l_ctx = std::min(expected_ctx, c.max_context());
     const int64_t dim = c.dynamic_rope.dim > 0 ? c.dynamic_rope.dim : c.hidden_size;
-    r.theta = DynamicTheta(c.rope_theta, static_cast<double>(l_ctx) / f, c.dynamic_rope.base_len, dim);
+    r.theta =
+        DynamicTheta(c.rope_theta, static_cast<double>(l_ctx) / f, c.dynamic_rope.base_len, dim);
   }
   const int64_t d = c.head_dim();
   r.inv_freq.resize(d / 2);
@@ -43,8 +44,8 @@ void RotatePairs(float* x, int64_t d, double a, const float* inv_freq, double s,
   }
 }
 
-void ApplyRope(float* x, int64_t S, int64_t n_heads, int64_t d, int64_t pos0,
-               const RopeParams& r, const float* shift) {
+void ApplyRope(float* x, int64_t S, int64_t n_heads, int64_t d, int64_t pos0, const RopeParams& r,
+               const float* shift) {
   // Walk the segments that [pos0, pos0+S) touches; each covers at most
   // segment_length positions and the last one stops at the end (S-029).
   const int64_t L = r.segment_length > 0 ? r.segment_length : std::max<int64_t>(S, 1);

@@ -27,10 +27,10 @@ double DynamicTheta(double theta_base, double l_ctx, int64_t base_len, int64_t d
 
 // The per-request rotary parameters, frozen when the request's cache is made.
 struct RopeParams {
-  double theta = 10000.0;      // effective theta
-  double pos_scale = 1.0;      // 1 / linear factor
-  std::vector<float> inv_freq; // [d/2], float32 (S-024)
-  int64_t segment_length = 0;  // 0: segmented RoPE off
+  double theta = 10000.0;       // effective theta
+  double pos_scale = 1.0;       // 1 / linear factor
+  std::vector<float> inv_freq;  // [d/2], float32 (S-024)
+  int64_t segment_length = 0;   // 0: segmented RoPE off
 };
 
 // Effective rotary parameters for a request that expects `expected_ctx`
@@ -49,8 +49,8 @@ void RotatePairs(float* x, int64_t d, double a, const float* inv_freq, double s,
 // Applies RoPE to x [S, n_heads, d] holding positions pos0 .. pos0+S-1, one
 // segment at a time with the tail guard of S-029. `shift` [n_heads, d/2] adds
 // the segment phase (null: standard RoPE, also used for cached keys).
-void ApplyRope(float* x, int64_t S, int64_t n_heads, int64_t d, int64_t pos0,
-               const RopeParams& r, const float* shift);
+void ApplyRope(float* x, int64_t S, int64_t n_heads, int64_t d, int64_t pos0, const RopeParams& r,
+               const float* shift);
 
 }  // namespace dsv4::seed
 

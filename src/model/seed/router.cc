@@ -34,9 +34,11 @@ std::vector<int32_t> RankAll(const float* score, int64_t E, const uint8_t* mask)
 }  // namespace
 
 int64_t EffectiveK(const MoeConfig& moe, int64_t total_ctx) {
-  int64_t k = moe.routing == "group_limited" ? moe.topk_group * moe.per_group_k : moe.num_experts_per_tok;
+  int64_t k =
+      moe.routing == "group_limited" ? moe.topk_group * moe.per_group_k : moe.num_experts_per_tok;
   if (moe.dynamic_k && moe.routing == "topk") {
-    k = std::max<int64_t>(2, static_cast<int64_t>(std::floor(0.015 * static_cast<double>(total_ctx))));
+    k = std::max<int64_t>(2,
+                          static_cast<int64_t>(std::floor(0.015 * static_cast<double>(total_ctx))));
   }
   return std::clamp<int64_t>(k, 1, moe.num_experts);
 }
@@ -64,7 +66,8 @@ std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, co
   }
   std::vector<int32_t> groups(G);
   std::iota(groups.begin(), groups.end(), 0);
-  std::stable_sort(groups.begin(), groups.end(), [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
   std::vector<int32_t> chosen;
   for (int64_t i = 0; i < moe.topk_group && i < G; ++i) {
     const int32_t g = groups[i];
@@ -73,8 +76,10 @@ std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, co
     for (int32_t e = static_cast<int32_t>(g * per); e < (g + 1) * per; ++e) {
       if (mask == nullptr || mask[e]) in.push_back(e);
     }
-    std::stable_sort(in.begin(), in.end(), [&](int32_t a, int32_t b) { return score[a] > score[b]; });
-    for (int64_t j = 0; j < moe.per_group_k && j < static_cast<int64_t>(in.size()); ++j) chosen.push_back(in[j]);
+    std::stable_sort(in.begin(), in.end(),
+                     [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+    for (int64_t j = 0; j < moe.per_group_k && j < static_cast<int64_t>(in.size()); ++j)
+      chosen.push_back(in[j]);
   }
   std::stable_sort(chosen.begin(), chosen.end(), [&](int32_t a, int32_t b) {
     return score[a] != score[b] ? score[a] > score[b] : a < b;
@@ -94,8 +99,9 @@ Status ValidateExternalWeights(std::vector<float>& w) {
     sum += w[i];
   }
   if (std::fabs(sum - 1.0) > 1e-3) {
-    return InvalidArgument("external routing weights sum to " + std::to_string(sum) + ", not 1",
-                           "a sum within 1e-3 of 1 is renormalised; anything else is refused (S-052)");
+    return InvalidArgument(
+        "external routing weights sum to " + std::to_string(sum) + ", not 1",
+        "a sum within 1e-3 of 1 is renormalised; anything else is refused (S-052)");
   }
   for (float& x : w) x = static_cast<float>(x / sum);
   return Status::Ok();
@@ -120,7 +126,8 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
   if (mask != nullptr) {
     const int64_t allowed = std::count(opt.expert_mask.begin(), opt.expert_mask.end(), 1);
     if (allowed == 0) {
-      return InvalidArgument("router: the expert mask allows no expert", "allow at least one (S-051)");
+      return InvalidArgument("router: the expert mask allows no expert",
+                             "allow at least one (S-051)");
     }
     if (allowed < k) {
       LOG_WARNING("router: only {} experts allowed, k reduced from {} (S-051)", allowed, k);
@@ -134,7 +141,8 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
   if (opt.freeze) {
     const int64_t kf = static_cast<int64_t>(opt.freeze_experts.size());
     if (kf == 0 || opt.freeze_weights.size() != opt.freeze_experts.size()) {
-      return InvalidArgument("router: freeze needs as many weights as experts", "e.g. 0,1:0.7,0.3 (S-134)");
+      return InvalidArgument("router: freeze needs as many weights as experts",
+                             "e.g. 0,1:0.7,0.3 (S-134)");
     }
     for (int32_t e : opt.freeze_experts) {
       if (e < 0 || e >= E) {
@@ -268,7 +276,8 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
         double mx = -INFINITY, sum = 0;
         for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[t * E + e]));
         for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[t * E + e] - mx);
-        for (int64_t e = 0; e < E; ++e) P[e] += std::exp(logits[t * E + e] - mx) / sum / static_cast<double>(N);
+        for (int64_t e = 0; e < E; ++e)
+          P[e] += std::exp(logits[t * E + e] - mx) / sum / static_cast<double>(N);
       }
       for (int64_t e = 0; e < E; ++e) loss += u[e] * P[e];
       out.lb_loss = static_cast<double>(E) * loss;

@@ -2,8 +2,8 @@
 // (specs/seed-mechanisms.md §1.7, resolutions C-04…C-06, C-20…C-23):
 //   S-041 top-k by score (ties: lower index), weights = fp32 softmax over the
 //         selected raw logits.
-//   S-042 k = clamp(k_config, 1, E); dynamic_k: clamp(max(2, floor(0.015·T)), 1, E), T = total context.
-//   S-043 group-limited: group score = sum of the group's top-2 scores; top
+//   S-042 k = clamp(k_config, 1, E); dynamic_k: clamp(max(2, floor(0.015·T)), 1, E), T = total
+//   context. S-043 group-limited: group score = sum of the group's top-2 scores; top
 //         topk_group groups; per_group_k experts inside each; softmax over those.
 //   S-044 capacity = ceil(capacity_factor · N · k / E) per forward (0 = unlimited).
 //   S-045 tokens in order; "topk_capped" (default) gives each token its k experts
@@ -34,21 +34,21 @@ namespace dsv4::seed {
 
 // Runtime router options (EngineOptions material: not model config).
 struct RouterOptions {
-  double capacity_factor = -1;           // < 0: the config's
-  std::vector<uint8_t> expert_mask;      // [E] 1 = allowed; empty = all (Mode B)
-  bool freeze = false;                   // S-134
+  double capacity_factor = -1;       // < 0: the config's
+  std::vector<uint8_t> expert_mask;  // [E] 1 = allowed; empty = all (Mode B)
+  bool freeze = false;               // S-134
   std::vector<int32_t> freeze_experts = {0, 1};
   std::vector<float> freeze_weights = {0.7f, 0.3f};
-  std::vector<int64_t> freeze_layers;    // empty: every MoE layer
-  bool reweight = false;                 // S-053
-  bool diagnostics = false;              // S-047
+  std::vector<int64_t> freeze_layers;  // empty: every MoE layer
+  bool reweight = false;               // S-053
+  bool diagnostics = false;            // S-047
 };
 
 // Persistent per-layer router state.
 struct RouterState {
-  std::vector<float> bias;               // [E] selection bias (log factors), S-053
+  std::vector<float> bias;  // [E] selection bias (log factors), S-053
   int64_t reweight_count = 0;
-  std::vector<int64_t> cumulative;       // [E] telemetry, S-046
+  std::vector<int64_t> cumulative;  // [E] telemetry, S-046
 };
 
 struct RouteResult {

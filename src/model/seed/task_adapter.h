@@ -20,13 +20,13 @@
 namespace dsv4::seed {
 
 struct TaskAdapterWeights {
-  TensorView layer_embedding;          // [L, r]
-  TensorView task_embedding;           // [r, H]
-  std::vector<float> task_embedding_b; // [r]
-  TensorView mlp0;                     // [r, 2r]
-  std::vector<float> mlp0_b;           // [r]
-  TensorView mlp2;                     // [F, r]
-  std::vector<float> mlp2_b;           // [F]
+  TensorView layer_embedding;           // [L, r]
+  TensorView task_embedding;            // [r, H]
+  std::vector<float> task_embedding_b;  // [r]
+  TensorView mlp0;                      // [r, 2r]
+  std::vector<float> mlp0_b;            // [r]
+  TensorView mlp2;                      // [F, r]
+  std::vector<float> mlp2_b;            // [F]
 };
 
 // out(layer) for task vector t [H]; layer must be in [0, L) (S-057: checked,
