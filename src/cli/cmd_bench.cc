@@ -1,6 +1,11 @@
-// `dsv4 bench`: prefill and decode speed, and with --speculative K the greedy
-// decode speed with MTP self-speculation (acceptance rate, speed-up). Each
-// figure is the median of --repeat runs. The last line is machine-readable.
+// `dsv4 bench`: prefill and decode speed against the memory roofline (weight
+// bytes read per decoded token, the machine's measured read bandwidth, decode
+// efficiency = achieved weight bytes/s ÷ bandwidth), peak RSS, and with
+// --speculative K the greedy decode speed with MTP self-speculation
+// (acceptance rate, speed-up). Each figure is the median of --repeat runs. The
+// last line is machine-readable:
+//   prefill_tps=… decode_tps=… weight_bytes_per_token=… bandwidth_gbs=…
+//   decode_efficiency=… peak_rss_mb=…
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -8,6 +13,7 @@
 
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "engine/bench.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
 
@@ -19,7 +25,8 @@ struct BenchArgs {
   int64_t prompt_len = 128;
   int64_t gen = 64;
   int repeat = 3;
-  int64_t speculative = 0;  // MTP drafts per round (DeepSeek-V4); 0 = off
+  int64_t speculative = 0;   // MTP drafts per round (DeepSeek-V4); 0 = off
+  int64_t probe_mib = 1024;  // bandwidth probe buffer; 0 = skip the probe
 };
 
 double Median(std::vector<double> v) {
@@ -33,10 +40,10 @@ int Run(const BenchArgs& a) {
   Model& model = *loaded->model;
   const ModelInfo& info = model.info();
   if (a.prompt_len < 1 || a.prompt_len + a.gen > info.max_context) {
-    return ReportError(InvalidArgument(
-        "--prompt-len + --gen = " + std::to_string(a.prompt_len + a.gen) +
-            " does not fit the context of " + std::to_string(info.max_context),
-        "use smaller values"));
+    return ReportError(
+        InvalidArgument("--prompt-len + --gen = " + std::to_string(a.prompt_len + a.gen) +
+                            " does not fit the context of " + std::to_string(info.max_context),
+                        "use smaller values"));
   }
   // A fixed pseudo-random prompt (the content does not change the cost).
   std::vector<int32_t> prompt(a.prompt_len);
@@ -72,34 +79,61 @@ int Run(const BenchArgs& a) {
               static_cast<long long>(a.prompt_len), p, a.repeat);
   std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(a.gen),
               d, a.repeat);
-  if (a.speculative <= 0) {
-    std::printf("prefill_tps=%.2f decode_tps=%.2f peak_rss_mb=%.1f\n", p, d, PeakRssMiB());
-    return 0;
+  // The memory roofline: weight bytes per token and the measured bandwidth.
+  auto weight_bytes = WeightBytesPerToken(*loaded);
+  const int64_t wbpt = weight_bytes.ok() ? *weight_bytes : 0;
+  if (weight_bytes.ok()) {
+    std::printf("weights read per decoded token: %.2f MB (%lld bytes)\n", wbpt / 1e6,
+                static_cast<long long>(wbpt));
+  } else {
+    std::printf("weights read per decoded token: unknown (%s)\n",
+                weight_bytes.status().message().c_str());
   }
-  // Greedy decoding of the same prompt with MTP self-speculation.
-  SpeculativeOptions so;
-  so.draft_tokens = a.speculative;
-  so.max_tokens = a.gen;
-  so.stop_at_eos = so.stop_at_bos = false;  // the same number of tokens as above
-  std::vector<double> spec_tps;
-  SpeculativeStats last;
-  for (int r = 0; r < a.repeat; ++r) {
-    auto st = GenerateSpeculative(*loaded, prompt, so, [](int32_t, std::string_view) {});
-    if (!st.ok()) return ReportError(st.status());
-    spec_tps.push_back(static_cast<double>(st->generated_tokens) / st->decode_seconds);
-    last = *st;
+  if (a.speculative > 0) {
+    // Greedy decoding of the same prompt with MTP self-speculation.
+    SpeculativeOptions so;
+    so.draft_tokens = a.speculative;
+    so.max_tokens = a.gen;
+    so.stop_at_eos = so.stop_at_bos = false;  // the same number of tokens as above
+    std::vector<double> spec_tps;
+    SpeculativeStats last;
+    for (int r = 0; r < a.repeat; ++r) {
+      auto st = GenerateSpeculative(*loaded, prompt, so, [](int32_t, std::string_view) {});
+      if (!st.ok()) return ReportError(st.status());
+      spec_tps.push_back(static_cast<double>(st->generated_tokens) / st->decode_seconds);
+      last = *st;
+    }
+    const double sd = Median(spec_tps);
+    std::printf(
+        "speculative (MTP, %lld drafts per round): %.1f tokens/s (median of %d), "
+        "acceptance %.1f%% (%lld of %lld drafts), %.2f tokens per verify forward, "
+        "speed-up %.2fx over plain decode\n",
+        static_cast<long long>(a.speculative), sd, a.repeat, 100.0 * last.acceptance_rate(),
+        static_cast<long long>(last.accepted), static_cast<long long>(last.drafted),
+        last.rounds > 0 ? static_cast<double>(last.generated_tokens) / last.rounds : 0.0, sd / d);
+    std::printf("spec_decode_tps=%.2f acceptance=%.4f speedup=%.3f\n", sd, last.acceptance_rate(),
+                sd / d);
   }
-  const double sd = Median(spec_tps);
-  std::printf("speculative (MTP, %lld drafts per round): %.1f tokens/s (median of %d), "
-              "acceptance %.1f%% (%lld of %lld drafts), %.2f tokens per verify forward, "
-              "speed-up %.2fx over plain decode\n",
-              static_cast<long long>(a.speculative), sd, a.repeat, 100.0 * last.acceptance_rate(),
-              static_cast<long long>(last.accepted), static_cast<long long>(last.drafted),
-              last.rounds > 0 ? static_cast<double>(last.generated_tokens) / last.rounds : 0.0,
-              sd / d);
-  std::printf("prefill_tps=%.2f decode_tps=%.2f spec_decode_tps=%.2f acceptance=%.4f "
-              "speedup=%.3f peak_rss_mb=%.1f\n",
-              p, d, sd, last.acceptance_rate(), sd / d, PeakRssMiB());
+  // Peak RSS of the model runs, before the probe's buffer adds to it.
+  const double peak_rss_mb = PeakRssMiB();
+  double bandwidth = 0.0;
+  if (a.probe_mib > 0) {
+    const int threads = a.load.threads > 0 ? a.load.threads : 0;
+    const ReadBandwidth bw = MeasureReadBandwidth(threads, a.probe_mib << 20);
+    bandwidth = bw.gb_per_s;
+    std::printf("memory read bandwidth: %.2f GB/s (STREAM-style sum of %lld MiB, median of %d)\n",
+                bandwidth, static_cast<long long>(a.probe_mib), bw.repeats);
+  }
+  const double efficiency = bandwidth > 0 && wbpt > 0 ? d * wbpt / 1e9 / bandwidth : 0.0;
+  if (efficiency > 0) {
+    std::printf("decode efficiency: %.1f%% of the bandwidth (%.2f GB/s of weights)\n",
+                100.0 * efficiency, d * wbpt / 1e9);
+  }
+  std::printf("peak RSS: %.1f MiB (before the bandwidth probe)\n", peak_rss_mb);
+  std::printf(
+      "prefill_tps=%.2f decode_tps=%.2f weight_bytes_per_token=%lld bandwidth_gbs=%.2f "
+      "decode_efficiency=%.4f peak_rss_mb=%.1f\n",
+      p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb);
   return 0;
 }
 
@@ -116,6 +150,10 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   sub->add_option("--speculative", args->speculative,
                   "also decode greedily with K MTP drafts per round (DeepSeek-V4 with MTP "
                   "weights) and report the acceptance rate and speed-up (default 0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--probe-mib", args->probe_mib,
+                  "memory bandwidth probe buffer in MiB, several times the last-level cache "
+                  "(default 1024; 0 skips the probe)")
       ->check(CLI::NonNegativeNumber);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }

@@ -1,0 +1,93 @@
+// Engine-level bench helpers: the bandwidth probe and weight bytes per token.
+#include "engine/bench.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "base/thread_pool.h"
+#include "io/safetensors.h"
+#include "ops/bandwidth.h"
+
+namespace dsv4 {
+namespace {
+
+// `layers.{i}.ffn.experts.` → i, else -1.
+int64_t RoutedExpertLayer(const std::string& name) {
+  static const std::string kPrefix = "layers.";
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  const size_t dot = name.find('.', kPrefix.size());
+  if (dot == std::string::npos || name.compare(dot, 13, ".ffn.experts.") != 0) return -1;
+  try {
+    return std::stoll(name.substr(kPrefix.size(), dot - kPrefix.size()));
+  } catch (...) {
+    return -1;
+  }
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes, int repeats) {
+  ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
+  const ops::BandwidthResult r = ops::MeasureReadBandwidth(pool, bytes, repeats);
+  return ReadBandwidth{.gb_per_s = r.gb_per_s, .bytes = r.bytes, .repeats = r.repeats};
+}
+
+Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
+  const auto config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return InvalidArgument(config_path + ": not a JSON object", "is this a model directory?");
+  }
+  auto get_int = [&](const char* key) -> Result<int64_t> {
+    const auto it = config.find(key);
+    if (it == config.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
+      return InvalidArgument(config_path + ": '" + key + "' is missing or not a positive integer",
+                             "a DeepSeek-V4 config.json names it");
+    }
+    return it->get<int64_t>();
+  };
+  ASSIGN_OR_RETURN(const int64_t n_experts, get_int("n_routed_experts"));
+  ASSIGN_OR_RETURN(const int64_t top_k, get_int("num_experts_per_tok"));
+  ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, OpenCheckpointDir(dir));
+
+  int64_t total = 0;
+  std::map<int64_t, int64_t> expert_bytes;  // layer -> bytes of all its routed experts
+  for (const TensorInfo& t : reader->tensors()) {
+    if (t.name.rfind("mtp.", 0) == 0) continue;  // MTP runs only when speculating
+    const int64_t layer = RoutedExpertLayer(t.name);
+    if (layer >= 0) {
+      expert_bytes[layer] += t.nbytes;
+    } else if (t.name == "embed.weight") {
+      total += t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
+    } else if (EndsWith(t.name, ".ffn.gate.tid2eid")) {
+      total += t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
+    } else {
+      total += t.nbytes;
+    }
+  }
+  for (const auto& [layer, bytes] : expert_bytes) total += bytes / n_experts * top_k;
+  return total;
+}
+
+Result<int64_t> WeightBytesPerToken(const LoadedModel& model) {
+  const ModelInfo& info = model.model->info();
+  if (info.weight_bytes_per_token > 0) return info.weight_bytes_per_token;
+  if (info.architecture == "deepseek_v4" && model.format == "safetensors") {
+    return DeepSeekV4WeightBytesPerToken(model.path);
+  }
+  return NotFound("weight bytes per token of a '" + info.architecture + "' model are not known",
+                  "the model does not report ModelInfo::weight_bytes_per_token");
+}
+
+}  // namespace dsv4

@@ -1,0 +1,40 @@
+// Engine-level helpers for `dsv4 bench` (the CLI includes only engine/*.h):
+// the machine's memory read bandwidth (a STREAM-style probe, ops/bandwidth.h)
+// and the bytes of weights a model reads per decoded token — together the
+// memory roofline decode speed is measured against.
+#ifndef DSV4_ENGINE_BENCH_H_
+#define DSV4_ENGINE_BENCH_H_
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "engine/loader.h"
+
+namespace dsv4 {
+
+struct ReadBandwidth {
+  double gb_per_s = 0.0;  // median over the repeats, 1 GB = 1e9 bytes
+  int64_t bytes = 0;      // bytes read per repeat
+  int repeats = 0;
+};
+
+// Sums a `bytes`-long buffer (several times the last-level cache; 1 GiB by
+// default) `repeats` times on `threads` threads (0: all hardware threads),
+// after one warm-up pass, and reports the median read bandwidth.
+ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes = int64_t{1} << 30, int repeats = 5);
+
+// Bytes of weights one decoded token reads, as stored: every dense matrix,
+// norm and the classifier once, one embedding row, shared experts, and
+// top-k of the routed experts (k / E of each MoE layer's expert bytes; MTP
+// layers are not counted). ModelInfo::weight_bytes_per_token when the model
+// fills it; for a DeepSeek-V4 checkpoint directory it is computed here from
+// the tensor list and config.json. NotFound when it cannot be known.
+Result<int64_t> WeightBytesPerToken(const LoadedModel& model);
+
+// The DeepSeek-V4 rule above applied to a checkpoint directory `dir`
+// (config.json + safetensors).
+Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir);
+
+}  // namespace dsv4
+
+#endif  // DSV4_ENGINE_BENCH_H_

@@ -1,0 +1,67 @@
+// engine/bench.h: weight bytes per decoded token (Llama from ModelInfo,
+// DeepSeek-V4 from a checkpoint directory) and the bandwidth probe wrapper.
+#include "engine/bench.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dsv4 {
+namespace {
+
+const std::string kModels = std::string(DSV4_SOURCE_DIR) + "/models/stories260K/";
+const std::string kV4 = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/";
+
+LoadedModel Load(const std::string& path) {
+  LoadOptions o;
+  o.model_path = path;
+  o.threads = 1;
+  auto r = LoadModel(o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+TEST(WeightBytesPerToken, TiedLlamaReadsEveryF32ParameterOnce) {
+  // stories260K.bin: all f32, classifier tied to the embedding, so a decoded
+  // token reads each parameter exactly once.
+  LoadedModel m = Load(kModels + "stories260K.bin");
+  auto bytes = WeightBytesPerToken(m);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(*bytes, 4 * m.model->info().n_params);
+  EXPECT_EQ(*bytes, m.model->info().weight_bytes_per_token);
+}
+
+TEST(WeightBytesPerToken, DeepSeekV4CountsTopKExpertsAndOneEmbeddingRow) {
+  // Expected values from the safetensors headers by an independent Python
+  // reading (tests/data/deepseek_v4/TENSORS.md shapes): all non-MTP tensors,
+  // embed.weight and ffn.gate.tid2eid one row each, routed experts × k / E
+  // (k = 2, E = 8).
+  //   swa_fp8:        572438 non-expert + 417792 expert bytes × 2/8 = 676886
+  //   mixed_mtp_bf16: 371172 non-expert +  92160 expert bytes × 2/8 = 394212 (mtp.* skipped)
+  auto fp8 = DeepSeekV4WeightBytesPerToken(kV4 + "swa_fp8");
+  ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
+  EXPECT_EQ(*fp8, 676886);
+  auto mixed = DeepSeekV4WeightBytesPerToken(kV4 + "mixed_mtp_bf16");
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ(*mixed, 394212);
+  LoadedModel m = Load(kV4 + "swa_fp8");
+  auto via_model = WeightBytesPerToken(m);
+  ASSERT_TRUE(via_model.ok()) << via_model.status().ToString();
+  EXPECT_EQ(*via_model, 676886);
+}
+
+TEST(WeightBytesPerToken, DirectoryWithoutConfigIsAnError) {
+  auto r = DeepSeekV4WeightBytesPerToken(kModels);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("config.json"), std::string::npos) << r.status().ToString();
+}
+
+TEST(ReadBandwidthProbe, ReportsPositiveBandwidthForTheBytesAsked) {
+  const ReadBandwidth bw = MeasureReadBandwidth(1, int64_t{16} << 20, 3);
+  EXPECT_GT(bw.gb_per_s, 0.0);
+  EXPECT_EQ(bw.bytes, int64_t{16} << 20);
+  EXPECT_EQ(bw.repeats, 3);
+}
+
+}  // namespace
+}  // namespace dsv4
