@@ -537,7 +537,7 @@ Result<Json> ParseJsonBody(std::string_view body) {
   Json j;
   try {
     j = Json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range (number overflow)
     return InvalidArgument(std::string("the body is not valid JSON: ") + e.what(),
                            "send a JSON object encoded as UTF-8");
   }

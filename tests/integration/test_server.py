@@ -116,6 +116,7 @@ GOOD = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_to
 BAD_CHAT = [
     ("malformed_json", b'{"model": "stories260K", "messages": [', 400, "not valid JSON"),
     ("not_an_object", b'[1, 2, 3]', 400, "JSON object"),
+    ("number_overflow", b'{"model": "stories260K", "max_tokens": 1e99999}', 400, "not valid JSON"),
     ("invalid_utf8", b'{"model": "stories260K", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
      400, "not valid JSON"),
     ("lone_surrogate", b'{"model": "stories260K", "messages": [{"role": "user", "content": "\\ud800"}]}',

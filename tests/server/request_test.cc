@@ -57,6 +57,13 @@ TEST(ParseJsonBody, LoneSurrogateEscape) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ParseJsonBody, NumberOverflow) {
+  // Found by fuzz_server_request: nlohmann throws out_of_range, not parse_error.
+  auto r = ParseJsonBody(R"({"max_tokens": 1e99999})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ParseJsonBody, NotAnObject) {
   auto r = ParseJsonBody("[1, 2]");
   ASSERT_FALSE(r.ok());
