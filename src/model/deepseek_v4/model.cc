@@ -385,8 +385,7 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
   cache->CountReplay(first_new - cache->computed());
   cache->Append(tokens);
   const int64_t end = cache->length();
-  if (static_cast<int64_t>(hidden_.size()) < T * row) hidden_.resize(T * row);
-  hidden_.resize(T * row);
+  hidden_.resize(T * row);  // [T, C, D]; keeps its capacity
 
   // A replay of [computed, first_new) after a deep Truncate, then the new
   // tokens, in segments that end at the rollback checkpoints.
