@@ -20,7 +20,10 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
                                " tokens; the model's context is " + std::to_string(ctx),
                            "shorten the prompt");
   }
-  auto cache = model.NewCache(ctx);
+  // Size the cache for this request, not the model's whole context (DeepSeek-V4
+  // reserves per-token state for every position a cache may hold).
+  auto cache = model.NewCache(
+      std::min<int64_t>(ctx, static_cast<int64_t>(prompt.size()) + options.max_tokens));
   std::vector<float> logits(info.vocab_size);
   Sampler sampler(options.sampling);
   for (int32_t t : prompt) sampler.Accept(t);
@@ -68,7 +71,9 @@ Result<PerplexityResult> Perplexity(LoadedModel& m,
   const ModelInfo& info = model.info();
   const int64_t ctx = info.max_context;
   const int64_t V = info.vocab_size;
-  auto cache = model.NewCache(ctx);
+  size_t longest = 1;
+  for (const auto& doc : documents) longest = std::max(longest, doc.size());
+  auto cache = model.NewCache(std::min<int64_t>(ctx, static_cast<int64_t>(longest)));
   std::vector<float> logits;
   double total_nll = 0.0;
   int64_t total = 0;
