@@ -22,6 +22,7 @@ void RegisterChatTemplate(CLI::App& app, int& exit_code);
 void RegisterLogits(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // DeepSeek-V4 model report
 void RegisterServe(CLI::App& app, int& exit_code);    // HTTP server (src/server)
+void RegisterSynthModel(CLI::App& app, int& exit_code);  // random DeepSeek-V4 checkpoint
 
 // Adds --model, --tokenizer and --threads to a subcommand.
 void AddModelOptions(CLI::App& sub, LoadOptions& options);

@@ -2,6 +2,7 @@
 // tensors' bytes streamed in declaration order.
 #include "io/safetensors_writer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -40,6 +41,16 @@ Result<int64_t> SafetensorsEntryBytes(const SafetensorsEntry& entry) {
   return bytes;
 }
 
+void SortSafetensorsEntries(std::vector<SafetensorsEntry>& entries) {
+  auto size = [](const SafetensorsEntry& e) {
+    auto r = SafetensorsDTypeSize(e.dtype);
+    return r.ok() ? *r : 0;
+  };
+  std::stable_sort(
+      entries.begin(), entries.end(),
+      [&](const SafetensorsEntry& a, const SafetensorsEntry& b) { return size(a) > size(b); });
+}
+
 Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     const std::string& path, std::vector<SafetensorsEntry> entries,
     const std::map<std::string, std::string>& metadata) {
@@ -63,6 +74,15 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     }
     auto bytes = SafetensorsEntryBytes(e);
     if (!bytes.ok()) return bytes.status().WithContext(path);
+    const int64_t align = *SafetensorsDTypeSize(e.dtype);
+    if (offset % align != 0) {
+      return InvalidArgument(path + ": tensor '" + e.name + "' (" + e.dtype +
+                                 ") would start at data byte " + std::to_string(offset) +
+                                 ", not a multiple of its " + std::to_string(align) +
+                                 "-byte elements",
+                             "declare tensors by element size, largest first "
+                             "(SortSafetensorsEntries)");
+    }
     header[e.name] = {
         {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + *bytes}}};
     w->sizes_.push_back(*bytes);
@@ -156,9 +176,16 @@ Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsEn
                              std::to_string(data[i].size()));
     }
   }
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return *SafetensorsDTypeSize(entries[a].dtype) > *SafetensorsDTypeSize(entries[b].dtype);
+  });
+  std::vector<SafetensorsEntry> sorted;
+  for (size_t i : order) sorted.push_back(entries[i]);
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> w,
-                   SafetensorsWriter::Create(path, entries, metadata));
-  for (const auto& d : data) RETURN_IF_ERROR(w->Append(d));
+                   SafetensorsWriter::Create(path, std::move(sorted), metadata));
+  for (size_t i : order) RETURN_IF_ERROR(w->Append(data[i]));
   return w->Finish();
 }
 

@@ -36,11 +36,17 @@ Result<int64_t> SafetensorsDTypeSize(std::string_view dtype);
 // Bytes of the entry's data (elements × element size).
 Result<int64_t> SafetensorsEntryBytes(const SafetensorsEntry& entry);
 
+// Stable-sorts entries by element size, largest first — the order the
+// safetensors library writes, which keeps every tensor's data aligned to its
+// element size (readers map the file and require it).
+void SortSafetensorsEntries(std::vector<SafetensorsEntry>& entries);
+
 class SafetensorsWriter {
  public:
   // Creates `path` and writes the header for `entries` (names unique and
-  // non-empty, known dtypes, non-negative dims) and `metadata` (the
-  // "__metadata__" strings). Errors name the path and the bad entry.
+  // non-empty, known dtypes, non-negative dims, each tensor's data offset a
+  // multiple of its element size — see SortSafetensorsEntries) and `metadata`
+  // (the "__metadata__" strings). Errors name the path and the bad entry.
   static Result<std::unique_ptr<SafetensorsWriter>> Create(
       const std::string& path, std::vector<SafetensorsEntry> entries,
       const std::map<std::string, std::string>& metadata = {});
@@ -68,7 +74,8 @@ class SafetensorsWriter {
   int64_t written_ = 0;         // bytes of it written so far
 };
 
-// A whole file from in-memory tensors: data[i] holds entries[i]'s bytes.
+// A whole file from in-memory tensors: data[i] holds entries[i]'s bytes. The
+// data is laid out in SortSafetensorsEntries order.
 Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
                         const std::vector<std::span<const uint8_t>>& data,
                         const std::map<std::string, std::string>& metadata = {});

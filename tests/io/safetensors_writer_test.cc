@@ -77,14 +77,57 @@ TEST(SafetensorsWriter, WholeFileRoundTrips) {
   std::filesystem::remove(path);
 }
 
+TEST(SafetensorsWriter, WholeFileLaysOutDataAlignedWhateverTheOrder) {
+  // One-byte tensor first: without reordering the F32/I64 data would be misaligned.
+  Case c;
+  c.entries = {{"b", "U8", {3}}, {"f", "F32", {5}}, {"h", "BF16", {3}}, {"l", "I64", {2}}};
+  uint8_t seed = 9;
+  for (const auto& e : c.entries) c.data.push_back(Pattern(*SafetensorsEntryBytes(e), seed++));
+  std::vector<std::span<const uint8_t>> spans(c.data.begin(), c.data.end());
+  const std::string path = TempPath("aligned.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, c.entries, spans).ok());
+  ExpectReadsBack(path, c, {});
+  std::filesystem::remove(path);
+}
+
+TEST(SafetensorsWriter, MisalignedDeclarationIsAnError) {
+  auto w = SafetensorsWriter::Create(TempPath("misaligned.safetensors"),
+                                     {{"b", "U8", {3}}, {"f", "F32", {5}}});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("'f'"), std::string::npos) << w.status().ToString();
+  std::vector<SafetensorsEntry> entries = {{"b", "U8", {3}}, {"f", "F32", {5}}, {"c", "I8", {1}}};
+  SortSafetensorsEntries(entries);
+  EXPECT_EQ(entries[0].name, "f");
+  EXPECT_EQ(entries[1].name, "b");
+  EXPECT_EQ(entries[2].name, "c");
+  const std::string path = TempPath("sorted.safetensors");
+  EXPECT_TRUE(SafetensorsWriter::Create(path, entries).ok());
+  std::filesystem::remove(path);
+}
+
 TEST(SafetensorsWriter, StreamedInOddPiecesAcrossTensorBoundaries) {
-  const Case c = MixedCase();
+  Case c = MixedCase();
+  {
+    // Streaming writes in declaration order: sort the case first.
+    std::vector<SafetensorsEntry> sorted = c.entries;
+    SortSafetensorsEntries(sorted);
+    Case s;
+    for (const auto& e : sorted) {
+      for (size_t i = 0; i < c.entries.size(); ++i) {
+        if (c.entries[i].name == e.name) {
+          s.entries.push_back(e);
+          s.data.push_back(c.data[i]);
+        }
+      }
+    }
+    c = s;
+  }
   std::vector<uint8_t> all;
   for (const auto& d : c.data) all.insert(all.end(), d.begin(), d.end());
   const std::string path = TempPath("stream.safetensors");
   auto w = SafetensorsWriter::Create(path, c.entries);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
-  EXPECT_EQ((*w)->current(), "embed.weight");
+  EXPECT_EQ((*w)->current(), "tid2eid");
   size_t pos = 0, piece = 1;
   while (pos < all.size()) {
     const size_t n = std::min(piece, all.size() - pos);

@@ -1,0 +1,58 @@
+// WriteSyntheticDeepSeekV4: a checkpoint directory with the real DeepSeek-V4
+// structure (spec §7: official tensor names, FP8 e4m3 dense linears with
+// 128×128 e8m0 scales, FP4 e2m1 routed experts packed two per I8 byte with
+// per-32 e8m0 scales, BF16 norms/embeddings/compressors, F32 mHC and sinks;
+// all three attention kinds — sliding window, CSA (ratio 4, with the
+// indexer) and HCA (ratio 128) — hash-routed and score-routed MoE layers)
+// and random weights of realistic scale (dequantised std ≈ 1/√fan_in), of a
+// chosen size, so big-model speed can be measured on any machine.
+// `dsv4 synth-model` is its front end.
+#ifndef DSV4_ENGINE_SYNTH_MODEL_H_
+#define DSV4_ENGINE_SYNTH_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace dsv4 {
+
+struct SynthModelOptions {
+  std::string out_dir;       // created if absent
+  double size_gb = 4.0;      // target size (1 GB = 1e9 bytes) when n_experts == 0
+  int64_t d_model = 2048;    // hidden_size D
+  int64_t n_layers = 8;      // num_hidden_layers (≥ 3 for all three kinds)
+  int64_t n_experts = 0;     // n_routed_experts; 0: as many as reach size_gb
+  int64_t top_k = 6;         // num_experts_per_tok
+  int64_t moe_inter = 1024;  // moe_intermediate_size (multiple of 32)
+  int64_t n_heads = 16;      // num_attention_heads
+  int64_t head_dim = 512;    // head_dim (≥ 64)
+  int64_t q_lora_rank = 1024;
+  int64_t o_lora_rank = 1024;
+  int64_t o_groups = 4;  // divides n_heads
+  int64_t vocab = 32768;
+  int64_t n_hash_layers = 1;  // the first layers route by token-id hash
+  int64_t sliding_window = 128;
+  int64_t index_n_heads = 16;
+  int64_t index_head_dim = 128;  // power of two ≥ 64
+  int64_t index_topk = 512;
+  int64_t shard_bytes = 2'000'000'000;  // larger models are split into shards + index
+  uint64_t seed = 1;
+};
+
+struct SynthModelReport {
+  int64_t total_bytes = 0;  // tensor data written
+  int64_t n_tensors = 0;
+  int64_t n_experts = 0;                 // chosen or given
+  int n_shards = 0;                      // 1: model.safetensors
+  std::vector<int64_t> compress_ratios;  // per layer: 0 window, 4 CSA, 128 HCA
+};
+
+// Checks the options (naming the flag), plans the tensors, writes config.json
+// and the safetensors file(s) into out_dir.
+Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& options);
+
+}  // namespace dsv4
+
+#endif  // DSV4_ENGINE_SYNTH_MODEL_H_

@@ -1,0 +1,263 @@
+// engine/synth_model.h (`dsv4 synth-model`): the checkpoint has the official
+// DeepSeek-V4 structure and storage (spec §7), realistic weight scales, the
+// requested size, shards with an index when asked, loads, and runs — through
+// the engine and through `dsv4 run --model DIR --prompt-ids`.
+#include "engine/synth_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/float_types.h"
+#include "engine/bench.h"
+#include "engine/loader.h"
+#include "io/safetensors.h"
+
+namespace dsv4 {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The smallest model with every feature: window, CSA and HCA layers, a hash
+// layer and scored layers, FP8 dense and FP4 experts.
+SynthModelOptions Tiny(const std::string& dir) {
+  SynthModelOptions o;
+  o.out_dir = dir;
+  o.d_model = 128;
+  o.n_layers = 4;
+  o.n_experts = 4;
+  o.top_k = 2;
+  o.moe_inter = 128;
+  o.n_heads = 4;
+  o.head_dim = 64;
+  o.q_lora_rank = 128;
+  o.o_lora_rank = 64;
+  o.o_groups = 2;
+  o.vocab = 512;
+  o.n_hash_layers = 1;
+  o.sliding_window = 8;
+  o.index_n_heads = 2;
+  o.index_head_dim = 64;
+  o.index_topk = 4;
+  return o;
+}
+
+class SynthModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() /
+            ("dsv4_synth_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(SynthModelTest, HasTheOfficialStructureAndStorage) {
+  auto r = WriteSyntheticDeepSeekV4(Tiny(dir_));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->compress_ratios, (std::vector<int64_t>{0, 0, 4, 128}));
+  EXPECT_EQ(r->n_shards, 1);
+  auto file = OpenSafetensors(dir_ + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const SafetensorsFile& f = **file;
+  EXPECT_EQ(static_cast<int64_t>(f.tensors().size()), r->n_tensors);
+  auto expect = [&](const std::string& name, const std::string& dtype, std::vector<int64_t> shape) {
+    SCOPED_TRACE(name);
+    const TensorInfo* t = f.Find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(f.StoredDType(name), dtype);
+    EXPECT_EQ(t->shape, shape);
+  };
+  expect("embed.weight", "BF16", {512, 128});
+  expect("head.weight", "BF16", {512, 128});
+  expect("hc_head_fn", "F32", {4, 512});
+  expect("layers.0.hc_attn_fn", "F32", {24, 512});
+  expect("layers.0.attn.wq_a.weight", "F8_E4M3", {128, 128});
+  expect("layers.0.attn.wq_a.scale", "F8_E8M0", {1, 1});
+  expect("layers.0.attn.wq_b.weight", "F8_E4M3", {256, 128});
+  expect("layers.0.attn.wq_b.scale", "F8_E8M0", {2, 1});
+  expect("layers.0.attn.wo_a.weight", "F8_E4M3", {128, 128});
+  expect("layers.0.attn.attn_sink", "F32", {4});
+  expect("layers.0.ffn.gate.tid2eid", "I64", {512, 2});            // hash layer
+  expect("layers.1.ffn.gate.bias", "F32", {4});                    // scored layer
+  expect("layers.1.ffn.experts.3.w1.weight", "I8", {128, 64});     // FP4 packed
+  expect("layers.1.ffn.experts.3.w1.scale", "F8_E8M0", {128, 4});  // per 32
+  expect("layers.1.ffn.experts.3.w2.weight", "I8", {128, 64});
+  expect("layers.1.ffn.shared_experts.w2.weight", "F8_E4M3", {128, 128});
+  expect("layers.2.attn.compressor.ape", "F32", {4, 128});  // CSA: 2 × head_dim
+  expect("layers.2.attn.indexer.wq_b.weight", "F8_E4M3", {128, 128});
+  expect("layers.2.attn.indexer.compressor.wkv.weight", "BF16", {128, 128});
+  expect("layers.3.attn.compressor.ape", "F32", {128, 64});         // HCA ratio 128
+  EXPECT_EQ(f.Find("layers.0.attn.compressor.ape"), nullptr);       // window layer
+  EXPECT_EQ(f.Find("layers.3.attn.indexer.wq_b.weight"), nullptr);  // only CSA has one
+  EXPECT_EQ(f.Find("layers.1.ffn.gate.tid2eid"), nullptr);
+
+  // Hash routing: k distinct experts in range per token.
+  const TensorInfo* tid = f.Find("layers.0.ffn.gate.tid2eid");
+  const auto* ids = static_cast<const int64_t*>(tid->data);
+  for (int64_t t = 0; t < 512; ++t) {
+    EXPECT_NE(ids[2 * t], ids[2 * t + 1]);
+    for (int j = 0; j < 2; ++j) ASSERT_TRUE(ids[2 * t + j] >= 0 && ids[2 * t + j] < 4);
+  }
+
+  std::ifstream in(dir_ + "/config.json");
+  const auto config = nlohmann::json::parse(in);
+  EXPECT_EQ(config["model_type"], "deepseek_v4");
+  EXPECT_EQ(config["expert_dtype"], "fp4");
+  EXPECT_EQ(config["quantization_config"]["scale_fmt"], "ue8m0");
+  EXPECT_EQ(config["n_routed_experts"], 4);
+}
+
+// Dequantised std of a weight, to compare with 1/√fan_in.
+double Fp8Std(const TensorInfo& w, const TensorInfo& scale) {
+  const auto* b = static_cast<const uint8_t*>(w.data);
+  const float s = E8m0ToF32(*static_cast<const uint8_t*>(scale.data));
+  double sum2 = 0;
+  for (int64_t i = 0; i < w.nbytes; ++i) sum2 += std::pow(Fp8E4m3ToF32(b[i]) * s, 2);
+  return std::sqrt(sum2 / w.nbytes);
+}
+
+TEST_F(SynthModelTest, WeightsHaveRealisticScale) {
+  ASSERT_TRUE(WriteSyntheticDeepSeekV4(Tiny(dir_)).ok());
+  auto file = OpenSafetensors(dir_ + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  const SafetensorsFile& f = **file;
+  const double want = 1.0 / std::sqrt(128.0);
+  const double fp8 =
+      Fp8Std(*f.Find("layers.1.attn.wq_a.weight"), *f.Find("layers.1.attn.wq_a.scale"));
+  EXPECT_GT(fp8, want / 2);
+  EXPECT_LT(fp8, want * 2);
+  // FP4 expert: two nibbles per byte, one e8m0 scale per 32 inputs.
+  const TensorInfo* w = f.Find("layers.1.ffn.experts.0.w1.weight");
+  const TensorInfo* s = f.Find("layers.1.ffn.experts.0.w1.scale");
+  const auto* wb = static_cast<const uint8_t*>(w->data);
+  const auto* sb = static_cast<const uint8_t*>(s->data);
+  double sum2 = 0;
+  for (int64_t i = 0; i < w->nbytes; ++i) {
+    const float scale = E8m0ToF32(sb[i * 2 / 32]);
+    sum2 += std::pow(Fp4E2m1ToF32(wb[i] & 15) * scale, 2) +
+            std::pow(Fp4E2m1ToF32(wb[i] >> 4) * scale, 2);
+  }
+  const double fp4 = std::sqrt(sum2 / (2 * w->nbytes));
+  EXPECT_GT(fp4, want / 2);
+  EXPECT_LT(fp4, want * 2);
+  // BF16 compressor weight.
+  const TensorInfo* c = f.Find("layers.2.attn.compressor.wkv.weight");
+  const auto* cb = static_cast<const uint16_t*>(c->data);
+  double c2 = 0;
+  for (int64_t i = 0; i < c->nbytes / 2; ++i) c2 += std::pow(Bf16ToF32(cb[i]), 2);
+  const double bf16 = std::sqrt(c2 / (c->nbytes / 2));
+  EXPECT_GT(bf16, want / 1.5);
+  EXPECT_LT(bf16, want * 1.5);
+}
+
+TEST_F(SynthModelTest, LoadsAndRunsThroughTheEngine) {
+  ASSERT_TRUE(WriteSyntheticDeepSeekV4(Tiny(dir_)).ok());
+  LoadOptions lo;
+  lo.model_path = dir_;
+  lo.threads = 1;
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->model->info().architecture, "deepseek_v4");
+  auto cache = m->model->NewCache(300);
+  // 260 tokens: past the window (8) and HCA's ratio (128), so every kind has entries.
+  std::vector<int32_t> prompt(260);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 5) % 512);
+  std::vector<float> logits(512);
+  ASSERT_TRUE(m->model->Forward(prompt, *cache, logits, false).ok());
+  float lo_v = logits[0], hi_v = logits[0];
+  for (float v : logits) {
+    ASSERT_TRUE(std::isfinite(v));
+    lo_v = std::min(lo_v, v);
+    hi_v = std::max(hi_v, v);
+  }
+  EXPECT_GT(hi_v - lo_v, 1e-3f);  // not a constant output
+  // Weight bytes per token: top-2 of 4 experts.
+  auto bytes = WeightBytesPerToken(*m);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_GT(*bytes, 0);
+}
+
+TEST_F(SynthModelTest, RunsThroughTheCli) {
+  ASSERT_TRUE(WriteSyntheticDeepSeekV4(Tiny(dir_)).ok());
+  const std::string cmd = std::string(DSV4_BIN) + " run --model " + dir_ +
+                          " --prompt-ids \"0 5 17 42 99 3 7 8 9 10 11 12\" --max-tokens 6 "
+                          "--threads 1 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  const int rc = ::pclose(p);
+  EXPECT_EQ(rc, 0) << out;
+  std::istringstream ids(out);
+  int n = 0, id;
+  while (ids >> id) {
+    EXPECT_TRUE(id >= 0 && id < 512) << out;
+    ++n;
+  }
+  EXPECT_EQ(n, 6) << out;
+}
+
+TEST_F(SynthModelTest, SizeTargetPicksTheExpertCount) {
+  SynthModelOptions o = Tiny(dir_);
+  o.n_experts = 0;
+  o.size_gb = 0.02;
+  auto r = WriteSyntheticDeepSeekV4(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->n_experts, 4);
+  EXPECT_NEAR(r->total_bytes / 1e9, 0.02, 0.02 * 0.05);
+  std::error_code ec;
+  EXPECT_NEAR(static_cast<double>(fs::file_size(dir_ + "/model.safetensors", ec)), r->total_bytes,
+              1e6);
+}
+
+TEST_F(SynthModelTest, ShardsWithAnIndexLoad) {
+  SynthModelOptions o = Tiny(dir_);
+  o.shard_bytes = 400'000;
+  auto r = WriteSyntheticDeepSeekV4(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->n_shards, 1);
+  EXPECT_TRUE(fs::exists(dir_ + "/model.safetensors.index.json"));
+  auto reader = OpenCheckpointDir(dir_);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ(static_cast<int64_t>((*reader)->tensors().size()), r->n_tensors);
+  LoadOptions lo;
+  lo.model_path = dir_;
+  lo.threads = 1;
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+}
+
+TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
+  SynthModelOptions o = Tiny(dir_);
+  o.d_model = 100;
+  auto r = WriteSyntheticDeepSeekV4(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--d-model"), std::string::npos) << r.status().ToString();
+  o = Tiny(dir_);
+  o.top_k = 5;
+  r = WriteSyntheticDeepSeekV4(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--top-k"), std::string::npos) << r.status().ToString();
+  o = Tiny(dir_);
+  o.index_head_dim = 96;
+  r = WriteSyntheticDeepSeekV4(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--index-head-dim"), std::string::npos);
+  o = Tiny("");
+  EXPECT_FALSE(WriteSyntheticDeepSeekV4(o).ok());
+  EXPECT_FALSE(fs::exists(dir_));  // nothing written on bad options
+}
+
+}  // namespace
+}  // namespace dsv4
