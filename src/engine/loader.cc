@@ -80,6 +80,29 @@ Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
+// A llama2.c tokenizer file (tok512.bin, tokenizer.bin) of `vocab_size` tokens (-1: all).
+Result<std::unique_ptr<Tokenizer>> Tok512Tokenizer(const std::string& path, int32_t vocab_size) {
+  ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512(path, vocab_size));
+  ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
+// Binds a Llama model over `reader` and pairs it with its tokenizer.
+Result<LoadedModel> FinishLlama(std::unique_ptr<CheckpointReader> file, LlamaConfig c,
+                                std::unique_ptr<Tokenizer> tok, const std::string& path,
+                                const char* format) {
+  c.bos_id = tok->bos_id();
+  c.eos_id = tok->eos_id();
+  std::shared_ptr<const CheckpointReader> reader(std::move(file));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
+  LoadedModel m;
+  m.model = std::move(model);
+  m.tokenizer = std::move(tok);
+  m.path = path;
+  m.format = format;
+  return m;
+}
+
 Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<Llama2cFile> file, OpenLlama2c(o.model_path));
   const Llama2cConfig& h = file->config();
@@ -107,18 +130,8 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
                       "pass --tokenizer PATH");
     }
   }
-  ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512(tok_path, h.vocab_size));
-  c.bos_id = vocab.bos;
-  c.eos_id = vocab.eos;
-  ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
-  std::shared_ptr<const CheckpointReader> reader(std::move(file));
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
-  LoadedModel m;
-  m.model = std::move(model);
-  m.tokenizer = std::move(tok);
-  m.path = o.model_path;
-  m.format = "llama2c";
-  return m;
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tok512Tokenizer(tok_path, h.vocab_size));
+  return FinishLlama(std::move(file), c, std::move(tok), o.model_path, "llama2c");
 }
 
 Result<LoadedModel> LoadGguf(const LoadOptions& o) {
@@ -154,16 +167,7 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, TokenizerFromGguf(*file));
   c.vocab_size = tok->vocab_size();
-  c.bos_id = tok->bos_id();
-  c.eos_id = tok->eos_id();
-  std::shared_ptr<const CheckpointReader> reader(std::move(file));
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
-  LoadedModel m;
-  m.model = std::move(model);
-  m.tokenizer = std::move(tok);
-  m.path = o.model_path;
-  m.format = "gguf";
-  return m;
+  return FinishLlama(std::move(file), c, std::move(tok), o.model_path, "gguf");
 }
 
 Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
@@ -192,10 +196,8 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
       for (const std::string& name :
            {"tok" + std::to_string(V) + ".bin", std::string("tok512.bin")}) {
         if (!fs::exists(dir / name)) continue;
-        ASSIGN_OR_RETURN(SpmVocab vocab,
-                         ReadTok512((dir / name).string(), static_cast<int32_t>(V)));
-        ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
-        m.tokenizer = std::move(tok);
+        ASSIGN_OR_RETURN(m.tokenizer,
+                         Tok512Tokenizer((dir / name).string(), static_cast<int32_t>(V)));
         break;
       }
     }
@@ -241,11 +243,7 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
     ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tok, LoadTokenizerJson(path));
     return std::unique_ptr<Tokenizer>(std::move(tok));
   }
-  if (EndsWith(path, ".bin")) {
-    ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512(path, -1));
-    ASSIGN_OR_RETURN(std::unique_ptr<SpmTokenizer> tok, SpmTokenizer::Create(std::move(vocab)));
-    return std::unique_ptr<Tokenizer>(std::move(tok));
-  }
+  if (EndsWith(path, ".bin")) return Tok512Tokenizer(path, -1);
   return Unimplemented(path + ": unknown tokenizer format",
                        "supported: tokenizer.json(.gz), .gguf, llama2.c tokenizer .bin, a model "
                        "directory");
