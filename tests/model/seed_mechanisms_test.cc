@@ -3,6 +3,7 @@
 // branches, HCA, CED MLP and layouts, the router, TaskAdapter, KV pruner.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -595,6 +596,105 @@ TEST(SeedRouter, S051_MaskedExpertsNeverSelectedAndKReduced) {
   EXPECT_FLOAT_EQ(r.weight[0], 1.0f);
   o.expert_mask = {0, 0, 0, 0};
   EXPECT_FALSE(Route(m, o, st, lg.data(), 1, 1, nullptr, r).ok());
+}
+
+TEST(SeedRouter, S051_ForceExpertsAlwaysParticipate) {
+  MoeConfig m = Moe(6, 2);
+  RouterOptions o;
+  o.force_experts = {4};
+  // Token 0 would pick {0, 1}, token 1 {2, 4}: expert 4 is in both, the lowest-ranked
+  // non-forced pick is replaced; weights are the softmax over what is used.
+  std::vector<float> lg = {5.0f, 4.0f, 1.0f, 0.0f, -3.0f, -1.0f,  //
+                           0.0f, 0.0f, 3.0f, 1.0f, 2.0f, -1.0f};
+  RouterState st;
+  RouteResult r;
+  ASSERT_TRUE(Route(m, o, st, lg.data(), 2, 2, nullptr, r).ok());
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 4, 2, 4}));
+  for (int t = 0; t < 2; ++t) EXPECT_NEAR(r.weight[2 * t] + r.weight[2 * t + 1], 1.0, 1e-6);
+  EXPECT_NEAR(r.weight[1], std::exp(-3.0f) / (std::exp(5.0f) + std::exp(-3.0f)), 1e-6);
+  EXPECT_EQ(r.counts[4], 2);
+  EXPECT_EQ(r.counts[1], 0);
+}
+
+TEST(SeedRouter, S051_ForceExpertsBadInputs) {
+  MoeConfig m = Moe(4, 2);
+  std::vector<float> lg = {1.0f, 2.0f, 3.0f, 4.0f};
+  RouterState st;
+  RouteResult r;
+  RouterOptions out_of_range;
+  out_of_range.force_experts = {4};
+  EXPECT_EQ(Route(m, out_of_range, st, lg.data(), 1, 1, nullptr, r).code(),
+            StatusCode::kInvalidArgument);
+  RouterOptions too_many;
+  too_many.force_experts = {0, 1, 2};
+  EXPECT_FALSE(Route(m, too_many, st, lg.data(), 1, 1, nullptr, r).ok());
+  RouterOptions masked_out;
+  masked_out.expert_mask = {1, 0, 1, 1};
+  masked_out.force_experts = {1};
+  EXPECT_FALSE(Route(m, masked_out, st, lg.data(), 1, 1, nullptr, r).ok());
+}
+
+// Identity experts: out = Σ_j w_j · x, with Σ_j w_j = 1 → out = x, row by row.
+TEST(SeedRouter, S048_DispatchCombineIsTheIdentityOnTokenPositionsUnderPermutation) {
+  const int64_t N = 9, H = 5, E = 4;
+  MoeConfig m = Moe(E, 2);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(N * H), lg(N * E);
+  for (float& v : x) v = nd(rng);
+  for (float& v : lg) v = nd(rng);
+  auto identity = [&](int32_t, const float* in, int64_t n, float* o) {
+    std::copy_n(in, n * H, o);
+  };
+  std::vector<int64_t> perm(N);
+  std::iota(perm.begin(), perm.end(), 0);
+  DispatchScratch scratch;
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<float> px(N * H), plg(N * E), out(N * H, -7.0f);
+    for (int64_t i = 0; i < N; ++i) {
+      std::copy_n(x.data() + perm[i] * H, H, px.data() + i * H);
+      std::copy_n(lg.data() + perm[i] * E, E, plg.data() + i * E);
+    }
+    RouterState st;
+    RouteResult r;
+    ASSERT_TRUE(Route(m, {}, st, plg.data(), N, N, nullptr, r).ok());
+    DispatchCombine(r, E, px.data(), N, H, identity, out.data(), scratch);
+    for (int64_t i = 0; i < N * H; ++i) ASSERT_NEAR(out[i], px[i], 1e-5) << "trial " << trial;
+    std::shuffle(perm.begin(), perm.end(), rng);
+  }
+  // Experts that tag their rows: each output row holds only its own token's contributions.
+  RouterState st;
+  RouteResult r;
+  ASSERT_TRUE(Route(m, {}, st, lg.data(), N, N, nullptr, r).ok());
+  auto tag = [&](int32_t e, const float* in, int64_t n, float* o) {
+    for (int64_t i = 0; i < n * H; ++i) o[i] = in[i] * static_cast<float>(e + 1);
+  };
+  std::vector<float> out(N * H);
+  DispatchCombine(r, E, x.data(), N, H, tag, out.data(), scratch);
+  for (int64_t t = 0; t < N; ++t) {
+    float scale = 0;
+    for (int64_t j = 0; j < r.k; ++j) scale += r.weight[t * r.k + j] * (r.expert[t * r.k + j] + 1);
+    for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(out[t * H + h], scale * x[t * H + h], 1e-5);
+  }
+}
+
+TEST(SeedCed, S078_ViewsPastTheStorageAreRefused) {
+  // The seed's CEDLoader: as_strided([14336, 5120], (14336, 1)) on a 73,400,320-element
+  // storage reaches element 205,511,679 (C-03). No data is touched, so null is fine.
+  const int64_t R = 14336, C = 5120;
+  auto bad = CheckedStridedView(nullptr, R * C, DType::kBF16, R, C, R, 1, "gate_proj.weight");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(bad.status().ToString().find("205511679"), std::string::npos);
+  EXPECT_NE(bad.status().ToString().find("gate_proj.weight"), std::string::npos);
+  auto good = CheckedStridedView(nullptr, R * C, DType::kBF16, R, C, 1, R, "gate_proj.weight");
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(DetectLayout(*good), Layout::kColMajor);
+  // Off by one element: the last offset must be < storage.
+  EXPECT_FALSE(CheckedStridedView(nullptr, R * C - 1, DType::kF32, R, C, 1, R, "w").ok());
+  EXPECT_EQ(CheckedStridedView(nullptr, 10, DType::kF32, 2, 2, -1, 1, "w").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckedStridedView(nullptr, 0, DType::kF32, 0, 5, 5, 1, "w").ok());
 }
 
 TEST(SeedRouter, S052_ExternalWeightsValidated) {

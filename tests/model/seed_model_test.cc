@@ -315,6 +315,115 @@ TEST(SeedModel, S051_ExpertMaskIsRespectedInTheModel) {
   for (const auto& r : m->last_step().routes) EXPECT_EQ(r.counts[1], 0);
 }
 
+TEST(SeedModel, S052_ExternalWeightsReachForwardAndAreValidated) {
+  auto p = LoadProfile("P-V4-7B");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  int64_t moe_layer = -1;
+  for (size_t l = 0; l < m->plans().size(); ++l) {
+    if (m->plans()[l].ffn == FfnKind::kMoe) moe_layer = static_cast<int64_t>(l);
+  }
+  ASSERT_GE(moe_layer, 0);
+  const int64_t k = EffectiveK(p.config.moe, 1);
+  const int64_t V = m->info().vocab_size;
+  // Plain run: the router's own weights.
+  auto c0 = m->NewCache(16);
+  std::vector<float> plain(V), ext(V);
+  ASSERT_TRUE(m->Forward(std::span(p.ids.data(), 1), *c0, plain, false).ok());
+  const std::vector<int32_t> experts = m->last_step().routes[moe_layer].expert;
+  // Mode C: all weight on the first selected expert (sum within 1e-3: renormalised).
+  SeedRuntimeOptions o;
+  std::vector<float> w(k, 0.0f);
+  w[0] = 1.0004f;
+  o.external_weights[moe_layer] = w;
+  m->SetRuntimeOptions(o);
+  auto c1 = m->NewCache(16);
+  ASSERT_TRUE(m->Forward(std::span(p.ids.data(), 1), *c1, ext, false).ok());
+  const RouteResult& r = m->last_step().routes[moe_layer];
+  EXPECT_EQ(r.expert, experts);  // selection unchanged, only the weights come from outside
+  EXPECT_NEAR(r.weight[0], 1.0f, 1e-6);
+  double diff = 0;
+  for (int64_t i = 0; i < V; ++i) diff = std::max(diff, std::fabs(double(plain[i]) - ext[i]));
+  EXPECT_GT(diff, 1e-6);
+  // Bad inputs: a negative weight, a wrong sum, the wrong count, mask + weights.
+  auto fails = [&](std::vector<float> bad, const std::string& what) {
+    SeedRuntimeOptions b;
+    b.external_weights[moe_layer] = std::move(bad);
+    m->SetRuntimeOptions(b);
+    auto c = m->NewCache(16);
+    Status st = m->Forward(std::span(p.ids.data(), 1), *c, ext, false);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.ToString().find("layer " + std::to_string(moe_layer)), std::string::npos) << what;
+    EXPECT_EQ(c->length(), 0) << what;  // the failed call left nothing behind
+  };
+  std::vector<float> neg(k, 0.0f);
+  neg[0] = -1.0f;
+  if (k > 1) neg[1] = 2.0f;
+  fails(neg, "negative");
+  fails(std::vector<float>(k, 0.2f / static_cast<float>(k)), "sum 0.2");
+  fails(std::vector<float>(k + 1, 1.0f / static_cast<float>(k + 1)), "count");
+  SeedRuntimeOptions both;
+  both.external_weights[moe_layer] = w;
+  both.router.expert_mask.assign(p.config.moe.num_experts, 1);
+  m->SetRuntimeOptions(both);
+  auto c2 = m->NewCache(16);
+  EXPECT_FALSE(m->Forward(std::span(p.ids.data(), 1), *c2, ext, false).ok());
+}
+
+TEST(SeedModel, S051_ForcedExpertIsUsedByEveryToken) {
+  auto p = LoadProfile("P-V4-7B");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  SeedRuntimeOptions o;
+  o.router.force_experts = {p.config.moe.num_experts - 1};
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(16);
+  RunCalls(*m, *cache, p.ids, {10}, true);
+  int moe_layers = 0;
+  for (const auto& r : m->last_step().routes) {
+    if (r.counts.empty()) continue;
+    ++moe_layers;
+    EXPECT_EQ(r.counts[p.config.moe.num_experts - 1], 10);
+  }
+  EXPECT_GT(moe_layers, 0);
+}
+
+TEST(SeedModel, S008_ParameterCountsPerComponentFromTheTensors) {
+  for (const std::string name : {"P-V4", "P-CED", "P-V4-7B"}) {
+    auto p = LoadProfile(name);
+    ASSERT_NE(p.reader, nullptr);
+    const auto counts = CountParametersByComponent(*p.reader);
+    int64_t sum = 0, total = 0;
+    for (const auto& [k, v] : counts) {
+      if (k != "total") sum += v;
+    }
+    for (const TensorInfo& t : p.reader->tensors()) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      total += n;
+    }
+    EXPECT_EQ(counts.at("total"), total) << name;
+    EXPECT_EQ(sum, total) << name;
+    EXPECT_EQ(counts.count("other"), 0u) << name << ": every tensor has a component";
+    const SeedConfig& c = p.config;
+    const int64_t H = c.hidden_size, L = c.num_hidden_layers, qd = c.num_attention_heads *
+                                                                   c.head_dim();
+    // q, o: [nh·d, H] and [H, nh·d]; k, v: [nkv·d, H]; plus any segment_shift.
+    int64_t attn = L * (2 * qd * H + 2 * c.kv_dim() * H);
+    for (const TensorInfo& t : p.reader->tensors()) {
+      if (t.name.find("segment_shift") != std::string::npos) {
+        attn += t.shape[0] * (t.shape.size() > 1 ? t.shape[1] : 1);
+      }
+    }
+    EXPECT_EQ(counts.at("attention"), attn) << name;
+    EXPECT_EQ(counts.at("embedding"), c.vocab_size * H) << name;
+    // The model's own total agrees with the counter (and not with any declared size).
+    auto m = Build(p, p.config);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->info().n_params, total) << name;
+  }
+}
+
 TEST(SeedModel, S013_CedScaleZeroEqualsNoAttentionAndScaleShapeIsChecked) {
   auto p = LoadProfile("P-CED");
   auto zero_scale = std::make_shared<OverlayReader>(p.reader);

@@ -25,6 +25,35 @@ TensorView ColMajorView(const void* data, DType dtype, int64_t rows, int64_t col
   return v;
 }
 
+Result<TensorView> CheckedStridedView(const void* data, int64_t storage_elems, DType dtype,
+                                      int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                                      std::string_view what) {
+  if (rows < 0 || cols < 0 || s0 < 0 || s1 < 0 || storage_elems < 0) {
+    return InvalidArgument(std::string(what) + ": strided view [" + std::to_string(rows) + ", " +
+                               std::to_string(cols) + "] strides (" + std::to_string(s0) + ", " +
+                               std::to_string(s1) + ") has a negative size or stride",
+                           "sizes and strides are element counts >= 0 (S-078)");
+  }
+  if (rows > 0 && cols > 0) {
+    const __int128 max_off = static_cast<__int128>(rows - 1) * s0 +
+                             static_cast<__int128>(cols - 1) * s1;
+    if (max_off >= storage_elems) {
+      return OutOfRange(
+          std::string(what) + ": strided view [" + std::to_string(rows) + ", " +
+              std::to_string(cols) + "] strides (" + std::to_string(s0) + ", " +
+              std::to_string(s1) + ") reaches element " +
+              std::to_string(static_cast<long long>(max_off)) + " of a storage of " +
+              std::to_string(storage_elems),
+          "a column-major [rows, cols] view has strides (1, rows); the seed's (rows, 1) reads "
+          "past the tensor (S-078, C-03)");
+    }
+  }
+  TensorView v = TensorView::Contiguous(data, dtype, {rows, cols});
+  v.strides[0] = s0;
+  v.strides[1] = s1;
+  return v;
+}
+
 void MatMulAnyLayout(ThreadPool& pool, float* out, const float* x, const TensorView& w,
                      int64_t n_tokens) {
   if (DetectLayout(w) == Layout::kRowMajor) {

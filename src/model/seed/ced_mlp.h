@@ -36,6 +36,15 @@ Layout DetectLayout(const TensorView& w);
 // A col_major view of [rows, cols] over `data` (strides (1, rows)); no copy.
 TensorView ColMajorView(const void* data, DType dtype, int64_t rows, int64_t cols);
 
+// S-078 (C-03): a rank-2 strided view [rows, cols], element strides (s0, s1),
+// over a storage of `storage_elems` elements. Any view whose largest offset
+// (rows-1)·s0 + (cols-1)·s1 is at or past the storage — such as the seed's
+// as_strided(shape, (shape[0], 1)) on a [14336, 5120] tensor — is refused with
+// OutOfRange naming `what`; negative strides or sizes are InvalidArgument.
+Result<TensorView> CheckedStridedView(const void* data, int64_t storage_elems, DType dtype,
+                                      int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                                      std::string_view what);
+
 // out[T, N] = x[T, K] · w[N, K]ᵀ for a row_major or col_major w (f32, f16, bf16
 // when col_major), reading w in place; fp32 accumulation.
 void MatMulAnyLayout(ThreadPool& pool, float* out, const float* x, const TensorView& w,

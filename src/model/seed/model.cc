@@ -280,7 +280,14 @@ Status SeedModel::Bind(const CheckpointReader& r,
             b.Problem(n("mlp.ced_weight") + ": col_major " + std::string(DTypeName(w.dtype)) +
                       " is not supported");
           }
-          w = ColMajorView(w.data, w.dtype, I, H);  // S-078: a view, no copy, in bounds
+          // S-078: a view over the tensor's own bytes, no copy, bounds-checked.
+          auto view = CheckedStridedView(w.data, w.numel(), w.dtype, I, H, 1, I,
+                                         n("mlp.ced_weight"));
+          if (view.ok()) {
+            w = *view;
+          } else {
+            b.Problem(view.status().ToString());
+          }
         }
         Layout want = stored;
         if (c.ced.layout == "true") want = Layout::kColMajor;
@@ -365,7 +372,10 @@ void SeedModel::SwiGluRows(const TensorView& gate, const TensorView& up, const T
                            const float* adapter, float alpha, const float* f, int64_t T,
                            float* out) {
   const int64_t Fw = gate.size(0), H = config_.hidden_size;
-  std::vector<float> g(T * Fw), u(T * Fw);
+  std::vector<float>& g = swiglu_g_;
+  std::vector<float>& u = swiglu_u_;
+  g.resize(T * Fw);
+  u.resize(T * Fw);
   ops::MatMul(*pool_, g.data(), f, gate, T);
   ops::MatMul(*pool_, u.data(), f, up, T);
   for (int64_t t = 0; t < T; ++t) {
@@ -397,60 +407,92 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   }
   // MoE.
   const int64_t E = cfg.moe.num_experts;
-  std::vector<float> g_hca, w_mean(T, 1.0f);
+  MoeScratch& m = moe_scratch_;
+  m.w_mean.assign(T, 1.0f);
   const float* router_in = f;
   if (p.hca) {
-    std::vector<float> g(T * H);
-    ops::MatMul(*pool_, g.data(), f, y.hca_gate_proj, T);
-    std::vector<double> mu, sigma;
+    m.g.resize(T * H);
+    ops::MatMul(*pool_, m.g.data(), f, y.hca_gate_proj, T);
     std::vector<float>& hist = c.hca_hist_[l];
-    hist.insert(hist.end(), g.begin(), g.end());
+    hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
     if (cfg.hca.stats == "sequence") {  // C-15: every token of this sequence so far
-      FeatureStats(hist.data(), static_cast<int64_t>(hist.size()) / H, H, cfg.hca.eps, mu, sigma);
+      FeatureStats(hist.data(), static_cast<int64_t>(hist.size()) / H, H, cfg.hca.eps, m.mu,
+                   m.sigma);
     } else {  // the seed's batch mode: this call's tokens
-      FeatureStats(g.data(), T, H, cfg.hca.eps, mu, sigma);
+      FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
     }
-    g_hca.resize(T * H);
-    HcaGate(*pool_, y.hca, g.data(), T, H, mu, sigma, g_hca.data(), w_mean.data());
-    if (cfg.moe.router_input == "hca") router_in = g_hca.data();
+    m.g_hca.resize(T * H);
+    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data());
+    if (cfg.moe.router_input == "hca") router_in = m.g_hca.data();
   }
   if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;
   const double skip = runtime_.hca_skip_override ? runtime_.hca_skip_threshold
                                                  : (p.hca ? cfg.hca.skip_threshold : 0.0);
   // S-034: skipped tokens get a zero FFN output and are not dispatched.
-  std::vector<int64_t> rows;
+  m.rows.clear();
   for (int64_t t = 0; t < T; ++t) {
-    if (!(skip > 0 && w_mean[t] < skip)) rows.push_back(t);
+    if (!(skip > 0 && m.w_mean[t] < skip)) m.rows.push_back(t);
   }
   std::fill(out, out + T * H, 0.0f);
-  const int64_t N = static_cast<int64_t>(rows.size());
-  std::vector<float> logits_all(T * E), logits(N * E);
-  ops::MatMul(*pool_, logits_all.data(), router_in, y.router, T);
+  const int64_t N = static_cast<int64_t>(m.rows.size());
+  m.logits_all.resize(T * E);
+  m.logits.resize(N * E);
+  ops::MatMul(*pool_, m.logits_all.data(), router_in, y.router, T);
   for (int64_t i = 0; i < N; ++i) {
-    std::copy_n(logits_all.data() + rows[i] * E, E, logits.data() + i * E);
+    std::copy_n(m.logits_all.data() + m.rows[i] * E, E, m.logits.data() + i * E);
   }
-  RouterOptions ro = runtime_.router;
-  if (ro.freeze && !ro.freeze_layers.empty() &&
-      std::find(ro.freeze_layers.begin(), ro.freeze_layers.end(), l) == ro.freeze_layers.end()) {
-    ro.freeze = false;
+  const RouterOptions& ro_base = runtime_.router;
+  const bool freeze_here =
+      ro_base.freeze && (ro_base.freeze_layers.empty() ||
+                         std::find(ro_base.freeze_layers.begin(), ro_base.freeze_layers.end(),
+                                   l) != ro_base.freeze_layers.end());
+  RouterOptions ro_unfrozen;
+  if (ro_base.freeze && !freeze_here) {
+    ro_unfrozen = ro_base;
+    ro_unfrozen.freeze = false;
+  }
+  const RouterOptions& ro = ro_base.freeze && !freeze_here ? ro_unfrozen : ro_base;
+  // S-052 (Mode C through Forward): externally supplied weights [N, k] for this layer.
+  const float* external = nullptr;
+  if (auto it = runtime_.external_weights.find(l); it != runtime_.external_weights.end()) {
+    const int64_t k = EffectiveK(cfg.moe, c.length_ + T);
+    if (static_cast<int64_t>(it->second.size()) != N * k) {
+      status = InvalidArgument(
+          "layer " + std::to_string(l) + " router: " + std::to_string(it->second.size()) +
+              " external routing weights for " + std::to_string(N) + " tokens × k = " +
+              std::to_string(k),
+          "give [tokens, k] weights for the call's dispatched tokens (S-052)");
+      return;
+    }
+    external = it->second.data();
   }
   RouteResult& rr = stats.routes[l];
-  Status st = Route(cfg.moe, ro, router_state_[l], logits.data(), N, c.length_ + T, nullptr, rr);
+  Status st = Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr);
   if (!st.ok()) {
     status = st.WithContext("layer " + std::to_string(l) + " router");
     return;
   }
-  std::vector<float> eo(H);
-  for (int64_t i = 0; i < N; ++i) {
-    const int64_t t = rows[i];
-    for (int64_t j = 0; j < rr.k; ++j) {
-      const int32_t e = rr.expert[i * rr.k + j];
-      if (e < 0) continue;
-      const Expert& ex = y.experts[e];
-      SwiGluRows(ex.gate, ex.up, ex.down, adapter, y.task_alpha, f + t * H, 1, eo.data());
-      const float w = rr.weight[i * rr.k + j];
-      for (int64_t h = 0; h < H; ++h) out[t * H + h] += w * eo[h];
-    }
+  // S-048: dispatch the dispatched rows per expert, combine back in place.
+  const float* xin = f;
+  if (N != T) {
+    m.x.resize(N * H);
+    for (int64_t i = 0; i < N; ++i) std::copy_n(f + m.rows[i] * H, H, m.x.data() + i * H);
+    xin = m.x.data();
+  }
+  float* dst = out;
+  if (N != T) {
+    m.out.resize(N * H);
+    dst = m.out.data();
+  }
+  DispatchCombine(
+      rr, E, xin, N, H,
+      [&](int32_t e, const float* in, int64_t n, float* eo) {
+        const Expert& ex = y.experts[e];
+        SwiGluRows(ex.gate, ex.up, ex.down, adapter, y.task_alpha, in, n, eo);
+      },
+      dst, m.dispatch);
+  if (N != T) {
+    for (int64_t i = 0; i < N; ++i) std::copy_n(m.out.data() + i * H, H, out + m.rows[i] * H);
   }
 }
 
@@ -486,11 +528,20 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   }
   const size_t want = all_logits ? static_cast<size_t>(T * V) : static_cast<size_t>(V);
   if (logits.size() < want) return InvalidArgument("Forward: logits buffer too small");
-  stats_ = SeedStepStats{};
-  stats_.routes.resize(L);
+  stats_.routes.resize(L);  // kept between calls (capacity reused); Route rewrites MoE layers
+  for (RouteResult& r : stats_.routes) r.k = 0, r.expert.clear(), r.weight.clear();
+  stats_.pruner_scores.clear();
+  stats_.pruner = KvPrunerPolicy::Decision{};
+  stats_.live_tokens = 0;
 
-  std::vector<float> x(T * H), h(T * H), q(T * nh * d), k(T * KV), v(T * KV), att(T * nh * d);
-  std::vector<float> a(T * H), fin(T * H), ffn(T * H);
+  FwdScratch& fs = fwd_scratch_;  // grow-only buffers: no per-call allocation once warm
+  for (std::vector<float>* b : {&fs.x, &fs.h, &fs.a, &fs.fin, &fs.ffn, &fs.g}) b->resize(T * H);
+  fs.q.resize(T * nh * d);
+  fs.att.resize(T * nh * d);
+  fs.k.resize(T * KV);
+  fs.v.resize(T * KV);
+  std::vector<float>&x = fs.x, &h = fs.h, &q = fs.q, &k = fs.k, &v = fs.v, &att = fs.att;
+  std::vector<float>&a = fs.a, &fin = fs.fin, &ffn = fs.ffn;
   for (int64_t t = 0; t < T; ++t)
     DequantizeRow(embed_.dtype, embed_[tokens[t]].data, H, x.data() + t * H);
 
@@ -515,7 +566,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   }
 
   // Slots for the new tokens (lowest free first; S-065: freed slots are reused).
-  std::vector<int32_t> new_slots;
+  std::vector<int32_t>& new_slots = fs.new_slots;
+  new_slots.clear();
   for (int32_t s = 0; s < c.slots() && static_cast<int64_t>(new_slots.size()) < T; ++s) {
     if (c.slot_pos_[s] < 0) new_slots.push_back(s);
   }
@@ -548,7 +600,7 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     }
     if (p.csa) {  // S-019 / S-035: importance = mean over features of hca_gate_proj(attention
                   // input)
-      std::vector<float> g(T * H);
+      std::vector<float>& g = fs.g;
       ops::MatMul(*pool_, g.data(), h.data(), y.hca_gate_proj, T);
       for (int64_t t = 0; t < T; ++t) {
         double s = 0;
@@ -558,7 +610,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     }
     KvView kv{c.k_[l].data(), c.v_[l].data(), p.csa ? c.importance_[l].data() : nullptr,
               c.slot_pos_.data(), c.live_};
-    std::vector<int32_t> seed_sel;
+    std::vector<int32_t>& seed_sel = fs.seed_sel;
+    seed_sel.clear();
     if (p.csa && cfg.csa.global_mode == "seed") {
       seed_sel = SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(),
                                     cfg.csa.global_topk);
@@ -611,7 +664,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
 
   // Logits (before the pruner acts: S-065, this step is unaffected by its own decision).
   const int64_t first = all_logits ? 0 : T - 1;
-  std::vector<float> normed(H);
+  std::vector<float>& normed = fs.normed;
+  normed.resize(H);
   for (int64_t t = first; t < T; ++t) {
     ops::ref::RmsNorm(normed.data(), x.data() + t * H, final_norm_.data(), H,
                       static_cast<float>(cfg.rms_norm_eps));
@@ -623,8 +677,10 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     stats_.pruner_scores.resize(T);
     PrunerScores(*pool_, pruner_, x.data(), T, H, stats_.pruner_scores.data());
     for (int64_t t = 0; t < T; ++t) c.prune_score_[new_slots[t]] = stats_.pruner_scores[t];
-    std::vector<int64_t> pos;
-    std::vector<float> score;
+    std::vector<int64_t>& pos = fs.pos;
+    std::vector<float>& score = fs.score;
+    pos.clear();
+    score.clear();
     for (int32_t s : c.live_) {
       pos.push_back(c.slot_pos_[s]);
       score.push_back(c.prune_score_[s]);
@@ -634,6 +690,45 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   }
   stats_.live_tokens = c.live_tokens();
   return Status::Ok();
+}
+
+std::map<std::string, int64_t> CountParametersByComponent(const CheckpointReader& reader) {
+  std::map<std::string, int64_t> out;
+  auto has = [](const std::string& n, std::string_view part) {
+    return n.find(part) != std::string::npos;
+  };
+  for (const TensorInfo& t : reader.tensors()) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    const std::string& n = t.name;
+    std::string c = "other";
+    if (has(n, "embed_tokens")) {
+      c = "embedding";
+    } else if (has(n, "lm_head")) {
+      c = "lm_head";
+    } else if (has(n, "model.task_adapter.") || has(n, "mlp.task_gate_weight")) {
+      c = "task_adapter";
+    } else if (has(n, "model.kv_pruner.")) {
+      c = "kv_pruner";
+    } else if (has(n, "norm.weight")) {
+      c = "norm";
+    } else if (has(n, "self_attn.") || has(n, "rotary_emb.")) {
+      c = "attention";
+    } else if (has(n, "mlp.experts.")) {
+      c = "experts";
+    } else if (has(n, "mlp.gate.weight")) {
+      c = "router";
+    } else if (has(n, "mlp.hca_")) {
+      c = "hca";
+    } else if (has(n, "mlp.ced_") || has(n, "ced_scale_factor")) {
+      c = "ced";
+    } else if (has(n, "mlp.gate_proj") || has(n, "mlp.up_proj") || has(n, "mlp.down_proj")) {
+      c = "dense_mlp";
+    }
+    out[c] += numel;
+    out["total"] += numel;
+  }
+  return out;
 }
 
 }  // namespace dsv4::seed

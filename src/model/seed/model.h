@@ -53,6 +53,10 @@ struct SeedRuntimeOptions {
   int64_t pruner_budget = -1;  // < 0: the config's kv_budget
   bool hca_skip_override = false;
   double hca_skip_threshold = 0;  // with hca_skip_override
+  // S-052 Mode C through Forward: layer → weights [N, k] for the next calls'
+  // dispatched tokens (validated and renormalised per token; a size other than
+  // N·k is an error naming the layer).
+  std::map<int64_t, std::vector<float>> external_weights;
 };
 
 struct SeedLoadOptions {
@@ -127,6 +131,14 @@ class SeedModel final : public Model {
     float task_alpha = 0.0f;
   };
 
+  // Reused between calls (grow-only), so decode does not allocate in the FFN.
+  struct MoeScratch {
+    std::vector<float> g, g_hca, w_mean, logits_all, logits, x, out;
+    std::vector<double> mu, sigma;
+    std::vector<int64_t> rows;
+    DispatchScratch dispatch;
+  };
+
   SeedModel() = default;
   Status Bind(const CheckpointReader& r, const std::map<std::string, std::string>& metadata);
   void Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
@@ -150,6 +162,14 @@ class SeedModel final : public Model {
   std::unique_ptr<ThreadPool> pool_;
   AttnScratch attn_scratch_;
   CedScratch ced_scratch_;
+  MoeScratch moe_scratch_;
+  struct FwdScratch {
+    std::vector<float> x, h, q, k, v, att, a, fin, ffn, g, normed, score;
+    std::vector<int32_t> new_slots, seed_sel;
+    std::vector<int64_t> pos;
+  };
+  FwdScratch fwd_scratch_;
+  std::vector<float> swiglu_g_, swiglu_u_;
 };
 
 // The per-request state (see the file comment).
@@ -196,6 +216,16 @@ class SeedCache final : public SequenceCache {
   int64_t evicted_total_ = 0;
   int64_t peak_live_ = 0;
 };
+
+// S-008: parameter counts from the checkpoint's tensors (declared sizes in the
+// config or the articles are ignored). Components, by tensor name: "embedding"
+// (embed_tokens), "lm_head", "norm" (every *norm.weight), "attention"
+// (self_attn.*, rotary segment_shift), "dense_mlp" (mlp.{gate,up,down}_proj),
+// "ced" (mlp.ced_*, ced_scale_factor), "router" (mlp.gate.weight), "experts"
+// (mlp.experts.*), "hca" (mlp.hca_*), "task_adapter" (model.task_adapter.*,
+// mlp.task_gate_weight), "kv_pruner" (model.kv_pruner.*), "other". The map
+// also holds "total" = the sum.
+std::map<std::string, int64_t> CountParametersByComponent(const CheckpointReader& reader);
 
 }  // namespace dsv4::seed
 

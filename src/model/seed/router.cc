@@ -134,6 +134,23 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
       k = allowed;
     }
   }
+  for (int32_t e : opt.force_experts) {
+    if (e < 0 || e >= E) {
+      return InvalidArgument("router: forced expert " + std::to_string(e) + " is not in [0, " +
+                                 std::to_string(E) + ")",
+                             "force_experts lists expert indices (S-051)");
+    }
+    if (mask != nullptr && !mask[e]) {
+      return InvalidArgument("router: forced expert " + std::to_string(e) +
+                                 " is not allowed by the expert mask",
+                             "allow it in the mask or do not force it (S-051)");
+    }
+  }
+  if (static_cast<int64_t>(opt.force_experts.size()) > k) {
+    return InvalidArgument("router: " + std::to_string(opt.force_experts.size()) +
+                               " forced experts for k = " + std::to_string(k),
+                           "force at most k experts (S-051)");
+  }
   out.counts.assign(E, 0);
   out.selected.assign(E, 0);
   out.reweighted = false;
@@ -171,6 +188,16 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
   std::vector<std::vector<float>> w(N);
   for (int64_t t = 0; t < N; ++t) {
     sel[t] = SelectExperts(moe, logits + t * E, st.bias.data(), mask, k);
+    for (int32_t fe : opt.force_experts) {  // S-051: replace the lowest-ranked non-forced
+      if (std::find(sel[t].begin(), sel[t].end(), fe) != sel[t].end()) continue;
+      for (auto it = sel[t].rbegin(); it != sel[t].rend(); ++it) {
+        if (std::find(opt.force_experts.begin(), opt.force_experts.end(), *it) ==
+            opt.force_experts.end()) {
+          *it = fe;
+          break;
+        }
+      }
+    }
     w[t].resize(sel[t].size());
     SoftmaxOver(logits + t * E, sel[t], w[t].data());
     if (external_weights != nullptr) {

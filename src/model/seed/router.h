@@ -24,6 +24,7 @@
 #ifndef DSV4_MODEL_SEED_ROUTER_H_
 #define DSV4_MODEL_SEED_ROUTER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,9 @@ namespace dsv4::seed {
 struct RouterOptions {
   double capacity_factor = -1;       // < 0: the config's
   std::vector<uint8_t> expert_mask;  // [E] 1 = allowed; empty = all (Mode B)
+  // S-051 (C-22, the "must participate" reading): experts every token uses;
+  // they replace the lowest-ranked of its top-k (at most k, allowed by the mask).
+  std::vector<int32_t> force_experts;
   bool freeze = false;               // S-134
   std::vector<int32_t> freeze_experts = {0, 1};
   std::vector<float> freeze_weights = {0.7f, 0.3f};
@@ -73,6 +77,48 @@ std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, co
 Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& state,
              const float* logits, int64_t N, int64_t total_ctx, const float* external_weights,
              RouteResult& out);
+
+// S-048 stages 2 and 3: dispatch (the rows routed to each expert are gathered
+// into one contiguous slice, in token order) and combine (each expert's output
+// rows are scaled by the routing weight and added back at the token's row).
+// `expert(e, in [n, H], n, out [n, H])` runs expert e on a slice. x [N, H] →
+// out [N, H] (overwritten). `scratch` is reused between calls.
+struct DispatchScratch {
+  std::vector<float> in, out;
+  std::vector<int64_t> rows;
+  std::vector<float> weights;
+};
+template <typename ExpertFn>
+void DispatchCombine(const RouteResult& r, int64_t num_experts, const float* x, int64_t N,
+                     int64_t H, ExpertFn&& expert, float* out, DispatchScratch& s) {
+  std::fill(out, out + N * H, 0.0f);
+  for (int32_t e = 0; e < num_experts; ++e) {
+    s.rows.clear();
+    s.weights.clear();
+    for (int64_t t = 0; t < N; ++t) {
+      for (int64_t j = 0; j < r.k; ++j) {
+        if (r.expert[t * r.k + j] == e) {
+          s.rows.push_back(t);
+          s.weights.push_back(r.weight[t * r.k + j]);
+        }
+      }
+    }
+    const int64_t n = static_cast<int64_t>(s.rows.size());
+    if (n == 0) continue;
+    if (static_cast<int64_t>(s.in.size()) < n * H) {
+      s.in.resize(n * H);
+      s.out.resize(n * H);
+    }
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + s.rows[i] * H, H, s.in.data() + i * H);
+    expert(e, s.in.data(), n, s.out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = out + s.rows[i] * H;
+      const float* eo = s.out.data() + i * H;
+      const float w = s.weights[i];
+      for (int64_t h = 0; h < H; ++h) o[h] += w * eo[h];
+    }
+  }
+}
 
 // Mode C validation of one token's weights: negative or non-finite entries
 // fail; a sum within 1e-3 of 1 is renormalised; anything else fails.
