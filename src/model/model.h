@@ -37,6 +37,16 @@ class SequenceCache {
   virtual void Truncate(int64_t n) = 0;
 };
 
+// One sequence's share of a batched step (Model::ForwardBatch): its new
+// tokens, its cache (distinct per entry) and where its logits go — [T, V] when
+// all_logits, else the last token's [V].
+struct BatchEntry {
+  std::span<const int32_t> tokens;
+  SequenceCache* cache = nullptr;
+  std::span<float> logits;
+  bool all_logits = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -48,6 +58,18 @@ class Model {
   // or of the last one ([V]) into `logits`. Errors: context full, bad token id.
   virtual Status Forward(std::span<const int32_t> tokens, SequenceCache& cache,
                          std::span<float> logits, bool all_logits) = 0;
+  // Forward for several sequences in one step: the same results as calling
+  // Forward on each entry in order, but a model may run the entries' tokens
+  // through each weight together (one weight read per step instead of one per
+  // sequence). This default loops over Forward and stops at the first error,
+  // so entries before it have run; callers that need to retry entries one by
+  // one can Truncate the caches back to their lengths before the call.
+  virtual Status ForwardBatch(std::span<const BatchEntry> entries) {
+    for (const BatchEntry& e : entries) {
+      RETURN_IF_ERROR(Forward(e.tokens, *e.cache, e.logits, e.all_logits));
+    }
+    return Status::Ok();
+  }
   // Threads used by the kernels.
   virtual void SetThreads(int n_threads) = 0;
 };

@@ -139,29 +139,41 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   top.resize(n * c.index_topk);
 }
 
-void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w, const RopeFrequencies& rope,
-                      const NumericsOptions& opts, const Tracer& trace, const float* x,
-                      int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
-                      float* out) {
+void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+                      const NumericsOptions& opts, const Tracer& trace, int64_t layer,
+                      const float* x, int64_t n_rows, AttentionScratch& s) {
+  const int64_t N = n_rows, Q = c.q_lora_rank;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  s.Reserve(c, N);
+  // ---- Low-rank query (§4.1): qr = q_norm(wq_a · x); q = wq_b · qr -> [N, H, A] ----
+  float* qr = s.qr.data();  // [N, Q]
+  Linear(pool, qr, LinearInput(x, N, w.wq_a, opts, s.act), w.wq_a, N);
+  for (int64_t t = 0; t < N; ++t) RmsNorm(qr + t * Q, qr + t * Q, w.q_norm.data(), Q, eps);
+  trace("attn.qr", layer, qr, {N, Q});
+  Linear(pool, s.q.data(), LinearInput(qr, N, w.wq_b, opts, s.act), w.wq_b, N);
+  // ---- Shared K=V head: kv = wkv · x -> [N, A] (norm and RoPE in AttentionCore) ----
+  Linear(pool, s.kv.data(), LinearInput(x, N, w.wkv, opts, s.act), w.wkv, N);
+}
+
+void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                   const AttentionWeights& w, const RopeFrequencies& rope,
+                   const NumericsOptions& opts, const Tracer& trace, const float* x_all,
+                   int64_t row0, int64_t n_tokens, int64_t pos0, AttentionState& state,
+                   AttentionScratch& s) {
   const int64_t layer = plan.layer;
   CHECK(state.ring.end() == pos0, "layer %lld: attention at position %lld, cache at %lld",
         static_cast<long long>(plan.layer), static_cast<long long>(pos0),
         static_cast<long long>(state.ring.end()));
   const int64_t T = n_tokens, Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
-  const int64_t R = c.qk_rope_head_dim, nope = A - R, G = c.o_groups, O = c.o_lora_rank;
-  const int64_t W = c.sliding_window, HG = c.heads_per_group();
+  const int64_t R = c.qk_rope_head_dim, nope = A - R, D = c.hidden_size;
+  const int64_t W = c.sliding_window;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  s.Reserve(c, T);
+  const float* x = x_all + row0 * D;         // [T, D]
+  const float* qr = s.qr.data() + row0 * Q;  // [T, Q]
+  float* q = s.q.data() + row0 * H * A;      // [T, H, A]
+  float* kv = s.kv.data() + row0 * A;        // [T, A]
 
-  // ---- Low-rank query (§4.1): qr = q_norm(wq_a · x); q = wq_b · qr -> [T, H, A] ----
-  float* qr = s.qr.data();  // [T, Q]
-  Linear(pool, qr, LinearInput(x, T, w.wq_a, opts, s.act), w.wq_a, T);
-  for (int64_t t = 0; t < T; ++t) RmsNorm(qr + t * Q, qr + t * Q, w.q_norm.data(), Q, eps);
-  trace("attn.qr", layer, qr, {T, Q});
-  float* q = s.q.data();  // [T, H, A]
-  Linear(pool, q, LinearInput(qr, T, w.wq_b, opts, s.act), w.wq_b, T);
-  // Per-head unweighted RMS norm, then RoPE on the trailing R dims.
+  // Per-head unweighted RMS norm of q, then RoPE on the trailing R dims.
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t h = 0; h < H; ++h) {
       float* qh = q + (t * H + h) * A;
@@ -171,9 +183,7 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
   }
   trace("attn.q", layer, q, {T, H, A});
 
-  // ---- Shared K=V head: kv = kv_norm(wkv · x) -> [T, A], RoPE on the last R ----
-  float* kv = s.kv.data();
-  Linear(pool, kv, LinearInput(x, T, w.wkv, opts, s.act), w.wkv, T);
+  // kv = kv_norm(wkv · x), RoPE on the last R.
   for (int64_t t = 0; t < T; ++t) {
     float* kvt = kv + t * A;
     RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);
@@ -182,7 +192,6 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
     if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(kvt, nope, 64);
   }
   trace("attn.kv", layer, kv, {T, A});
-
   // ---- Compressed keys (§4.4, §4.5): entries completed by these tokens come first ----
   const int64_t r = plan.compress_ratio;
   if (r > 0) {
@@ -208,7 +217,7 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
   // pos0 come from the ring, the rest from this call's kv. Queries run in
   // parallel, each thread with its own key list and scores.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
-  float* o = s.o.data();  // [T, H, A]
+  float* o = s.o.data() + row0 * H * A;  // [T, H, A]
   pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int thread) {
     float* scores = s.scores.data() + thread * max_keys;
     const float** keys = s.keys.data() + thread * max_keys;
@@ -254,7 +263,14 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
   trace("attn.o", layer, o, {T, H, A});
   // The window now ends at pos0 + T − 1 (rows kept by position, cache.h).
   for (int64_t t = 0; t < T; ++t) std::copy_n(kv + t * A, A, state.ring.Append(pos0 + t));
+}
 
+void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+                     const NumericsOptions& opts, const Tracer& trace, int64_t layer,
+                     int64_t n_rows, AttentionScratch& s, float* out) {
+  const int64_t T = n_rows, H = c.num_attention_heads, A = c.head_dim;
+  const int64_t G = c.o_groups, O = c.o_lora_rank, HG = c.heads_per_group();
+  const float* o = s.o.data();  // [T, H, A]
   // ---- Grouped low-rank output (§4.7): z_g = wo_a[g] · o_g; out = wo_b · z ----
   // wo_a runs unquantized in the reference (a bf16 einsum), so no act quant here.
   float* og = s.o_group.data();  // [T, (H/G)·A]
@@ -267,6 +283,16 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
   }
   trace("attn.wo_b_in", layer, z, {T, G * O});
   Linear(pool, out, LinearInput(z, T, w.wo_b, opts, s.act), w.wo_b, T);
+}
+
+void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                      const AttentionWeights& w, const RopeFrequencies& rope,
+                      const NumericsOptions& opts, const Tracer& trace, const float* x,
+                      int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
+                      float* out) {
+  AttentionProject(pool, c, w, opts, trace, plan.layer, x, n_tokens, s);
+  AttentionCore(pool, c, plan, w, rope, opts, trace, x, 0, n_tokens, pos0, state, s);
+  AttentionOutput(pool, c, w, opts, trace, plan.layer, n_tokens, s, out);
 }
 
 }  // namespace dsv4::deepseek_v4

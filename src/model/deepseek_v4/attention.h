@@ -93,6 +93,29 @@ struct AttentionScratch {
   IndexerScratch indexer;
 };
 
+// The attention sublayer in three parts, so that a batched step (several
+// sequences' tokens concatenated into N rows) reads each projection weight
+// once: AttentionProject (the linears into q and kv, all N rows), then
+// AttentionCore per sequence on its own rows and cache, then AttentionOutput
+// (the grouped output projection, all N rows). AttentionForward is the three
+// for one sequence.
+//
+// s.qr [N, Q] = q_norm(wq_a · x), s.q [N, H·A] = wq_b · qr, s.kv [N, A] = wkv · x.
+void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+                      const NumericsOptions& opts, const Tracer& trace, int64_t layer,
+                      const float* x, int64_t n_rows, AttentionScratch& s);
+// One sequence's T tokens at positions pos0 .., rows row0 .. row0+T−1 of x and
+// of the projections in s: norms and RoPE on q/kv, compressor, indexer and
+// the attention itself into s.o's rows; appends the kv to `state`.
+void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                   const AttentionWeights& w, const RopeFrequencies& rope,
+                   const NumericsOptions& opts, const Tracer& trace, const float* x, int64_t row0,
+                   int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s);
+// out [N, D] = wo_b · (grouped wo_a · s.o).
+void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
+                     const NumericsOptions& opts, const Tracer& trace, int64_t layer,
+                     int64_t n_rows, AttentionScratch& s, float* out);
+
 // The attention sublayer for T consecutive tokens at positions pos0 .. pos0+T−1.
 // x: [T, D] (= attn_norm(mHC collapse)); out: [T, D].
 // state: the layer's stores holding the kv of positions max(0, pos0−W) ..

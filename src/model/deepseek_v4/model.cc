@@ -297,7 +297,7 @@ Result<DeepSeekV4Cache*> DeepSeekV4Model::CheckCall(SequenceCache& seq, LayerRol
 }
 
 void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
-                               std::span<const int32_t> tokens, int64_t pos0, AttentionState& state,
+                               std::span<const int32_t> tokens, std::span<const Segment> segments,
                                const Tracer& trace) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
@@ -317,8 +317,15 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   trace("hc_attn.collapsed", l, u, {T, D});
   for (int64_t t = 0; t < T; ++t) RmsNorm(h + t * D, u + t * D, lw.attn_norm.data(), D, eps);
   trace("attn_norm_out", l, h, {T, D});
-  AttentionForward(pool, c, plan, lw.attn, rope_[l], numerics_, trace, h, T, pos0, state,
-                   attn_scratch_, y);
+  // The projections over all rows; attention per sequence on its own cache
+  // (the MTP cache holds the one MTP layer at index 0).
+  AttentionProject(pool, c, lw.attn, numerics_, trace, l, h, T, attn_scratch_);
+  for (const Segment& sg : segments) {
+    AttentionState& state = sg.cache->layer(plan.role == LayerRole::kMtp ? 0 : l);
+    AttentionCore(pool, c, plan, lw.attn, rope_[l], numerics_, trace, h, sg.row0, sg.n, sg.pos0,
+                  state, attn_scratch_);
+  }
+  AttentionOutput(pool, c, lw.attn, numerics_, trace, l, T, attn_scratch_, y);
   trace("attn_out", l, y, {T, D});
   HcExpand(hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
   trace("attn_resid", l, x, {T, C, D});
@@ -338,20 +345,20 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
 }
 
 void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm,
-                           int64_t layer, int64_t first, int64_t n, float* logits,
+                           int64_t layer, const float* x, int64_t n, float* logits,
                            const Tracer& trace) {
-  const int64_t D = config_.hidden_size, C = config_.hc_mult;
+  const int64_t D = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   float* u = u_.data();
   float* h = h_.data();
-  HcHead(*pool_, hc_, hc_head, x_.data() + first * C * D, n, mix_.data(), pre_.data(), u);
+  HcHead(*pool_, hc_, hc_head, x, n, mix_.data(), pre_.data(), u);
   trace("hc_head_out", layer, u, {n, D});
   for (int64_t t = 0; t < n; ++t) RmsNorm(h + t * D, u + t * D, norm.data(), D, eps);
   trace("final_norm_out", layer, h, {n, D});
   ops::MatMul(*pool_, logits, h, weights_.head, n);  // [n, V], fp32
 }
 
-void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, int64_t pos0, DeepSeekV4Cache& cache,
+void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const Segment> segments,
                               const Tracer& trace) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
@@ -369,7 +376,7 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, int64_t pos0, Dee
 
   for (const LayerPlan& plan : plans_) {
     if (plan.role != LayerRole::kMain) continue;
-    RunBlock(plan, w.layers[plan.layer], tokens, pos0, cache.layer(plan.layer), trace);
+    RunBlock(plan, w.layers[plan.layer], tokens, segments, trace);
   }
 }
 
@@ -392,7 +399,8 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
   while (cache->computed() < end) {
     const int64_t pos0 = cache->computed();
     const int64_t seg_end = cache->SegmentEnd(pos0, end);
-    RunMain(cache->tokens().subspan(pos0, seg_end - pos0), pos0, *cache, trace);
+    const Segment seg{.cache = cache, .row0 = 0, .n = seg_end - pos0, .pos0 = pos0};
+    RunMain(cache->tokens().subspan(pos0, seg_end - pos0), {&seg, 1}, trace);
     cache->Computed(seg_end);
     // x_ holds the final residual streams of [pos0, seg_end); keep the new
     // tokens' rows (the MTP input) and make their logits.
@@ -402,10 +410,115 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
                 hidden_.data() + (b - first_new) * row);
     // ---- Head: HC head collapse → final norm → fp32 logits (§3.3, §6.2) ----
     if (all_logits) {
-      Head(weights_.hc_head, weights_.norm, -1, b - pos0, seg_end - b,
+      Head(weights_.hc_head, weights_.norm, -1, x_.data() + (b - pos0) * row, seg_end - b,
            logits.data() + (b - first_new) * V, trace);
     } else if (seg_end == end) {
-      Head(weights_.hc_head, weights_.norm, -1, seg_end - 1 - pos0, 1, logits.data(), trace);
+      Head(weights_.hc_head, weights_.norm, -1, x_.data() + (seg_end - 1 - pos0) * row, 1,
+           logits.data(), trace);
+    }
+  }
+  return Status::Ok();
+}
+
+Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
+  if (entries.size() == 1) {
+    const BatchEntry& e = entries[0];
+    if (e.cache == nullptr)
+      return InvalidArgument("DeepSeek-V4 ForwardBatch: entry 0 has no cache");
+    return Forward(e.tokens, *e.cache, e.logits, e.all_logits);
+  }
+  const DeepSeekV4Config& c = config_;
+  const int64_t V = c.vocab_size, row = c.hc_mult * c.hidden_size;
+  // Validate everything first, so an error leaves every cache as it was.
+  struct Job {
+    DeepSeekV4Cache* cache;
+    const BatchEntry* entry;
+    int64_t first_new = 0, end = 0;  // positions of the entry's first new token, and after its last
+  };
+  std::vector<Job> jobs;
+  jobs.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const BatchEntry& e = entries[i];
+    const std::string where = "DeepSeek-V4 ForwardBatch entry " + std::to_string(i);
+    if (e.cache == nullptr) return InvalidArgument(where + ": no cache");
+    Result<DeepSeekV4Cache*> cache =
+        CheckCall(*e.cache, LayerRole::kMain, e.tokens, e.logits, e.all_logits);
+    if (!cache.ok()) return cache.status().WithContext(where);
+    for (const Job& j : jobs) {
+      if (j.cache == *cache) {
+        return InvalidArgument(where + ": its cache is also used by an earlier entry",
+                               "give each sequence of a batch its own cache");
+      }
+    }
+    jobs.push_back(Job{.cache = *cache, .entry = &e});
+  }
+  for (Job& j : jobs) {
+    j.first_new = j.cache->length();
+    j.cache->CountReplay(j.first_new - j.cache->computed());
+    j.cache->Append(j.entry->tokens);
+    j.end = j.cache->length();
+  }
+  hidden_.clear();
+  const Tracer no_trace;
+
+  // Rounds: each sequence with work left brings its next segment (a replay
+  // after a deep Truncate, then its new tokens, cut at its rollback
+  // checkpoints); one RunMain runs the concatenation of all of them.
+  while (true) {
+    segments_.clear();
+    batch_tokens_.clear();
+    for (const Job& j : jobs) {
+      const int64_t pos0 = j.cache->computed();
+      if (pos0 >= j.end) continue;
+      const int64_t seg_end = j.cache->SegmentEnd(pos0, j.end);
+      segments_.push_back(Segment{.cache = j.cache,
+                                  .row0 = static_cast<int64_t>(batch_tokens_.size()),
+                                  .n = seg_end - pos0,
+                                  .pos0 = pos0});
+      const std::span<const int32_t> t = j.cache->tokens().subspan(pos0, seg_end - pos0);
+      batch_tokens_.insert(batch_tokens_.end(), t.begin(), t.end());
+    }
+    if (segments_.empty()) break;
+    RunMain(batch_tokens_, segments_, no_trace);
+
+    // ---- Head over the rows that need logits, gathered from all segments ----
+    int64_t n_head = 0;
+    for (const Segment& sg : segments_) {
+      const Job& j = *std::find_if(jobs.begin(), jobs.end(),
+                                   [&](const Job& jj) { return jj.cache == sg.cache; });
+      const int64_t seg_end = sg.pos0 + sg.n;
+      const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
+      if (b >= seg_end || b < sg.pos0) continue;
+      n_head += seg_end - b;
+    }
+    if (static_cast<int64_t>(head_x_.size()) < n_head * row) head_x_.resize(n_head * row);
+    if (static_cast<int64_t>(head_logits_.size()) < n_head * V) head_logits_.resize(n_head * V);
+    int64_t at = 0;
+    for (const Segment& sg : segments_) {
+      const Job& j = *std::find_if(jobs.begin(), jobs.end(),
+                                   [&](const Job& jj) { return jj.cache == sg.cache; });
+      const int64_t seg_end = sg.pos0 + sg.n;
+      const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
+      if (b >= seg_end || b < sg.pos0) continue;
+      std::copy_n(x_.data() + (sg.row0 + b - sg.pos0) * row, (seg_end - b) * row,
+                  head_x_.data() + at * row);
+      at += seg_end - b;
+    }
+    if (n_head > 0) {
+      Head(weights_.hc_head, weights_.norm, -1, head_x_.data(), n_head, head_logits_.data(),
+           no_trace);
+    }
+    at = 0;
+    for (const Segment& sg : segments_) {
+      const Job& j = *std::find_if(jobs.begin(), jobs.end(),
+                                   [&](const Job& jj) { return jj.cache == sg.cache; });
+      const int64_t seg_end = sg.pos0 + sg.n;
+      sg.cache->Computed(seg_end);
+      const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
+      if (b >= seg_end || b < sg.pos0) continue;
+      float* dst = j.entry->logits.data() + (j.entry->all_logits ? (b - j.first_new) * V : 0);
+      std::copy_n(head_logits_.data() + at * V, (seg_end - b) * V, dst);
+      at += seg_end - b;
     }
   }
   return Status::Ok();
@@ -422,12 +535,13 @@ int64_t DeepSeekV4Model::scratch_bytes() const {
   size_t n = x_.capacity() + u_.capacity() + h_.capacity() + y_.capacity() + mix_.capacity() +
              pre_.capacity() + post_.capacity() + comb_.capacity() + hc_tmp_.capacity() +
              mtp_tmp_.capacity() + mtp_act_.capacity() + hidden_.capacity() +
-             mtp_hidden_.capacity() + a.qr.capacity() + a.q.capacity() + a.kv.capacity() +
-             a.o.capacity() + a.o_group.capacity() + a.z.capacity() + a.scores.capacity() +
-             a.act.capacity() + a.compressor.kv.capacity() + a.compressor.score.capacity() +
-             a.indexer.q.capacity() + a.indexer.head_weight.capacity() +
-             a.indexer.scores.capacity() + a.indexer.act.capacity() +
-             a.indexer.compressor.kv.capacity() + a.indexer.compressor.score.capacity();
+             mtp_hidden_.capacity() + head_x_.capacity() + head_logits_.capacity() +
+             a.qr.capacity() + a.q.capacity() + a.kv.capacity() + a.o.capacity() +
+             a.o_group.capacity() + a.z.capacity() + a.scores.capacity() + a.act.capacity() +
+             a.compressor.kv.capacity() + a.compressor.score.capacity() + a.indexer.q.capacity() +
+             a.indexer.head_weight.capacity() + a.indexer.scores.capacity() +
+             a.indexer.act.capacity() + a.indexer.compressor.kv.capacity() +
+             a.indexer.compressor.score.capacity();
   return static_cast<int64_t>(n * sizeof(float) + a.keys.capacity() * sizeof(const float*) +
                               a.top.capacity() * sizeof(int32_t)) +
          moe_scratch_.bytes();
@@ -493,11 +607,13 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
   }
 
   // ---- The MTP block and its own head collapse; shared LM head ----
-  RunBlock(plan, m.block, next_tokens, pos0, cache->layer(0), trace);
+  const Segment seg{.cache = cache, .row0 = 0, .n = T, .pos0 = pos0};
+  RunBlock(plan, m.block, next_tokens, {&seg, 1}, trace);
   cache->Append(next_tokens);
   cache->Computed(cache->length());
   mtp_hidden_.assign(x, x + T * C * D);
-  Head(m.hc_head, m.norm, l, all_logits ? 0 : T - 1, all_logits ? T : 1, logits.data(), trace);
+  Head(m.hc_head, m.norm, l, x + (all_logits ? 0 : T - 1) * C * D, all_logits ? T : 1,
+       logits.data(), trace);
   return Status::Ok();
 }
 

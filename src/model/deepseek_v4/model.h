@@ -78,6 +78,16 @@ class DeepSeekV4Model final : public Model {
   // part of the sequence from the last checkpoint (no logits for those).
   Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
                  bool all_logits) override;
+  // Several sequences in one pass (continuous batching): their tokens are
+  // concatenated into one [N, ...] activation matrix, so every linear layer,
+  // routed expert (tokens grouped by expert over the whole batch), shared
+  // expert and the LM head reads its weights once per step; attention,
+  // compressors and indexers run per sequence on its own cache. Equal to
+  // Forward on each entry (up to fp32 summation order in the kernels).
+  // Every entry is validated before any runs (distinct caches of this model,
+  // room, token ids, logits sizes); on an error no cache has changed. Not
+  // traced (SetTrace) and leaves last_hidden() empty when it has ≥ 2 entries.
+  Status ForwardBatch(std::span<const BatchEntry> entries) override;
   // Replays, checkpoints and bytes of a cache made by this model.
   CacheStats GetCacheStats(const SequenceCache& cache) const;
   // Bytes of the per-call scratch sized so far (activations of the longest call).
@@ -113,20 +123,27 @@ class DeepSeekV4Model final : public Model {
  private:
   DeepSeekV4Model() = default;
   void EnsureScratch(int64_t n_tokens);
-  // Embedding + every main layer for tokens at positions pos0.. (x_ = the
-  // final residual streams).
-  void RunMain(std::span<const int32_t> tokens, int64_t pos0, DeepSeekV4Cache& cache,
+  // A run of one sequence's tokens inside a (batched) call: rows row0 ..
+  // row0+n−1 of the activations, positions pos0 .. pos0+n−1 of `cache`.
+  struct Segment {
+    DeepSeekV4Cache* cache = nullptr;
+    int64_t row0 = 0, n = 0, pos0 = 0;
+  };
+  // Embedding + every main layer for the concatenated `tokens` [N] of the
+  // segments (x_ = the final residual streams [N, C, D]).
+  void RunMain(std::span<const int32_t> tokens, std::span<const Segment> segments,
                const Tracer& trace);
   // Validates a Forward/ForwardMtp call; returns the cache.
   Result<DeepSeekV4Cache*> CheckCall(SequenceCache& cache, LayerRole role,
                                      std::span<const int32_t> tokens, std::span<float> logits,
                                      bool all_logits) const;
-  // One block (mHC + attention, mHC + MoE) on x_ [T, C, D], in place.
+  // One block (mHC + attention, mHC + MoE) on x_ [N, C, D], in place: the
+  // linears over all N rows, attention per segment on its cache's layer state.
   void RunBlock(const LayerPlan& plan, const LayerWeights& lw, std::span<const int32_t> tokens,
-                int64_t pos0, AttentionState& state, const Tracer& trace);
-  // HC head → norm → logits [n, V] of the rows first .. first+n−1 of x_.
+                std::span<const Segment> segments, const Tracer& trace);
+  // HC head → norm → logits [n, V] of the residual rows x [n, C, D].
   void Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm, int64_t layer,
-            int64_t first, int64_t n, float* logits, const Tracer& trace);
+            const float* x, int64_t n, float* logits, const Tracer& trace);
   // Traces the mHC coefficients (pre/post/comb) of the site just computed.
   void TraceHc(const Tracer& trace, const char* site, int64_t layer, int64_t n_tokens) const;
 
@@ -145,19 +162,23 @@ class DeepSeekV4Model final : public Model {
   // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
   // only when a longer prefill chunk arrives.
   int64_t scratch_tokens_ = 0;
-  std::vector<float> x_;           // [T, C, D] residual streams
-  std::vector<float> u_;           // [T, D] collapsed stream
-  std::vector<float> h_;           // [T, D] normed sublayer input
-  std::vector<float> y_;           // [T, D] sublayer output
-  std::vector<float> mix_;         // [T, M]
-  std::vector<float> pre_;         // [T, C]
-  std::vector<float> post_;        // [T, C]
-  std::vector<float> comb_;        // [T, C, C]
-  std::vector<float> hc_tmp_;      // [C, D]
-  std::vector<float> mtp_tmp_;     // [T, C, D] hnorm of the main residual
-  std::vector<float> mtp_act_;     // activation-quant copies (MTP projections)
-  std::vector<float> hidden_;      // [T, C, D] the last Forward's final residual (new tokens)
-  std::vector<float> mtp_hidden_;  // [T, C, D] the last ForwardMtp's block output
+  std::vector<float> x_;               // [T, C, D] residual streams
+  std::vector<float> u_;               // [T, D] collapsed stream
+  std::vector<float> h_;               // [T, D] normed sublayer input
+  std::vector<float> y_;               // [T, D] sublayer output
+  std::vector<float> mix_;             // [T, M]
+  std::vector<float> pre_;             // [T, C]
+  std::vector<float> post_;            // [T, C]
+  std::vector<float> comb_;            // [T, C, C]
+  std::vector<float> hc_tmp_;          // [C, D]
+  std::vector<float> mtp_tmp_;         // [T, C, D] hnorm of the main residual
+  std::vector<float> mtp_act_;         // activation-quant copies (MTP projections)
+  std::vector<float> hidden_;          // [T, C, D] the last Forward's final residual (new tokens)
+  std::vector<float> mtp_hidden_;      // [T, C, D] the last ForwardMtp's block output
+  std::vector<int32_t> batch_tokens_;  // [N] ForwardBatch: the segments' tokens
+  std::vector<Segment> segments_;      // ForwardBatch: this round's segments
+  std::vector<float> head_x_;          // [n, C, D] ForwardBatch: rows that need logits
+  std::vector<float> head_logits_;     // [n, V] their logits
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;
 };
