@@ -4,6 +4,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "engine/engine_options.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
 
@@ -19,13 +20,30 @@ struct RunArgs {
   int64_t seed = -1;
   SamplingParams sampling;
   int64_t speculative = 0;  // MTP drafts per round (DeepSeek-V4, greedy); 0 = off
+  // Runtime policies (engine/engine_options.h), as spelled on the command line.
+  EngineOptions engine;
+  std::string expert_mask, force_experts, freeze_router, kv_pruner = "auto";
 };
 
-int Run(const RunArgs& a) {
+Status ParseEngineFlags(RunArgs& a) {
+  if (!a.expert_mask.empty()) {
+    ASSIGN_OR_RETURN(a.engine.expert_allow, ParseIndexList(a.expert_mask, "--expert-mask"));
+  }
+  if (!a.force_experts.empty()) {
+    ASSIGN_OR_RETURN(a.engine.force_experts, ParseIndexList(a.force_experts, "--force-experts"));
+  }
+  if (!a.freeze_router.empty()) RETURN_IF_ERROR(ParseFreezeSpec(a.freeze_router, a.engine));
+  ASSIGN_OR_RETURN(a.engine.kv_pruner, ParsePrunerPolicy(a.kv_pruner));
+  return Status::Ok();
+}
+
+int Run(RunArgs& a) {
   if (Status st = ValidateSamplingParams(a.sampling); !st.ok()) return ReportError(st);
+  if (Status st = ParseEngineFlags(a); !st.ok()) return ReportError(st);
   auto loaded = LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
+  if (Status st = ApplyEngineOptions(*m.model, a.engine); !st.ok()) return ReportError(st);
   GenerateOptions g;
   g.max_tokens = a.max_tokens;
   g.sampling = a.sampling;
@@ -100,6 +118,24 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   sub->add_option("--speculative", args->speculative,
                   "greedy decoding with K MTP draft tokens per round (DeepSeek-V4 with MTP "
                   "weights; needs --temperature 0); the output is the same as without")
+      ->check(CLI::NonNegativeNumber);
+  // Runtime router / KV policies (seed-family models; others refuse them).
+  sub->add_option("--router-capacity", args->engine.router_capacity,
+                  "MoE capacity factor: capacity = ceil(f·N·k/E) per forward, 0 = unlimited "
+                  "(default: the model's config)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--expert-mask", args->expert_mask,
+                  "experts the router may use, e.g. 0,2,3 (default: all)");
+  sub->add_option("--force-experts", args->force_experts,
+                  "experts every token must use, e.g. 3 (at most k)");
+  sub->add_option("--freeze-router", args->freeze_router,
+                  "debug: send every token to fixed experts with fixed weights, e.g. 0,1:0.7,0.3");
+  sub->add_flag("--reweight-router", args->engine.reweight_router,
+                "utilisation-variance reweighting of the router's selection bias");
+  sub->add_option("--kv-pruner", args->kv_pruner,
+                  "SemanticKVPruner: on, off or auto (the model's config; default)");
+  sub->add_option("--kv-budget", args->engine.kv_budget,
+                  "KV tokens the pruner keeps (default: the model's config)")
       ->check(CLI::NonNegativeNumber);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }

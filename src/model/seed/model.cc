@@ -91,7 +91,7 @@ Layout StoredLayout(const CheckpointReader& r, const std::map<std::string, std::
 
 // ---------------------------------------------------------------- cache
 
-SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens) {
+SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_override) {
   const int64_t L = c.num_hidden_layers;
   kv_dim_ = c.kv_dim();
   hidden_ = c.hidden_size;
@@ -104,7 +104,9 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens) {
   adapter_out_.assign(L, {});
   rope_ = MakeRopeParams(c, max_tokens);
   if (c.kv_pruner.enabled) {
-    const int64_t budget = c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget : max_tokens;
+    const int64_t budget = budget_override >= 0  ? std::max<int64_t>(1, budget_override)
+                           : c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget
+                                                       : max_tokens;
     pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);
   }
 }
@@ -355,7 +357,7 @@ Status SeedModel::Bind(const CheckpointReader& r,
 
 std::unique_ptr<SequenceCache> SeedModel::NewCache(int64_t max_tokens) const {
   CHECK(max_tokens > 0);
-  return std::unique_ptr<SequenceCache>(new SeedCache(config_, max_tokens));
+  return std::unique_ptr<SequenceCache>(new SeedCache(config_, max_tokens, runtime_.pruner_budget));
 }
 
 void SeedModel::SetThreads(int n_threads) {

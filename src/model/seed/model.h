@@ -50,7 +50,7 @@ namespace dsv4::seed {
 struct SeedRuntimeOptions {
   RouterOptions router;
   bool pruner = true;          // run the SemanticKVPruner when the model has one
-  int64_t pruner_budget = -1;  // < 0: the config's kv_budget
+  int64_t pruner_budget = -1;  // < 0: the config's kv_budget (read by NewCache)
   bool hca_skip_override = false;
   double hca_skip_threshold = 0;  // with hca_skip_override
   // S-052 Mode C through Forward: layer → weights [N, k] for the next calls'
@@ -197,7 +197,8 @@ class SeedCache final : public SequenceCache {
 
  private:
   friend class SeedModel;
-  SeedCache(const SeedConfig& c, int64_t max_tokens);
+  // budget_override >= 0 replaces the config's kv_budget (SeedRuntimeOptions).
+  SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_override);
   void Evict(int64_t pos);
 
   int64_t length_ = 0;
