@@ -328,6 +328,12 @@ bool Engine::Step() {
   }
   const std::vector<int64_t> plan = PlanStep(remaining, options_.prefill_chunk);
   Model& model = *model_.model;
+  // One ForwardBatch for every sequence's work of this step (decode tokens and
+  // prefill chunks), so a batching model reads each weight once per step.
+  std::vector<int32_t> last(running_.size());  // decode inputs; not resized below
+  std::vector<BatchEntry> entries;
+  std::vector<Sequence*> seqs;
+  std::vector<int64_t> lengths;  // cache lengths before the step
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
     if (plan[i] == 0 || s.done) continue;
@@ -336,22 +342,46 @@ bool Engine::Step() {
       Finish(s, FinishReason::kLength);
       continue;
     }
-    Status st;
+    std::span<const int32_t> tokens;
     if (remaining[i] > 0) {
-      std::span<const int32_t> chunk(s.request.prompt.data() + s.prefilled, plan[i]);
-      st = model.Forward(chunk, *s.slot->cache, s.slot->logits, false);
-      s.prefilled += plan[i];
-      if (st.ok() && s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;
+      tokens = std::span<const int32_t>(s.request.prompt.data() + s.prefilled, plan[i]);
     } else {
-      const int32_t one[1] = {s.last};
-      st = model.Forward(one, *s.slot->cache, s.slot->logits, false);
+      last[i] = s.last;
+      tokens = std::span<const int32_t>(&last[i], 1);
     }
-    if (!st.ok()) {
-      LOG_ERROR("engine: forward failed: {}", st.ToString());
-      Finish(s, FinishReason::kError, st);
-      continue;
+    entries.push_back(BatchEntry{.tokens = tokens,
+                                 .cache = s.slot->cache.get(),
+                                 .logits = s.slot->logits,
+                                 .all_logits = false});
+    seqs.push_back(&s);
+    lengths.push_back(s.slot->cache->length());
+  }
+  if (!entries.empty()) {
+    const Status st = model.ForwardBatch(entries);
+    std::vector<Status> results(entries.size(), st);
+    if (!st.ok() && entries.size() > 1) {
+      // Find the sequence(s) at fault: roll every cache back to where the
+      // step began and run them one by one, so the others go on.
+      LOG_WARNING("engine: batched forward failed ({}); retrying its {} sequences one by one",
+                  st.ToString(), entries.size());
+      for (size_t k = 0; k < entries.size(); ++k) {
+        SequenceCache& cache = *entries[k].cache;
+        if (cache.length() > lengths[k]) cache.Truncate(lengths[k]);
+        results[k] = model.Forward(entries[k].tokens, cache, entries[k].logits, false);
+      }
     }
-    SampleAndEmit(s);
+    for (size_t k = 0; k < entries.size(); ++k) {
+      Sequence& s = *seqs[k];
+      const bool prefill = s.prefilled < static_cast<int64_t>(s.request.prompt.size());
+      if (prefill) s.prefilled += static_cast<int64_t>(entries[k].tokens.size());
+      if (!results[k].ok()) {
+        LOG_ERROR("engine: forward failed: {}", results[k].ToString());
+        Finish(s, FinishReason::kError, results[k]);
+        continue;
+      }
+      if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;
+      SampleAndEmit(s);
+    }
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
   return true;

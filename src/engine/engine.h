@@ -11,16 +11,12 @@
 // run out of memory: it waits in a bounded queue for a free slot or Submit
 // refuses it (ResourceExhausted, which servers turn into 503 + Retry-After).
 //
-// Model::Forward runs one sequence per call, so a step loops over the running
-// sequences and reads every weight once per sequence (docs/benchmarks.md,
-// "Serving"). Proposed next step (needs a model.h change, not made here):
-//   virtual Status ForwardBatch(std::span<const std::span<const int32_t>> tokens,
-//                               std::span<SequenceCache* const> caches,
-//                               std::span<float> logits);  // [B, V], last token each
-// with a default that loops over Forward, and a LlamaModel override that runs
-// the B token rows through each matmul together (one weight read per step)
-// while attention stays per sequence against its own cache. Step() would then
-// gather the planned tokens of all sequences into one call.
+// A step is one Model::ForwardBatch over every running sequence's work (one
+// decode token each, plus the prefill chunks), so a model that batches
+// (DeepSeek-V4) reads each weight once per step, not once per sequence;
+// others fall back to Model's default loop over Forward (docs/benchmarks.md,
+// "Serving"). If a batch fails, every cache is rolled back to the start of the
+// step and the sequences rerun one by one, so only the failing one ends.
 //
 // Not here: HTTP, JSON, chat templates, output parsing (src/server).
 #ifndef DSV4_ENGINE_ENGINE_H_

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "engine/echo_model.h"
@@ -317,6 +318,94 @@ TEST(Engine, FullQueueRefusesAndCancelFreesTheSlot) {
   EXPECT_EQ(metrics.running, 0);
   EXPECT_EQ(metrics.sequences_cancelled_total, 2);
   EXPECT_EQ(metrics.kv_tokens_used, 0);
+}
+
+// Wraps a model to watch how the engine calls it: a step is one ForwardBatch
+// (Model's default loop runs the entries' Forward inside it); a prompt
+// holding `poison` makes Forward fail.
+class WatchedModel final : public Model {
+ public:
+  explicit WatchedModel(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
+  const ModelInfo& info() const override { return inner_->info(); }
+  std::unique_ptr<SequenceCache> NewCache(int64_t n) const override { return inner_->NewCache(n); }
+  Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
+                 bool all_logits) override {
+    if (!in_batch_) ++direct_calls;
+    for (int32_t t : tokens) {
+      if (t == poison) return InvalidArgument("poisoned token");
+    }
+    return inner_->Forward(tokens, cache, logits, all_logits);
+  }
+  Status ForwardBatch(std::span<const BatchEntry> entries) override {
+    ++batch_calls;
+    max_entries = std::max<int64_t>(max_entries.load(), static_cast<int64_t>(entries.size()));
+    in_batch_ = true;
+    const Status st = Model::ForwardBatch(entries);
+    in_batch_ = false;
+    return st;
+  }
+  void SetThreads(int n) override { inner_->SetThreads(n); }
+
+  int32_t poison = -1;
+  std::atomic<int64_t> batch_calls{0}, max_entries{0}, direct_calls{0};
+
+ private:
+  std::unique_ptr<Model> inner_;
+  bool in_batch_ = false;
+};
+
+TEST(Engine, OneForwardBatchPerStepForAllSequences) {
+  LoadedModel m = Load();
+  auto* watched = new WatchedModel(std::move(m.model));
+  m.model.reset(watched);
+  const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben", "The cat",
+                                            "Tom had a red ball"};
+  int64_t steps = 0;
+  {
+    auto engine = Engine::Start(m, {.max_sequences = 4, .prefill_chunk = 4});
+    ASSERT_TRUE(engine.ok());
+    std::vector<SequenceRequest> reqs;
+    for (const auto& p : prompts) reqs.push_back(Greedy(m, p, 20));
+    auto h = (*engine)->Submit(std::move(reqs));  // one request, four sequences
+    ASSERT_TRUE(h.ok());
+    for (const Outcome& o : Collect(**h)) EXPECT_NE(o.finish, FinishReason::kError);
+    // The step that sent the last event publishes its count just after.
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while ((*engine)->Metrics().steps_total != watched->batch_calls &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    steps = (*engine)->Metrics().steps_total;
+  }
+  EXPECT_EQ(watched->direct_calls, 0);     // every Forward ran inside a batch
+  EXPECT_EQ(watched->batch_calls, steps);  // one ForwardBatch per step
+  EXPECT_EQ(watched->max_entries, 4);      // all four sequences in one step
+}
+
+TEST(Engine, AFailingSequenceInABatchEndsAloneTheOthersGoOn) {
+  LoadedModel m = Load();
+  const SequenceRequest good = Greedy(m, "Lily and Ben", 20);
+  std::vector<Outcome> solo;
+  {
+    auto engine = Engine::Start(m, {.max_sequences = 1});
+    ASSERT_TRUE(engine.ok());
+    auto h = (*engine)->Submit({good});
+    ASSERT_TRUE(h.ok());
+    solo = Collect(**h);
+  }
+  auto* watched = new WatchedModel(std::move(m.model));
+  m.model.reset(watched);
+  SequenceRequest bad = Greedy(m, "The cat", 20);
+  watched->poison = bad.prompt.back();
+  ASSERT_EQ(std::count(good.prompt.begin(), good.prompt.end(), watched->poison), 0);
+  auto engine = Engine::Start(m, {.max_sequences = 2});
+  ASSERT_TRUE(engine.ok());
+  auto h = (*engine)->Submit({bad, good});
+  ASSERT_TRUE(h.ok());
+  const std::vector<Outcome> out = Collect(**h);
+  EXPECT_EQ(out[0].finish, FinishReason::kError);
+  EXPECT_EQ(out[1].tokens, solo[0].tokens);
+  EXPECT_EQ(out[1].text, solo[0].text);
 }
 
 TEST(EchoModel, Replies) {
