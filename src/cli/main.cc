@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterInspect(app, exit_code);
   dsv4::cli::RegisterServe(app, exit_code);
   dsv4::cli::RegisterSynthModel(app, exit_code);
+  dsv4::cli::RegisterConvertLayout(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,11 @@
 // tolerance of the oracles README (top-1 100 %, max |Δlogit| ≤ 1e-3, mean KL ≤ 1e-6),
 // plus the invariances each profile promises and the model-level S-item tests.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "model/seed/convert_layout.h"
 
 #include <cmath>
 
@@ -422,6 +427,93 @@ TEST(SeedModel, S008_ParameterCountsPerComponentFromTheTensors) {
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(m->info().n_params, total) << name;
   }
+}
+
+std::vector<float> DirLogits(const std::string& dir, const std::vector<int32_t>& ids,
+                             SeedModel** out = nullptr,
+                             std::unique_ptr<Model>* keep = nullptr) {
+  auto m = LoadSeedModel(dir, 1);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  auto cache = (*m)->NewCache(32);
+  std::vector<float> lg(ids.size() * (*m)->info().vocab_size);
+  EXPECT_TRUE((*m)->Forward(ids, *cache, lg, true).ok());
+  if (out != nullptr) *out = dynamic_cast<SeedModel*>(m->get());
+  if (keep != nullptr) *keep = std::move(*m);
+  return lg;
+}
+
+std::string TempDir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() /
+           ("dsv4_seed_convert_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+TEST(SeedConvert, S143_LayoutOnlyRoundTripKeepsLogits) {
+  const std::string in = ProfileDir("P-CED");
+  const std::vector<int32_t> ids = {1, 5, 9, 3, 7, 11};
+  const auto want = DirLogits(in, ids);
+  const std::string ced = TempDir("ced"), back = TempDir("std");
+  auto r = ConvertSeedLayout(in, ced, {"ced", false});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->converted, (std::vector<int64_t>{2}));  // the dense layer; 0, 1 are already CED
+  EXPECT_TRUE(r->warnings.empty());
+  SeedModel* m = nullptr;
+  std::unique_ptr<Model> keep;
+  auto got = DirLogits(ced, ids, &m, &keep);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->plans()[2].ffn, FfnKind::kCedFused);
+  EXPECT_EQ(m->plans()[2].ced_layout, Layout::kColMajor);  // stored col_major, bound in place
+  EXPECT_EQ(m->plans()[2].block, BlockKind::kPreNorm);     // layout only
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
+  // And back: layer 2 is a SwiGLU again; layers 0/1 carry a bias no SwiGLU has: kept.
+  auto b = ConvertSeedLayout(ced, back, {"standard", false});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->converted, (std::vector<int64_t>{2}));
+  EXPECT_EQ(b->kept.size(), 2u);
+  got = DirLogits(back, ids, &m, &keep);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->plans()[2].ffn, FfnKind::kDense);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
+  std::filesystem::remove_all(ced);
+  std::filesystem::remove_all(back);
+}
+
+TEST(SeedConvert, S143_TopologyCedWarnsAndSetsTheInitialScale) {
+  const std::string out = TempDir("topo");
+  auto r = ConvertSeedLayout(ProfileDir("P-CED"), out, {"ced", true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("retrain"), std::string::npos);
+  SeedModel* m = nullptr;
+  std::unique_ptr<Model> keep;
+  DirLogits(out, {1, 5, 9}, &m, &keep);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->plans()[2].block, BlockKind::kCed);
+  EXPECT_FLOAT_EQ(m->ced_scale(2), 0.873f);
+  std::filesystem::remove_all(out);
+}
+
+TEST(SeedConvert, S143_RejectsUnknownTarget) {
+  EXPECT_FALSE(ConvertSeedLayout(ProfileDir("P-CED"), TempDir("x"), {"rowmajor", false}).ok());
+}
+TEST(SeedConvert, S143_RejectsTopologyWithStandard) {
+  EXPECT_FALSE(ConvertSeedLayout(ProfileDir("P-CED"), TempDir("x"), {"standard", true}).ok());
+}
+TEST(SeedConvert, S143_RejectsWritingOverTheInput) {
+  EXPECT_FALSE(ConvertSeedLayout(ProfileDir("P-CED"), ProfileDir("P-CED"), {"ced", false}).ok());
+}
+TEST(SeedConvert, S143_RejectsTaskAdapterModelsToCed) {
+  auto r = ConvertSeedLayout(ProfileDir("P-V4-7B"), TempDir("ta"), {"ced", false});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("TaskAdapter"), std::string::npos);
+}
+TEST(SeedConvert, S143_MissingInputNamesTheFile) {
+  auto r = ConvertSeedLayout("/nonexistent/seed", TempDir("none"), {"ced", false});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("/nonexistent/seed"), std::string::npos);
 }
 
 TEST(SeedModel, S013_CedScaleZeroEqualsNoAttentionAndScaleShapeIsChecked) {

@@ -274,6 +274,13 @@ Status SeedModel::Bind(const CheckpointReader& r,
     // FFN kind: CED fused when ced_weight is there, else MoE when configured, else dense.
     if (c.ced.enabled && b.Has(n("mlp.ced_weight"))) {
       p.ffn = FfnKind::kCedFused;
+      // The fused width comes from the tensor when it is an even [2F, H] (a layer the
+      // S-143 converter rewrote from a dense [F, H] SwiGLU is 2F wide), else the config's.
+      const TensorInfo* ti = r.Find(n("mlp.ced_weight"));
+      const int64_t I = ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 &&
+                                ti->shape[0] % 2 == 0
+                            ? ti->shape[0]
+                            : c.intermediate_size;
       TensorView w = b.Get(n("mlp.ced_weight"), {I, H});
       if (w.data != nullptr) {
         const Layout stored = StoredLayout(r, metadata, n("mlp.ced_weight"));
