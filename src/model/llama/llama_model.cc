@@ -10,31 +10,43 @@
 namespace dsv4 {
 namespace {
 
-// The KV cache of one sequence: keys and values of every layer, f32.
+// Heads narrower than this keep their keys transposed like the values:
+// scoring then runs E vector axpys of length S instead of S dot products of
+// length E, each shorter than one SIMD vector (stories260K: E = 8).
+constexpr int64_t kNarrowHeadDim = 32;
+
+// The KV cache of one sequence, f32. Values are transposed per kv head,
+// [G, E, S], so that a head's value mix Σ_s a[s] v[s] is a matrix-vector
+// product over contiguous rows of length S. Keys are [S, G*E] rows, or
+// [G, E, S] like the values for heads narrower than kNarrowHeadDim.
 class LlamaCache final : public SequenceCache {
  public:
   LlamaCache(const LlamaConfig& c, int64_t max_tokens)
       : max_tokens_(max_tokens),
         kv_dim_(c.kv_dim()),
         k_(c.n_layers * max_tokens * c.kv_dim()),
-        v_(c.n_layers * max_tokens * c.kv_dim()) {}
+        v_(c.n_layers * max_tokens * c.kv_dim()),
+        keys_transposed_(c.head_dim() < kNarrowHeadDim) {}
   int64_t length() const override { return length_; }
   void Truncate(int64_t n) override {
     CHECK(n >= 0 && n <= length_);
     length_ = n;
   }
   int64_t max_tokens() const { return max_tokens_; }
-  // [S, G*E] rows of layer `layer`.
+  // [S, G*E] rows of layer `layer` ([G, E, S] when keys_transposed()).
   float* keys(int64_t layer) { return k_.data() + layer * max_tokens_ * kv_dim_; }
-  float* values(int64_t layer) { return v_.data() + layer * max_tokens_ * kv_dim_; }
+  bool keys_transposed() const { return keys_transposed_; }
+  // [G, E, S] of layer `layer`: element (g, e, s) at (g * E + e) * max_tokens() + s.
+  float* values_t(int64_t layer) { return v_.data() + layer * max_tokens_ * kv_dim_; }
   void Advance(int64_t n) { length_ += n; }
 
  private:
   int64_t max_tokens_;
   int64_t kv_dim_;
   int64_t length_ = 0;
-  std::vector<float> k_;  // [L, S, G*E]
-  std::vector<float> v_;  // [L, S, G*E]
+  std::vector<float> k_;  // [L, S, G*E] or [L, G*E, S]
+  std::vector<float> v_;  // [L, G*E, S]
+  bool keys_transposed_;
 };
 
 // Multiply-adds a pool chunk must have to be worth a fork-join (~15 us here,
@@ -64,6 +76,19 @@ void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
     ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end);
   };
   ParallelFor(pool, n_out, body, grain);
+}
+
+// An f32 [rows, cols] view whose rows are `row_stride` floats apart.
+TensorView RowsView(const float* data, int64_t rows, int64_t cols, int64_t row_stride) {
+  TensorView v;
+  v.dtype = DType::kF32;
+  v.data = const_cast<float*>(data);
+  v.rank = 2;
+  v.sizes[0] = rows;
+  v.sizes[1] = cols;
+  v.strides[0] = row_stride;
+  v.strides[1] = 1;
+  return v;
 }
 
 std::vector<float> ToF32(const TensorView& v) {
@@ -221,6 +246,7 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
   const int64_t D = c.d_model, E = c.head_dim(), H = c.n_heads, G = c.n_kv_heads;
   const int64_t KVD = c.kv_dim(), F = c.d_ff;
   const float sqrt_e = std::sqrt(static_cast<float>(E));
+  const float inv_sqrt_e = 1.0f / sqrt_e;
   float* x = x_.data();  // [T, D] residual stream
 
   for (int64_t t = 0; t < T; ++t) {
@@ -236,45 +262,60 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
     Linear(*pool_, q_.data(), xb_.data(), L.wq, T);  // [T, H*E]
     Linear(*pool_, k_.data(), xb_.data(), L.wk, T);  // [T, G*E]
     Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
-    float* key_cache = cache.keys(l);                // [S, G*E]
-    float* value_cache = cache.values(l);            // [S, G*E]
+    float* key_cache = cache.keys(l);                // [S, G*E] or [G*E, S]
+    const bool keys_t = cache.keys_transposed();
+    float* values_t = cache.values_t(l);  // [G*E, S]
+    const int64_t S = cache.max_tokens();
     for (int64_t t = 0; t < T; ++t) {
       const int64_t pos = pos0 + t;
       ops::RopeInterleaved(q_.data() + t * D, H, E, E, pos, c.rope_theta);
       ops::RopeInterleaved(k_.data() + t * KVD, G, E, E, pos, c.rope_theta);
-      std::copy_n(k_.data() + t * KVD, KVD, key_cache + pos * KVD);
-      std::copy_n(v_.data() + t * KVD, KVD, value_cache + pos * KVD);
+      if (keys_t) {
+        for (int64_t i = 0; i < KVD; ++i) key_cache[i * S + pos] = k_[t * KVD + i];
+      } else {
+        std::copy_n(k_.data() + t * KVD, KVD, key_cache + pos * KVD);
+      }
+      for (int64_t i = 0; i < KVD; ++i) values_t[i * S + pos] = v_[t * KVD + i];
     }
     // Causal attention: token t sees positions [0, pos0 + t]. Work items are
-    // (token, kv-head) pairs, t-major, split over the pool. The H/G query heads
-    // of a kv head are adjacent in q_, so their scores against all visible keys
-    // are one matmul with the strided key rows as the weight; each thread
-    // scores into its own [H/G, S] slice of scores_.
+    // (token, kv-head) pairs, t-major, split over the pool. Per query head,
+    // the scores against all visible keys are one matrix-vector product with
+    // the strided key rows as the weight (narrow heads: E axpys over the
+    // transposed keys), and the output one product of the transposed values
+    // [E, n_keys] with the probabilities (single-token products: no
+    // per-thread tile buffer that grows with the context). Each thread scores
+    // into its own [H/G, S] slice of scores_. Scores are scaled by 1/√E
+    // (llama2.c divides by √E; both agree to an ulp).
     const int64_t heads_per_group = H / G;
     auto attend = [&](int64_t begin, int64_t end, int thread) {
       float* att = scores_.data() + thread * heads_per_group * c.max_context;
       for (int64_t item = begin; item < end; ++item) {
         const int64_t t = item / G, g = item % G;
         const int64_t n_keys = pos0 + t + 1;
-        TensorView keys;  // [n_keys, E], rows KVD apart
-        keys.dtype = DType::kF32;
-        keys.data = key_cache + g * E;
-        keys.rank = 2;
-        keys.sizes[0] = n_keys;
-        keys.sizes[1] = E;
-        keys.strides[0] = KVD;
-        keys.strides[1] = 1;
-        const float* q_group = q_.data() + t * D + g * heads_per_group * E;       // [H/G, E]
-        ops::MatMulRows(att, n_keys, q_group, keys, heads_per_group, 0, n_keys);  // [H/G, n_keys]
+        const float* q_group = q_.data() + t * D + g * heads_per_group * E;  // [H/G, E]
+        if (keys_t) {
+          const float* kt = key_cache + g * E * S;  // [E, S]
+          for (int64_t j = 0; j < heads_per_group; ++j) {
+            float* a = att + j * n_keys;
+            const float* qj = q_group + j * E;
+            std::fill_n(a, n_keys, 0.0f);
+            for (int64_t e = 0; e < E; ++e) ops::Axpy(a, qj[e], kt + e * S, n_keys);
+          }
+        } else {
+          const TensorView keys = RowsView(key_cache + g * E, n_keys, E, KVD);  // [n_keys, E]
+          for (int64_t j = 0; j < heads_per_group; ++j) {
+            ops::MatMulRows(att + j * n_keys, n_keys, q_group + j * E, keys, 1, 0, n_keys);
+          }
+        }
         for (int64_t j = 0; j < heads_per_group; ++j) {
           float* a = att + j * n_keys;
-          for (int64_t s = 0; s < n_keys; ++s) a[s] /= sqrt_e;  // divide, as llama2.c does
+          for (int64_t s = 0; s < n_keys; ++s) a[s] *= inv_sqrt_e;
           ops::Softmax(a, n_keys);
-          float* out = att_out_.data() + t * D + (g * heads_per_group + j) * E;
-          std::fill_n(out, E, 0.0f);
-          for (int64_t s = 0; s < n_keys; ++s) {
-            ops::Axpy(out, a[s], value_cache + s * KVD + g * E, E);
-          }
+        }
+        const TensorView values = RowsView(values_t + g * E * S, E, n_keys, S);  // [E, n_keys]
+        float* out = att_out_.data() + t * D + g * heads_per_group * E;          // [H/G, E]
+        for (int64_t j = 0; j < heads_per_group; ++j) {
+          ops::MatMulRows(out + j * E, E, att + j * n_keys, values, 1, 0, E);
         }
       }
     };
