@@ -728,13 +728,46 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   gen->handle = *handle;
 
   if (!r.stream) {
+    // A completion that is ready within a second gets a plain response with its
+    // exact status code.
     SequenceEvent ev;
-    while (!gen->done()) {
-      if (gen->handle->Next(&ev, 1000ms)) gen->OnEvent(ev, false);
+    const auto deadline = std::chrono::steady_clock::now() + 1000ms;
+    while (!gen->done() && std::chrono::steady_clock::now() < deadline) {
+      if (gen->handle->Next(&ev, 100ms)) gen->OnEvent(ev, false);
     }
-    if (!gen->error.ok())
-      return SendError(req, res, 500, "generation failed: " + gen->error.message());
-    res.set_content(Dump(gen->Response()), "application/json");
+    if (gen->done()) {
+      if (!gen->error.ok())
+        return SendError(req, res, 500, "generation failed: " + gen->error.message());
+      res.set_content(Dump(gen->Response()), "application/json");
+      return;
+    }
+    // A longer one: the body is sent chunked, preceded by one space per second of
+    // waiting (JSON allows leading whitespace). A write to a client that has gone
+    // away fails, which cancels its sequence and frees its slot, as for streams.
+    // (cpp-httplib 0.11 offers no other way to see the connection close.) The
+    // status is 200 from here on; a late generation error is an error body.
+    res.set_chunked_content_provider(
+        "application/json",
+        [gen, path = req.path](size_t, httplib::DataSink& sink) {
+          SequenceEvent ev;
+          if (gen->handle->Next(&ev, 1000ms)) {
+            gen->OnEvent(ev, false);
+            while (!gen->done() && gen->handle->Next(&ev, 0ms)) gen->OnEvent(ev, false);
+          }
+          std::string out = " ";
+          if (gen->done()) {
+            out = gen->error.ok()
+                      ? Dump(gen->Response())
+                      : ErrorBody(path, 500, "generation failed: " + gen->error.message());
+          }
+          if (!sink.write(out.data(), out.size())) {
+            gen->handle->Cancel();
+            return false;
+          }
+          if (gen->done()) sink.done();
+          return true;
+        },
+        [gen](bool) { gen->handle->Cancel(); });
     return;
   }
   res.set_header("Cache-Control", "no-cache");

@@ -4,6 +4,7 @@ server answers 503, and every bad input gets its 4xx in the API's own error
 shape (one test per case) without hurting the process."""
 import concurrent.futures
 import json
+import socket
 import time
 
 import httpx
@@ -90,6 +91,34 @@ def test_disconnect_frees_the_slot(slow_server):
     m = wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
     assert m["dsv4_sequences_cancelled_total"] == before + 1
     assert m["dsv4_kv_cache_tokens"] == 0
+
+
+def test_non_streaming_disconnect_frees_the_slot(slow_server):
+    wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
+    before = slow_server.metrics().get("dsv4_sequences_cancelled_total", 0)
+    # A raw client: send the request, read the first bytes of the (slow) response,
+    # then hang up. The server notices at its next keep-alive write.
+    body = json.dumps({**LONG, "stream": False}).encode()
+    host, port = slow_server.url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert sock.recv(12).startswith(b"HTTP/1.1 200")
+        assert slow_server.metrics()["dsv4_running_sequences"] == 1
+    m = wait_for(slow_server, "dsv4_running_sequences", 0, seconds=6)
+    assert m["dsv4_sequences_cancelled_total"] == before + 1
+    assert m["dsv4_kv_cache_tokens"] == 0
+
+
+def test_slow_non_streaming_response_is_valid_json(slow_server):
+    wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
+    r = httpx.post(slow_server.url + CHAT, json={**LONG, "stream": False, "max_tokens": 80, "temperature": 0.0},
+                   timeout=30)
+    assert r.status_code == 200
+    body = r.json()  # leading keep-alive spaces are valid JSON whitespace
+    assert body["usage"]["completion_tokens"] == 80
+    assert body["choices"][0]["finish_reason"] == "length"
 
 
 def test_busy_server_answers_503(slow_server):
