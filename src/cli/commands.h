@@ -20,9 +20,9 @@ void RegisterBench(CLI::App& app, int& exit_code);
 void RegisterTokenize(CLI::App& app, int& exit_code);
 void RegisterChatTemplate(CLI::App& app, int& exit_code);
 void RegisterLogits(CLI::App& app, int& exit_code);
-void RegisterInspect(CLI::App& app, int& exit_code);  // DeepSeek-V4 model report
-void RegisterServe(CLI::App& app, int& exit_code);    // HTTP server (src/server)
-void RegisterSynthModel(CLI::App& app, int& exit_code);  // random DeepSeek-V4 checkpoint
+void RegisterInspect(CLI::App& app, int& exit_code);        // DeepSeek-V4 model report
+void RegisterServe(CLI::App& app, int& exit_code);          // HTTP server (src/server)
+void RegisterSynthModel(CLI::App& app, int& exit_code);     // random DeepSeek-V4 checkpoint
 void RegisterConvertLayout(CLI::App& app, int& exit_code);  // seed: SwiGLU <-> CED (S-143)
 
 // Adds --model, --tokenizer and --threads to a subcommand.

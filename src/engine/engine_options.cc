@@ -15,7 +15,8 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   size_t at = 0;
   while (true) {
     const size_t next = s.find(sep, at);
-    out.push_back(s.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
+    out.push_back(
+        s.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
     if (next == std::string_view::npos) break;
     at = next + 1;
   }
@@ -25,9 +26,8 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 }  // namespace
 
 bool EngineOptions::any() const {
-  return router_capacity >= 0 || !expert_allow.empty() || !force_experts.empty() ||
-         freeze_router || reweight_router || kv_pruner != PrunerPolicy::kModelDefault ||
-         kv_budget >= 0;
+  return router_capacity >= 0 || !expert_allow.empty() || !force_experts.empty() || freeze_router ||
+         reweight_router || kv_pruner != PrunerPolicy::kModelDefault || kv_budget >= 0;
 }
 
 Result<std::vector<int32_t>> ParseIndexList(std::string_view spec, std::string_view what) {
@@ -39,9 +39,9 @@ Result<std::vector<int32_t>> ParseIndexList(std::string_view spec, std::string_v
     int32_t v = -1;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (ec != std::errc() || p != item.data() + item.size() || v < 0) {
-      return InvalidArgument(std::string(what) + ": '" + std::string(item) +
-                                 "' is not an expert index",
-                             "give non-negative integers separated by commas, e.g. 0,2,5");
+      return InvalidArgument(
+          std::string(what) + ": '" + std::string(item) + "' is not an expert index",
+          "give non-negative integers separated by commas, e.g. 0,2,5");
     }
     if (std::find(out.begin(), out.end(), v) != out.end()) {
       return InvalidArgument(std::string(what) + ": expert " + std::to_string(v) +
@@ -91,12 +91,12 @@ Status ApplyEngineOptions(Model& model, const EngineOptions& o) {
   if (!o.any()) return Status::Ok();
   auto* seed_model = dynamic_cast<seed::SeedModel*>(&model);
   if (seed_model == nullptr) {
-    const char* which = o.router_capacity >= 0       ? "--router-capacity"
-                        : !o.expert_allow.empty()    ? "--expert-mask"
-                        : !o.force_experts.empty()   ? "--force-experts"
-                        : o.freeze_router            ? "--freeze-router"
-                        : o.reweight_router          ? "--reweight-router"
-                                                     : "--kv-pruner/--kv-budget";
+    const char* which = o.router_capacity >= 0     ? "--router-capacity"
+                        : !o.expert_allow.empty()  ? "--expert-mask"
+                        : !o.force_experts.empty() ? "--force-experts"
+                        : o.freeze_router          ? "--freeze-router"
+                        : o.reweight_router        ? "--reweight-router"
+                                                   : "--kv-pruner/--kv-budget";
     return Unimplemented(std::string(which) + " applies to seed-family models only (model " +
                              model.info().architecture + ")",
                          "DeepSeek-V4's scored routers and other models do not take runtime "

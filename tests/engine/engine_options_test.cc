@@ -40,7 +40,9 @@ TEST(EngineOptions, ParseIndexListRejectsGarbage) {
   EXPECT_FALSE(ParseIndexList("1,", "f").ok());
   EXPECT_FALSE(ParseIndexList("1 2", "f").ok());
 }
-TEST(EngineOptions, ParseIndexListRejectsDuplicates) { EXPECT_FALSE(ParseIndexList("1,1", "f").ok()); }
+TEST(EngineOptions, ParseIndexListRejectsDuplicates) {
+  EXPECT_FALSE(ParseIndexList("1,1", "f").ok());
+}
 
 TEST(EngineOptions, S134_ParseFreezeSpec) {
   EngineOptions o;

@@ -605,7 +605,7 @@ TEST(SeedRouter, S051_ForceExpertsAlwaysParticipate) {
   // Token 0 would pick {0, 1}, token 1 {2, 4}: expert 4 is in both, the lowest-ranked
   // non-forced pick is replaced; weights are the softmax over what is used.
   std::vector<float> lg = {5.0f, 4.0f, 1.0f, 0.0f, -3.0f, -1.0f,  //
-                           0.0f, 0.0f, 3.0f, 1.0f, 2.0f, -1.0f};
+                           0.0f, 0.0f, 3.0f, 1.0f, 2.0f,  -1.0f};
   RouterState st;
   RouteResult r;
   ASSERT_TRUE(Route(m, o, st, lg.data(), 2, 2, nullptr, r).ok());
@@ -643,9 +643,7 @@ TEST(SeedRouter, S048_DispatchCombineIsTheIdentityOnTokenPositionsUnderPermutati
   std::vector<float> x(N * H), lg(N * E);
   for (float& v : x) v = nd(rng);
   for (float& v : lg) v = nd(rng);
-  auto identity = [&](int32_t, const float* in, int64_t n, float* o) {
-    std::copy_n(in, n * H, o);
-  };
+  auto identity = [&](int32_t, const float* in, int64_t n, float* o) { std::copy_n(in, n * H, o); };
   std::vector<int64_t> perm(N);
   std::iota(perm.begin(), perm.end(), 0);
   DispatchScratch scratch;

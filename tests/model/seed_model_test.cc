@@ -411,8 +411,8 @@ TEST(SeedModel, S008_ParameterCountsPerComponentFromTheTensors) {
     EXPECT_EQ(sum, total) << name;
     EXPECT_EQ(counts.count("other"), 0u) << name << ": every tensor has a component";
     const SeedConfig& c = p.config;
-    const int64_t H = c.hidden_size, L = c.num_hidden_layers, qd = c.num_attention_heads *
-                                                                   c.head_dim();
+    const int64_t H = c.hidden_size, L = c.num_hidden_layers,
+                  qd = c.num_attention_heads * c.head_dim();
     // q, o: [nh·d, H] and [H, nh·d]; k, v: [nkv·d, H]; plus any segment_shift.
     int64_t attn = L * (2 * qd * H + 2 * c.kv_dim() * H);
     for (const TensorInfo& t : p.reader->tensors()) {
@@ -430,8 +430,7 @@ TEST(SeedModel, S008_ParameterCountsPerComponentFromTheTensors) {
 }
 
 std::vector<float> DirLogits(const std::string& dir, const std::vector<int32_t>& ids,
-                             SeedModel** out = nullptr,
-                             std::unique_ptr<Model>* keep = nullptr) {
+                             SeedModel** out = nullptr, std::unique_ptr<Model>* keep = nullptr) {
   auto m = LoadSeedModel(dir, 1);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};

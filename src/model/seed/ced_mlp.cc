@@ -35,8 +35,8 @@ Result<TensorView> CheckedStridedView(const void* data, int64_t storage_elems, D
                            "sizes and strides are element counts >= 0 (S-078)");
   }
   if (rows > 0 && cols > 0) {
-    const __int128 max_off = static_cast<__int128>(rows - 1) * s0 +
-                             static_cast<__int128>(cols - 1) * s1;
+    const __int128 max_off =
+        static_cast<__int128>(rows - 1) * s0 + static_cast<__int128>(cols - 1) * s1;
     if (max_off >= storage_elems) {
       return OutOfRange(
           std::string(what) + ": strided view [" + std::to_string(rows) + ", " +

@@ -24,7 +24,7 @@ constexpr float kCedInitScale = 0.873f;  // S-013: the seed's initial ced_scale_
 
 struct OutTensor {
   SafetensorsEntry entry;
-  std::span<const uint8_t> bytes;    // into the input file, or into `owned`
+  std::span<const uint8_t> bytes;  // into the input file, or into `owned`
   std::vector<float> owned;
 };
 
@@ -64,8 +64,8 @@ Result<ConvertLayoutReport> ConvertSeedLayout(const std::string& in_dir, const s
     return InvalidArgument(config_path + ": the TaskAdapter gates the dense gate projection",
                            "a CED fused MLP cannot take the TaskAdapter; disable it first");
   }
-  std::map<std::string, OutTensor> replaced;     // name → new tensor
-  std::map<std::string, bool> dropped;           // input tensors not written
+  std::map<std::string, OutTensor> replaced;  // name → new tensor
+  std::map<std::string, bool> dropped;        // input tensors not written
   std::vector<OutTensor> added;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const std::string n = Layer(l);
@@ -107,8 +107,8 @@ Result<ConvertLayoutReport> ConvertSeedLayout(const std::string& in_dir, const s
       ASSIGN_OR_RETURN(TensorView wv, file->Get(w->name, {I, H}));
       auto lay = meta.find("dsv4.layout." + w->name);
       if (lay != meta.end() && lay->second == "col_major") {
-        ASSIGN_OR_RETURN(TensorView cv, CheckedStridedView(wv.data, wv.numel(), wv.dtype, I, H,
-                                                           1, I, w->name));
+        ASSIGN_OR_RETURN(TensorView cv,
+                         CheckedStridedView(wv.data, wv.numel(), wv.dtype, I, H, 1, I, w->name));
         wv = cv;
       }
       ASSIGN_OR_RETURN(TensorView dv, file->Get(n + "mlp.down_proj.weight", {H, I}));
@@ -182,7 +182,8 @@ Result<ConvertLayoutReport> ConvertSeedLayout(const std::string& in_dir, const s
     const std::string name = e.path().filename().string();
     if (e.is_regular_file() && name.rfind("tok", 0) == 0) {
       fs::copy_file(e.path(), fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
-      if (ec) return IoError("convert-layout: cannot copy " + e.path().string() + ": " + ec.message());
+      if (ec)
+        return IoError("convert-layout: cannot copy " + e.path().string() + ": " + ec.message());
     }
   }
   return report;

@@ -31,8 +31,8 @@ struct ConvertLayoutOptions {
 };
 
 struct ConvertLayoutReport {
-  std::vector<int64_t> converted;   // layers rewritten
-  std::vector<std::string> kept;    // tensors left as they were, with the reason
+  std::vector<int64_t> converted;  // layers rewritten
+  std::vector<std::string> kept;   // tensors left as they were, with the reason
   std::vector<std::string> warnings;
 };
 

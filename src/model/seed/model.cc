@@ -104,7 +104,7 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_ove
   adapter_out_.assign(L, {});
   rope_ = MakeRopeParams(c, max_tokens);
   if (c.kv_pruner.enabled) {
-    const int64_t budget = budget_override >= 0  ? std::max<int64_t>(1, budget_override)
+    const int64_t budget = budget_override >= 0        ? std::max<int64_t>(1, budget_override)
                            : c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget
                                                        : max_tokens;
     pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);
@@ -277,10 +277,10 @@ Status SeedModel::Bind(const CheckpointReader& r,
       // The fused width comes from the tensor when it is an even [2F, H] (a layer the
       // S-143 converter rewrote from a dense [F, H] SwiGLU is 2F wide), else the config's.
       const TensorInfo* ti = r.Find(n("mlp.ced_weight"));
-      const int64_t I = ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 &&
-                                ti->shape[0] % 2 == 0
-                            ? ti->shape[0]
-                            : c.intermediate_size;
+      const int64_t I =
+          ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 && ti->shape[0] % 2 == 0
+              ? ti->shape[0]
+              : c.intermediate_size;
       TensorView w = b.Get(n("mlp.ced_weight"), {I, H});
       if (w.data != nullptr) {
         const Layout stored = StoredLayout(r, metadata, n("mlp.ced_weight"));
@@ -290,8 +290,8 @@ Status SeedModel::Bind(const CheckpointReader& r,
                       " is not supported");
           }
           // S-078: a view over the tensor's own bytes, no copy, bounds-checked.
-          auto view = CheckedStridedView(w.data, w.numel(), w.dtype, I, H, 1, I,
-                                         n("mlp.ced_weight"));
+          auto view =
+              CheckedStridedView(w.data, w.numel(), w.dtype, I, H, 1, I, n("mlp.ced_weight"));
           if (view.ok()) {
             w = *view;
           } else {
@@ -453,8 +453,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   const RouterOptions& ro_base = runtime_.router;
   const bool freeze_here =
       ro_base.freeze && (ro_base.freeze_layers.empty() ||
-                         std::find(ro_base.freeze_layers.begin(), ro_base.freeze_layers.end(),
-                                   l) != ro_base.freeze_layers.end());
+                         std::find(ro_base.freeze_layers.begin(), ro_base.freeze_layers.end(), l) !=
+                             ro_base.freeze_layers.end());
   RouterOptions ro_unfrozen;
   if (ro_base.freeze && !freeze_here) {
     ro_unfrozen = ro_base;
@@ -466,11 +466,11 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   if (auto it = runtime_.external_weights.find(l); it != runtime_.external_weights.end()) {
     const int64_t k = EffectiveK(cfg.moe, c.length_ + T);
     if (static_cast<int64_t>(it->second.size()) != N * k) {
-      status = InvalidArgument(
-          "layer " + std::to_string(l) + " router: " + std::to_string(it->second.size()) +
-              " external routing weights for " + std::to_string(N) + " tokens × k = " +
-              std::to_string(k),
-          "give [tokens, k] weights for the call's dispatched tokens (S-052)");
+      status = InvalidArgument("layer " + std::to_string(l) +
+                                   " router: " + std::to_string(it->second.size()) +
+                                   " external routing weights for " + std::to_string(N) +
+                                   " tokens × k = " + std::to_string(k),
+                               "give [tokens, k] weights for the call's dispatched tokens (S-052)");
       return;
     }
     external = it->second.data();

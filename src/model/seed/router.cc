@@ -141,9 +141,9 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
                              "force_experts lists expert indices (S-051)");
     }
     if (mask != nullptr && !mask[e]) {
-      return InvalidArgument("router: forced expert " + std::to_string(e) +
-                                 " is not allowed by the expert mask",
-                             "allow it in the mask or do not force it (S-051)");
+      return InvalidArgument(
+          "router: forced expert " + std::to_string(e) + " is not allowed by the expert mask",
+          "allow it in the mask or do not force it (S-051)");
     }
   }
   if (static_cast<int64_t>(opt.force_experts.size()) > k) {

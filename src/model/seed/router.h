@@ -40,7 +40,7 @@ struct RouterOptions {
   // S-051 (C-22, the "must participate" reading): experts every token uses;
   // they replace the lowest-ranked of its top-k (at most k, allowed by the mask).
   std::vector<int32_t> force_experts;
-  bool freeze = false;               // S-134
+  bool freeze = false;  // S-134
   std::vector<int32_t> freeze_experts = {0, 1};
   std::vector<float> freeze_weights = {0.7f, 0.3f};
   std::vector<int64_t> freeze_layers;  // empty: every MoE layer
