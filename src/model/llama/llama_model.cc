@@ -278,7 +278,7 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
       for (int64_t i = 0; i < KVD; ++i) values_t[i * S + pos] = v_[t * KVD + i];
     }
     // Causal attention: token t sees positions [0, pos0 + t]. Work items are
-    // (token, kv-head) pairs, t-major, split over the pool. Per query head,
+    // (token, kv-head) pairs split over the pool. Per query head,
     // the scores against all visible keys are one matrix-vector product with
     // the strided key rows as the weight (narrow heads: E axpys over the
     // transposed keys), and the output one product of the transposed values
@@ -290,7 +290,10 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
     auto attend = [&](int64_t begin, int64_t end, int thread) {
       float* att = scores_.data() + thread * heads_per_group * c.max_context;
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t t = item / G, g = item % G;
+        // Tokens zigzag (0, T-1, 1, T-2, ...) so that every contiguous chunk
+        // of items has about the same number of keys to score.
+        const int64_t tt = item / G, g = item % G;
+        const int64_t t = tt % 2 == 0 ? tt / 2 : T - 1 - tt / 2;
         const int64_t n_keys = pos0 + t + 1;
         const float* q_group = q_.data() + t * D + g * heads_per_group * E;  // [H/G, E]
         if (keys_t) {
