@@ -15,8 +15,24 @@ namespace dsv4 {
 
 class ThreadPool {
  public:
-  // fn(begin, end, thread_index) handles items [begin, end).
-  using RangeFn = std::function<void(int64_t begin, int64_t end, int thread)>;
+  // fn(begin, end, thread_index) handles items [begin, end). A non-owning
+  // reference to any callable: no heap allocation however much it captures
+  // (kernels call ParallelFor on every decoded token).
+  class RangeFn {
+   public:
+    template <typename F>
+    RangeFn(const F& f)  // NOLINT: implicit, like std::function_ref
+        : ctx_(&f), call_([](const void* ctx, int64_t b, int64_t e, int t) {
+            (*static_cast<const F*>(ctx))(b, e, t);
+          }) {}
+    void operator()(int64_t begin, int64_t end, int thread) const {
+      call_(ctx_, begin, end, thread);
+    }
+
+   private:
+    const void* ctx_;
+    void (*call_)(const void*, int64_t, int64_t, int);
+  };
 
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
@@ -26,7 +42,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn over [0, n) split into at most size() chunks whose boundaries are
-  // multiples of `grain` (except the last). Not re-entrant.
+  // multiples of `grain` (except the last). Not re-entrant. `fn` must outlive
+  // the call (it does: ParallelFor returns when every chunk is done).
   void ParallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
   // Threads to use by default: hardware concurrency.
