@@ -7,8 +7,7 @@
 
 namespace dsv4::ops::ref {
 
-void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens,
-            int64_t out_stride) {
+void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens, int64_t out_stride) {
   CHECK(w.rank == 2 && w.strides[1] == 1, "MatMul: w must be a 2-D row-major matrix, got %s",
         w.ShapeString().c_str());
   const int64_t n_out = w.sizes[0];
@@ -77,9 +76,8 @@ void TopK(const float* x, int64_t n, int64_t k, int32_t* indices) {
   std::vector<int32_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
   k = std::min(k, n);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int32_t a, int32_t b) {
-    return x[a] > x[b] || (x[a] == x[b] && a < b);
-  });
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
   std::copy(idx.begin(), idx.begin() + k, indices);
 }
 

@@ -95,8 +95,8 @@ void DequantizeFp4BlockRow(const TensorView& w, const TensorView& scale, int64_t
     const float s = ScaleAt(scale, n, kb);
     for (int64_t k = kb * kFp4WeightBlock; k < (kb + 1) * kFp4WeightBlock; k += 2) {
       const uint8_t byte = row[k / 2];
-      out[k] = Fp4E2m1ToF32(byte & 0xf) * s;      // even element: low nibble
-      out[k + 1] = Fp4E2m1ToF32(byte >> 4) * s;   // odd element: high nibble
+      out[k] = Fp4E2m1ToF32(byte & 0xf) * s;     // even element: low nibble
+      out[k + 1] = Fp4E2m1ToF32(byte >> 4) * s;  // odd element: high nibble
     }
   }
 }
@@ -106,8 +106,8 @@ namespace {
 // Shared driver: dequantize one weight row at a time into a row buffer (exact),
 // then dot it with every token in k order.
 template <typename DequantRow>
-void BlockMatMul(float* out, int64_t out_stride, const float* x, int64_t k_size,
-                 int64_t n_tokens, int64_t row_begin, int64_t row_end, DequantRow dequant_row) {
+void BlockMatMul(float* out, int64_t out_stride, const float* x, int64_t k_size, int64_t n_tokens,
+                 int64_t row_begin, int64_t row_end, DequantRow dequant_row) {
   std::vector<float> row(k_size);
   for (int64_t n = row_begin; n < row_end; ++n) {
     dequant_row(n, row.data());
@@ -123,8 +123,7 @@ void BlockMatMul(float* out, int64_t out_stride, const float* x, int64_t k_size,
 }  // namespace
 
 void MatMulFp8Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                    int64_t row_end) {
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
   CheckFp8(w, scale);
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.sizes[0]);
   BlockMatMul(out, out_stride, x, w.sizes[1], n_tokens, row_begin, row_end,
@@ -132,8 +131,7 @@ void MatMulFp8Block(float* out, int64_t out_stride, const float* x, const Tensor
 }
 
 void MatMulFp4Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                    int64_t row_end) {
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
   CheckFp4(w, scale);
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.sizes[0]);
   BlockMatMul(out, out_stride, x, w.sizes[1], n_tokens, row_begin, row_end,

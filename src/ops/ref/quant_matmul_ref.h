@@ -35,12 +35,10 @@ void DequantizeFp4BlockRow(const TensorView& w, const TensorView& scale, int64_t
 // accumulation in k order. x: [T, K] contiguous. Callers split rows across
 // threads or pick a group of rows (the grouped output projection).
 void MatMulFp8Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                    int64_t row_end);
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end);
 // The same for an FP4 block-scaled weight.
 void MatMulFp4Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                    int64_t row_end);
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end);
 
 // 2^ceil(log2(a)) for a > 0, by the IEEE trick of the reference kernels
 // (exponent − 127 + [mantissa ≠ 0]); the "ue8m0" activation scale (spec §9.2).
