@@ -380,7 +380,7 @@ TEST(SeedModel, S051_ForcedExpertIsUsedByEveryToken) {
   auto m = Build(p, p.config);
   ASSERT_NE(m, nullptr);
   SeedRuntimeOptions o;
-  o.router.force_experts = {p.config.moe.num_experts - 1};
+  o.router.force_experts = {static_cast<int>(p.config.moe.num_experts - 1)};
   m->SetRuntimeOptions(o);
   auto cache = m->NewCache(16);
   RunCalls(*m, *cache, p.ids, {10}, true);
