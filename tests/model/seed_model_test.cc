@@ -171,6 +171,48 @@ TEST(SeedModel, S019_SeedGlobalModeIsNotCausal) {
   EXPECT_GT(mx, 0.0);  // C-08: the literal seed mode leaks the future
 }
 
+// S-021 (C-09): the prose form LayerNorm(x + CSA_512(x) + CSA_4096(x) + CSA_global(x))
+// against the float64 reference on P-V4's weights with csa.fusion_mode
+// "residual_layernorm" (golden.json "variants"): the config is P-V4's config.json
+// with the variant's extension fields patched in, parsed by SeedConfig::FromJson.
+TEST(SeedGolden, S021_ResidualLayerNormMatchesFloat64Reference) {
+  auto p = LoadProfile("P-V4");
+  ASSERT_NE(p.reader, nullptr);
+  ASSERT_TRUE(p.golden.contains("variants"));
+  const auto& variant = p.golden["variants"]["residual_layernorm"];
+  auto text = ReadFileToString(ProfileDir("P-V4") + "/config.json");
+  ASSERT_TRUE(text.ok());
+  nlohmann::json cfg = nlohmann::json::parse(*text);
+  for (auto& [ext, fields] : variant["extensions_patch"].items()) {
+    for (auto& [key, value] : fields.items()) cfg["extensions"][ext][key] = value;
+  }
+  auto config = SeedConfig::FromJson(cfg.dump(), "P-V4 residual_layernorm");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->csa.fusion_mode, "residual_layernorm");
+  auto m = Build(p, *config);
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->info().vocab_size;
+  const int64_t max_tokens = p.golden["max_tokens"].get<int64_t>();
+  ASSERT_EQ(variant["runs"].size(), 2u);  // prefill and incremental
+  for (auto& [run, spec] : variant["runs"].items()) {
+    SCOPED_TRACE("run " + run);
+    std::vector<int64_t> chunks;
+    for (auto& c : spec["chunks"]) chunks.push_back(c.get<int64_t>());
+    auto cache = m->NewCache(max_tokens);
+    std::vector<float> got = RunCalls(*m, *cache, p.ids, chunks, false);
+    std::vector<float> want = ReadF32(ProfileDir("P-V4") + "/" + spec["logits"].get<std::string>());
+    ASSERT_EQ(got.size(), want.size());
+    auto d = Compare(got, want, V);
+    EXPECT_EQ(d.argmax_mismatch, 0);
+    EXPECT_LE(d.max_abs, kMaxAbs);
+    EXPECT_LE(d.mean_kl, kMeanKl);
+  }
+  // The weighted form's golden differs: the variant is not the default in disguise.
+  auto base = ReadF32(ProfileDir("P-V4") + "/prefill_logits.f32");
+  auto mine = ReadF32(ProfileDir("P-V4") + "/residual_layernorm_prefill_logits.f32");
+  EXPECT_GT(Compare(mine, base, V).max_abs, 1e-2);
+}
+
 TEST(SeedModel, S021_ResidualLayerNormFusionRunsAndStaysCausal) {
   auto p = LoadProfile("P-V4");
   SeedConfig c = V4Causal(p.config);

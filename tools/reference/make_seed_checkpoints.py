@@ -14,6 +14,11 @@ Runs: "prefill" (all ids in one call), "incremental" (one id per call), and for
 P-V4-7B "prefill_decode" (a prefill chunk, then one id per call, with the KV pruner
 evicting; the live positions after every call are recorded).
 
+Variants: the same weights under a config with some extension fields changed
+(VARIANTS; e.g. P-V4 with csa.fusion_mode "residual_layernorm", S-021). Each variant's
+prefill and incremental logits go to <variant>_<run>_logits.f32 and golden.json
+"variants" records the changed fields ("extensions_patch") and its runs.
+
 The weights are drawn from a fixed seed; seeds are skipped until every discrete
 decision (router ranks, group scores, CSA importance ranks, pruner threshold and
 eviction ranks) has a margin of at least MIN_MARGIN, so fp32 rounding in the
@@ -90,6 +95,19 @@ PROFILES = {
         },
     }),
 }
+
+# Config variants run on a profile's weights: name -> {extension: {field: value}}.
+VARIANTS = {
+    "P-V4": {"residual_layernorm": {"csa": {"fusion_mode": "residual_layernorm"}}},
+}
+
+
+def patched(cfg, patch):
+    out = json.loads(json.dumps(cfg))
+    for ext, fields in patch.items():
+        out["extensions"].setdefault(ext, {}).update(fields)
+    return out
+
 
 # Runs per profile: (expected context = the cache size, number of prompt ids, prefill chunk).
 RUNS = {
@@ -235,6 +253,17 @@ def run_profile(name, cfg, seed):
                                          "logits": np.array(rows), "live": live, "eff": effs,
                                          "last_only": True}
     out["theta"] = st["rope"]["theta"]
+    out["variants"] = {}
+    for vname, patch in VARIANTS.get(name, {}).items():
+        vref = SeedReference(patched(cfg, patch), tensors, margins)
+        vst = vref.new_request(spec["max_tokens"])
+        vlogits, _ = vref.forward(vst, ids)
+        vst = vref.new_request(spec["max_tokens"])
+        vrows = [vref.forward(vst, [i])[0][0] for i in ids]
+        out["variants"][vname] = {
+            "patch": patch,
+            "runs": {"prefill": {"chunks": [len(ids)], "logits": vlogits},
+                     "incremental": {"chunks": [1] * len(ids), "logits": np.array(vrows)}}}
     return tensors, layout, out, margins, ids
 
 
@@ -273,6 +302,14 @@ def main():
             if "eff" in r:
                 entry["eff_after_call"] = r["eff"]
             golden["runs"][run] = entry
+        for vname, v in out["variants"].items():
+            golden.setdefault("variants", {})[vname] = {"extensions_patch": v["patch"], "runs": {}}
+            for run, r in v["runs"].items():
+                fname = f"{vname}_{run}_logits.f32"
+                r["logits"].astype("<f4").tofile(os.path.join(d, fname))
+                golden["variants"][vname]["runs"][run] = {
+                    "chunks": r["chunks"], "logits": fname, "rows": int(r["logits"].shape[0]),
+                    "last_only": False}
         with open(os.path.join(d, "golden.json"), "w") as f:
             json.dump(golden, f, indent=1)
             f.write("\n")

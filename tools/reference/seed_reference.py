@@ -8,7 +8,10 @@ structure with src/model/seed/.
 
   block     pre-norm (S-012) or CED x + c*Attn(x), x + MLP(x) (S-013, C-18)
   attention GQA (S-016); CSA local/segment causal windows + importance top-K keys,
-            fused 0.4/0.4/0.2 (S-017..S-020, C-07..C-09)
+            fused 0.4/0.4/0.2 (S-017..S-020, C-07..C-09); or the prose form (S-021,
+            csa.fusion_mode "residual_layernorm"): LayerNorm(h + local + segment + global)
+            over the attention input h and the unweighted branches, no affine, eps =
+            rms_norm_eps, before o_proj and the block residual
   RoPE      interleaved pairs; theta_dyn = theta*max(1, Lctx/f/Lbase)^(2/dim) frozen
             per request (S-025, S-026, C-11); position p/f; segment phase
             floor(p/Lseg)*shift[h] (S-027, C-12)
@@ -206,6 +209,9 @@ class SeedReference:
                             (wg, [j for j in keys if j in glob])]
             else:
                 branches = [(1.0, keys)]
+            prose = csa is not None and csa.get("fusion_mode", "weighted") == "residual_layernorm"
+            if prose:  # S-021: the branches enter the sum with weight 1
+                branches = [(1.0, sel) for _, sel in branches]
             for hh in range(nh):
                 g = hh // (nh // nkv)
                 srow = shift[hh] if shift is not None else None
@@ -219,7 +225,11 @@ class SeedReference:
                         continue
                     p = softmax([sc[j] for j in sel])
                     o[hh] += wb * sum(pj * st["v"][l][j][g] for pj, j in zip(p, sel))
-            out.append(wo @ o.reshape(-1))
+            o = o.reshape(-1)
+            if prose:  # S-021: out = LayerNorm(x + CSA_512(x) + CSA_4096(x) + CSA_global(x))
+                z = h + o
+                o = (z - z.mean()) / np.sqrt(z.var() + self.eps)
+            out.append(wo @ o)
         return np.array(out)
 
     def swiglu(self, gate_w, up_w, down_w, f, adapter=None, alpha=0.0):
