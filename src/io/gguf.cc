@@ -310,6 +310,10 @@ std::optional<DType> DTypeFromGgml(uint32_t ggml_type) {
       return DType::kBF16;
     case GgmlType::kQ8_0:
       return DType::kQ8_0;
+    case GgmlType::kQ4_K:
+      return DType::kQ4_K;
+    case GgmlType::kQ6_K:
+      return DType::kQ6_K;
     case GgmlType::kI8:
       return DType::kI8;
     case GgmlType::kI32:
@@ -756,8 +760,8 @@ Result<const TensorInfo*> GgufFile::Lookup(std::string_view name) const {
   return Unimplemented(fmt::format("{}: tensor '{}' has ggml type {} ({}), which is not supported "
                                    "yet",
                                    path_, g.name, traits ? traits->name : "unknown", g.ggml_type),
-                       "supported: f32, f16, bf16, q8_0, i8, i32, i64; requantize the model "
-                       "(llama-quantize --type q8_0) or convert it to one of these");
+                       "supported: f32, f16, bf16, q8_0, q4_K, q6_K, i8, i32, i64; requantize the "
+                       "model (llama-quantize ... Q4_K_M or q8_0) or convert it to one of these");
 }
 
 const GgufValue* GgufFile::GetMeta(std::string_view key) const {

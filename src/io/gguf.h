@@ -2,8 +2,8 @@
 // typed key/value metadata, tensor infos, then aligned tensor data. Metadata is
 // read through typed accessors whose errors name the key and both types.
 // Tensor dims are stored innermost-first (ggml `ne`) and are exposed
-// outermost-first. F32, F16, BF16, Q8_0, I8, I32 and I64 tensors map to a
-// DType; tensors of other ggml types (q4_K, q6_K, ...) are listed with their
+// outermost-first. F32, F16, BF16, Q8_0, Q4_K, Q6_K, I8, I32 and I64 tensors map to a
+// DType; tensors of other ggml types (q4_0, q5_K, ...) are listed with their
 // ggml type id and give Unimplemented when bound. See docs/formats.md.
 #ifndef DSV4_IO_GGUF_H_
 #define DSV4_IO_GGUF_H_

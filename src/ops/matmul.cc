@@ -86,11 +86,18 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
       RowGrain(w.sizes[1], n_tokens));
 }
 
+// The SIMD kernel for a weight without a separate scale tensor: the dense
+// formats, then the GGUF k-quants; nullptr means ops/ref.
+simd::MatMulFn PlainKernel(DType t) {
+  if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
+  return simd::KQuantMatMulKernel(t);
+}
+
 }  // namespace
 
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
   CheckDense(w);
-  const simd::MatMulFn fn = simd::DenseMatMulKernel(w.dtype);
+  const simd::MatMulFn fn = PlainKernel(w.dtype);
   if (fn == nullptr) {
     const int64_t n_out = w.sizes[0];
     pool.ParallelFor(
@@ -120,7 +127,7 @@ void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView
                 int64_t n_tokens, int64_t row_begin, int64_t row_end) {
   CheckDense(w);
   CheckRows(w, row_begin, row_end);
-  const simd::MatMulFn fn = simd::DenseMatMulKernel(w.dtype);
+  const simd::MatMulFn fn = PlainKernel(w.dtype);
   if (fn == nullptr) {
     ref::MatMul(out, x, w.Slice(row_begin, row_end), n_tokens, out_stride);
     return;

@@ -14,8 +14,8 @@
 
 namespace dsv4::ops {
 
-// out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16 or
-// GGUF q8_0 take the SIMD kernels; any other dtype the scalar one.
+// out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16, GGUF
+// q8_0, q4_K or q6_K take the SIMD kernels; any other dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);
 
 // The same for block-scaled weights as DeepSeek-V4 ships them (see

@@ -8,8 +8,9 @@
 namespace dsv4 {
 namespace {
 constexpr DTypeInfo kInfos[] = {
-    {"f32", 1, 4},      {"f16", 1, 2}, {"bf16", 1, 2}, {"fp8_e4m3", 1, 1}, {"e8m0", 1, 1},
-    {"fp4_e2m1", 2, 1}, {"i8", 1, 1},  {"i32", 1, 4},  {"i64", 1, 8},      {"q8_0", 32, 34},
+    {"f32", 1, 4},  {"f16", 1, 2},      {"bf16", 1, 2},     {"fp8_e4m3", 1, 1},
+    {"e8m0", 1, 1}, {"fp4_e2m1", 2, 1}, {"i8", 1, 1},       {"i32", 1, 4},
+    {"i64", 1, 8},  {"q8_0", 32, 34},   {"q4_K", 256, 144}, {"q6_K", 256, 210},
 };
 static_assert(sizeof(kInfos) / sizeof(kInfos[0]) == static_cast<size_t>(DType::kCount));
 }  // namespace
@@ -90,6 +91,47 @@ void DequantizeRow(DType t, const void* src, int64_t n, float* dst) {
         std::memcpy(&blk, p + b * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
         const float d = F16ToF32(blk.d);
         for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * static_cast<float>(blk.qs[j]);
+      }
+      return;
+    }
+    case DType::kQ4_K: {
+      DCHECK(n % kQK_K == 0);
+      for (int64_t b = 0; b < n / kQK_K; ++b) {
+        BlockQ4_K blk;
+        std::memcpy(&blk, p + b * sizeof(BlockQ4_K), sizeof(BlockQ4_K));
+        const float d = F16ToF32(blk.d);
+        const float dmin = F16ToF32(blk.dmin);
+        float* y = dst + b * kQK_K;
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          Q4KScaleMin(blk.scales, j, &sc, &m);
+          // Two roundings, as ggml and gguf-py: (d·sc)·q, then minus dmin·m.
+          const float scale = d * static_cast<float>(sc);
+          const float min = dmin * static_cast<float>(m);
+          const uint8_t* q = blk.qs + 32 * (j / 2);
+          const int shift = 4 * (j % 2);
+          for (int l = 0; l < 32; ++l) {
+            const float prod = scale * static_cast<float>((q[l] >> shift) & 0xF);
+            y[32 * j + l] = prod - min;
+          }
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      DCHECK(n % kQK_K == 0);
+      for (int64_t b = 0; b < n / kQK_K; ++b) {
+        BlockQ6_K blk;
+        std::memcpy(&blk, p + b * sizeof(BlockQ6_K), sizeof(BlockQ6_K));
+        const float d = F16ToF32(blk.d);
+        float* y = dst + b * kQK_K;
+        for (int k = 0; k < kQK_K; ++k) {
+          const int h = k / 128, g = (k % 128) / 32, l = k % 32;
+          const int lo = (blk.ql[64 * h + 32 * (g % 2) + l] >> (4 * (g / 2))) & 0xF;
+          const int hi = (blk.qh[32 * h + l] >> (2 * g)) & 3;
+          const float scale = d * static_cast<float>(blk.scales[k / 16]);
+          y[k] = scale * static_cast<float>((lo | (hi << 4)) - 32);
+        }
       }
       return;
     }

@@ -21,6 +21,8 @@ enum class DType : uint8_t {
   kI32,
   kI64,
   kQ8_0,  // GGUF block: f16 scale d, then 32 x int8; value = d * q
+  kQ4_K,  // GGUF k-quant: 256 values, 4-bit, 8 sub-blocks of 32 with 6-bit scale and min
+  kQ6_K,  // GGUF k-quant: 256 values, 6-bit, 16 sub-blocks of 16 with int8 scales
   kCount,
 };
 
@@ -43,6 +45,39 @@ struct BlockQ8_0 {
   int8_t qs[32];
 };
 static_assert(sizeof(BlockQ8_0) == 34);
+
+// GGUF's k-quant layouts (ggml-common.h), 256 values per block.
+inline constexpr int kQK_K = 256;
+// q4_K: value = d·sc[s]·q − dmin·m[s] for sub-block s = k / 32, with 6-bit
+// sc/m packed in `scales` (see Q4KScaleMin) and q the 4-bit code of value k:
+// byte qs[32·(k / 64) + k % 32], low nibble when k % 64 < 32, else high.
+struct BlockQ4_K {
+  uint16_t d;     // f16 super-scale of the scales
+  uint16_t dmin;  // f16 super-scale of the mins
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+// The 6-bit scale and min of sub-block j (0..7) of a q4_K block.
+inline void Q4KScaleMin(const uint8_t scales[12], int j, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
+    *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+// q6_K: value = d·scales[k / 16]·(q − 32), q the 6-bit code of value k: with
+// h = k / 128, g = (k % 128) / 32, l = k % 32, its low 4 bits are nibble g / 2
+// of ql[64h + 32·(g % 2) + l] and its high 2 bits are bits 2g, 2g+1 of qh[32h + l].
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;  // f16 super-scale
+};
+static_assert(sizeof(BlockQ6_K) == 210);
 
 // Converts n consecutive elements starting at element 0 of `src` to f32.
 // Exact for every type (the scalar reference used by tests and ops/ref).

@@ -83,7 +83,7 @@ class GgufBuilder {
   uint64_t forced_tensors_ = 0, forced_kv_ = 0;
 };
 
-constexpr uint32_t kF32 = 0, kQ8_0 = 8, kQ4_K = 12;
+constexpr uint32_t kF32 = 0, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14;
 
 // A valid file with one f32 [2, 4] tensor (values 0..7); bad-input tests change one thing.
 GgufBuilder ValidBuilder() {
@@ -218,25 +218,46 @@ TEST(GgufTest, TensorsMatchGgufPyDecoding) {
   EXPECT_EQ((*f)->Find("t.q8_0")->nbytes, 2 * 2 * 34);
 }
 
-TEST(GgufTest, UnsupportedTypeIsListedAndUnimplementedWhenBound) {
-  const std::string path = testing_io::TestDataPath("tiny.gguf");
-  auto f = OpenGguf(path);
+TEST(GgufTest, Q4KTensorBindsAsQ4K) {
+  auto f = OpenGguf(testing_io::TestDataPath("tiny.gguf"));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ((*f)->Find("t.q4_k"), nullptr);
+  const TensorInfo* t = (*f)->Find("t.q4_k");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, DType::kQ4_K);
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{2, 256}));
+  EXPECT_EQ(t->nbytes, 2 * 144);
+  EXPECT_EQ((*f)->ggml_tensors().size(), 6u);
+  EXPECT_EQ((*f)->tensors().size(), 6u);
+  auto v = (*f)->Get("t.q4_k", {2, 256});
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->nbytes(), 2 * 144);
+}
+
+TEST(GgufTest, UnsupportedTypeIsListedAndUnimplementedWhenBound) {
+  constexpr uint32_t kQ5_K = 13;  // 256 values in 176 bytes; no DType for it
+  GgufBuilder g;
+  g.Tensor("t.q5_k", {256, 2}, kQ5_K, 0);
+  g.data().Zeros(2 * 176);
+  g.Tensor("t.f32", {4}, kF32, 2 * 176);
+  g.data().Zeros(16);
+  const std::string path = "crafted.gguf";
+  auto f = ParseGguf(g.Build().span(), path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->Find("t.q5_k"), nullptr);
   bool listed = false;
   for (const GgufTensorInfo& t : (*f)->ggml_tensors()) {
-    if (t.name != "t.q4_k") continue;
+    if (t.name != "t.q5_k") continue;
     listed = true;
-    EXPECT_EQ(t.ggml_type, kQ4_K);
+    EXPECT_EQ(t.ggml_type, kQ5_K);
     EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 256}));
-    EXPECT_EQ(t.nbytes, 2 * 144);
+    EXPECT_EQ(t.nbytes, 2 * 176);
     EXPECT_FALSE(t.dtype.has_value());
   }
   EXPECT_TRUE(listed);
-  EXPECT_EQ((*f)->ggml_tensors().size(), 6u);
-  EXPECT_EQ((*f)->tensors().size(), 5u);
-  EXPECT_TRUE(IsError((*f)->Lookup("t.q4_k").status(), StatusCode::kUnimplemented, path,
-                      {"t.q4_k", "q4_K", "12"}));
+  EXPECT_EQ((*f)->ggml_tensors().size(), 2u);
+  EXPECT_EQ((*f)->tensors().size(), 1u);
+  EXPECT_TRUE(IsError((*f)->Lookup("t.q5_k").status(), StatusCode::kUnimplemented, path,
+                      {"t.q5_k", "q5_K", "13"}));
   EXPECT_TRUE(IsError((*f)->Lookup("nope").status(), StatusCode::kNotFound, path, {"'nope'"}));
   auto ok = (*f)->Lookup("t.f32");
   ASSERT_TRUE(ok.ok());
@@ -538,6 +559,58 @@ TEST(GgufBadInputTest, RowNotMultipleOfBlockSize) {
   g.data().Zeros(68);
   EXPECT_TRUE(IsError(ParseStatus(g.Build()), StatusCode::kDataLoss, "x.gguf",
                       {"tensor 'q'", "rows of 31 elements", "q8_0 block size 32"}));
+}
+
+TEST(GgufCraftedTest, KQuantTensorsMapToDTypes) {
+  GgufBuilder g;
+  g.Tensor("a", {512, 3}, kQ4_K, 0);
+  g.data().Zeros(3 * 2 * 144);  // 864 bytes, a multiple of 32
+  g.Tensor("b", {256, 2}, kQ6_K, 864);
+  g.data().Zeros(2 * 210);
+  auto f = ParseGguf(g.Build().span(), "x.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const TensorInfo* a = (*f)->Find("a");
+  const TensorInfo* b = (*f)->Find("b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->dtype, DType::kQ4_K);
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{3, 512}));
+  EXPECT_EQ(a->nbytes, 3 * 512 / 256 * 144);
+  EXPECT_EQ(b->dtype, DType::kQ6_K);
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 256}));
+  EXPECT_EQ(b->nbytes, 2 * 210);
+}
+
+TEST(GgufBadInputTest, Q4KRowNotMultipleOf256) {
+  GgufBuilder g;
+  g.Tensor("q", {128, 4}, kQ4_K, 0);
+  g.data().Zeros(4 * 144);
+  EXPECT_TRUE(IsError(ParseStatus(g.Build()), StatusCode::kDataLoss, "x.gguf",
+                      {"tensor 'q'", "rows of 128 elements", "q4_K block size 256"}));
+}
+
+TEST(GgufBadInputTest, Q6KRowNotMultipleOf256) {
+  GgufBuilder g;
+  g.Tensor("q", {384, 2}, kQ6_K, 0);
+  g.data().Zeros(3 * 210);
+  EXPECT_TRUE(IsError(ParseStatus(g.Build()), StatusCode::kDataLoss, "x.gguf",
+                      {"tensor 'q'", "rows of 384 elements", "q6_K block size 256"}));
+}
+
+TEST(GgufBadInputTest, Q4KDataTruncated) {
+  GgufBuilder g;
+  g.Tensor("q", {256, 2}, kQ4_K, 0);
+  g.data().Zeros(2 * 144 - 1);
+  EXPECT_TRUE(IsError(ParseStatus(g.Build()), StatusCode::kOutOfRange, "x.gguf",
+                      {"tensor 'q'", "288 bytes at data offset 0", "past the end"}));
+}
+
+TEST(GgufBadInputTest, Q6KDataTruncated) {
+  GgufBuilder g;
+  g.Tensor("q", {512, 1}, kQ6_K, 0);
+  g.data().Zeros(210);
+  EXPECT_TRUE(IsError(ParseStatus(g.Build()), StatusCode::kOutOfRange, "x.gguf",
+                      {"tensor 'q'", "420 bytes at data offset 0", "past the end"}));
 }
 
 TEST(GgufBadInputTest, MisalignedTensorOffset) {

@@ -46,6 +46,9 @@ MatMulFn DenseMatMulKernel(DType w_dtype);
 MatMulFn Fp8BlockMatMulKernel();
 // FP4 e2m1 weight (two per byte, low nibble first) with per-32 e8m0/f32/bf16 scales.
 MatMulFn Fp4BlockMatMulKernel();
+// GGUF k-quant weight, q4_K or q6_K (ops/simd/kquant_simd.cc; K a multiple of
+// 256); nullptr for any other dtype.
+MatMulFn KQuantMatMulKernel(DType w_dtype);
 
 // Elementwise kernels; the semantics are those of the ops/ref twins.
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);
