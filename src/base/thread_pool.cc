@@ -1,8 +1,19 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
 #include "base/check.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DSV4_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define DSV4_CPU_RELAX() asm volatile("yield")
+#else
+#define DSV4_CPU_RELAX() ((void)0)
+#endif
 
 namespace dsv4 {
 
@@ -14,7 +25,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -23,6 +34,36 @@ ThreadPool::~ThreadPool() {
 int ThreadPool::DefaultThreads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+int64_t ThreadPool::SpinMicros() {
+  static const int64_t micros = [] {
+    const char* env = std::getenv("DSV4_SPIN_US");
+    if (env == nullptr || *env == '\0') return kDefaultSpinMicros;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    return (*end == '\0' && v >= 0) ? static_cast<int64_t>(v) : kDefaultSpinMicros;
+  }();
+  return micros;
+}
+
+template <typename Pred>
+bool ThreadPool::SpinFor(const Pred& pred) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t spin_micros = SpinMicros();
+  if (spin_micros == 0) return pred();
+  const auto deadline = Clock::now() + std::chrono::microseconds(spin_micros);
+  for (int i = 0; i < 256; ++i) {  // ~ a microsecond of pure spinning
+    if (pred()) return true;
+    DSV4_CPU_RELAX();
+  }
+  // Then yield between checks, so that on a loaded machine the spinning
+  // thread hands its core to whoever has work (our other threads included).
+  for (;;) {
+    if (pred()) return true;
+    if (Clock::now() >= deadline) return pred();
+    std::this_thread::yield();
+  }
 }
 
 void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
@@ -34,41 +75,52 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int i = 0; i < n_threads_; ++i) {
-      int64_t b = std::min(n, (n_grains * i / used) * grain);
-      int64_t e = std::min(n, (n_grains * (i + 1) / used) * grain);
-      chunks_[i] = i < used ? std::make_pair(b, e) : std::make_pair(n, n);
-    }
-    fn_ = &fn;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+  for (int i = 0; i < n_threads_; ++i) {
+    int64_t b = std::min(n, (n_grains * i / used) * grain);
+    int64_t e = std::min(n, (n_grains * (i + 1) / used) * grain);
+    chunks_[i] = i < used ? std::make_pair(b, e) : std::make_pair(n, n);
   }
-  work_cv_.notify_all();
+  fn_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    // Bumping the generation under mu_ closes the race with a worker that is
+    // about to block: it re-checks the generation under mu_ before waiting.
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_release);
+    if (sleepers_ > 0) work_cv_.notify_all();
+  }
   fn(chunks_[0].first, chunks_[0].second, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinFor(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
   fn_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    std::pair<int64_t, int64_t> chunk;
-    const RangeFn* fn;
-    {
+    const auto has_work = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!SpinFor(has_work)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      chunk = chunks_[index];
-      fn = fn_;
+      ++sleepers_;
+      work_cv_.wait(lock, has_work);
+      --sleepers_;
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    const std::pair<int64_t, int64_t> chunk = chunks_[index];
+    const RangeFn* fn = fn_;
     if (chunk.first < chunk.second) (*fn)(chunk.first, chunk.second, index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller may be blocked on done_cv_: notify under mu_ so the wake-up
+      // cannot fall between its predicate check and its wait.
       std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      done_cv_.notify_one();
     }
   }
 }

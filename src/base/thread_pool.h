@@ -1,9 +1,18 @@
 // ThreadPool: the one pool every kernel fans out on. Fork-join: ParallelFor
 // splits [0, n) into contiguous chunks, one per thread, and returns when all
 // are done. The calling thread takes chunk 0, so a pool of 1 runs inline.
+//
+// Hand-off: a decoded token makes hundreds of ParallelFor calls of tens of
+// microseconds each, so waking workers through a condition variable (a futex
+// round trip, ~10-50 us on a VM) would cost as much as the work. Workers and
+// the caller therefore spin on atomics for a short while (kSpinMicros) before
+// blocking on the condition variables; an idle pool sleeps. The spin time is
+// DSV4_SPIN_US microseconds (environment; default 200, 0 = block at once, as
+// one may want on a machine shared with other busy processes).
 #ifndef DSV4_BASE_THREAD_POOL_H_
 #define DSV4_BASE_THREAD_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -51,17 +60,24 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  // Spins until pred() or SpinMicros() have passed; returns pred().
+  template <typename Pred>
+  static bool SpinFor(const Pred& pred);
+  static int64_t SpinMicros();
+  static constexpr int64_t kDefaultSpinMicros = 200;
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards the sleeps (sleepers_, the condition variables)
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
+  // Published before generation_ is bumped (release), read after (acquire).
   const RangeFn* fn_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;  // workers blocked on work_cv_ (under mu_)
 };
 
 }  // namespace dsv4

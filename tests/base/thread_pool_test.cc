@@ -3,6 +3,8 @@
 // grain and the thread count; chunk 0 runs on the caller; the pool is reusable.
 #include "base/thread_pool.h"
 
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +123,30 @@ TEST(ThreadPoolTest, RepeatedCallsOnOnePool) {
     int64_t rounds = 0;
     for (int round = 0; round < 500; ++round) rounds += (1 + (round * 37) % 777) > i;
     ASSERT_EQ(data[i], rounds * i) << "index " << i;
+  }
+}
+
+// Calls spaced wider than the spin time: every hand-off goes through the
+// workers' blocking wait and wake-up (the idle-pool path).
+TEST(ThreadPoolTest, CallsAfterTheWorkersFellAsleep) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 6; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    CheckCoverage(pool, 100 + round, 1);
+  }
+}
+
+// Many short calls back to back (the spinning path), with per-chunk results
+// the caller reads right after the call returns: checks the hand-off orders
+// the workers' writes before ParallelFor returns.
+TEST(ThreadPoolTest, ManyShortCallsSeeEveryWrite) {
+  ThreadPool pool(4);
+  std::vector<int64_t> out(64);
+  for (int round = 0; round < 20000; ++round) {
+    pool.ParallelFor(64, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) out[i] = round + i;
+    });
+    for (int64_t i = 0; i < 64; i += 21) ASSERT_EQ(out[i], round + i) << "round " << round;
   }
 }
 
