@@ -55,6 +55,14 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
       const uint16_t d = 0x2000;  // f16 2^-7
       std::memcpy(&w.bytes[i * 34], &d, 2);
     }
+  } else if (dtype == DType::kQ4_K || dtype == DType::kQ6_K) {
+    const int64_t block_bytes = dsv4::GetDTypeInfo(dtype).block_bytes;
+    const int64_t d_at = dtype == DType::kQ4_K ? 0 : block_bytes - 2;  // q4_K: d, dmin first
+    for (int64_t i = 0; i < n * k / 256; ++i) {
+      const uint16_t d = 0x2000;  // f16 2^-7
+      std::memcpy(&w.bytes[i * block_bytes + d_at], &d, 2);
+      if (dtype == DType::kQ4_K) std::memcpy(&w.bytes[i * block_bytes + 2], &d, 2);
+    }
   } else if (dtype == DType::kF32) {
     float* f = reinterpret_cast<float*>(w.bytes.data());
     for (int64_t i = 0; i < n * k; ++i) f[i] = static_cast<float>(w.bytes[i * 4] % 17) * 0.01f;
@@ -94,7 +102,8 @@ int main(int argc, char** argv) {
   std::printf("target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d)\n",
               dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat);
   const int64_t k = 4096;
-  for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
+                   DType::kQ4_K, DType::kQ6_K}) {
     // Decode: a [N, 4096] matrix of decode_mb MB.
     const int64_t row_bytes = dsv4::DTypeBytes(dt, k);
     const int64_t n = decode_mb * 1000000 / row_bytes / 128 * 128;

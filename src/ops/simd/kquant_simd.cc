@@ -11,7 +11,9 @@
 //
 // Two paths, chosen by the number of tokens:
 //   - matvec (T = 1, decode): four weight rows at a time, decoded in registers
-//     and multiplied into one accumulator per row; no temporary at all.
+//     and multiplied into one accumulator per row; no temporary at all. The
+//     rows' blocks two ahead are prefetched (each block starts with scalar
+//     scale reads that would otherwise stall on every cache miss).
 //   - tiles (T ≥ 2, prefill): four rows decoded once per call into a per-thread
 //     buffer (4·K floats), then tiles of 4 rows × 2 tokens.
 // Both sum each output in the same order (lane i takes k ≡ i mod lanes in k
@@ -35,7 +37,8 @@
 
 namespace dsv4::ops::simd::kquant_detail {
 
-inline constexpr int64_t kTileMinTokens = 2;  // from here on, the tile path
+inline constexpr int64_t kTileMinTokens = 2;   // from here on, the tile path
+inline constexpr int64_t kPrefetchBlocks = 2;  // matvec: blocks fetched ahead per row
 
 // q4_K sub-block j: weight = mul[j]·q − sub[j].
 inline void Q4KScales(const uint8_t* blk, float mul[8], float sub[8]) {
@@ -71,6 +74,7 @@ inline std::vector<float>& TileBuffer() {
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/simd/kquant_simd.cc"
+#include "hwy/cache_control.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
@@ -153,11 +157,22 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* x, int64_t
   HWY_ALIGN float mul[4][Fmt::kSubs];
   HWY_ALIGN float sub[4][Fmt::kSubs];
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  for (int64_t b = 0; b < k_size / kQK_K; ++b) {
+  const int64_t n_blocks = k_size / kQK_K;
+  for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* b0 = rows[0] + b * Fmt::kBlockBytes;
     const uint8_t* b1 = rows[1] + b * Fmt::kBlockBytes;
     const uint8_t* b2 = rows[2] + b * Fmt::kBlockBytes;
     const uint8_t* b3 = rows[3] + b * Fmt::kBlockBytes;
+    // The rows stream from memory; the scalar scale reads at the head of each
+    // block would stall on every miss: fetch a few blocks ahead.
+    if (b + kquant_detail::kPrefetchBlocks < n_blocks) {
+      for (int64_t off = 0; off < Fmt::kBlockBytes; off += 64) {
+        hwy::Prefetch(b0 + kquant_detail::kPrefetchBlocks * Fmt::kBlockBytes + off);
+        hwy::Prefetch(b1 + kquant_detail::kPrefetchBlocks * Fmt::kBlockBytes + off);
+        hwy::Prefetch(b2 + kquant_detail::kPrefetchBlocks * Fmt::kBlockBytes + off);
+        hwy::Prefetch(b3 + kquant_detail::kPrefetchBlocks * Fmt::kBlockBytes + off);
+      }
+    }
     Fmt::Scales(b0, mul[0], sub[0]);
     Fmt::Scales(b1, mul[1], sub[1]);
     Fmt::Scales(b2, mul[2], sub[2]);
