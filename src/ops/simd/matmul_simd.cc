@@ -114,6 +114,9 @@ using DI32 = hn::RebindToSigned<DF>;
 // Decode(d, p, j, v0, v1) gives the values of inputs k0 + j … :
 //   kPairs = false: v0 = inputs [j, j + lanes).
 //   kPairs = true:  v0 = inputs j, j+2, …; v1 = j+1, j+3, … over 2·lanes
+//   kWide = true:   v0 = inputs [j, j + lanes), v1 = [j + lanes, j + 2·lanes)
+//                   (one decode of 2·lanes inputs; every lane still sums its
+//                   inputs in k order, as with one vector per step)
 //                   inputs (FP4: the low and high nibbles of lanes bytes).
 // Scalar(row, k) is one value for tails. The decoded value times kScaleAdjust
 // (a power of two, folded into the block scale) is the stored number.
@@ -122,6 +125,7 @@ using DI32 = hn::RebindToSigned<DF>;
 struct F32Fmt {
   static constexpr int64_t kBlock = 0;  // no scales
   static constexpr bool kPairs = false;
+  static constexpr bool kWide = false;
   static constexpr float kScaleAdjust = 1.0f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 4 * k0; }
   static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
@@ -133,6 +137,7 @@ struct F32Fmt {
 struct Bf16Fmt {
   static constexpr int64_t kBlock = 0;
   static constexpr bool kPairs = false;
+  static constexpr bool kWide = false;
   static constexpr float kScaleAdjust = 1.0f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 2 * k0; }
   static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
@@ -149,6 +154,7 @@ struct Bf16Fmt {
 struct F16Fmt {
   static constexpr int64_t kBlock = 0;
   static constexpr bool kPairs = false;
+  static constexpr bool kWide = false;
   static constexpr float kScaleAdjust = 1.0f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 2 * k0; }
   static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
@@ -163,12 +169,36 @@ struct F16Fmt {
 // e4m3 → f16 by bit moves (s.eeee.mmm → s.0eeee.mmm0000000 is the same number
 // × 2^-8, subnormals included), then the hardware f16 → f32 conversion. No f32
 // subnormal is ever formed, so no denormal-operand slow path.
+// On AVX-512 the bit moves run on 32 16-bit lanes at once (kWide): one
+// widening load, three bit ops and two f16 → f32 conversions per 32 weights.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kFp8Wide = true;
+#else
+constexpr bool kFp8Wide = false;
+#endif
+
 struct Fp8Fmt {
   static constexpr int64_t kBlock = detail::kFp8Block;
   static constexpr bool kPairs = false;
+  static constexpr bool kWide = kFp8Wide;
   static constexpr float kScaleAdjust = 256.0f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + k0; }
-  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& v1) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    if constexpr (kWide) {
+      const hn::Repartition<int16_t, DF> di16;  // 2·lanes 16-bit lanes
+      const hn::Rebind<uint8_t, decltype(di16)> d8;
+      const hn::Rebind<uint16_t, decltype(di16)> du16;
+      const hn::Half<decltype(di16)> di16h;
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      const auto b = hn::PromoteTo(du16, hn::LoadU(d8, p + j));
+      auto h = hn::ShiftRight<1>(hn::BitCast(di16, hn::ShiftLeft<8>(b)));
+      h = hn::And(h, hn::Set(di16, static_cast<int16_t>(0xBFFF)));
+      v0 = hn::PromoteTo(d, hn::BitCast(dh, hn::LowerHalf(di16h, h)));
+      v1 = hn::PromoteTo(d, hn::BitCast(dh, hn::UpperHalf(di16h, h)));
+      return;
+    }
+#endif
     const hn::Rebind<uint8_t, DF> d8;
     const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<int16_t, DF> di16;
@@ -194,6 +224,7 @@ alignas(16) constexpr int8_t kFp4Times2I8[16] = {0, 1,  2,  3,  4,  6,  8,  12,
 struct Fp4Fmt {
   static constexpr int64_t kBlock = detail::kFp4Block;
   static constexpr bool kPairs = true;
+  static constexpr bool kWide = false;
   static constexpr float kScaleAdjust = 0.5f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + k0 / 2; }
   static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& v1) {
@@ -230,6 +261,7 @@ struct Fp4Fmt {
 struct Q8Fmt {
   static constexpr int64_t kBlock = detail::kQ8Block;
   static constexpr bool kPairs = false;
+  static constexpr bool kWide = false;
   static constexpr float kScaleAdjust = 1.0f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) {
     return row + (k0 / 32) * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2;
@@ -268,9 +300,13 @@ HWY_INLINE const float* RowScales(const MatMulArgs& a, int64_t n, const uint8_t*
   return buf;
 }
 
+// Whether one Decode yields two vectors (pairs or wide).
+template <class Fmt>
+inline constexpr bool kTwo = Fmt::kPairs || Fmt::kWide;
+
 // Inputs consumed by one Decode.
-HWY_INLINE int64_t StepOf(DF d, bool pairs) {
-  return static_cast<int64_t>(hn::Lanes(d)) * (pairs ? 2 : 1);
+HWY_INLINE int64_t StepOf(DF d, bool two) {
+  return static_cast<int64_t>(hn::Lanes(d)) * (two ? 2 : 1);
 }
 
 // x at k as the Decode of Fmt lays weights out.
@@ -278,6 +314,9 @@ template <class Fmt>
 HWY_INLINE void LoadX(DF d, const float* x, int64_t k, VF& x0, VF& x1) {
   if constexpr (Fmt::kPairs) {
     hn::LoadInterleaved2(d, x + k, x0, x1);
+  } else if constexpr (Fmt::kWide) {
+    x0 = hn::LoadU(d, x + k);
+    x1 = hn::LoadU(d, x + k + hn::Lanes(d));
   } else {
     x0 = hn::LoadU(d, x + k);
   }
@@ -324,7 +363,7 @@ HWY_INLINE void DecodeScaled(DF d, const uint8_t* p, int64_t j, VF state, VF& v0
   } else {
     Fmt::Decode(d, p, j, v0, v1);
     v0 = hn::Mul(v0, state);
-    if constexpr (Fmt::kPairs) v1 = hn::Mul(v1, state);
+    if constexpr (kTwo<Fmt>) v1 = hn::Mul(v1, state);
   }
 }
 
@@ -355,7 +394,7 @@ HWY_INLINE int64_t BlockLen(int64_t k_vec) {
 template <class Fmt>
 HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scales[4],
                      const float* x, int64_t k_size, float out[4]) {
-  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t step = StepOf(d, kTwo<Fmt>);
   const int64_t k_vec = k_size / step * step;
   const int64_t block = BlockLen<Fmt>(k_vec);
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
@@ -366,6 +405,32 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
     const uint8_t* p2 = Fmt::Ptr(rows[2], k0);
     const uint8_t* p3 = Fmt::Ptr(rows[3], k0);
     const float* xb = x + k0;
+    if constexpr (std::is_same_v<Fmt, Fp8Fmt>) {
+      // The four rows share the block's scale (one 128-row block): scale x
+      // instead of each row's weights. s is a power of two, so w·(x·s) and
+      // (w·s)·x are the same exact product (the tile path's), barring
+      // subnormals.
+      const int64_t kb = k0 / Fmt::kBlock;
+      const float sc = scales[0][kb];
+      if (sc == scales[1][kb] && sc == scales[2][kb] && sc == scales[3][kb]) {
+        const VF vs = hn::Set(d, sc);
+        for (int64_t j = 0; j < len; j += step) {
+          VF x0, x1, w0, w1;
+          LoadX<Fmt>(d, xb, j, x0, x1);
+          x0 = hn::Mul(x0, vs);
+          if constexpr (kTwo<Fmt>) x1 = hn::Mul(x1, vs);
+          Fmt::Decode(d, p0, j, w0, w1);
+          a0 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a0);
+          Fmt::Decode(d, p1, j, w0, w1);
+          a1 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a1);
+          Fmt::Decode(d, p2, j, w0, w1);
+          a2 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a2);
+          Fmt::Decode(d, p3, j, w0, w1);
+          a3 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a3);
+        }
+        continue;
+      }
+    }
     VF s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
     if constexpr (Fmt::kBlock > 0) {
       const int64_t kb = k0 / Fmt::kBlock;
@@ -376,13 +441,13 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
       VF x0, x1, w0, w1;
       LoadX<Fmt>(d, xb, j, x0, x1);
       DecodeScaled<Fmt>(d, p0, j, s0, w0, w1);
-      a0 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a0);
+      a0 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a0);
       DecodeScaled<Fmt>(d, p1, j, s1, w0, w1);
-      a1 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a1);
+      a1 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a1);
       DecodeScaled<Fmt>(d, p2, j, s2, w0, w1);
-      a2 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a2);
+      a2 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a2);
       DecodeScaled<Fmt>(d, p3, j, s3, w0, w1);
-      a3 = Fma2(Fmt::kPairs, w0, w1, x0, x1, a3);
+      a3 = Fma2(kTwo<Fmt>, w0, w1, x0, x1, a3);
     }
   }
   float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
@@ -452,7 +517,7 @@ template <class Fmt, int MT>
 HWY_INLINE void Tile(DF d, const float* HWY_RESTRICT wbuf, int64_t k_vec, const float* x,
                      int64_t k_size, float out[4][4]) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t step = StepOf(d, kTwo<Fmt>);
   const float* w0p = wbuf;
   const float* w1p = wbuf + k_vec;
   const float* w2p = wbuf + 2 * k_vec;
@@ -469,36 +534,36 @@ HWY_INLINE void Tile(DF d, const float* HWY_RESTRICT wbuf, int64_t k_vec, const 
     const VF wa0 = hn::Load(d, w0p + k), wa1 = hn::Load(d, w1p + k);
     const VF wa2 = hn::Load(d, w2p + k), wa3 = hn::Load(d, w3p + k);
     VF wb0 = wa0, wb1 = wa1, wb2 = wa2, wb3 = wa3;
-    if constexpr (Fmt::kPairs) {
+    if constexpr (kTwo<Fmt>) {
       wb0 = hn::Load(d, w0p + k + N), wb1 = hn::Load(d, w1p + k + N);
       wb2 = hn::Load(d, w2p + k + N), wb3 = hn::Load(d, w3p + k + N);
     }
     VF xa, xb;
     LoadX<Fmt>(d, x0p, k, xa, xb);
-    c00 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c00);
-    c10 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c10);
-    c20 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c20);
-    c30 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c30);
+    c00 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c00);
+    c10 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c10);
+    c20 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c20);
+    c30 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c30);
     if constexpr (MT > 1) {
       LoadX<Fmt>(d, x1p, k, xa, xb);
-      c01 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c01);
-      c11 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c11);
-      c21 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c21);
-      c31 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c31);
+      c01 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c01);
+      c11 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c11);
+      c21 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c21);
+      c31 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c31);
     }
     if constexpr (MT > 2) {
       LoadX<Fmt>(d, x2p, k, xa, xb);
-      c02 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c02);
-      c12 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c12);
-      c22 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c22);
-      c32 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c32);
+      c02 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c02);
+      c12 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c12);
+      c22 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c22);
+      c32 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c32);
     }
     if constexpr (MT > 3) {
       LoadX<Fmt>(d, x3p, k, xa, xb);
-      c03 = Fma2(Fmt::kPairs, wa0, wb0, xa, xb, c03);
-      c13 = Fma2(Fmt::kPairs, wa1, wb1, xa, xb, c13);
-      c23 = Fma2(Fmt::kPairs, wa2, wb2, xa, xb, c23);
-      c33 = Fma2(Fmt::kPairs, wa3, wb3, xa, xb, c33);
+      c03 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c03);
+      c13 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c13);
+      c23 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c23);
+      c33 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c33);
     }
   }
   out[0][0] = hn::GetLane(hn::SumOfLanes(d, c00));
@@ -529,7 +594,7 @@ HWY_INLINE void Tile(DF d, const float* HWY_RESTRICT wbuf, int64_t k_vec, const 
 template <class Fmt>
 HWY_INLINE void DecodeRow(DF d, const uint8_t* row, const float* scales, int64_t k_vec,
                           float* HWY_RESTRICT dst) {
-  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t step = StepOf(d, kTwo<Fmt>);
   const int64_t block = BlockLen<Fmt>(k_vec);
   for (int64_t k0 = 0; k0 < k_vec; k0 += block) {
     const int64_t len = std::min(block, k_vec - k0);
@@ -540,7 +605,7 @@ HWY_INLINE void DecodeRow(DF d, const uint8_t* row, const float* scales, int64_t
       VF v0, v1;
       DecodeScaled<Fmt>(d, p, j, s, v0, v1);
       hn::Store(v0, d, dst + k0 + j);
-      if constexpr (Fmt::kPairs) hn::Store(v1, d, dst + k0 + j + hn::Lanes(d));
+      if constexpr (kTwo<Fmt>) hn::Store(v1, d, dst + k0 + j + hn::Lanes(d));
     }
   }
 }
@@ -548,7 +613,7 @@ HWY_INLINE void DecodeRow(DF d, const uint8_t* row, const float* scales, int64_t
 template <class Fmt>
 void TileRows(const MatMulArgs& a) {
   const DF d;
-  const int64_t step = StepOf(d, Fmt::kPairs);
+  const int64_t step = StepOf(d, kTwo<Fmt>);
   const int64_t k_size = a.w.sizes[1];
   const int64_t k_vec = k_size / step * step;
   const int64_t row_bytes = detail::RowBytes(a.w);
