@@ -844,7 +844,9 @@ TEST(SeedPruner, S063_HighScoresNeverExceedTheBudgetAndLowestGoFirst) {
       score.erase(score.begin() + static_cast<std::ptrdiff_t>(i));
     }
     for (size_t i = 0; i < pos.size(); ++i) {
-      if (!p.Protected(pos[i], t + 1) && max_evicted >= 0) EXPECT_GE(score[i], max_evicted);
+      if (!p.Protected(pos[i], t + 1) && max_evicted >= 0) {
+        EXPECT_GE(score[i], max_evicted);
+      }
     }
     EXPECT_LE(static_cast<int64_t>(pos.size()), budget);
     EXPECT_GE(p.efficiency(), 0.75);

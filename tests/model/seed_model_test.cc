@@ -11,6 +11,7 @@
 
 #include <cmath>
 
+#include "base/log.h"
 #include "seed_test_util.h"
 
 namespace dsv4::seed {
@@ -725,6 +726,170 @@ TEST(SeedModel, S065_WriteThenEvictAndFreedSlotsAreReused) {
   std::vector<float> lg(512);
   ASSERT_TRUE(on->Forward(next, *c_on, lg, false).ok());
   EXPECT_EQ(c.slot_of(10), evicted.front());
+}
+
+// ---------------------------------------------------------------- S-015 CED dispatch
+
+int64_t CedLayers(const SeedModel& m) {
+  int64_t n = 0;
+  for (const SeedLayerPlan& p : m.plans()) n += p.ffn == FfnKind::kCedFused ? 1 : 0;
+  return n;
+}
+
+// auto: a call of fewer than ced_min_batch (8) tokens takes the baseline path,
+// 8 or more the fused path — counted per CED layer call, logged once per path.
+TEST(SeedModel, S015_AutoDispatchSplitsAtEightTokens) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  const int64_t n_ced = CedLayers(*m);
+  ASSERT_EQ(n_ced, 2);
+  EXPECT_EQ(m->runtime_options().ced_dispatch, CedDispatch::kAuto);
+  EXPECT_EQ(m->runtime_options().ced_min_batch, 8);
+  const std::vector<int32_t> ids(p.ids.begin(), p.ids.begin() + 7);
+  const LogLevel level = GetLogLevel();
+  SetLogLevel(LogLevel::kInfo);
+  ::testing::internal::CaptureStderr();
+  auto c7 = m->NewCache(16);
+  RunCalls(*m, *c7, ids, {7}, true);  // 7 tokens: baseline
+  EXPECT_EQ(m->ced_dispatch_counts().baseline, n_ced);
+  EXPECT_EQ(m->ced_dispatch_counts().fused, 0);
+  auto c8 = m->NewCache(16);
+  const std::vector<int32_t> ids8(p.ids.begin(), p.ids.begin() + 8);
+  RunCalls(*m, *c8, ids8, {8}, true);  // 8 tokens: fused
+  EXPECT_EQ(m->ced_dispatch_counts().fused, n_ced);
+  RunCalls(*m, *c8, {p.ids[8]}, {1}, true);  // a decode step: baseline again
+  EXPECT_EQ(m->ced_dispatch_counts().baseline, 2 * n_ced);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  SetLogLevel(level);
+  auto count = [&](const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("takes the baseline"), 1) << log;  // logged once, not per call
+  EXPECT_EQ(count("takes the CED fused"), 1) << log;
+  m->ResetCounters();
+  EXPECT_EQ(m->ced_dispatch_counts().fused + m->ced_dispatch_counts().baseline, 0);
+}
+
+// The override forces a path for every batch, and both paths give the same
+// logits (fp32 summation order only) and match the reference.
+TEST(SeedModel, S015_OverrideForcesThePathAndBothPathsAgree) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  const int64_t T = static_cast<int64_t>(p.ids.size()), n_ced = CedLayers(*m);
+  std::vector<std::vector<float>> out;
+  for (CedDispatch d : {CedDispatch::kFused, CedDispatch::kBaseline}) {
+    SeedRuntimeOptions o;
+    o.ced_dispatch = d;
+    m->SetRuntimeOptions(o);
+    m->ResetCounters();
+    auto prefill = m->NewCache(16);
+    std::vector<float> a = RunCalls(*m, *prefill, p.ids, {T}, false);
+    auto inc = m->NewCache(16);
+    std::vector<float> b = RunCalls(*m, *inc, p.ids, std::vector<int64_t>(T, 1), false);
+    const CedDispatchCounts& n = m->ced_dispatch_counts();
+    EXPECT_EQ(d == CedDispatch::kFused ? n.fused : n.baseline, (1 + T) * n_ced);
+    EXPECT_EQ(d == CedDispatch::kFused ? n.baseline : n.fused, 0);
+    a.insert(a.end(), b.begin(), b.end());
+    out.push_back(std::move(a));
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  double mx = 0;
+  for (size_t i = 0; i < out[0].size(); ++i) {
+    mx = std::max(mx, std::fabs(static_cast<double>(out[0][i]) - out[1][i]));
+  }
+  EXPECT_LE(mx, 1e-5);
+  EXPECT_GT(mx, -1.0);
+  // Forced baseline matches the float64 reference (the fused path is SeedGolden's).
+  std::vector<float> want = ReadF32(ProfileDir("P-CED") + "/prefill_logits.f32");
+  std::vector<float> got(out[1].begin(), out[1].begin() + static_cast<int64_t>(want.size()));
+  auto d = Compare(got, want, m->info().vocab_size);
+  EXPECT_EQ(d.argmax_mismatch, 0);
+  EXPECT_LE(d.max_abs, kMaxAbs);
+}
+
+// The two CED MLP paths on their own, both layouts, against the explicit oracle.
+TEST(SeedCedDispatch, S015_BaselineEqualsFusedInBothLayouts) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->plans()[0].ced_layout, Layout::kColMajor);  // stored col_major, read in place
+  EXPECT_EQ(m->plans()[1].ced_layout, Layout::kRowMajor);
+  ThreadPool pool(2);
+  const int64_t H = p.config.hidden_size, T = 9;
+  std::vector<float> x(T * H);
+  for (int64_t i = 0; i < T * H; ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  for (int64_t l = 0; l < 2; ++l) {
+    const std::string n = "model.layers." + std::to_string(l) + ".";
+    const TensorInfo* ti = p.reader->Find(n + "mlp.ced_weight");
+    ASSERT_NE(ti, nullptr);
+    const int64_t I = ti->shape[0];
+    TensorView fused = l == 0 ? ColMajorView(ti->data, DType::kF32, I, H)
+                              : TensorView::Contiguous(ti->data, DType::kF32, {I, H});
+    const TensorInfo* bi = p.reader->Find(n + "mlp.ced_bias");
+    const float* b = static_cast<const float*>(bi->data);
+    CedMlpWeights w{fused, std::vector<float>(b, b + I),
+                    TensorView::Contiguous(p.reader->Find(n + "mlp.down_proj.weight")->data,
+                                           DType::kF32, {H, I})};
+    std::vector<float> a(T * H), c(T * H), e(T * H);
+    CedScratch s;
+    CedMlpForward(pool, w, x.data(), T, a.data(), s);
+    CedMlpBaseline(pool, w, x.data(), T, c.data(), s);
+    CedMlpExplicit(w, x.data(), T, e.data());
+    for (int64_t i = 0; i < T * H; ++i) {
+      EXPECT_NEAR(a[i], e[i], 1e-5) << "layer " << l;
+      EXPECT_NEAR(c[i], e[i], 1e-5) << "layer " << l;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- S-014 op profiling
+
+// The CPU analogue of kernel launches: dispatches per block. A CED block (P-CED
+// layer 0) dispatches no norm and 2 top-level sub-blocks; the C-18 CED block
+// that keeps a norm before its MLP (layer 1) dispatches that one norm; the
+// pre-norm reference block (layer 2) dispatches both of its norms.
+TEST(SeedModel, S014_CedBlockDispatchesNoNormAndTwoSubBlocks) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->plans()[0].block, BlockKind::kCed);
+  ASSERT_FALSE(m->plans()[0].ced_mlp_norm);
+  ASSERT_TRUE(m->plans()[1].ced_mlp_norm);
+  ASSERT_EQ(m->plans()[2].block, BlockKind::kPreNorm);
+  const int64_t T = static_cast<int64_t>(p.ids.size());
+  // Off (the default): nothing is counted.
+  auto c0 = m->NewCache(16);
+  RunCalls(*m, *c0, p.ids, {T}, true);
+  for (const BlockOpCounts& b : m->op_counts()) EXPECT_EQ(b.calls + b.norm + b.matmul, 0);
+  SeedRuntimeOptions o;
+  o.profile_ops = true;
+  m->SetRuntimeOptions(o);
+  auto c1 = m->NewCache(16);
+  RunCalls(*m, *c1, p.ids, {T}, true);  // one 12-token call: CED layers take the fused path
+  const auto& n = m->op_counts();
+  ASSERT_EQ(n.size(), 3u);
+  for (const BlockOpCounts& b : n) {
+    EXPECT_EQ(b.calls, 1);
+    EXPECT_EQ(b.attention, 1);
+  }
+  EXPECT_EQ(n[0].norm, 0);
+  EXPECT_LE(n[0].top_level, 2);
+  EXPECT_EQ(n[0].matmul, 4 + 2);  // q, k, v, o; fused [I, H] product, down
+  EXPECT_EQ(n[1].norm, 1);
+  EXPECT_EQ(n[1].top_level, 3);
+  EXPECT_EQ(n[2].norm, 2);
+  EXPECT_EQ(n[2].top_level, 4);
+  EXPECT_EQ(n[2].matmul, 4 + 3);  // q, k, v, o; gate, up, down
+  // A decode step: the baseline CED path dispatches one more product (gate and up apart).
+  RunCalls(*m, *c1, {p.ids[0]}, {1}, true);
+  EXPECT_EQ(n[0].calls, 2);
+  EXPECT_EQ(n[0].matmul, 6 + 4 + 3);
+  EXPECT_EQ(n[0].norm, 0);
+  EXPECT_EQ(n[2].norm, 4);
 }
 
 }  // namespace

@@ -55,34 +55,57 @@ Result<TensorView> CheckedStridedView(const void* data, int64_t storage_elems, D
 }
 
 void MatMulAnyLayout(ThreadPool& pool, float* out, const float* x, const TensorView& w,
-                     int64_t n_tokens) {
-  if (DetectLayout(w) == Layout::kRowMajor) {
+                     int64_t n_tokens, LayoutScratch* scratch) {
+  const bool column = w.rank == 2 && w.sizes[0] > 1 && w.sizes[1] > 1 && w.strides[0] == 1 &&
+                      w.strides[1] >= w.sizes[0];
+  if (!column) {
     ops::MatMul(pool, out, x, w, n_tokens);
     return;
   }
   CHECK(!IsBlockDType(w.dtype), "col_major %s weights are not supported",
         std::string(DTypeName(w.dtype)).c_str());
-  const int64_t N = w.sizes[0], K = w.sizes[1];
-  // Column k of w (N contiguous elements) scaled by x[t, k], accumulated per token.
-  pool.ParallelFor(n_tokens, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> col(N);
-    std::vector<double> acc(N);
-    for (int64_t t = begin; t < end; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t k = 0; k < K; ++k) {
-        const float xk = x[t * K + k];
-        const uint8_t* src = static_cast<const uint8_t*>(w.data) + DTypeBytes(w.dtype, k * N);
-        if (w.dtype == DType::kF32) {
+  LayoutScratch local;
+  LayoutScratch& s = scratch != nullptr ? *scratch : local;
+  const int64_t N = w.sizes[0], K = w.sizes[1], ld = w.strides[1], T = n_tokens;
+  const size_t threads = static_cast<size_t>(pool.size());
+  if (s.acc.size() < threads) s.acc.resize(threads);
+  if (s.col.size() < threads) s.col.resize(threads);
+  // Output rows split over the pool; column k of w (rows [nb, ne)) is read once
+  // and scaled into every token's accumulator.
+  pool.ParallelFor(
+      N,
+      [&](int64_t nb, int64_t ne, int thread) {
+        const int64_t n = ne - nb;
+        std::vector<float>& acc = s.acc[static_cast<size_t>(thread)];
+        std::vector<float>& col = s.col[static_cast<size_t>(thread)];
+        if (static_cast<int64_t>(acc.size()) < T * n) acc.resize(T * n);
+        if (w.dtype != DType::kF32 && static_cast<int64_t>(col.size()) < n) col.resize(n);
+        std::fill_n(acc.data(), T * n, 0.0f);
+        for (int64_t k = 0; k < K; ++k) {
+          const uint8_t* src =
+              static_cast<const uint8_t*>(w.data) + DTypeBytes(w.dtype, k * ld + nb);
           const float* c = reinterpret_cast<const float*>(src);
-          for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<double>(xk) * c[n];
-        } else {
-          DequantizeRow(w.dtype, src, N, col.data());
-          for (int64_t n = 0; n < N; ++n) acc[n] += static_cast<double>(xk) * col[n];
+          if (w.dtype != DType::kF32) {
+            DequantizeRow(w.dtype, src, n, col.data());
+            c = col.data();
+          }
+          for (int64_t t = 0; t < T; ++t) {
+            const float xk = x[t * K + k];
+            float* a = acc.data() + t * n;
+            for (int64_t r = 0; r < n; ++r) a[r] += xk * c[r];
+          }
         }
-      }
-      for (int64_t n = 0; n < N; ++n) out[t * N + n] = static_cast<float>(acc[n]);
-    }
-  });
+        for (int64_t t = 0; t < T; ++t) std::copy_n(acc.data() + t * n, n, out + t * N + nb);
+      },
+      16);
+}
+
+TensorView RowSlice(const TensorView& w, int64_t begin, int64_t end) {
+  CHECK(w.rank == 2 && 0 <= begin && begin <= end && end <= w.sizes[0]);
+  TensorView v = w;
+  v.data = static_cast<uint8_t*>(w.data) + DTypeBytes(w.dtype, begin * w.strides[0]);
+  v.sizes[0] = end - begin;
+  return v;
 }
 
 namespace {
@@ -110,11 +133,33 @@ OwnedMatrix ToLayout(const TensorView& w, Layout want) {
   return m;
 }
 
+namespace {
+
+// out[t, h] = Σ_j down[h, j] · p[t, j >> 1] for p rows of `p_stride` floats:
+// the down stage both paths share, reading down directly, index-mapped (C-19).
+void CedDown(const CedMlpWeights& w, const float* p, int64_t p_stride, int64_t T, float* out,
+             CedScratch& s) {
+  const int64_t I = w.fused.sizes[0], H = w.down.sizes[0];
+  if (static_cast<int64_t>(s.row.size()) < I) s.row.resize(I);
+  for (int64_t h = 0; h < H; ++h) {
+    const TensorView dr = w.down[h];
+    DequantizeRow(dr.dtype, dr.data, I, s.row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const float* pt = p + t * p_stride;
+      double acc = 0;
+      for (int64_t j = 0; j < I; ++j) acc += static_cast<double>(s.row[j]) * pt[j >> 1];
+      out[t * H + h] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace
+
 void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T, float* out,
                    CedScratch& s) {
-  const int64_t I = w.fused.sizes[0], half = I / 2, H = w.down.sizes[0];
-  s.fused.resize(T * I);
-  MatMulAnyLayout(pool, s.fused.data(), x, w.fused, T);
+  const int64_t I = w.fused.sizes[0], half = I / 2;
+  if (static_cast<int64_t>(s.fused.size()) < T * I) s.fused.resize(T * I);
+  MatMulAnyLayout(pool, s.fused.data(), x, w.fused, T, &s.layout);
   for (int64_t t = 0; t < T; ++t) {
     float* f = s.fused.data() + t * I;
     if (!w.bias.empty()) {
@@ -123,18 +168,28 @@ void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int
     // p[j'] = silu(gate[j']) · up[j'], written over the gate half.
     for (int64_t j = 0; j < half; ++j) f[j] = ops::ref::Silu(f[j]) * f[half + j];
   }
-  // out[h] = Σ_j down[h, j] · p[j >> 1]: read down directly, index-mapped (C-19).
-  std::vector<float> row(I);
-  for (int64_t h = 0; h < H; ++h) {
-    const TensorView dr = w.down[h];
-    DequantizeRow(dr.dtype, dr.data, I, row.data());
-    for (int64_t t = 0; t < T; ++t) {
-      const float* p = s.fused.data() + t * I;
-      double acc = 0;
-      for (int64_t j = 0; j < I; ++j) acc += static_cast<double>(row[j]) * p[j >> 1];
-      out[t * H + h] = static_cast<float>(acc);
+  CedDown(w, s.fused.data(), I, T, out, s);
+}
+
+void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
+                    float* out, CedScratch& s) {
+  const int64_t I = w.fused.sizes[0], half = I / 2;
+  if (static_cast<int64_t>(s.gate.size()) < T * half) {
+    s.gate.resize(T * half);
+    s.up.resize(T * half);
+  }
+  MatMulAnyLayout(pool, s.gate.data(), x, RowSlice(w.fused, 0, half), T, &s.layout);
+  MatMulAnyLayout(pool, s.up.data(), x, RowSlice(w.fused, half, I), T, &s.layout);
+  for (int64_t t = 0; t < T; ++t) {
+    float* g = s.gate.data() + t * half;
+    const float* u = s.up.data() + t * half;
+    for (int64_t j = 0; j < half; ++j) {
+      const float gj = w.bias.empty() ? g[j] : g[j] + w.bias[j];
+      const float uj = w.bias.empty() ? u[j] : u[j] + w.bias[half + j];
+      g[j] = ops::ref::Silu(gj) * uj;
     }
   }
+  CedDown(w, s.gate.data(), half, T, out, s);
 }
 
 void CedMlpExplicit(const CedMlpWeights& w, const float* x, int64_t T, float* out) {

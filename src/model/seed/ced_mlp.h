@@ -45,10 +45,24 @@ Result<TensorView> CheckedStridedView(const void* data, int64_t storage_elems, D
                                       int64_t rows, int64_t cols, int64_t s0, int64_t s1,
                                       std::string_view what);
 
+// Per-thread buffers of the column-major matmul (grow-only; reuse one per
+// caller so a decode step allocates nothing).
+struct LayoutScratch {
+  std::vector<std::vector<float>> acc;  // [threads][T · rows of a chunk]
+  std::vector<std::vector<float>> col;  // [threads][rows of a chunk] (f16/bf16 columns)
+};
+
 // out[T, N] = x[T, K] · w[N, K]ᵀ for a row_major or col_major w (f32, f16, bf16
-// when col_major), reading w in place; fp32 accumulation.
+// when col_major), reading w in place; fp32 accumulation. A column-major w may
+// have a leading dimension larger than N (strides (1, ld), ld ≥ N: a row slice
+// of a col_major tensor, as the S-015 baseline reads the gate and up halves).
+// The column path splits the N output rows over the pool and reads each weight
+// once for all T tokens. `scratch` null: local buffers (allocates).
 void MatMulAnyLayout(ThreadPool& pool, float* out, const float* x, const TensorView& w,
-                     int64_t n_tokens);
+                     int64_t n_tokens, LayoutScratch* scratch = nullptr);
+
+// Rows [begin, end) of a rank-2 view (either layout), without a copy.
+TensorView RowSlice(const TensorView& w, int64_t begin, int64_t end);
 
 // An owning copy of w (rank 2, any layout) in `want` layout, f32 (S-077:
 // asking for another physical layout copies; same logical values).
@@ -65,14 +79,27 @@ struct CedMlpWeights {
 };
 
 // Scratch of the fused path: exactly T·I floats (gate and up halves; the
-// product is written over the gate half), S-039.
+// product is written over the gate half), S-039. The baseline path uses
+// gate/up ([T, I/2] each) instead; `row` holds one dequantized down row, and
+// `layout` the column-major matmul's buffers. All grow-only.
 struct CedScratch {
   std::vector<float> fused;
+  std::vector<float> gate, up;
+  std::vector<float> row;
+  LayoutScratch layout;
 };
 
-// x [T, H] → out [T, H], the fused path (no [T, I] expanded tensors).
+// x [T, H] → out [T, H], the fused path (no [T, I] expanded tensors): one
+// product with the whole ced_weight [I, H].
 void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T, float* out,
                    CedScratch& scratch);
+
+// S-015 baseline: the same function with unfused gate and up products — two
+// matmuls over the halves [0, I/2) and [I/2, I) of ced_weight (read in place,
+// either layout), then the same SwiGLU and down stage. Equal to CedMlpForward
+// up to fp32 summation order.
+void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
+                    float* out, CedScratch& scratch);
 
 // The literal chunk → silu → repeat_interleave → mul → down path, materialising
 // everything (the oracle for CedMlpForward in tests).

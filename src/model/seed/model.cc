@@ -182,6 +182,7 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   RETURN_IF_ERROR(m->Bind(*reader, options.metadata));
   m->router_state_.assign(config.num_hidden_layers, {});
+  m->op_counts_.assign(config.num_hidden_layers, {});
   m->info_.architecture =
       std::string(kSeedModelType) + " (" + std::string(ProfileName(config.profile)) + ")";
   m->info_.vocab_size = config.vocab_size;
@@ -371,6 +372,23 @@ void SeedModel::SetThreads(int n_threads) {
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
 }
 
+std::string_view CedDispatchName(CedDispatch d) {
+  switch (d) {
+    case CedDispatch::kAuto:
+      return "auto";
+    case CedDispatch::kFused:
+      return "fused";
+    case CedDispatch::kBaseline:
+      return "baseline";
+  }
+  return "?";
+}
+
+void SeedModel::ResetCounters() {
+  ced_counts_ = {};
+  for (BlockOpCounts& c : op_counts_) c = {};
+}
+
 int64_t SeedModel::kv_bytes_per_token() const {
   return config_.num_hidden_layers * 2 * config_.kv_dim() * static_cast<int64_t>(sizeof(float));
 }
@@ -387,6 +405,7 @@ void SeedModel::SwiGluRows(const TensorView& gate, const TensorView& up, const T
   u.resize(T * Fw);
   ops::MatMul(*pool_, g.data(), f, gate, T);
   ops::MatMul(*pool_, u.data(), f, up, T);
+  if (prof_ != nullptr) prof_->matmul += 3;  // gate, up, down
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < Fw; ++j) {
       float gj = g[t * Fw + j];
@@ -396,6 +415,28 @@ void SeedModel::SwiGluRows(const TensorView& gate, const TensorView& up, const T
   }
   (void)H;
   ops::MatMul(*pool_, out, g.data(), down, T);
+}
+
+void SeedModel::CedMlp(int64_t l, const float* f, int64_t T, float* out) {
+  const SeedRuntimeOptions& o = runtime_;
+  const bool fused = o.ced_dispatch == CedDispatch::kFused ||
+                     (o.ced_dispatch == CedDispatch::kAuto && T >= o.ced_min_batch);
+  if (!ced_logged_[fused ? 0 : 1]) {  // S-015: the choice is logged once per path
+    ced_logged_[fused ? 0 : 1] = true;
+    LOG_INFO("seed: CED MLP (layer {}): a {}-token batch takes the {} path (ced_dispatch={}, "
+             "ced_min_batch={}; logged once per path)",
+             l, T, fused ? "CED fused" : "baseline (unfused gate/up)",
+             CedDispatchName(o.ced_dispatch), o.ced_min_batch);
+  }
+  if (fused) {
+    ++ced_counts_.fused;
+    CedMlpForward(*pool_, layers_[l].ced, f, T, out, ced_scratch_);
+    if (prof_ != nullptr) prof_->matmul += 2;  // fused [I, H] product, down
+  } else {
+    ++ced_counts_.baseline;
+    CedMlpBaseline(*pool_, layers_[l].ced, f, T, out, ced_scratch_);
+    if (prof_ != nullptr) prof_->matmul += 3;  // gate half, up half, down
+  }
 }
 
 void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
@@ -411,7 +452,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     return;
   }
   if (p.ffn == FfnKind::kCedFused) {
-    CedMlpForward(*pool_, y.ced, f, T, out, ced_scratch_);
+    CedMlp(l, f, T, out);
     return;
   }
   // MoE.
@@ -422,6 +463,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   if (p.hca) {
     m.g.resize(T * H);
     ops::MatMul(*pool_, m.g.data(), f, y.hca_gate_proj, T);
+    if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
     std::vector<float>& hist = c.hca_hist_[l];
     hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
     if (cfg.hca.stats == "sequence") {  // C-15: every token of this sequence so far
@@ -447,6 +489,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   m.logits_all.resize(T * E);
   m.logits.resize(N * E);
   ops::MatMul(*pool_, m.logits_all.data(), router_in, y.router, T);
+  if (prof_ != nullptr) ++prof_->matmul;  // router
   for (int64_t i = 0; i < N; ++i) {
     std::copy_n(m.logits_all.data() + m.rows[i] * E, E, m.logits.data() + i * E);
   }
@@ -589,6 +632,15 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   for (int64_t l = 0; l < L; ++l) {
     const Layer& y = layers_[l];
     const SeedLayerPlan& p = plans_[l];
+    prof_ = runtime_.profile_ops ? &op_counts_[l] : nullptr;  // S-014
+    if (prof_ != nullptr) {
+      ++prof_->calls;
+      prof_->top_level += 2;  // the attention and MLP sub-blocks
+      if (p.block == BlockKind::kPreNorm) ++prof_->norm, ++prof_->top_level;
+      if (p.block == BlockKind::kPreNorm || p.ced_mlp_norm) ++prof_->norm, ++prof_->top_level;
+      prof_->matmul += 4;  // q, k, v, o
+      ++prof_->attention;
+    }
     // Attention input: RMSNorm (pre-norm) or x itself (CED, no norm).
     for (int64_t t = 0; t < T; ++t) {
       if (p.block == BlockKind::kPreNorm) {
@@ -611,6 +663,7 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
                   // input)
       std::vector<float>& g = fs.g;
       ops::MatMul(*pool_, g.data(), h.data(), y.hca_gate_proj, T);
+      if (prof_ != nullptr) ++prof_->matmul;  // importance projection
       for (int64_t t = 0; t < T; ++t) {
         double s = 0;
         for (int64_t cc = 0; cc < H; ++cc) s += g[t * H + cc];
@@ -626,6 +679,7 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
                                     cfg.csa.global_topk);
     }
     const bool layernorm_fusion = p.csa && cfg.csa.fusion_mode == "residual_layernorm";
+    if (prof_ != nullptr && layernorm_fusion) ++prof_->norm;  // S-021's LayerNorm (inside attention)
     const double ones[3] = {1.0, 1.0, 1.0};
     for (int64_t t = 0; t < T; ++t) {
       const bool qsel = std::find(seed_sel.begin(), seed_sel.end(), new_slots[t]) != seed_sel.end();
@@ -663,11 +717,13 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     Status st;
     Ffn(l, fin.data(), x.data(), T, c, ffn.data(), stats_, st);
     if (!st.ok()) {
+      prof_ = nullptr;
       c.Truncate(pos0);  // frees this call's slots and HCA rows
       return st;
     }
     for (int64_t i = 0; i < T * H; ++i) x[i] += ffn[i];
   }
+  prof_ = nullptr;
   c.length_ = pos0 + T;
   c.peak_live_ = std::max(c.peak_live_, c.live_tokens());
 

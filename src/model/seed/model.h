@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -45,8 +46,28 @@
 
 namespace dsv4::seed {
 
+// S-015: which CED MLP path a CED layer takes. kAuto: calls of fewer than
+// ced_min_batch tokens take the baseline (unfused gate and up products), larger
+// ones the fused product; kFused / kBaseline force one path.
+enum class CedDispatch { kAuto, kFused, kBaseline };
+std::string_view CedDispatchName(CedDispatch d);  // "auto", "fused", "baseline"
+
+// S-014 profiling: what one block dispatched, counted per call into a kernel
+// over all of a Forward call's tokens — the CPU analogue of kernel launches
+// (one RMSNorm over T rows is one norm dispatch). Accumulated per layer while
+// SeedRuntimeOptions::profile_ops is on; nothing is counted when off.
+struct BlockOpCounts {
+  int64_t calls = 0;      // Forward calls that ran the block
+  int64_t norm = 0;       // RMSNorm / LayerNorm dispatches
+  int64_t matmul = 0;     // weight products (projections, MLP/expert products, router)
+  int64_t attention = 0;  // attention cores (one per call: every query of the call)
+  // Top-level dispatches of the block: its norms plus its two sub-blocks
+  // (attention with its projections; the MLP). Pre-norm: 4; CED: 2.
+  int64_t top_level = 0;
+};
+
 // Runtime options (engine material, not model config): router modes,
-// capacity override, pruner switch.
+// capacity override, pruner switch, CED dispatch, op profiling.
 struct SeedRuntimeOptions {
   RouterOptions router;
   bool pruner = true;          // run the SemanticKVPruner when the model has one
@@ -57,6 +78,18 @@ struct SeedRuntimeOptions {
   // dispatched tokens (validated and renormalised per token; a size other than
   // N·k is an error naming the layer).
   std::map<int64_t, std::vector<float>> external_weights;
+  // S-015: the batch is the number of tokens in one Forward call (the rows of
+  // the MLP product); SeedModel runs each sequence of a batched step through its
+  // own Forward, so sequences are not pooled.
+  CedDispatch ced_dispatch = CedDispatch::kAuto;
+  int64_t ced_min_batch = 8;
+  bool profile_ops = false;  // S-014: count dispatches per block (op_counts())
+};
+
+// S-015 counters: CED layer calls that took each path.
+struct CedDispatchCounts {
+  int64_t fused = 0;
+  int64_t baseline = 0;
 };
 
 struct SeedLoadOptions {
@@ -110,6 +143,11 @@ class SeedModel final : public Model {
   float ced_scale(int64_t layer) const { return layers_[layer].ced_scale; }
   // Bytes of K/V a slot holds over all layers (bench: KV usage).
   int64_t kv_bytes_per_token() const;
+  // S-015: CED MLP calls per path since load (or ResetCounters).
+  const CedDispatchCounts& ced_dispatch_counts() const { return ced_counts_; }
+  // S-014: per-layer dispatch counts while profile_ops is on.
+  const std::vector<BlockOpCounts>& op_counts() const { return op_counts_; }
+  void ResetCounters();
 
  private:
   struct Expert {
@@ -145,6 +183,8 @@ class SeedModel final : public Model {
            float* out, SeedStepStats& stats, Status& status);
   void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
                   const float* adapter, float alpha, const float* f, int64_t T, float* out);
+  // S-015: the CED MLP of layer l on T rows through the path the options choose.
+  void CedMlp(int64_t l, const float* f, int64_t T, float* out);
 
   SeedConfig config_;
   std::vector<SeedLayerPlan> plans_;
@@ -170,6 +210,10 @@ class SeedModel final : public Model {
   };
   FwdScratch fwd_scratch_;
   std::vector<float> swiglu_g_, swiglu_u_;
+  CedDispatchCounts ced_counts_;
+  bool ced_logged_[2] = {false, false};  // fused, baseline: logged once each
+  std::vector<BlockOpCounts> op_counts_;  // [L]
+  BlockOpCounts* prof_ = nullptr;         // the block being profiled (null: off)
 };
 
 // The per-request state (see the file comment).
