@@ -1,13 +1,17 @@
-// EngineOptions (engine/engine_options.h): the CLI spellings' parsers, one
-// bad-input test per rejected case, and ApplyEngineOptions on the seed profiles
-// (tests/data/seed) and on a model that takes no runtime policies.
+// EngineRuntimeOptions (engine/engine_options.h): the CLI spellings' parsers,
+// one bad-input test per rejected case, and ApplyEngineOptions on the seed
+// profiles (tests/data/seed), on DeepSeek-V4's scored routers (the tiny
+// checkpoints of tests/data/deepseek_v4) and on a model that takes no runtime
+// policies.
 #include "engine/engine_options.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <span>
 
 #include "engine/loader.h"
+#include "model/deepseek_v4/model.h"
 #include "model/seed/model.h"
 
 namespace dsv4 {
@@ -45,21 +49,21 @@ TEST(EngineOptions, ParseIndexListRejectsDuplicates) {
 }
 
 TEST(EngineOptions, S134_ParseFreezeSpec) {
-  EngineOptions o;
+  EngineRuntimeOptions o;
   ASSERT_TRUE(ParseFreezeSpec("0,1:0.7,0.3", o).ok());
   EXPECT_TRUE(o.freeze_router);
   EXPECT_EQ(o.freeze_experts, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(o.freeze_weights, (std::vector<float>{0.7f, 0.3f}));
-  EngineOptions even;
+  EngineRuntimeOptions even;
   ASSERT_TRUE(ParseFreezeSpec("2,3", even).ok());
   EXPECT_EQ(even.freeze_weights, (std::vector<float>{0.5f, 0.5f}));
 }
 TEST(EngineOptions, ParseFreezeSpecRejectsWeightCountMismatch) {
-  EngineOptions o;
+  EngineRuntimeOptions o;
   EXPECT_FALSE(ParseFreezeSpec("0,1:0.7", o).ok());
 }
 TEST(EngineOptions, ParseFreezeSpecRejectsBadWeight) {
-  EngineOptions o;
+  EngineRuntimeOptions o;
   EXPECT_FALSE(ParseFreezeSpec("0,1:0.7,abc", o).ok());
   EXPECT_FALSE(ParseFreezeSpec("0,1:0.7,-0.3", o).ok());
   EXPECT_FALSE(ParseFreezeSpec("0,1:0.7,nan", o).ok());
@@ -75,7 +79,7 @@ TEST(EngineOptions, AppliesRouterOptionsToTheSeedModel) {
   auto m = LoadSeed("P-V4-7B");
   ASSERT_NE(m, nullptr);
   const int64_t E = m->config().moe.num_experts;
-  EngineOptions o;
+  EngineRuntimeOptions o;
   o.router_capacity = 0;
   o.expert_allow = {0, static_cast<int32_t>(E - 1)};
   o.reweight_router = true;
@@ -104,7 +108,7 @@ TEST(EngineOptions, AppliesRouterOptionsToTheSeedModel) {
 TEST(EngineOptions, S134_FreezeReachesTheModel) {
   auto m = LoadSeed("P-V4-7B");
   ASSERT_NE(m, nullptr);
-  EngineOptions o;
+  EngineRuntimeOptions o;
   ASSERT_TRUE(ParseFreezeSpec("1:1.0", o).ok());
   ASSERT_TRUE(ApplyEngineOptions(*m, o).ok());
   auto cache = m->NewCache(16);
@@ -112,16 +116,18 @@ TEST(EngineOptions, S134_FreezeReachesTheModel) {
   std::vector<float> logits(m->info().vocab_size);
   ASSERT_TRUE(m->Forward(ids, *cache, logits, false).ok());
   for (const auto& rr : m->last_step().routes) {
-    if (!rr.counts.empty()) EXPECT_EQ(rr.counts[1], 3);
+    if (!rr.counts.empty()) {
+      EXPECT_EQ(rr.counts[1], 3);
+    }
   }
 }
 
 TEST(EngineOptions, RejectsExpertOutOfRange) {
   auto m = LoadSeed("P-V4-7B");
   ASSERT_NE(m, nullptr);
-  EngineOptions o;
+  EngineRuntimeOptions o;
   o.expert_allow = {static_cast<int32_t>(m->config().moe.num_experts)};
-  Status st = ApplyEngineOptions(*m, o);
+  Status st = ApplyEngineOptions(*m, o).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.ToString().find("--expert-mask"), std::string::npos);
 }
@@ -130,7 +136,7 @@ TEST(EngineOptions, RejectsPrunerOnForAModelWithout) {
   auto m = LoadSeed("P-CED");
   ASSERT_NE(m, nullptr);
   ASSERT_FALSE(m->config().kv_pruner.enabled);
-  EngineOptions o;
+  EngineRuntimeOptions o;
   o.kv_pruner = PrunerPolicy::kOn;
   EXPECT_FALSE(ApplyEngineOptions(*m, o).ok());
 }
@@ -139,7 +145,7 @@ TEST(EngineOptions, RejectsRouterOptionsForAModelWithoutMoe) {
   auto m = LoadSeed("P-CED");
   ASSERT_NE(m, nullptr);
   ASSERT_FALSE(m->config().moe.enabled);
-  EngineOptions o;
+  EngineRuntimeOptions o;
   o.reweight_router = true;
   EXPECT_FALSE(ApplyEngineOptions(*m, o).ok());
 }
@@ -149,7 +155,7 @@ TEST(EngineOptions, RejectsRouterOptionsForAModelWithoutMoe) {
 TEST(EngineOptions, S065_PrunerOnOffAndBudgetOverride) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 14; ++i) ids.push_back((i * 7 + 3) % 60 + 1);
-  auto live_after = [&](const EngineOptions& o) -> int64_t {
+  auto live_after = [&](const EngineRuntimeOptions& o) -> int64_t {
     auto m = LoadSeed("P-V4-7B");
     if (m == nullptr) return -1;
     EXPECT_TRUE(ApplyEngineOptions(*m, o).ok());
@@ -160,13 +166,13 @@ TEST(EngineOptions, S065_PrunerOnOffAndBudgetOverride) {
     }
     return static_cast<seed::SeedCache&>(*cache).live_tokens();
   };
-  EngineOptions off;
+  EngineRuntimeOptions off;
   off.kv_pruner = PrunerPolicy::kOff;
   EXPECT_EQ(live_after(off), 14);
-  EngineOptions on;
+  EngineRuntimeOptions on;
   on.kv_pruner = PrunerPolicy::kOn;
   EXPECT_LE(live_after(on), 8);  // the config's kv_budget
-  EngineOptions small = on;
+  EngineRuntimeOptions small = on;
   small.kv_budget = 4;
   EXPECT_LE(live_after(small), 4);
 }
@@ -177,12 +183,278 @@ TEST(EngineOptions, ModelsWithoutRuntimePoliciesRefuseThem) {
   lo.threads = 1;
   auto loaded = LoadModel(lo);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_TRUE(ApplyEngineOptions(*loaded->model, EngineOptions{}).ok());  // nothing set: fine
-  EngineOptions o;
+  EXPECT_TRUE(ApplyEngineOptions(*loaded->model, EngineRuntimeOptions{}).ok());  // nothing set: fine
+  EngineRuntimeOptions o;
   o.router_capacity = 1.0;
-  Status st = ApplyEngineOptions(*loaded->model, o);
+  Status st = ApplyEngineOptions(*loaded->model, o).status();
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.ToString().find("--router-capacity"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- S-015 override
+
+TEST(EngineOptions, S015_ParseCedDispatch) {
+  EXPECT_EQ(*ParseCedDispatch("auto"), CedDispatchPolicy::kAuto);
+  EXPECT_EQ(*ParseCedDispatch("fused"), CedDispatchPolicy::kFused);
+  EXPECT_EQ(*ParseCedDispatch("baseline"), CedDispatchPolicy::kBaseline);
+  auto bad = ParseCedDispatch("ced");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("--ced-dispatch"), std::string::npos);
+}
+
+TEST(EngineOptions, S015_CedDispatchReachesTheModel) {
+  auto m = LoadSeed("P-CED");
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.ced_dispatch = CedDispatchPolicy::kFused;
+  o.ced_min_batch = 3;
+  o.profile_ops = true;
+  ASSERT_TRUE(ApplyEngineOptions(*m, o).ok());
+  EXPECT_EQ(m->runtime_options().ced_dispatch, seed::CedDispatch::kFused);
+  EXPECT_EQ(m->runtime_options().ced_min_batch, 3);
+  EXPECT_TRUE(m->runtime_options().profile_ops);
+  auto cache = m->NewCache(8);
+  std::vector<int32_t> one = {1};
+  std::vector<float> logits(m->info().vocab_size);
+  ASSERT_TRUE(m->Forward(one, *cache, logits, false).ok());
+  EXPECT_EQ(m->ced_dispatch_counts().fused, 2);  // forced: even a 1-token call is fused
+  EXPECT_EQ(m->ced_dispatch_counts().baseline, 0);
+  o.ced_dispatch = CedDispatchPolicy::kAuto;  // auto with min batch 3: 1 token → baseline
+  ASSERT_TRUE(ApplyEngineOptions(*m, o).ok());
+  ASSERT_TRUE(m->Forward(one, *cache, logits, false).ok());
+  EXPECT_EQ(m->ced_dispatch_counts().baseline, 2);
+}
+
+TEST(EngineOptions, S015_CedOptionsNeedCedLayers) {
+  auto m = LoadSeed("P-V4-7B");
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.ced_dispatch = CedDispatchPolicy::kBaseline;
+  Status st = ApplyEngineOptions(*m, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.ToString().find("--ced-dispatch"), std::string::npos);
+  EngineRuntimeOptions b;
+  b.ced_min_batch = 4;
+  EXPECT_NE(ApplyEngineOptions(*m, b).status().ToString().find("--ced-min-batch"),
+            std::string::npos);
+}
+
+// ---------------------------------------------------------------- DeepSeek-V4 scored routers
+// The tiny V4 (tests/data/deepseek_v4/swa_bf16): 4 layers, the first 2 hash-routed,
+// the last 2 scored; E = 8, k = 2, routed_scaling_factor 1.5.
+
+struct V4Run {
+  std::vector<float> logits;                      // [T, V]
+  std::map<int64_t, std::vector<float>> indices;  // layer -> [T, k]
+  std::map<int64_t, std::vector<float>> weights;  // layer -> [T, k]
+};
+
+std::unique_ptr<DeepSeekV4Model> LoadTinyV4() {
+  auto m = LoadDeepSeekV4(std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_bf16");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return nullptr;
+  return std::unique_ptr<DeepSeekV4Model>(dynamic_cast<DeepSeekV4Model*>(m->release()));
+}
+
+const std::vector<int32_t> kV4Ids = {0, 115, 115, 35, 5, 250, 13, 215, 20, 226};
+
+V4Run RunV4(DeepSeekV4Model& m) {
+  V4Run r;
+  m.SetTrace([&](std::string_view name, int64_t layer, const float* data,
+                 std::span<const int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    if (name.ends_with("router_indices")) r.indices[layer].assign(data, data + n);
+    if (name.ends_with("router_weights")) r.weights[layer].assign(data, data + n);
+  });
+  auto cache = m.NewCache(32);
+  r.logits.resize(kV4Ids.size() * m.info().vocab_size);
+  EXPECT_TRUE(m.Forward(kV4Ids, *cache, r.logits, true).ok());
+  m.SetTrace(nullptr);
+  return r;
+}
+
+TEST(EngineOptionsV4, ExpertMaskKeepsScoredLayersOnAllowedExpertsAndHashLayersAsTheyAre) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->config().num_experts_per_tok, 2);
+  const V4Run base = RunV4(*m);
+  EngineRuntimeOptions o;
+  o.expert_allow = {2, 5};
+  auto binding = ApplyEngineOptions(*m, o);
+  ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+  EXPECT_FALSE(binding->empty());
+  const V4Run masked = RunV4(*m);
+  int64_t scored = 0;
+  for (const auto& [layer, idx] : masked.indices) {
+    if (m->plans()[layer].router == deepseek_v4::RouterKind::kHash) {
+      EXPECT_EQ(idx, base.indices.at(layer)) << "hash layer " << layer;
+      continue;
+    }
+    ++scored;
+    for (float e : idx) EXPECT_TRUE(e == 2.0f || e == 5.0f) << "layer " << layer << ": " << e;
+    // The weights are still the router's: normalised scores × 1.5, summing to 1.5 per token.
+    const auto& w = masked.weights.at(layer);
+    for (size_t t = 0; t < w.size() / 2; ++t) EXPECT_NEAR(w[2 * t] + w[2 * t + 1], 1.5f, 1e-5f);
+  }
+  EXPECT_EQ(scored, 2);
+  // Unmasked, the scored layers used other experts too (the mask changed something).
+  bool other = false;
+  for (const auto& [layer, idx] : base.indices) {
+    if (m->plans()[layer].router == deepseek_v4::RouterKind::kHash) continue;
+    for (float e : idx) other = other || (e != 2.0f && e != 5.0f);
+  }
+  EXPECT_TRUE(other);
+  EXPECT_NE(masked.logits, base.logits);
+}
+
+TEST(EngineOptionsV4, FreezeRoutesEveryTokenToTheFixedExperts) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  const V4Run base = RunV4(*m);
+  for (const char* spec : {"", "3,6:0.9,0.1"}) {
+    SCOPED_TRACE(spec);
+    EngineRuntimeOptions o;
+    if (*spec == '\0') {
+      o.freeze_router = true;  // default: experts 0..k-1, weights 1/k
+    } else {
+      ASSERT_TRUE(ParseFreezeSpec(spec, o).ok());
+    }
+    auto binding = ApplyEngineOptions(*m, o);
+    ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+    const V4Run frozen = RunV4(*m);
+    const float e0 = *spec ? 3.0f : 0.0f, e1 = *spec ? 6.0f : 1.0f;
+    const float w0 = (*spec ? 0.9f : 0.5f) * 1.5f, w1 = (*spec ? 0.1f : 0.5f) * 1.5f;
+    for (const auto& [layer, idx] : frozen.indices) {
+      if (m->plans()[layer].router == deepseek_v4::RouterKind::kHash) {
+        EXPECT_EQ(idx, base.indices.at(layer));
+        continue;
+      }
+      const auto& w = frozen.weights.at(layer);
+      for (size_t t = 0; t < idx.size() / 2; ++t) {
+        EXPECT_EQ(idx[2 * t], e0);
+        EXPECT_EQ(idx[2 * t + 1], e1);
+        EXPECT_FLOAT_EQ(w[2 * t], w0);
+        EXPECT_FLOAT_EQ(w[2 * t + 1], w1);
+      }
+    }
+  }
+}
+
+// Options off (never applied, or the binding gone): bit-identical to the checkpoint's routing.
+TEST(EngineOptionsV4, DroppingTheBindingRestoresBitIdenticalLogits) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  const V4Run before = RunV4(*m);
+  {
+    EngineRuntimeOptions o;
+    ASSERT_TRUE(ParseFreezeSpec("4,7", o).ok());
+    auto binding = ApplyEngineOptions(*m, o);
+    ASSERT_TRUE(binding.ok());
+    EXPECT_NE(RunV4(*m).logits, before.logits);
+    EXPECT_TRUE(ApplyEngineOptions(*m, EngineRuntimeOptions{})->empty());  // nothing set
+  }
+  EXPECT_EQ(RunV4(*m).logits, before.logits);
+}
+
+// The batched forward routes through the same router: a masked ForwardBatch of two
+// sequences equals masked Forwards of each.
+TEST(EngineOptionsV4, MaskAppliesToForwardBatch) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.expert_allow = {1, 3, 4};
+  auto binding = ApplyEngineOptions(*m, o);
+  ASSERT_TRUE(binding.ok());
+  const int64_t V = m->info().vocab_size;
+  const std::vector<int32_t> a(kV4Ids.begin(), kV4Ids.begin() + 6), b(kV4Ids.begin() + 4,
+                                                                        kV4Ids.end());
+  std::vector<float> la(V), lb(V), sa(V), sb(V);
+  auto ca = m->NewCache(32), cb = m->NewCache(32);
+  std::vector<BatchEntry> batch = {{a, ca.get(), la, false}, {b, cb.get(), lb, false}};
+  ASSERT_TRUE(m->ForwardBatch(batch).ok());
+  auto c1 = m->NewCache(32), c2 = m->NewCache(32);
+  ASSERT_TRUE(m->Forward(a, *c1, sa, false).ok());
+  ASSERT_TRUE(m->Forward(b, *c2, sb, false).ok());
+  for (int64_t i = 0; i < V; ++i) {
+    EXPECT_NEAR(la[i], sa[i], 1e-4);
+    EXPECT_NEAR(lb[i], sb[i], 1e-4);
+  }
+}
+
+TEST(EngineOptionsV4, RefusesCapacity) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.router_capacity = 1.0;
+  Status st = ApplyEngineOptions(*m, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.ToString().find("--router-capacity"), std::string::npos);
+}
+TEST(EngineOptionsV4, RefusesForcedExperts) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.force_experts = {1};
+  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kUnimplemented);
+}
+TEST(EngineOptionsV4, RefusesReweighting) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.reweight_router = true;
+  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kUnimplemented);
+}
+TEST(EngineOptionsV4, RefusesThePruner) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.kv_pruner = PrunerPolicy::kOn;
+  Status st = ApplyEngineOptions(*m, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.ToString().find("--kv-pruner"), std::string::npos);
+}
+TEST(EngineOptionsV4, RefusesCedDispatch) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.ced_dispatch = CedDispatchPolicy::kFused;
+  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kUnimplemented);
+}
+TEST(EngineOptionsV4, RejectsMaskSmallerThanK) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.expert_allow = {3};
+  Status st = ApplyEngineOptions(*m, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.ToString().find("k = 2"), std::string::npos);
+}
+TEST(EngineOptionsV4, RejectsExpertOutOfRange) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.expert_allow = {1, 8};
+  Status st = ApplyEngineOptions(*m, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.ToString().find("[0, 8)"), std::string::npos);
+}
+TEST(EngineOptionsV4, RejectsFreezeWithOtherThanKExperts) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  ASSERT_TRUE(ParseFreezeSpec("1,2,3", o).ok());
+  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kInvalidArgument);
+}
+TEST(EngineOptionsV4, RejectsFreezeOutsideTheMask) {
+  auto m = LoadTinyV4();
+  ASSERT_NE(m, nullptr);
+  EngineRuntimeOptions o;
+  o.expert_allow = {0, 1, 2};
+  ASSERT_TRUE(ParseFreezeSpec("1,5", o).ok());
+  Status st = ApplyEngineOptions(*m, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.ToString().find("expert 5"), std::string::npos);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #define DSV4_MODEL_DEEPSEEK_V4_MOE_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -49,6 +50,26 @@ struct MoeScratch {
   std::vector<float> biased;      // [E]
   std::vector<int32_t> order;     // [E]
 };
+
+// Runtime options of the scored routers (engine/engine_options.h, an operator's
+// choice per run; not in the checkpoint). Hash-routed layers never take them.
+//   allow:  [E] 1 = the expert may be picked (the others are left out of the
+//           top-k); empty = all. At least k must be allowed.
+//   freeze: every token gets freeze_experts [k] with weights freeze_weights [k]
+//           (× routed_scaling_factor, like the router's own weights).
+struct ScoredRouterOptions {
+  std::vector<uint8_t> allow;
+  bool freeze = false;
+  std::vector<int32_t> freeze_experts;
+  std::vector<float> freeze_weights;
+};
+
+// Attaches `options` to the scored layers among `layers` until the returned
+// handle is destroyed (then routing is the checkpoint's again). Keyed by the
+// MoeWeights' addresses: destroy the handle before the weights. Without an
+// attached handle Route costs one atomic load and computes as before.
+std::shared_ptr<void> AttachScoredRouterOptions(std::span<const MoeWeights* const> layers,
+                                                ScoredRouterOptions options);
 
 // Router for T tokens (spec §5.1). token_ids: [T] (used by hash layers).
 void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, const MoeWeights& w,
