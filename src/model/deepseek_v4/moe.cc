@@ -17,34 +17,6 @@ namespace {
 // PyTorch softplus (beta 1, threshold 20): linear above the threshold.
 float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-// One SwiGLU expert over n gathered rows (spec §5.2): g = w1·x, u = w3·x,
-// clamp (u to ±limit, g to ≤ limit), h = silu(g)·u·row_weight, out = w2·h.
-// row_weight null: the shared expert (no routing weight).
-void Expert(ThreadPool& pool, const ExpertWeights& e, float limit, const NumericsOptions& opts,
-            const float* x, int64_t n, const float* row_weight, MoeScratch& s, float* out) {
-  const int64_t F = e.w1.rows();
-  float* g = s.gate.data();  // [n, F]
-  float* u = s.up.data();    // [n, F]
-  const float* xin = LinearInput(x, n, e.w1, opts, s.act);
-  Linear(pool, g, xin, e.w1, n);
-  xin = LinearInput(x, n, e.w3, opts, s.act);
-  Linear(pool, u, xin, e.w3, n);
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t f = 0; f < F; ++f) {
-      float gv = g[r * F + f], uv = u[r * F + f];
-      if (limit > 0.0f) {
-        uv = std::clamp(uv, -limit, limit);
-        gv = std::min(gv, limit);
-      }
-      float h = ops::ref::Silu(gv) * uv;
-      // The routing weight scales h before w2 (the reference's order, §11 item 3).
-      if (row_weight != nullptr) h *= row_weight[r];
-      g[r * F + f] = h;
-    }
-  }
-  Linear(pool, out, LinearInput(g, n, e.w2, opts, s.act), e.w2, n);
-}
-
 // Scored-router options attached by AttachScoredRouterOptions (the latest
 // attachment of a layer wins). g_attached counts entries, so routing without
 // any attachment never takes the lock.
@@ -95,8 +67,11 @@ int64_t MoeScratch::bytes() const {
   const size_t f = routing.scores.capacity() + routing.weights.capacity() + logits.capacity() +
                    row_weight.capacity() + xe.capacity() + gate.capacity() + up.capacity() +
                    down.capacity() + y.capacity() + act.capacity() + biased.capacity();
-  const size_t i = routing.experts.capacity() + rows.capacity() + order.capacity();
-  return static_cast<int64_t>(f * sizeof(float) + i * sizeof(int32_t));
+  const size_t i = routing.experts.capacity() + rows.capacity() + order.capacity() +
+                   active.capacity();
+  const size_t l = first.capacity() + count.capacity() + job_rows.capacity();
+  return static_cast<int64_t>(f * sizeof(float) + i * sizeof(int32_t) + l * sizeof(int64_t) +
+                              jobs.capacity() * sizeof(LinearJob));
 }
 
 void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
@@ -104,7 +79,7 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   n_tokens = n;
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok, D = c.hidden_size;
   const int64_t F = c.moe_intermediate_size;
-  const int64_t rows_max = std::max(n * k, n);  // routed picks, or all tokens (shared)
+  const int64_t rows_max = n * k + n;  // routed picks, then all tokens (shared)
   routing.scores.resize(n * E);
   routing.experts.resize(n * k);
   routing.weights.resize(n * k);
@@ -118,6 +93,11 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   y.resize(n * D);
   biased.resize(E);
   order.resize(E);
+  active.resize(E);
+  first.resize(E);
+  count.resize(E);
+  jobs.reserve(2 * (E + 1));
+  job_rows.reserve(2 * (E + 1) + 1);
 }
 
 void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, const MoeWeights& w,
@@ -204,30 +184,95 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
     trace("router_weights", plan.layer, r.weights.data(), {T, k});
   }
 
-  // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.
-  float* y = s.y.data();
-  std::fill_n(y, T * D, 0.0f);
+  // The routed experts' picks, gathered per expert in ascending id (expert i
+  // owns rows [first[i], first[i] + count[i]) of xe/gate/up/down), then the
+  // shared expert's T rows after them. Every expert then runs as part of three
+  // pooled steps (w1 and w3 for all, SwiGLU, w2 for all), one fork-join each.
+  const int64_t F = c.moe_intermediate_size;
+  int64_t n_active = 0, n_rows = 0;
   for (int64_t e = 0; e < E; ++e) {
-    int64_t n = 0;
+    const int64_t first = n_rows;
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t j = 0; j < k; ++j) {
         if (r.experts[t * k + j] != e) continue;
-        s.rows[n] = static_cast<int32_t>(t);
-        s.row_weight[n] = r.weights[t * k + j];
-        std::copy_n(x + t * D, D, s.xe.data() + n * D);
-        ++n;
+        s.rows[n_rows] = static_cast<int32_t>(t);
+        s.row_weight[n_rows] = r.weights[t * k + j];
+        std::copy_n(x + t * D, D, s.xe.data() + n_rows * D);
+        ++n_rows;
       }
     }
-    if (n == 0) continue;
-    Expert(pool, w.experts[e], limit, opts, s.xe.data(), n, s.row_weight.data(), s, s.down.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const float* d = s.down.data() + i * D;
-      float* yt = y + static_cast<int64_t>(s.rows[i]) * D;
-      for (int64_t dd = 0; dd < D; ++dd) yt[dd] += d[dd];
+    if (n_rows > first) {
+      s.active[n_active] = static_cast<int32_t>(e);
+      s.first[n_active] = first;
+      s.count[n_active] = n_rows - first;
+      ++n_active;
     }
   }
-  Expert(pool, w.shared, limit, opts, x, T, nullptr, s, s.down.data());
-  for (int64_t i = 0; i < T * D; ++i) out[i] = y[i] + s.down[i];
+  std::copy_n(x, T * D, s.xe.data() + n_rows * D);  // the shared expert's rows
+  const int64_t n_all = n_rows + T;
+  const auto weights_of = [&](int64_t i) -> const ExpertWeights& {
+    return i < n_active ? w.experts[s.active[i]] : w.shared;
+  };
+  const auto first_of = [&](int64_t i) { return i < n_active ? s.first[i] : n_rows; };
+  const auto count_of = [&](int64_t i) { return i < n_active ? s.count[i] : T; };
+  // Activation quantisation is per token row, so one pass over all gathered
+  // rows equals one per expert (it applies when every w1/w3 is FP8/FP4;
+  // checkpoints store the routed and shared experts alike).
+  const auto quantised_input = [&](const float* in, int64_t rows, auto member,
+                                   std::vector<float>& scratch) -> const float* {
+    const LinearWeight& lw0 = weights_of(0).*member;
+    for (int64_t i = 1; i <= n_active; ++i) {
+      CHECK(((weights_of(i).*member).format == LinearFormat::kDense) ==
+                (lw0.format == LinearFormat::kDense),
+            "MoE layer %d: experts mix dense and block-quantised weights", plan.layer);
+    }
+    return LinearInput(in, rows, lw0, opts, scratch);
+  };
+  const float* xin = quantised_input(s.xe.data(), n_all, &ExpertWeights::w1, s.act);
+  std::vector<LinearJob>& jobs = s.jobs;
+  jobs.clear();  // capacity reserved: no allocation
+  for (int64_t i = 0; i <= n_active; ++i) {
+    const ExpertWeights& ew = weights_of(i);
+    const int64_t f0 = first_of(i), n = count_of(i);
+    jobs.push_back({&ew.w1, xin + f0 * D, s.gate.data() + f0 * F, n});
+    jobs.push_back({&ew.w3, xin + f0 * D, s.up.data() + f0 * F, n});
+  }
+  LinearMany(pool, jobs, s.job_rows);
+  // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed
+  // experts' weight scales h before w2, the reference's order, §11 item 3).
+  for (int64_t row = 0; row < n_all; ++row) {
+    float* g = s.gate.data() + row * F;
+    const float* u = s.up.data() + row * F;
+    const float rw = row < n_rows ? s.row_weight[row] : 1.0f;
+    for (int64_t f = 0; f < F; ++f) {
+      float gv = g[f], uv = u[f];
+      if (limit > 0.0f) {
+        uv = std::clamp(uv, -limit, limit);
+        gv = std::min(gv, limit);
+      }
+      float h = ops::ref::Silu(gv) * uv;
+      if (row < n_rows) h *= rw;
+      g[f] = h;
+    }
+  }
+  const float* hin = quantised_input(s.gate.data(), n_all, &ExpertWeights::w2, s.act);
+  jobs.clear();
+  for (int64_t i = 0; i <= n_active; ++i) {
+    const int64_t f0 = first_of(i);
+    jobs.push_back({&weights_of(i).w2, hin + f0 * F, s.down.data() + f0 * D, count_of(i)});
+  }
+  LinearMany(pool, jobs, s.job_rows);
+
+  // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.
+  float* y = s.y.data();
+  std::fill_n(y, T * D, 0.0f);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const float* d = s.down.data() + i * D;
+    float* yt = y + static_cast<int64_t>(s.rows[i]) * D;
+    for (int64_t dd = 0; dd < D; ++dd) yt[dd] += d[dd];
+  }
+  const float* shared = s.down.data() + n_rows * D;
+  for (int64_t i = 0; i < T * D; ++i) out[i] = y[i] + shared[i];
 }
 
 }  // namespace dsv4::deepseek_v4

@@ -39,16 +39,21 @@ struct MoeScratch {
   int64_t n_tokens = 0;
   Routing routing;
   std::vector<float> logits;      // [T, E]
-  std::vector<int32_t> rows;      // [T·k] token of each (token, pick) routed to the current expert
+  std::vector<int32_t> rows;      // [T·k] token of each gathered (token, pick), by expert
   std::vector<float> row_weight;  // [T·k]
-  std::vector<float> xe;          // [T·k, D] gathered inputs
-  std::vector<float> gate;        // [T·k, F]
-  std::vector<float> up;          // [T·k, F]
-  std::vector<float> down;        // [T·k, D]
+  std::vector<float> xe;          // [T·k + T, D] gathered inputs, then the shared expert's
+  std::vector<float> gate;        // [T·k + T, F]
+  std::vector<float> up;          // [T·k + T, F]
+  std::vector<float> down;        // [T·k + T, D]
   std::vector<float> y;           // [T, D] fp32 accumulator
   std::vector<float> act;         // activation-quant copies
   std::vector<float> biased;      // [E]
   std::vector<int32_t> order;     // [E]
+  std::vector<int32_t> active;    // [E] experts with picks this step, ascending
+  std::vector<int64_t> first;     // [E] their first gathered row
+  std::vector<int64_t> count;     // [E] their rows
+  std::vector<LinearJob> jobs;    // [2·(E + 1)] one pooled step's products
+  std::vector<int64_t> job_rows;  // LinearMany's row offsets
 };
 
 // Runtime options of the scored routers (engine/engine_options.h, an operator's

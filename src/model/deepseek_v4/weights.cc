@@ -139,6 +139,28 @@ DType PredictedScaleDType(const DeepSeekV4Config& c, WeightKind kind) {
 // LinearRows: one dispatch on the stored format.
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// Rows [row_begin, row_end) of one product, on the calling thread.
+void LinearRowsHere(float* out, int64_t out_stride, const float* x, const LinearWeight& w,
+                    int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+  switch (w.format) {
+    case LinearFormat::kDense:
+      ops::MatMulRows(out, out_stride, x, w.weight, n_tokens, row_begin, row_end);
+      return;
+    case LinearFormat::kFp8Block:
+      ops::MatMulFp8BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin,
+                              row_end);
+      return;
+    case LinearFormat::kFp4Block:
+      ops::MatMulFp4BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin,
+                              row_end);
+      return;
+  }
+}
+
+}  // namespace
+
 void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x,
                 const LinearWeight& w, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.rows(),
@@ -151,19 +173,36 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
   pool.ParallelFor(
       row_end - row_begin,
       [&](int64_t b, int64_t e, int) {
-        switch (w.format) {
-          case LinearFormat::kDense:
-            ops::MatMulRows(out + b, out_stride, x, w.weight, n_tokens, row_begin + b,
-                            row_begin + e);
-            return;
-          case LinearFormat::kFp8Block:
-            ops::MatMulFp8BlockRows(out + b, out_stride, x, w.weight, w.scale, n_tokens,
-                                    row_begin + b, row_begin + e);
-            return;
-          case LinearFormat::kFp4Block:
-            ops::MatMulFp4BlockRows(out + b, out_stride, x, w.weight, w.scale, n_tokens,
-                                    row_begin + b, row_begin + e);
-            return;
+        LinearRowsHere(out + b, out_stride, x, w, n_tokens, row_begin + b, row_begin + e);
+      },
+      grain);
+}
+
+void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
+                std::vector<int64_t>& row_offsets) {
+  // The jobs' rows laid end to end: [start[i], start[i + 1]) is job i.
+  std::vector<int64_t>& start = row_offsets;
+  start.resize(jobs.size() + 1);
+  start[0] = 0;
+  int64_t macs = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    start[i + 1] = start[i] + jobs[i].w->rows();
+    macs += jobs[i].w->rows() * jobs[i].w->cols() * jobs[i].n_tokens;
+  }
+  const int64_t total = start[jobs.size()];
+  if (total == 0) return;
+  const int64_t macs_per_row = std::max<int64_t>(1, macs / total);
+  const int64_t grain = std::max<int64_t>(32, ((int64_t{1} << 17) / macs_per_row + 31) / 32 * 32);
+  pool.ParallelFor(
+      total,
+      [&](int64_t b, int64_t e, int) {
+        for (size_t i = 0; i < jobs.size(); ++i) {
+          const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
+          if (lo >= hi) continue;
+          const LinearJob& j = jobs[i];
+          const int64_t n = j.w->rows();
+          LinearRowsHere(j.out + (lo - start[i]), n, j.x, *j.w, j.n_tokens, lo - start[i],
+                         hi - start[i]);
         }
       },
       grain);

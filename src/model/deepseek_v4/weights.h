@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,20 @@ inline void Linear(ThreadPool& pool, float* out, const float* x, const LinearWei
                    int64_t n_tokens) {
   LinearRows(pool, out, w.rows(), x, w, n_tokens, 0, w.rows());
 }
+
+// Several independent products run as one split of their rows over the pool
+// (one fork-join instead of one per product; a decoded token's routed experts
+// are a dozen small matrices). Each job: out[T, N] = x[T, K] · Wᵀ.
+struct LinearJob {
+  const LinearWeight* w = nullptr;
+  const float* x = nullptr;  // [T, K]
+  float* out = nullptr;      // [T, N]
+  int64_t n_tokens = 0;
+};
+// row_offsets: scratch the caller keeps (no allocation once its capacity
+// exceeds the job count).
+void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
+                std::vector<int64_t>& row_offsets);
 
 struct HyperConnectionWeights {
   TensorView fn;             // [M, C·D] f32 (M = C for the head)
