@@ -57,6 +57,12 @@ std::vector<int64_t> PlanStep(const std::vector<int64_t>& remaining, int64_t pre
   return plan;
 }
 
+void SequenceConstraint::Mask(std::span<float> logits) const {
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!Allows(static_cast<int32_t>(i))) logits[i] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 std::string StopMatcher::Push(std::string_view text) {
   if (matched()) return "";
   held_.append(text);
@@ -121,6 +127,8 @@ struct Engine::Sequence {
   std::optional<Sampler> sampler;
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stop;
+  std::unique_ptr<SequenceConstraint> constraint;
+  std::vector<float> constraint_logits;  // [V] the logits before a refused draw
   bool done = false;
 };
 
@@ -311,6 +319,10 @@ void Engine::Admit() {
     seq->sampler.emplace(seq->request.sampling);
     if (model_.tokenizer) seq->decoder.emplace(*model_.tokenizer, seq->request.prompt.back());
     seq->stop.emplace(seq->request.stop);
+    if (seq->request.constraint) {
+      seq->constraint = seq->request.constraint();
+      if (seq->constraint) seq->constraint_logits.resize(vocab_size_);
+    }
     const int64_t room = options_.ctx_size - static_cast<int64_t>(seq->request.prompt.size());
     seq->request.max_tokens = std::min(seq->request.max_tokens, room);
     prompt_tokens_total_ += static_cast<int64_t>(seq->request.prompt.size());
@@ -415,7 +427,23 @@ void Engine::SampleAndEmit(Sequence& s) {
   const std::vector<float> raw = s.request.top_logprobs >= 0
                                      ? std::vector<float>(logits.begin(), logits.end())
                                      : std::vector<float>();
-  const int32_t next = s.sampler->Sample(logits);
+  int32_t next = -1;
+  if (s.constraint) {
+    s.constraint->Prepare(std::max<int64_t>(s.request.max_tokens - s.generated, 1));
+    std::copy(logits.begin(), logits.end(), s.constraint_logits.begin());
+    next = s.sampler->Sample(logits);
+    if (!s.constraint->Allows(next)) {
+      std::copy(s.constraint_logits.begin(), s.constraint_logits.end(), logits.begin());
+      s.constraint->Mask(logits);
+      next = s.sampler->Sample(logits);
+      if (!s.constraint->Allows(next)) {  // nothing is allowed: end, closing what is open
+        Finish(s, FinishReason::kStop);
+        return;
+      }
+    }
+  } else {
+    next = s.sampler->Sample(logits);
+  }
   const ModelInfo& info = model_.model->info();
   if ((s.request.stop_at_eos && next == info.eos_id) ||
       (s.request.stop_at_bos && next == info.bos_id)) {
@@ -423,6 +451,7 @@ void Engine::SampleAndEmit(Sequence& s) {
     return;
   }
   s.sampler->Accept(next);
+  if (s.constraint) s.constraint->Accept(next);
   s.last = next;
   ++s.generated;
   ++generated_tokens_total_;
@@ -431,12 +460,20 @@ void Engine::SampleAndEmit(Sequence& s) {
     lp.chosen = {next, raw[next] - log_z};
     ev.logprobs.push_back(std::move(lp));
   }
-  if (s.decoder) ev.text = s.stop->Push(s.decoder->Push(next));
+  if (s.decoder) {
+    if (s.constraint && !s.constraint->stop_strings_apply()) {
+      ev.text = s.stop->Flush() + s.decoder->Push(next);  // markup is never cut
+    } else {
+      ev.text = s.stop->Push(s.decoder->Push(next));
+    }
+  }
   const bool stopped = s.stop->matched();
   const bool full =
       s.generated >= s.request.max_tokens || s.slot->cache->length() + 1 >= options_.ctx_size;
   if (!ev.text.empty() || !stopped) s.Push(std::move(ev));
-  if (stopped) {
+  if (s.constraint && s.constraint->done() && !stopped) {
+    Finish(s, FinishReason::kStop);
+  } else if (stopped) {
     Finish(s, FinishReason::kStop);
   } else if (full) {
     Finish(s, FinishReason::kLength);
@@ -450,16 +487,22 @@ void Engine::Finish(Sequence& s, FinishReason reason, Status error) {
   ev.index = s.index;
   ev.finish = reason;
   if (s.stop && s.stop->matched()) ev.stop_string = s.stop->matched_string();
-  if (reason != FinishReason::kCancelled && reason != FinishReason::kError && s.decoder &&
-      !s.stop->matched()) {
-    ev.text = s.stop->Push(s.decoder->Flush());
-    if (s.stop->matched()) {
-      ev.finish = FinishReason::kStop;
-      ev.stop_string = s.stop->matched_string();
+  const bool ended = reason != FinishReason::kCancelled && reason != FinishReason::kError;
+  if (ended && s.decoder && !s.stop->matched()) {
+    if (s.constraint && !s.constraint->stop_strings_apply()) {
+      ev.text = s.stop->Flush() + s.decoder->Flush();
     } else {
-      ev.text += s.stop->Flush();
+      ev.text = s.stop->Push(s.decoder->Flush());
+      if (s.stop->matched()) {
+        ev.finish = FinishReason::kStop;
+        ev.stop_string = s.stop->matched_string();
+      } else {
+        ev.text += s.stop->Flush();
+      }
     }
   }
+  // A constrained sequence ends well-formed (e.g. an open tool call closed).
+  if (ended && s.constraint) ev.text += s.constraint->Close();
   ev.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
   ev.completion_tokens = s.generated;
   ev.error = std::move(error);

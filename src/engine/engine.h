@@ -4,7 +4,8 @@
 // requests join and leave between steps; a step decodes one token for every
 // running sequence and prefills prompts in chunks from a per-step token budget,
 // so long prompts never stall running decodes. Each sequence has its own
-// sampler (own seed), stream decoder and stop-string matcher.
+// sampler (own seed), stream decoder, stop-string matcher and, when its
+// request asks for one, a SequenceConstraint (constrained decoding).
 //
 // Memory: all KV caches are created once at start (`max_sequences` slots of
 // `ctx_size` tokens each) and reused, so a request can never make the process
@@ -27,8 +28,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +53,40 @@ struct EngineOptions {
   int test_step_delay_ms = 0;
 };
 
+// Constrained decoding for one sequence (e.g. a forced tool call, see
+// server/tool_choice.h), owned and called by the engine thread only. Per token
+// the engine samples from the model's distribution as usual and asks Allows;
+// only when the token is refused does it restore the logits, Mask them and
+// sample again (llama.cpp's grammar check-then-resample order), so a model
+// that already follows the constraint costs one Allows call per token.
+class SequenceConstraint {
+ public:
+  virtual ~SequenceConstraint() = default;
+  // Called before each token is picked; `tokens_left` >= 1 is how many more
+  // the sequence may generate (max_tokens or the slot's room).
+  virtual void Prepare(int64_t tokens_left) { (void)tokens_left; }
+  // Whether `token` (EOS included) may come next.
+  virtual bool Allows(int32_t token) const = 0;
+  // Sets the logit of every token Allows refuses to -inf. This default asks
+  // Allows for every id.
+  virtual void Mask(std::span<float> logits) const;
+  // Records the token that was picked (never EOS: EOS ends the sequence).
+  virtual void Accept(int32_t token) = 0;
+  // The constraint is complete: the sequence ends (kStop) after the token
+  // just accepted.
+  virtual bool done() const = 0;
+  // Whether stop strings apply to the text from now on (false inside markup
+  // that must not be cut, such as a tool call).
+  virtual bool stop_strings_apply() const { return true; }
+  // Text that completes the output when the sequence ends now (EOS, a stop
+  // string, max_tokens, a full context), e.g. the closing tags of an open tool
+  // call; "" when nothing needs closing. Called once, at the end.
+  virtual std::string Close() = 0;
+};
+
+// Makes one sequence's constraint when the engine admits it (engine thread).
+using ConstraintFactory = std::function<std::unique_ptr<SequenceConstraint>()>;
+
 // One sequence to generate: the prompt ids (BOS included by the caller) and how
 // to sample. A request with n choices submits n of these.
 struct SequenceRequest {
@@ -60,6 +97,7 @@ struct SequenceRequest {
   int top_logprobs = -1;          // -1: no logprobs; 0..max: chosen token (+ this many)
   bool stop_at_eos = true;        // EOS ends the sequence (not emitted)
   bool stop_at_bos = false;       // llama2.c story models delimit stories with BOS
+  ConstraintFactory constraint;   // null: unconstrained (no per-token cost)
 };
 
 struct TokenLogprob {

@@ -153,6 +153,20 @@ Status GetMaxTokens(const Json& body, const char* key, const RequestLimits& limi
                 "the server's context holds " + std::to_string(limits.ctx_size) + " tokens");
 }
 
+// A tool name goes into DSML markup (name="NAME"), so it may not hold quotes,
+// angle brackets or control characters.
+Status CheckToolName(const std::string& name, const std::string& where) {
+  if (name.empty()) return Bad(where, "must be a non-empty string");
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == '"' || c == '<' || c == '>' || c == 0x7f) {
+      return Bad(where,
+                 "'" + utf8::Sanitize(name) + "' holds a quote, '<', '>' or a control character",
+                 "use letters, digits, '_' and '-'");
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckTools(const Json& tools, const std::string& key) {
   if (!tools.is_array()) return Bad(key, std::string("must be an array, not ") + TypeName(tools));
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -169,6 +183,7 @@ Status CheckTools(const Json& tools, const std::string& key) {
     if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
       return Bad(where + ".function.name", "must be a non-empty string");
     }
+    RETURN_IF_ERROR(CheckToolName(name->get<std::string>(), where + ".function.name"));
     if (const Json* d = Field(*f, "description"); d != nullptr && !d->is_string()) {
       return Bad(where + ".function.description", "must be a string");
     }
@@ -368,9 +383,8 @@ Status ConvertAnthropicMessages(const Json& body, Json* out) {
 
 Status ConvertAnthropicTools(const Json& body, GenerationRequest* r) {
   const Json* tools = Field(body, "tools");
-  if (tools == nullptr) return Status::Ok();
-  if (!tools->is_array()) return Bad("tools", "must be an array");
-  for (size_t i = 0; i < tools->size(); ++i) {
+  if (tools != nullptr && !tools->is_array()) return Bad("tools", "must be an array");
+  for (size_t i = 0; tools != nullptr && i < tools->size(); ++i) {
     const std::string where = "tools[" + std::to_string(i) + "]";
     const Json& t = (*tools)[i];
     if (!t.is_object()) return Bad(where, "must be an object");
@@ -378,6 +392,7 @@ Status ConvertAnthropicTools(const Json& body, GenerationRequest* r) {
     if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
       return Bad(where + ".name", "must be a non-empty string");
     }
+    RETURN_IF_ERROR(CheckToolName(name->get<std::string>(), where + ".name"));
     const Json* schema = Field(t, "input_schema");
     if (schema == nullptr || !schema->is_object()) {
       return Bad(where + ".input_schema", "must be a JSON Schema object");
@@ -407,6 +422,14 @@ Status ConvertAnthropicTools(const Json& body, GenerationRequest* r) {
       r->tool_choice_name = name->get<std::string>();
     } else {
       return Bad("tool_choice.type", "must be auto, any, tool or none");
+    }
+    if ((t == "any" || t == "tool") && r->tools.empty()) return Bad("tool_choice", "needs 'tools'");
+    if (t == "tool") {
+      bool found = false;
+      for (const Json& tool : r->tools) found |= tool["function"]["name"] == r->tool_choice_name;
+      if (!found) {
+        return Bad("tool_choice", "names '" + r->tool_choice_name + "', which is not in 'tools'");
+      }
     }
   }
   return Status::Ok();

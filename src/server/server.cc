@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <mutex>
 #include <random>
 
 #include "base/log.h"
 #include "server/metrics.h"
 #include "server/sse.h"
+#include "server/tool_choice.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -106,7 +108,10 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 // -inf logprobs are not JSON; OpenAI reports them as -9999.
 double JsonLogprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
 
-std::string FinishReasonOpenAI(const SequenceEvent& ev, bool tool_calls) {
+// `tool_calls`: the choice has tool calls; `forced`: tool_choice forced them,
+// so a call the engine closed at max_tokens still ends as "tool_calls".
+std::string FinishReasonOpenAI(const SequenceEvent& ev, bool tool_calls, bool forced) {
+  if (tool_calls && forced && ev.finish == FinishReason::kLength) return "tool_calls";
   switch (ev.finish) {
     case FinishReason::kLength:
       return "length";
@@ -117,7 +122,8 @@ std::string FinishReasonOpenAI(const SequenceEvent& ev, bool tool_calls) {
   }
 }
 
-std::string StopReasonAnthropic(const SequenceEvent& ev, bool tool_calls) {
+std::string StopReasonAnthropic(const SequenceEvent& ev, bool tool_calls, bool forced) {
+  if (tool_calls && forced) return "tool_use";
   if (ev.finish == FinishReason::kLength) return "max_tokens";
   if (!ev.stop_string.empty()) return "stop_sequence";
   return tool_calls ? "tool_use" : "end_turn";
@@ -145,6 +151,7 @@ struct Generation {
   std::string model_id;
   const Tokenizer* tokenizer = nullptr;  // null: the model has none
   std::shared_ptr<RequestHandle> handle;
+  bool forced_tool_call = false;  // tool_choice required / a named function, enforced
   std::vector<Choice> choices;
   int64_t prompt_tokens = 0;
   int finished = 0;
@@ -251,12 +258,12 @@ struct Generation {
             {"index", i},
             {"message", msg},
             {"logprobs", request.top_logprobs >= 0 ? Json{{"content", c.logprobs}} : Json(nullptr)},
-            {"finish_reason", FinishReasonOpenAI(c.final, has_tools)}});
+            {"finish_reason", FinishReasonOpenAI(c.final, has_tools, forced_tool_call)}});
       } else {
         list.push_back(Json{{"index", i},
                             {"text", r.content},
                             {"logprobs", c.completion_logprobs},
-                            {"finish_reason", FinishReasonOpenAI(c.final, false)}});
+                            {"finish_reason", FinishReasonOpenAI(c.final, false, false)}});
       }
     }
     out["choices"] = list;
@@ -287,7 +294,7 @@ struct Generation {
         {"role", "assistant"},
         {"model", model_id},
         {"content", content},
-        {"stop_reason", StopReasonAnthropic(c.final, !r.tool_calls.empty())},
+        {"stop_reason", StopReasonAnthropic(c.final, !r.tool_calls.empty(), forced_tool_call)},
         {"stop_sequence", c.final.stop_string.empty() ? Json(nullptr) : Json(c.final.stop_string)},
         {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", completion_tokens()}}}};
   }
@@ -439,13 +446,13 @@ struct Generation {
           out += AnthropicEvent("content_block_stop", Json{{"index", block_index}});
           block_type.clear();
         }
-        out +=
-            AnthropicEvent("message_delta",
-                           Json{{"delta",
-                                 {{"stop_reason", StopReasonAnthropic(ev, has_tools)},
-                                  {"stop_sequence",
-                                   ev.stop_string.empty() ? Json(nullptr) : Json(ev.stop_string)}}},
-                                {"usage", {{"output_tokens", completion_tokens()}}}});
+        out += AnthropicEvent(
+            "message_delta",
+            Json{{"delta",
+                  {{"stop_reason", StopReasonAnthropic(ev, has_tools, forced_tool_call)},
+                   {"stop_sequence",
+                    ev.stop_string.empty() ? Json(nullptr) : Json(ev.stop_string)}}},
+                 {"usage", {{"output_tokens", completion_tokens()}}}});
       }
       return out;
     }
@@ -473,7 +480,8 @@ struct Generation {
         choice["logprobs"] = part;
       }
     }
-    choice["finish_reason"] = final ? Json(FinishReasonOpenAI(ev, has_tools)) : Json(nullptr);
+    choice["finish_reason"] =
+        final ? Json(FinishReasonOpenAI(ev, has_tools, forced_tool_call)) : Json(nullptr);
     return Chunk(Json::array({choice}));
   }
 
@@ -519,6 +527,9 @@ struct Server::Impl {
   RequestLimits limits;
   ChatFormat format = ChatFormat::kPlain;
   int64_t started = 0;
+  // Token bytes for tool_choice constraints, built on the first request that forces a call.
+  std::once_flag token_texts_once;
+  std::shared_ptr<const TokenTexts> token_texts;
 
   void Routes();
   bool Authorized(const httplib::Request& req) const;
@@ -707,6 +718,15 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   std::vector<SequenceRequest> seqs;
   const uint64_t base_seed = r.has_seed ? r.sampling.seed : 0;
   const bool parse = api != Api::kCompletion && format == ChatFormat::kDsv4;
+  // tool_choice none / required / a named function: constrained decoding.
+  ConstraintFactory constraint;
+  if (parse) {
+    if (ForcesToolCall(r)) {
+      std::call_once(token_texts_once, [&] { token_texts = BuildTokenTexts(*m.tokenizer); });
+    }
+    constraint = MakeToolChoiceConstraint(r, *m.tokenizer, token_texts);
+    gen->forced_tool_call = constraint != nullptr && ForcesToolCall(r);
+  }
   for (const auto& p : prompts) {
     for (int j = 0; j < r.n; ++j) {
       SequenceRequest s;
@@ -719,6 +739,7 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
       s.stop = r.stop;
       s.top_logprobs = r.top_logprobs;
       s.stop_at_bos = m.format == "llama2c";
+      s.constraint = constraint;
       seqs.push_back(std::move(s));
       gen->choices.emplace_back(parse, r.thinking && format == ChatFormat::kDsv4);
     }

@@ -448,5 +448,75 @@ TEST(EchoModel, NeedsAV4Tokenizer) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+// A constraint for the engine tests: only tokens with an even id, EOS refused,
+// done after `n` tokens; Close says how many it saw.
+class EvenTokens final : public SequenceConstraint {
+ public:
+  explicit EvenTokens(int n, int32_t eos) : n_(n), eos_(eos) {}
+  bool Allows(int32_t token) const override { return token != eos_ && token % 2 == 0; }
+  void Accept(int32_t token) override {
+    EXPECT_TRUE(Allows(token));
+    ++seen_;
+  }
+  bool done() const override { return seen_ >= n_; }
+  bool stop_strings_apply() const override { return seen_ < 2; }
+  std::string Close() override { return "<closed after " + std::to_string(seen_) + ">"; }
+
+ private:
+  int n_, seen_ = 0;
+  int32_t eos_;
+};
+
+TEST(Engine, ConstraintRestrictsTokensEndsAndCloses) {
+  LoadedModel m = Load();
+  auto engine = Engine::Start(m, EngineOptions{});
+  ASSERT_TRUE(engine.ok());
+  const int32_t eos = m.model->info().eos_id;
+  for (float temperature : {0.0f, 1.0f}) {
+    SequenceRequest r = Greedy(m, "Once upon a time", 100);
+    r.sampling.temperature = temperature;
+    r.sampling.seed = 7;
+    r.constraint = [eos] { return std::make_unique<EvenTokens>(12, eos); };
+    auto h = (*engine)->Submit({r, r});  // each sequence gets its own state
+    ASSERT_TRUE(h.ok());
+    for (const Outcome& o : Collect(**h)) {
+      EXPECT_EQ(o.finish, FinishReason::kStop);
+      ASSERT_EQ(o.tokens.size(), 12u);
+      for (int32_t t : o.tokens) EXPECT_EQ(t % 2, 0) << t;
+      EXPECT_TRUE(o.text.ends_with("<closed after 12>")) << o.text;
+    }
+  }
+  // Cut by max_tokens: still closed, reported as kLength.
+  SequenceRequest r = Greedy(m, "Once upon a time", 5);
+  r.constraint = [eos] { return std::make_unique<EvenTokens>(12, eos); };
+  auto h = (*engine)->Submit({r});
+  ASSERT_TRUE(h.ok());
+  const Outcome o = Collect(**h)[0];
+  EXPECT_EQ(o.finish, FinishReason::kLength);
+  EXPECT_EQ(o.tokens.size(), 5u);
+  EXPECT_TRUE(o.text.ends_with("<closed after 5>")) << o.text;
+}
+
+TEST(Engine, ConstraintThatAllowsNothingEndsTheSequence) {
+  class Nothing final : public SequenceConstraint {
+   public:
+    bool Allows(int32_t) const override { return false; }
+    void Accept(int32_t) override { ADD_FAILURE() << "nothing may be accepted"; }
+    bool done() const override { return false; }
+    std::string Close() override { return "[closed]"; }
+  };
+  LoadedModel m = Load();
+  auto engine = Engine::Start(m, EngineOptions{});
+  ASSERT_TRUE(engine.ok());
+  SequenceRequest r = Greedy(m, "Once upon a time", 50);
+  r.constraint = [] { return std::make_unique<Nothing>(); };
+  auto h = (*engine)->Submit({r});
+  ASSERT_TRUE(h.ok());
+  const Outcome o = Collect(**h)[0];
+  EXPECT_EQ(o.finish, FinishReason::kStop);
+  EXPECT_TRUE(o.tokens.empty());
+  EXPECT_EQ(o.text, "[closed]");
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -1,0 +1,363 @@
+// tool_choice enforcement by constrained decoding (tool_choice.h).
+#include "server/tool_choice.h"
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+
+#include "base/check.h"
+#include "tokenizer/chat_dsv4.h"
+
+namespace dsv4::server {
+namespace {
+
+namespace tok = dsv4_tokens;
+
+const std::string kDsml(tok::kDsml);
+const std::string kThinkEnd(tok::kThinkEnd);
+const std::string kOpenText = "\n\n<" + kDsml + "tool_calls>\n";
+const std::string kInvokeOpen = "<" + kDsml + "invoke name=\"";
+const std::string kInvokeClose = "</" + kDsml + "invoke>\n";
+const std::string kParamOpen = "<" + kDsml + "parameter name=\"";
+const std::string kParamEnd = "</" + kDsml + "parameter";
+const std::string kToolCallsEnd = "</" + kDsml + "tool_calls>";
+constexpr size_t kMaxKeyBytes = 256;
+
+std::string InvokeHeader(const std::string& name) { return kInvokeOpen + name + "\">\n"; }
+
+// Bytes of `marker` matched at the end of the text after appending `b`, given
+// `pos` matched before (the KMP step, with the border found by brute force:
+// the markers are short).
+uint32_t Advance(std::string_view marker, uint32_t pos, unsigned char b) {
+  while (true) {
+    if (pos < marker.size() && static_cast<unsigned char>(marker[pos]) == b) return pos + 1;
+    if (pos == 0) return 0;
+    uint32_t k = pos - 1;
+    while (k > 0 && marker.substr(0, k) != marker.substr(pos - k, k)) --k;
+    pos = k;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenTexts> BuildTokenTexts(const Tokenizer& tokenizer) {
+  auto texts = std::make_shared<TokenTexts>(tokenizer.vocab_size());
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) (*texts)[id] = tokenizer.Decode(id);
+  return texts;
+}
+
+// ---- ToolCallConstraint ----
+
+ToolCallConstraint::ToolCallConstraint(std::shared_ptr<const TokenTexts> texts, ToolCallSpec spec)
+    : texts_(std::move(texts)), spec_(std::move(spec)) {
+  CHECK(texts_ != nullptr);
+  CHECK(!spec_.names.empty(), "a forced tool call needs at least one tool name");
+  std::sort(spec_.names.begin(), spec_.names.end());
+  spec_.names.erase(std::unique(spec_.names.begin(), spec_.names.end()), spec_.names.end());
+  for (const std::string& n : spec_.names) {
+    CHECK(!n.empty() && n.find_first_of("\"\n<>") == std::string::npos, "bad tool name '%s'",
+          n.c_str());
+    first_call_.push_back({InvokeHeader(n), Next::kBody});
+  }
+  if (spec_.single_call) {
+    after_call_ = {{kToolCallsEnd, Next::kDone}};
+  } else {
+    after_call_ = first_call_;
+    after_call_.push_back({kToolCallsEnd, Next::kDone});
+  }
+  think_end_ = {{kThinkEnd, Next::kOpen}};
+  open_ = {{kOpenText, Next::kFirstCall}};
+  body_ = {{kParamOpen, Next::kKey}, {kInvokeClose, Next::kAfterCall}};
+  key_type_ = {{"\" string=\"true\">", Next::kValue}, {"\" string=\"false\">", Next::kValue}};
+  param_close_ = {{">\n", Next::kBody}};
+  for (auto* set :
+       {&think_end_, &open_, &first_call_, &body_, &key_type_, &param_close_, &after_call_}) {
+    std::sort(set->begin(), set->end(),
+              [](const Candidate& a, const Candidate& b) { return a.text < b.text; });
+  }
+  if (spec_.thinking) {
+    cursor_.phase = Phase::kReasoning;
+  } else {
+    Enter(cursor_, Next::kOpen);
+  }
+}
+
+const std::vector<ToolCallConstraint::Candidate>& ToolCallConstraint::Set(Next set) const {
+  switch (set) {
+    case Next::kThinkEnd:
+      return think_end_;
+    case Next::kOpen:
+      return open_;
+    case Next::kFirstCall:
+      return first_call_;
+    case Next::kBody:
+      return body_;
+    case Next::kKeyType:
+      return key_type_;
+    case Next::kParamClose:
+      return param_close_;
+    case Next::kAfterCall:
+      return after_call_;
+    default:
+      break;
+  }
+  CHECK(false, "not a candidate set");
+  return open_;
+}
+
+void ToolCallConstraint::Enter(Cursor& c, Next next) const {
+  c.pos = 0;
+  switch (next) {
+    case Next::kDone:
+      c.phase = Phase::kDone;
+      return;
+    case Next::kKey:
+      c.phase = Phase::kKey;
+      c.key.clear();
+      return;
+    case Next::kValue:
+      c.phase = Phase::kValue;
+      c.value_len = 0;
+      return;
+    default:
+      c.phase = Phase::kChoice;
+      c.set = next;
+      c.lo = 0;
+      c.hi = static_cast<uint32_t>(Set(next).size());
+      return;
+  }
+}
+
+bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
+  switch (c.phase) {
+    case Phase::kReasoning:
+      c.pos = Advance(kThinkEnd, c.pos, b);
+      if (c.pos == kThinkEnd.size()) Enter(c, Next::kOpen);
+      return true;
+    case Phase::kChoice: {
+      // The candidates in [lo, hi) share their first `pos` bytes and are
+      // sorted, so those whose next byte is `b` are a sub-range.
+      const std::vector<Candidate>& set = Set(c.set);
+      auto at = [&](uint32_t i) { return static_cast<unsigned char>(set[i].text[c.pos]); };
+      uint32_t lo = c.lo;
+      while (lo < c.hi && at(lo) < b) ++lo;
+      uint32_t hi = lo;
+      while (hi < c.hi && at(hi) == b) ++hi;
+      if (lo == hi) return false;
+      c.lo = lo;
+      c.hi = hi;
+      ++c.pos;
+      // No candidate is a prefix of another, so a complete one is alone.
+      if (set[lo].text.size() == c.pos) {
+        if (c.set == Next::kKeyType)
+          c.value_string = set[lo].text.find("true") != std::string::npos;
+        Enter(c, set[lo].next);
+      }
+      return true;
+    }
+    case Phase::kKey:
+      if (b == '"') {
+        if (c.key.empty() || std::find(keys_.begin(), keys_.end(), c.key) != keys_.end()) {
+          return false;
+        }
+        Enter(c, Next::kKeyType);
+        return Step(c, b);
+      }
+      if (b == '\n' || c.key.size() >= kMaxKeyBytes) return false;
+      c.key.push_back(static_cast<char>(b));
+      return !std::string_view(c.key).ends_with(kDsml);
+    case Phase::kValue:
+      ++c.value_len;
+      c.pos = Advance(kParamEnd, c.pos, b);
+      if (c.pos == kParamEnd.size()) Enter(c, Next::kParamClose);
+      return true;
+    case Phase::kDone:
+      return false;
+  }
+  return false;
+}
+
+bool ToolCallConstraint::EosAllowed(const Cursor& c) const {
+  switch (c.phase) {
+    case Phase::kKey:
+    case Phase::kValue:
+      return true;
+    case Phase::kChoice:
+      return c.pos == 0 && (c.set == Next::kBody || c.set == Next::kAfterCall);
+    default:
+      return false;
+  }
+}
+
+void ToolCallConstraint::Prepare(int64_t tokens_left) {
+  if (cursor_.phase == Phase::kReasoning && spec_.reserve_tokens > 0 &&
+      tokens_left <= spec_.reserve_tokens) {
+    // Out of room for reasoning: "</think>" (its part not yet written) comes now.
+    const uint32_t matched = cursor_.pos;
+    Enter(cursor_, Next::kThinkEnd);
+    cursor_.pos = matched;
+    forced_think_end_ = true;
+  }
+}
+
+bool ToolCallConstraint::Allows(int32_t token) const {
+  if (token == spec_.eos_id) return EosAllowed(cursor_);
+  if (token < 0 || static_cast<size_t>(token) >= texts_->size()) return false;
+  const std::string& bytes = (*texts_)[token];
+  if (bytes.empty()) return false;
+  if (cursor_.phase == Phase::kReasoning) {
+    // Free text ("</think>" moves on), but no special-token text the parser
+    // rejects in reasoning.
+    for (std::string_view sp : {tok::kDsml, tok::kThinkStart, tok::kBos, tok::kEos}) {
+      if (bytes.find(sp) != std::string::npos) return false;
+    }
+    return true;
+  }
+  Cursor c = cursor_;
+  for (char ch : bytes) {
+    if (!Step(c, static_cast<unsigned char>(ch))) return false;
+  }
+  return true;
+}
+
+void ToolCallConstraint::Accept(int32_t token) {
+  if (token < 0 || static_cast<size_t>(token) >= texts_->size()) return;
+  for (char ch : (*texts_)[token]) {
+    const Phase phase = cursor_.phase;
+    const Next set = cursor_.set;
+    std::string key = phase == Phase::kKey ? cursor_.key : std::string();
+    if (!Step(cursor_, static_cast<unsigned char>(ch))) return;  // not allowed: never asked
+    text_.push_back(ch);
+    if (phase == Phase::kKey && cursor_.phase != Phase::kKey) keys_.push_back(std::move(key));
+    if (phase == Phase::kChoice && (set == Next::kFirstCall || set == Next::kAfterCall) &&
+        cursor_.phase == Phase::kChoice && cursor_.set == Next::kBody) {
+      keys_.clear();  // a new invoke
+    }
+  }
+}
+
+bool ToolCallConstraint::done() const { return cursor_.phase == Phase::kDone; }
+
+bool ToolCallConstraint::in_call() const {
+  return !(cursor_.phase == Phase::kReasoning ||
+           (cursor_.phase == Phase::kChoice && cursor_.set == Next::kThinkEnd));
+}
+
+bool ToolCallConstraint::stop_strings_apply() const { return cursor_.phase == Phase::kReasoning; }
+
+std::string ToolCallConstraint::Completion(Cursor c) const {
+  std::string out;
+  auto feed = [&](std::string_view piece) {
+    for (char ch : piece) {
+      const bool ok = Step(c, static_cast<unsigned char>(ch));
+      DCHECK(ok);
+      (void)ok;
+    }
+    out.append(piece);
+  };
+  // Each round finishes one marker or field; a call closes in a few dozen.
+  for (int round = 0; round < 64 && c.phase != Phase::kDone; ++round) {
+    switch (c.phase) {
+      case Phase::kReasoning:
+        feed(std::string_view(kThinkEnd).substr(c.pos));
+        break;
+      case Phase::kChoice: {
+        const std::vector<Candidate>& set = Set(c.set);
+        uint32_t k = c.lo;
+        // Prefer ending over starting something new, and string values (an
+        // empty string is valid JSON; an empty raw value is not).
+        for (uint32_t i = c.lo; i < c.hi; ++i) {
+          const Next n = set[i].next;
+          if ((c.set == Next::kBody && n == Next::kAfterCall) ||
+              (c.set == Next::kAfterCall && n == Next::kDone) ||
+              (c.set == Next::kKeyType && set[i].text.find("true") != std::string::npos)) {
+            k = i;
+          }
+        }
+        feed(std::string_view(set[k].text).substr(c.pos));
+        break;
+      }
+      case Phase::kKey: {
+        // Complete the name (unique, non-empty) and close it as a string.
+        std::string key = c.key.empty() ? std::string("arg") : c.key;
+        std::string suffix = c.key.empty() ? key : std::string();
+        while (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) {
+          key += "_";
+          suffix += "_";
+        }
+        out += suffix;
+        Enter(c, Next::kKeyType);  // past the length limit Step would refuse: move on directly
+        feed("\" string=\"true\">");
+        break;
+      }
+      case Phase::kValue:
+        if (!c.value_string && c.value_len == 0) feed("null");  // "": not a JSON value
+        feed(std::string_view(kParamEnd).substr(c.pos));
+        break;
+      case Phase::kDone:
+        break;
+    }
+  }
+  return out;
+}
+
+std::string ToolCallConstraint::Close() {
+  if (cursor_.phase == Phase::kDone) return {};
+  std::string s = Completion(cursor_);
+  text_ += s;
+  Enter(cursor_, Next::kDone);
+  return s;
+}
+
+// ---- BanTokensConstraint ----
+
+bool BanTokensConstraint::Allows(int32_t token) const {
+  return std::find(banned_.begin(), banned_.end(), token) == banned_.end();
+}
+
+void BanTokensConstraint::Mask(std::span<float> logits) const {
+  for (int32_t id : banned_) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) {
+      logits[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+// ---- factory ----
+
+bool ForcesToolCall(const GenerationRequest& request) {
+  return request.api != Api::kCompletion &&
+         (request.tool_choice == "required" || request.tool_choice == "function");
+}
+
+ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
+                                           const Tokenizer& tokenizer,
+                                           const std::shared_ptr<const TokenTexts>& texts) {
+  if (request.api == Api::kCompletion) return nullptr;
+  if (request.tool_choice == "none") {
+    const std::vector<int32_t> dsml = tokenizer.Encode(tok::kDsml, false);
+    if (dsml.size() != 1) return nullptr;  // no DSML token: the format has no tool calls
+    return [id = dsml[0]] { return std::make_unique<BanTokensConstraint>(std::vector{id}); };
+  }
+  if (!ForcesToolCall(request) || texts == nullptr) return nullptr;
+  ToolCallSpec spec;
+  if (request.tool_choice == "function") {
+    spec.names = {request.tool_choice_name};
+    spec.single_call = true;
+  } else {
+    for (const auto& t : request.tools) spec.names.push_back(t["function"]["name"]);
+  }
+  if (spec.names.empty()) return nullptr;
+  spec.thinking = request.thinking;
+  spec.eos_id = tokenizer.eos_id();
+  if (spec.thinking) {
+    for (const std::string& n : spec.names) {
+      const std::string header = kThinkEnd + kOpenText + InvokeHeader(n);
+      spec.reserve_tokens = std::max(
+          spec.reserve_tokens, static_cast<int64_t>(tokenizer.Encode(header, false).size()) + 1);
+    }
+  }
+  return [texts, spec] { return std::make_unique<ToolCallConstraint>(texts, spec); };
+}
+
+}  // namespace dsv4::server

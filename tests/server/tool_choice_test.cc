@@ -1,0 +1,340 @@
+// tool_choice constraints (server/tool_choice.h) on the real DeepSeek-V4
+// vocabulary: a scripted "model" proposes tokens, the test drives the
+// constraint the way the engine does (take the proposal when allowed, else the
+// lowest allowed id after Mask), and the output must parse (chat_output_parser)
+// into the tool calls the request allows: from every stopping point, in chat
+// and thinking mode, for named and required choices.
+#include "server/tool_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "engine/loader.h"
+#include "tokenizer/chat_output_parser.h"
+
+namespace dsv4::server {
+namespace {
+
+const std::string kDsml = "｜DSML｜";
+
+class ToolChoiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto t =
+        LoadTokenizer(std::string(DSV4_TEST_DATA_DIR) + "/tokenizer/deepseek_v4_tokenizer.json.gz");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tokenizer_ = std::move(t).value().release();
+    texts_ = new std::shared_ptr<const TokenTexts>(BuildTokenTexts(*tokenizer_));
+  }
+  static const Tokenizer& tok() { return *tokenizer_; }
+  static const std::shared_ptr<const TokenTexts>& texts() { return *texts_; }
+
+  static ToolCallConstraint Make(std::vector<std::string> names, bool single, bool thinking,
+                                 int64_t reserve = 0) {
+    ToolCallSpec spec;
+    spec.names = std::move(names);
+    spec.single_call = single;
+    spec.thinking = thinking;
+    spec.eos_id = tokenizer_->eos_id();
+    spec.reserve_tokens = reserve;
+    return ToolCallConstraint(texts(), spec);
+  }
+
+  std::vector<int32_t> Ids(std::string_view text) const { return tok().Encode(text, false); }
+
+  // Runs the constraint over a script of proposed tokens (then EOS), for at
+  // most `max_tokens` tokens; returns the output text including Close().
+  // `refused` counts proposals the constraint turned down.
+  std::string Drive(ToolCallConstraint& c, const std::vector<int32_t>& script, int max_tokens,
+                    int* refused = nullptr) {
+    std::string out;
+    const size_t before = c.text().size();
+    std::vector<float> logits(tok().vocab_size());
+    for (int k = 0; k < max_tokens && !c.done(); ++k) {
+      c.Prepare(max_tokens - k);
+      int32_t next = k < static_cast<int>(script.size()) ? script[k] : tok().eos_id();
+      if (!c.Allows(next)) {
+        if (refused != nullptr) ++*refused;
+        std::fill(logits.begin(), logits.end(), 0.0f);
+        c.Mask(logits);
+        next = -1;
+        for (size_t i = 0; i < logits.size() && next < 0; ++i) {
+          if (std::isfinite(logits[i])) next = static_cast<int32_t>(i);
+        }
+        if (next < 0) break;  // nothing allowed
+        EXPECT_TRUE(c.Allows(next));
+      }
+      if (next == tok().eos_id()) break;
+      c.Accept(next);
+      out += (*texts())[next];
+    }
+    out += c.Close();
+    EXPECT_EQ(out, c.text().substr(before));
+    return out;
+  }
+
+  static std::string Call(const std::string& name, const std::string& params) {
+    return "<" + kDsml + "invoke name=\"" + name + "\">\n" + params + "</" + kDsml + "invoke>\n";
+  }
+  static std::string Param(const std::string& key, const std::string& value, bool is_string) {
+    return "<" + kDsml + "parameter name=\"" + key + "\" string=\"" +
+           (is_string ? "true" : "false") + "\">" + value + "</" + kDsml + "parameter>\n";
+  }
+  static std::string Block(const std::string& calls) {
+    return "\n\n<" + kDsml + "tool_calls>\n" + calls + "</" + kDsml + "tool_calls>";
+  }
+
+  static inline const Tokenizer* tokenizer_ = nullptr;
+  static inline std::shared_ptr<const TokenTexts>* texts_ = nullptr;
+};
+
+TEST_F(ToolChoiceTest, WellFormedCallPassesUntouchedAndEndsTheSequence) {
+  const std::string script =
+      Block(Call("get_weather", Param("city", "Paris", true) + Param("days", "3", false)));
+  ToolCallConstraint c = Make({"get_weather", "get_time"}, false, false);
+  int refused = 0;
+  const std::string out = Drive(c, Ids(script), 200, &refused);
+  EXPECT_EQ(refused, 0);
+  EXPECT_EQ(out, script);
+  EXPECT_TRUE(c.done());  // right after </｜DSML｜tool_calls>, without waiting for EOS
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << p.error;
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(p.content, "");
+}
+
+TEST_F(ToolChoiceTest, RequiredAllowsParallelCallsToListedTools) {
+  const std::string script =
+      Block(Call("get_time", Param("tz", "UTC", true)) + Call("get_weather", ""));
+  ToolCallConstraint c = Make({"get_weather", "get_time"}, false, false);
+  int refused = 0;
+  EXPECT_EQ(Drive(c, Ids(script), 200, &refused), script);
+  EXPECT_EQ(refused, 0);
+}
+
+TEST_F(ToolChoiceTest, PlainAnswerIsTurnedIntoACallToAListedTool) {
+  ToolCallConstraint c = Make({"get_weather", "get_time"}, false, false);
+  int refused = 0;
+  const std::string out = Drive(c, Ids("The weather is nice today."), 100, &refused);
+  EXPECT_GT(refused, 0);
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  ASSERT_GE(p.tool_calls.size(), 1u);
+  for (const auto& call : p.tool_calls) {
+    EXPECT_TRUE(call.name == "get_weather" || call.name == "get_time") << call.name;
+  }
+  EXPECT_EQ(p.content, "");
+}
+
+TEST_F(ToolChoiceTest, RequiredRefusesAnUnlistedName) {
+  const std::string script = Block(Call("get_wrong", Param("city", "Paris", true)));
+  ToolCallConstraint c = Make({"get_weather", "get_time"}, false, false);
+  const std::string out = Drive(c, Ids(script), 200);
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  ASSERT_GE(p.tool_calls.size(), 1u);
+  EXPECT_TRUE(p.tool_calls[0].name == "get_weather" || p.tool_calls[0].name == "get_time");
+}
+
+TEST_F(ToolChoiceTest, NamedChoiceForcesThatNameAndOneCall) {
+  // The model wants get_weather twice; the request names get_time.
+  const std::string script =
+      Block(Call("get_weather", Param("city", "Paris", true)) + Call("get_weather", ""));
+  ToolCallConstraint c = Make({"get_time"}, true, false);
+  const std::string out = Drive(c, Ids(script), 200);
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "get_time");
+  EXPECT_TRUE(c.done());
+}
+
+TEST_F(ToolChoiceTest, NamedChoiceRefusesASecondInvoke) {
+  ToolCallConstraint c = Make({"f"}, true, false);
+  for (int32_t id : Ids("\n\n<" + kDsml + "tool_calls>\n" + Call("f", ""))) {
+    ASSERT_TRUE(c.Allows(id));
+    c.Accept(id);
+  }
+  // "<" may still start </｜DSML｜tool_calls>; "<｜DSML｜" would start another invoke.
+  ToolCallConstraint probe = c;
+  for (int32_t id : Ids("<")) probe.Accept(id);
+  EXPECT_FALSE(probe.Allows(Ids(kDsml)[0]));
+  EXPECT_TRUE(probe.Allows(Ids("/")[0]));
+  EXPECT_TRUE(c.Allows(tok().eos_id()));  // and ending now closes the block
+  EXPECT_EQ(c.Close(), "</" + kDsml + "tool_calls>");
+}
+
+TEST_F(ToolChoiceTest, EosRefusedBeforeTheNameAndInsideMarkup) {
+  ToolCallConstraint c = Make({"get_weather"}, true, false);
+  const int32_t eos = tok().eos_id();
+  EXPECT_FALSE(c.Allows(eos));
+  for (int32_t id : Ids("\n\n<" + kDsml + "tool_calls>\n<" + kDsml + "invoke name=\"get")) {
+    c.Accept(id);
+    EXPECT_FALSE(c.Allows(eos)) << c.text();
+  }
+  for (int32_t id : Ids("_weather\">\n")) c.Accept(id);
+  EXPECT_TRUE(c.Allows(eos));  // between parameters
+  EXPECT_FALSE(c.Allows(Ids("Hello")[0]));
+  // Tokens with no text (BOS) are never allowed.
+  EXPECT_FALSE(c.Allows(tok().bos_id()));
+}
+
+TEST_F(ToolChoiceTest, ParameterNameRules) {
+  auto at_key = [&] {
+    ToolCallConstraint c = Make({"f"}, false, false);
+    for (int32_t id : Ids("\n\n<" + kDsml + "tool_calls>\n<" + kDsml + "invoke name=\"f\">\n" +
+                          Param("a", "1", false) + "<" + kDsml + "parameter name=\"")) {
+      EXPECT_TRUE(c.Allows(id)) << c.text();
+      c.Accept(id);
+    }
+    return c;
+  };
+  ToolCallConstraint c = at_key();
+  const int32_t quote = Ids("\"")[0];
+  EXPECT_FALSE(c.Allows(quote));  // empty name
+  EXPECT_FALSE(c.Allows(Ids("\n")[0]));
+  c.Accept(Ids("a")[0]);
+  EXPECT_FALSE(c.Allows(quote));  // duplicate of the first parameter
+  c.Accept(Ids("b")[0]);
+  EXPECT_TRUE(c.Allows(quote));
+  // A name of 256 bytes takes no more.
+  ToolCallConstraint d = at_key();
+  const int32_t x = Ids("x")[0];
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_TRUE(d.Allows(x)) << i;
+    d.Accept(x);
+  }
+  EXPECT_FALSE(d.Allows(x));
+  EXPECT_TRUE(d.Allows(quote));
+}
+
+TEST_F(ToolChoiceTest, CloseFromEveryStoppingPointParses) {
+  const std::string call =
+      Call("get_weather", Param("city", "Paris", true) + Param("days", "3", false));
+  for (bool thinking : {false, true}) {
+    const std::string script =
+        (thinking ? std::string("Let me check.</think>") : std::string()) + Block(call);
+    const std::vector<int32_t> ids = Ids(script);
+    for (size_t k = 0; k <= ids.size(); ++k) {
+      ToolCallConstraint c = Make({"get_weather", "get_time"}, false, thinking);
+      std::string out;
+      for (size_t i = 0; i < k; ++i) {
+        ASSERT_TRUE(c.Allows(ids[i])) << k << " " << i;
+        c.Accept(ids[i]);
+        out += (*texts())[ids[i]];
+      }
+      out += c.Close();
+      const Dsv4ParsedOutput p =
+          ParseDsv4Output(out, thinking ? Dsv4ThinkingMode::kThinking : Dsv4ThinkingMode::kChat);
+      ASSERT_FALSE(p.malformed) << "thinking " << thinking << " k " << k << ": " << p.error << "\n"
+                                << out;
+      ASSERT_EQ(p.tool_calls.size(), 1u) << out;
+      EXPECT_TRUE(p.tool_calls[0].name == "get_weather" || p.tool_calls[0].name == "get_time");
+      const auto args = nlohmann::json::parse(p.tool_calls[0].arguments, nullptr, false);
+      EXPECT_TRUE(args.is_object()) << p.tool_calls[0].arguments;
+      EXPECT_TRUE(c.done());
+      EXPECT_EQ(c.Close(), "");  // once
+    }
+  }
+}
+
+TEST_F(ToolChoiceTest, CloseCompletesAPartialNameToAnAllowedOne) {
+  ToolCallConstraint c = Make({"get_weather", "get_time", "search"}, false, false);
+  for (int32_t id : Ids("\n\n<" + kDsml + "tool_calls>\n<" + kDsml + "invoke name=\"get_w")) {
+    ASSERT_TRUE(c.Allows(id));
+    c.Accept(id);
+  }
+  const std::string closed = c.Close();
+  EXPECT_EQ(closed, "eather\">\n</" + kDsml + "invoke>\n</" + kDsml + "tool_calls>");
+}
+
+TEST_F(ToolChoiceTest, ThinkingReasonsFreelyThenMustCall) {
+  ToolCallConstraint c = Make({"f"}, true, true);
+  const int32_t eos = tok().eos_id();
+  EXPECT_FALSE(c.in_call());
+  EXPECT_TRUE(c.stop_strings_apply());
+  EXPECT_FALSE(c.Allows(Ids(kDsml)[0]));  // the parser rejects it in reasoning
+  EXPECT_FALSE(c.Allows(Ids("<think>")[0]));
+  for (int32_t id : Ids("I should call f.")) {
+    ASSERT_TRUE(c.Allows(id));
+    EXPECT_FALSE(c.Allows(eos));  // no ending without a call
+    c.Accept(id);
+  }
+  c.Accept(Ids("</think>")[0]);
+  EXPECT_TRUE(c.in_call());
+  EXPECT_FALSE(c.stop_strings_apply());
+  EXPECT_FALSE(c.Allows(Ids("Sure")[0]));  // no content before the call
+  Drive(c, {}, 100);
+  const std::string out = c.text();
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kThinking);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  EXPECT_EQ(p.reasoning_content, "I should call f.");
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "f");
+}
+
+TEST_F(ToolChoiceTest, ThinkEndIsForcedWhenTheBudgetRunsOut) {
+  ToolCallConstraint c = Make({"f"}, true, true, /*reserve=*/10);
+  const int32_t word = Ids("Hmm")[0];  // "H"
+  c.Prepare(11);
+  EXPECT_TRUE(c.Allows(word));
+  c.Accept(word);
+  c.Prepare(10);  // out of room: "</think>" now
+  EXPECT_FALSE(c.Allows(word));
+  EXPECT_TRUE(c.Allows(Ids("</think>")[0]));
+  EXPECT_FALSE(c.stop_strings_apply());
+  // Driven to the end within the budget, the call is made by the model's tokens.
+  Drive(c, {word, word, word}, 10);
+  const std::string out = c.text();
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kThinking);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  EXPECT_EQ(p.reasoning_content, (*texts())[word]);
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "f");
+}
+
+TEST_F(ToolChoiceTest, FactoryFollowsToolChoice) {
+  GenerationRequest r;
+  r.tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "a"}},
+          {"type": "function", "function": {"name": "b"}}])");
+  r.tool_choice = "auto";
+  EXPECT_EQ(MakeToolChoiceConstraint(r, tok(), texts()), nullptr);
+  r.tool_choice = "none";
+  ConstraintFactory none = MakeToolChoiceConstraint(r, tok(), texts());
+  ASSERT_NE(none, nullptr);
+  std::unique_ptr<SequenceConstraint> ban = none();
+  const int32_t dsml = Ids(kDsml)[0];
+  EXPECT_FALSE(ban->Allows(dsml));
+  EXPECT_TRUE(ban->Allows(Ids("Hello")[0]));
+  EXPECT_TRUE(ban->Allows(tok().eos_id()));
+  std::vector<float> logits(tok().vocab_size(), 1.0f);
+  ban->Mask(logits);
+  EXPECT_EQ(logits[dsml], -INFINITY);
+  EXPECT_EQ(std::count(logits.begin(), logits.end(), 1.0f), tok().vocab_size() - 1);
+  EXPECT_EQ(ban->Close(), "");
+  r.tool_choice = "required";
+  EXPECT_TRUE(ForcesToolCall(r));
+  ConstraintFactory req = MakeToolChoiceConstraint(r, tok(), texts());
+  ASSERT_NE(req, nullptr);
+  // Each sequence gets its own state.
+  std::unique_ptr<SequenceConstraint> s1 = req(), s2 = req();
+  EXPECT_NE(s1.get(), s2.get());
+  const std::string closed = s1->Close();
+  const Dsv4ParsedOutput p = ParseDsv4Output(closed, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << closed;
+  EXPECT_EQ(p.tool_calls.at(0).name, "a");
+  r.tool_choice = "function";
+  r.tool_choice_name = "b";
+  const std::string named = MakeToolChoiceConstraint(r, tok(), texts())()->Close();
+  EXPECT_EQ(ParseDsv4Output(named, Dsv4ThinkingMode::kChat).tool_calls.at(0).name, "b");
+  r.api = Api::kCompletion;
+  EXPECT_EQ(MakeToolChoiceConstraint(r, tok(), texts()), nullptr);
+}
+
+}  // namespace
+}  // namespace dsv4::server
