@@ -33,6 +33,12 @@ inline float Sum(const float* x, int64_t n) { return simd::Sum(x, n); }
 // y[i] += alpha · x[i].
 inline void Axpy(float* y, float alpha, const float* x, int64_t n) { simd::Axpy(y, alpha, x, n); }
 
+// FP8 e4m3 quantise-dequantise per block (DeepSeek-V4's simulated activation
+// quantisation): bit for bit ops::ref::QuantizeDequantizeFp8.
+inline void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {
+  simd::QuantizeDequantizeFp8(x, n, block);
+}
+
 }  // namespace dsv4::ops
 
 #endif  // DSV4_OPS_VEC_OPS_H_

@@ -11,6 +11,7 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -430,6 +431,40 @@ TEST(SimdVec, RmsNormSoftmaxSwiGluMatchRef) {
     EXPECT_NEAR(out[1], 0.0f, 1e-30f);
     EXPECT_FLOAT_EQ(out[2], 90.0f);
     EXPECT_FLOAT_EQ(out[3], 200.0f);
+  });
+}
+
+// Activation FP8 quantise-dequantise: bit for bit the scalar twin, over
+// magnitudes from the subnormal-e4m3 range to the clamp, exact ties, zeros of
+// both signs, and block sizes with and without a vector remainder.
+TEST(SimdVec, QuantizeDequantizeFp8BitForBit) {
+  ForEachTarget([] {
+    for (int64_t block : {64, 128, 24, 7}) {
+      for (int64_t n_blocks : {1, 3}) {
+        const int64_t n = block * n_blocks;
+        std::vector<float> x(n);
+        uint64_t st = 0x1234567ull + static_cast<uint64_t>(block);
+        for (int64_t i = 0; i < n; ++i) {
+          st = st * 6364136223846793005ull + 1442695040888963407ull;
+          const float mag = std::ldexp(1.0f, static_cast<int>((st >> 33) % 40) - 30);
+          const float frac = static_cast<float>((st >> 12) & 0xfffff) / 1048576.0f;
+          x[i] = ((st >> 63) ? -1.0f : 1.0f) * mag * (1.0f + frac);
+        }
+        // Ties: values halfway between e4m3 neighbours relative to a block max of 448.
+        if (block >= 7) {
+          x[0] = 448.0f, x[1] = 9.0f, x[2] = 0.0f, x[3] = -0.0f;
+          x[4] = 3.0f / 1024.0f, x[5] = 1.0f / 1024.0f, x[6] = -0.0146484375f;
+        }
+        std::vector<float> want = x, got = x;
+        ops::ref::QuantizeDequantizeFp8(want.data(), n, block);
+        ops::QuantizeDequantizeFp8(got.data(), n, block);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "block " << block << " i " << i << " x " << x[i] << ": " << got[i] << " vs "
+              << want[i];
+        }
+      }
+    }
   });
 }
 

@@ -189,7 +189,7 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
     RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);
     rope.Rotate(kvt + nope, pos0 + t, /*inverse=*/false);
     // QAT: FP8-simulate the nope dims in blocks of 64; rope dims stay exact (§4.1).
-    if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(kvt, nope, 64);
+    if (opts.kv_quant) ops::QuantizeDequantizeFp8(kvt, nope, 64);
   }
   trace("attn.kv", layer, kv, {T, A});
   // ---- Compressed keys (§4.4, §4.5): entries completed by these tokens come first ----

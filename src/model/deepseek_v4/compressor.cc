@@ -8,6 +8,7 @@
 #include "model/deepseek_v4/attention.h"  // RopeFrequencies
 #include "ops/matmul.h"
 #include "ops/ref/quant_matmul_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
 
@@ -126,7 +127,7 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
     RmsNorm(entry, entry, w.norm.data(), Wd, eps);
     rope.Rotate(entry + Wd - rope_dim, p + 1 - r, /*inverse=*/false);
     if (kind == CompressorKind::kMain) {
-      if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(entry, Wd - rope_dim, 64);
+      if (opts.kv_quant) ops::QuantizeDequantizeFp8(entry, Wd - rope_dim, 64);
     } else {
       HadamardRotate(entry, Wd);
       if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(entry, Wd, 32);

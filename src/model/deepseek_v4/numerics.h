@@ -18,6 +18,7 @@
 
 #include "model/deepseek_v4/weights.h"
 #include "ops/ref/quant_matmul_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
 
@@ -92,7 +93,7 @@ inline const float* LinearInput(const float* x, int64_t n_tokens, const LinearWe
   if (static_cast<int64_t>(scratch.size()) < n_tokens * k) scratch.resize(n_tokens * k);
   std::copy_n(x, n_tokens * k, scratch.data());
   for (int64_t t = 0; t < n_tokens; ++t) {
-    ops::ref::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
+    ops::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
   }
   return scratch.data();
 }

@@ -63,6 +63,10 @@ float Sum(const float* x, int64_t n);
 // y[i] += alpha · x[i] (attention value accumulation).
 void Axpy(float* y, float alpha, const float* x, int64_t n);
 
+// FP8 e4m3 quantise-dequantise of activations per block of `block` values
+// (n a multiple of block), bit for bit ops::ref::QuantizeDequantizeFp8.
+void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block);
+
 // The Highway target the dispatcher picks now ("AVX3", "AVX2", "SSE4", "EMU128", ...).
 const char* ActiveTargetName();
 

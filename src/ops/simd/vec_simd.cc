@@ -6,9 +6,11 @@
 #ifndef DSV4_OPS_SIMD_VEC_SIMD_ONCE_
 #define DSV4_OPS_SIMD_VEC_SIMD_ONCE_
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "base/check.h"
+#include "base/float_types.h"
 #include "ops/simd/simd_kernels.h"
 
 namespace dsv4::ops::simd::detail {
@@ -176,6 +178,52 @@ void RopeInterleavedImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t ro
   }
 }
 
+// FP8 e4m3 quantise-dequantise per block (ops::ref::QuantizeDequantizeFp8,
+// bit for bit): s = 2^ceil(log2(amax/448)); x = e4m3(clamp(x/s, ±448))·s.
+// Rounding to e4m3 in f32 bits: normals keep 3 mantissa bits (round to
+// nearest even on the 20 dropped bits); below 2^-6 the grid is 2^-9 steps.
+void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
+  CHECK(block > 0 && n % block == 0, "FP8 act quant: %lld values, block %lld",
+        static_cast<long long>(n), static_cast<long long>(block));
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF lim = hn::Set(d, 448.0f), min_normal = hn::Set(d, 0.015625f);  // 2^-6
+  const VF k512 = hn::Set(d, 512.0f), k1_512 = hn::Set(d, 1.0f / 512.0f);
+  const auto round_bias = hn::Set(du, 0x7ffffu), keep = hn::Set(du, ~0xfffffu);
+  const auto one = hn::Set(du, 1u);
+  for (int64_t b = 0; b < n; b += block) {
+    float* p = x + b;
+    VF vmax = hn::Set(d, 1e-4f);
+    int64_t i = 0;
+    for (; i + N <= block; i += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(d, p + i)));
+    float amax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    for (; i < block; ++i) amax = std::max(amax, std::fabs(p[i]));
+    // 2^(exponent − 127 + (mantissa != 0)) of amax/448, built in the bits.
+    const uint32_t u = std::bit_cast<uint32_t>(amax * (1.0f / 448.0f));
+    const int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 127 + ((u & 0x7fffffu) != 0);
+    const float scale = std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+    const float inv = std::bit_cast<float>(static_cast<uint32_t>(127 - e) << 23);  // exact 1/s
+    const VF vs = hn::Set(d, scale), vinv = hn::Set(d, inv);
+    i = 0;
+    for (; i + N <= block; i += N) {
+      const VF q = hn::Min(hn::Max(hn::Mul(hn::LoadU(d, p + i), vinv), hn::Neg(lim)), lim);
+      const VF a = hn::Abs(q);
+      const auto au = hn::BitCast(du, a);
+      const auto rounded = hn::And(
+          hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<20>(au), one))), keep);
+      const VF normal = hn::BitCast(d, rounded);
+      const VF sub = hn::Mul(hn::Round(hn::Mul(a, k512)), k1_512);
+      const VF mag = hn::IfThenElse(hn::Lt(a, min_normal), sub, normal);
+      hn::StoreU(hn::Mul(hn::CopySignToAbs(mag, q), vs), d, p + i);
+    }
+    for (; i < block; ++i) {
+      const float q = std::clamp(p[i] * inv, -448.0f, 448.0f);
+      p[i] = Fp8E4m3ToF32(F32ToFp8E4m3(q)) * scale;
+    }
+  }
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace dsv4::ops::simd
@@ -191,6 +239,7 @@ HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(RopeInterleavedImpl);
+HWY_EXPORT(QuantizeDequantizeFp8Impl);
 
 float Dot(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n);
@@ -209,6 +258,10 @@ void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
 void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                      float theta) {
   HWY_DYNAMIC_DISPATCH(RopeInterleavedImpl)(x, n_heads, head_dim, rot_dim, pos, theta);
+}
+
+void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {
+  HWY_DYNAMIC_DISPATCH(QuantizeDequantizeFp8Impl)(x, n, block);
 }
 
 }  // namespace dsv4::ops::simd
