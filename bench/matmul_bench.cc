@@ -116,8 +116,11 @@ int main(int argc, char** argv) {
   const std::string only = argc > 4 ? argv[4] : "";  // one format's name, e.g. fp8_e4m3
   dsv4::ThreadPool pool(threads);
   const auto bw = dsv4::ops::MeasureReadBandwidth(pool, int64_t{1} << 30, repeat);
-  std::printf("target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d)\n",
-              dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat);
+  const auto peak = dsv4::ops::MeasurePeakFlops(pool, int64_t{1} << 27, repeat);
+  std::printf(
+      "target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d), peak fp32 FMA "
+      "%.1f GFLOP/s\n",
+      dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops);
   const int64_t k = 4096;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
                    DType::kQ4_K, DType::kQ6_K}) {
@@ -143,10 +146,11 @@ int main(int argc, char** argv) {
       const Weight w = MakeWeight(dt, np, k);
       std::vector<float> x(t * k, 0.01f), out(t * np);
       const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
-      std::printf("prefill %-9s [%lld, %lld] T=%lld: %8.1f ms  %6.1f GFLOP/s\n",
+      const double gflops = 2.0 * t * np * k / s / 1e9;
+      std::printf("prefill %-9s [%lld, %lld] T=%lld: %8.1f ms  %6.1f GFLOP/s  %5.1f%% of peak\n",
                   std::string(dsv4::DTypeName(dt)).c_str(), static_cast<long long>(np),
-                  static_cast<long long>(k), static_cast<long long>(t), s * 1e3,
-                  2.0 * t * np * k / s / 1e9);
+                  static_cast<long long>(k), static_cast<long long>(t), s * 1e3, gflops,
+                  100.0 * gflops / peak.gflops);
     }
   }
   return 0;

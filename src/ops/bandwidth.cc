@@ -40,4 +40,30 @@ BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int repeat
   return result;
 }
 
+FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread, int repeats) {
+  CHECK(fmas_per_thread > 0 && repeats >= 1, "FLOP/s probe: %lld FMAs, %d repeats",
+        static_cast<long long>(fmas_per_thread), repeats);
+  std::vector<double> seconds;
+  std::vector<int64_t> done(static_cast<size_t>(pool.size()));
+  volatile float sink = 0.0f;
+  for (int r = 0; r <= repeats; ++r) {  // r == 0: warm-up (and clocks up)
+    Timer t;
+    pool.ParallelFor(pool.size(), [&](int64_t b, int64_t e, int th) {
+      for (int64_t i = b; i < e; ++i) {
+        int64_t fmas = 0;
+        sink = sink + simd::FmaLoop(fmas_per_thread, &fmas);
+        done[static_cast<size_t>(th)] = fmas;
+      }
+    });
+    const double s = t.Seconds();
+    if (r > 0) seconds.push_back(s);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  FlopsResult result;
+  for (int64_t f : done) result.flops += 2 * f;
+  result.repeats = repeats;
+  result.gflops = static_cast<double>(result.flops) / seconds[seconds.size() / 2] / 1e9;
+  return result;
+}
+
 }  // namespace dsv4::ops

@@ -1,4 +1,4 @@
-// MeasureReadBandwidth: a STREAM-style probe of the machine's memory read
+// Roofline probes. MeasureReadBandwidth: a STREAM-style probe of the machine's memory read
 // bandwidth — the roofline decode speed is measured against. Sums a buffer much
 // larger than the last-level cache with the SIMD kernel (ops::Sum), split over
 // the pool the way matmuls split weight rows.
@@ -21,6 +21,19 @@ struct BandwidthResult {
 // several times the last-level cache) `repeats` times after one warm-up pass.
 BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30,
                                      int repeats = 5);
+
+// MeasurePeakFlops: the compute roof prefill is measured against — fp32
+// fused multiply-adds of the widest SIMD target, 16 independent accumulator
+// chains in registers per thread (no memory traffic), on every thread of the
+// pool at once. fp32 FMA is what the matmul kernels execute (weights are
+// decoded to fp32 in registers), so this is the peak for their dtype mix.
+struct FlopsResult {
+  double gflops = 0.0;     // median over the repeats, 1 GFLOP = 1e9 (an FMA is 2)
+  int64_t flops = 0;       // per repeat, all threads
+  int repeats = 0;
+};
+FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread = int64_t{1} << 27,
+                             int repeats = 5);
 
 }  // namespace dsv4::ops
 

@@ -524,5 +524,16 @@ TEST(Bandwidth, ProbeReportsAPositiveRate) {
   EXPECT_GT(r.gb_per_s, 0.01);
 }
 
+TEST(Bandwidth, FlopsProbeCountsEveryThreadsFmas) {
+  ThreadPool pool(2);
+  const ops::FlopsResult r = ops::MeasurePeakFlops(pool, int64_t{1} << 20, 2);
+  // Each thread runs whole 16-vector rounds: at least 2^20 − 16·lanes FMAs.
+  EXPECT_GE(r.flops, 2 * 2 * ((int64_t{1} << 20) - 16 * 16));
+  EXPECT_LE(r.flops, 2 * 2 * (int64_t{1} << 20));
+  EXPECT_EQ(r.repeats, 2);
+  EXPECT_TRUE(std::isfinite(r.gflops));
+  EXPECT_GT(r.gflops, 0.01);
+}
+
 }  // namespace
 }  // namespace dsv4

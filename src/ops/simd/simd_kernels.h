@@ -67,6 +67,11 @@ void Axpy(float* y, float alpha, const float* x, int64_t n);
 // (n a multiple of block), bit for bit ops::ref::QuantizeDequantizeFp8.
 void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block);
 
+// The FLOP/s probe's body: about `fmas` lane-FMAs on 16 independent
+// register accumulators; *done gets the exact number of lane-FMAs run. Returns
+// a value that depends on every accumulator (so none is optimised away).
+float FmaLoop(int64_t fmas, int64_t* done);
+
 // The Highway target the dispatcher picks now ("AVX3", "AVX2", "SSE4", "EMU128", ...).
 const char* ActiveTargetName();
 

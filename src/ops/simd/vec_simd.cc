@@ -224,6 +224,35 @@ void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
   }
 }
 
+float FmaLoopImpl(int64_t fmas, int64_t* done) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF m = hn::Set(d, 0.999999f), a = hn::Set(d, 1e-7f);
+  // Distinct starting values: equal chains would be merged by the compiler.
+  const VF step = hn::Set(d, 0.01f);
+  VF c0 = hn::Set(d, 1.0f), c1 = hn::Add(c0, step), c2 = hn::Add(c1, step);
+  VF c3 = hn::Add(c2, step), c4 = hn::Add(c3, step), c5 = hn::Add(c4, step);
+  VF c6 = hn::Add(c5, step), c7 = hn::Add(c6, step), c8 = hn::Add(c7, step);
+  VF c9 = hn::Add(c8, step), c10 = hn::Add(c9, step), c11 = hn::Add(c10, step);
+  VF c12 = hn::Add(c11, step), c13 = hn::Add(c12, step), c14 = hn::Add(c13, step);
+  VF c15 = hn::Add(c14, step);
+  const int64_t iters = std::max<int64_t>(1, fmas / (16 * N));
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = hn::MulAdd(c0, m, a), c1 = hn::MulAdd(c1, m, a), c2 = hn::MulAdd(c2, m, a);
+    c3 = hn::MulAdd(c3, m, a), c4 = hn::MulAdd(c4, m, a), c5 = hn::MulAdd(c5, m, a);
+    c6 = hn::MulAdd(c6, m, a), c7 = hn::MulAdd(c7, m, a), c8 = hn::MulAdd(c8, m, a);
+    c9 = hn::MulAdd(c9, m, a), c10 = hn::MulAdd(c10, m, a), c11 = hn::MulAdd(c11, m, a);
+    c12 = hn::MulAdd(c12, m, a), c13 = hn::MulAdd(c13, m, a), c14 = hn::MulAdd(c14, m, a);
+    c15 = hn::MulAdd(c15, m, a);
+  }
+  *done = iters * 16 * N;
+  const VF s = hn::Add(hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
+                               hn::Add(hn::Add(c4, c5), hn::Add(c6, c7))),
+                       hn::Add(hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)),
+                               hn::Add(hn::Add(c12, c13), hn::Add(c14, c15))));
+  return hn::GetLane(hn::SumOfLanes(d, s));
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace dsv4::ops::simd
@@ -240,6 +269,7 @@ HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(RopeInterleavedImpl);
 HWY_EXPORT(QuantizeDequantizeFp8Impl);
+HWY_EXPORT(FmaLoopImpl);
 
 float Dot(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n);
@@ -263,6 +293,8 @@ void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_di
 void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {
   HWY_DYNAMIC_DISPATCH(QuantizeDequantizeFp8Impl)(x, n, block);
 }
+
+float FmaLoop(int64_t fmas, int64_t* done) { return HWY_DYNAMIC_DISPATCH(FmaLoopImpl)(fmas, done); }
 
 }  // namespace dsv4::ops::simd
 #endif  // HWY_ONCE
