@@ -2,7 +2,9 @@
 // llama2.c forward pass (ops/ref kernels, attention as loops), for both
 // attention layouts: narrow heads (E = 8 < 32: keys kept transposed, scores
 // by axpys) and wide heads (E = 32: keys as rows, scores by matrix-vector
-// products); plus chunked prefill == one-token decode.
+// products); plus chunked prefill == one-token decode; and ForwardBatch (all
+// sequences' rows through each linear at once) == separate Forward calls, on
+// random models and on stories260K.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/llama2c.h"
 #include "model/llama/llama_model.h"
 #include "ops/ref/ops_ref.h"
 
@@ -189,6 +192,156 @@ TEST_P(LlamaAttentionTest, MatchesScalarReferenceAndDecodeEqualsPrefill) {
 // head_dim 8: narrow layout; 32 and 48: wide layout (48: not a power of two).
 INSTANTIATE_TEST_SUITE_P(HeadDimsAndThreads, LlamaAttentionTest,
                          ::testing::Combine(::testing::Values(8, 32, 48), ::testing::Values(1, 2)));
+
+// ---- ForwardBatch ----
+
+// Runs `steps` of batched work on one set of caches and the same work entry by
+// entry with Forward on a mirror set; every entry's logits must agree.
+// A step lists (sequence, number of new tokens, all_logits); a negative count
+// truncates that sequence's caches to -count tokens first.
+struct BatchStep {
+  int seq;
+  int n;
+  bool all_logits = false;
+};
+
+void ExpectBatchEqualsSeparate(LlamaModel& model, int n_seqs,
+                               const std::vector<std::vector<BatchStep>>& steps) {
+  const int64_t V = model.info().vocab_size;
+  std::vector<std::unique_ptr<SequenceCache>> batched, separate;
+  std::vector<std::vector<int32_t>> streams(n_seqs);
+  for (int i = 0; i < n_seqs; ++i) {
+    batched.push_back(model.NewCache(model.info().max_context));
+    separate.push_back(model.NewCache(model.info().max_context));
+    for (int t = 0; t < 200; ++t)
+      streams[i].push_back(static_cast<int32_t>((t * 17 + i * 5 + 3) % V));
+  }
+  double max_diff = 0;
+  int argmax_mismatch = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::vector<BatchEntry> entries;
+    std::vector<std::vector<float>> logits(steps[k].size());
+    for (size_t e = 0; e < steps[k].size(); ++e) {
+      const BatchStep& st = steps[k][e];
+      SequenceCache& cache = *batched[st.seq];
+      if (st.n < 0) {
+        cache.Truncate(-st.n);
+        separate[st.seq]->Truncate(-st.n);
+        continue;
+      }
+      const auto tokens = std::span<const int32_t>(streams[st.seq]).subspan(cache.length(), st.n);
+      logits[e].assign((st.all_logits ? st.n : 1) * V, 0.0f);
+      entries.push_back(BatchEntry{
+          .tokens = tokens, .cache = &cache, .logits = logits[e], .all_logits = st.all_logits});
+    }
+    ASSERT_TRUE(model.ForwardBatch(entries).ok()) << "step " << k;
+    size_t i = 0;
+    for (size_t e = 0; e < steps[k].size(); ++e) {
+      const BatchStep& st = steps[k][e];
+      if (st.n < 0) continue;
+      const BatchEntry& be = entries[i++];
+      std::vector<float> want(be.logits.size());
+      ASSERT_TRUE(model.Forward(be.tokens, *separate[st.seq], want, st.all_logits).ok());
+      EXPECT_EQ(batched[st.seq]->length(), separate[st.seq]->length());
+      for (size_t r = 0; r < want.size() / V; ++r) {
+        auto row = [&](const std::vector<float>& v) { return v.begin() + r * V; };
+        const auto a = std::max_element(row(logits[e]), row(logits[e]) + V) - row(logits[e]);
+        const auto b = std::max_element(row(want), row(want) + V) - row(want);
+        argmax_mismatch += a != b;
+      }
+      for (size_t j = 0; j < want.size(); ++j) {
+        max_diff = std::max<double>(max_diff, std::fabs(logits[e][j] - want[j]));
+      }
+    }
+  }
+  EXPECT_LE(max_diff, 1e-4);
+  EXPECT_EQ(argmax_mismatch, 0);
+}
+
+// Mixed prefill chunks and single decode tokens, all_logits on some, a
+// sequence joining late, truncations (a rollback) and replays.
+const std::vector<std::vector<BatchStep>> kBatchSteps = {
+    {{0, 7}, {1, 1}, {2, 12, true}, {3, 3}}, {{0, 1}, {1, 1}, {2, 1}, {3, 9}},
+    {{1, 1}, {0, 5, true}, {2, 1}, {3, 1}},  {{2, -4}, {0, -3}},
+    {{2, 1}, {0, 1}, {1, 1}, {3, 1}},        {{3, 1}, {2, 6}},
+    {{0, 1}, {1, 1}, {2, 1}, {3, 1}},
+};
+
+class LlamaBatchTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(LlamaBatchTest, RandomModelBatchEqualsSeparateForwards) {
+  const auto [head_dim, threads] = GetParam();
+  LlamaConfig c = Config(head_dim);
+  c.vocab_size = 301;
+  auto model = LlamaModel::Load(RandomLlama(c, 99 + head_dim), c);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  (*model)->SetThreads(threads);
+  ExpectBatchEqualsSeparate(**model, 4, kBatchSteps);
+  ExpectBatchEqualsSeparate(**model, 2, {{{0, 5}, {1, 1}}, {{0, 1}, {1, 1}}});
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDimsAndThreads, LlamaBatchTest,
+                         ::testing::Combine(::testing::Values(8, 64), ::testing::Values(1, 2)));
+
+std::unique_ptr<LlamaModel> Stories260K() {
+  auto file = OpenLlama2c(std::string(DSV4_SOURCE_DIR) + "/models/stories260K/stories260K.bin");
+  CHECK(file.ok(), "%s", file.status().ToString().c_str());
+  const Llama2cConfig& h = (*file)->config();
+  const LlamaConfig c{.d_model = h.dim,
+                      .d_ff = h.hidden_dim,
+                      .n_layers = h.n_layers,
+                      .n_heads = h.n_heads,
+                      .n_kv_heads = h.n_kv_heads,
+                      .vocab_size = h.vocab_size,
+                      .max_context = h.seq_len};
+  auto model = LlamaModel::Load(std::shared_ptr<const CheckpointReader>(std::move(*file)), c);
+  CHECK(model.ok(), "%s", model.status().ToString().c_str());
+  return std::move(model).value();
+}
+
+TEST(LlamaBatch, Stories260KBatchEqualsSeparateForwards) {
+  std::unique_ptr<LlamaModel> model = Stories260K();
+  for (int threads : {1, 2}) {
+    model->SetThreads(threads);
+    ExpectBatchEqualsSeparate(*model, 4, kBatchSteps);
+  }
+}
+
+TEST(LlamaBatch, BadBatchLeavesEveryCacheAsItWas) {
+  std::unique_ptr<LlamaModel> model = Stories260K();
+  const int64_t V = model->info().vocab_size;
+  auto a = model->NewCache(64), b = model->NewCache(64);
+  const std::vector<int32_t> good = {1, 20, 30}, bad = {1, static_cast<int32_t>(V)};
+  std::vector<float> la(V), lb(V);
+  auto run = [&](std::span<const int32_t> ta, SequenceCache* ca, std::span<const int32_t> tb,
+                 SequenceCache* cb) {
+    const BatchEntry entries[] = {{.tokens = ta, .cache = ca, .logits = la},
+                                  {.tokens = tb, .cache = cb, .logits = lb}};
+    return model->ForwardBatch(entries);
+  };
+  Status s = run(good, a.get(), bad, b.get());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("entry 1"), std::string::npos) << s.ToString();
+  s = run(good, a.get(), good, a.get());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("same cache"), std::string::npos) << s.ToString();
+  s = run(good, a.get(), {}, b.get());
+  EXPECT_FALSE(s.ok());
+  std::vector<float> small(V - 1);
+  const BatchEntry short_logits[] = {{.tokens = good, .cache = a.get(), .logits = la},
+                                     {.tokens = good, .cache = b.get(), .logits = small}};
+  EXPECT_FALSE(model->ForwardBatch(short_logits).ok());
+  auto tiny = model->NewCache(2);
+  EXPECT_EQ(run(good, a.get(), good, tiny.get()).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(a->length(), 0);
+  EXPECT_EQ(b->length(), 0);
+  EXPECT_TRUE(run(good, a.get(), good, b.get()).ok());
+  EXPECT_EQ(a->length(), 3);
+  EXPECT_EQ(b->length(), 3);
+  // The same prompt in two rows of one batch: the same logits (up to the
+  // kernels' row grouping).
+  for (int64_t i = 0; i < V; ++i) EXPECT_NEAR(la[i], lb[i], 1e-5) << i;
+}
 
 }  // namespace
 }  // namespace dsv4

@@ -221,10 +221,10 @@ void LlamaModel::EnsureScratch(int64_t n) {
   scores_.resize(scores_size);  // [threads, H/G, S]
 }
 
-Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
-                           std::span<float> logits, bool all_logits) {
+Status LlamaModel::CheckCall(std::span<const int32_t> tokens, const SequenceCache& seq,
+                             std::span<const float> logits, bool all_logits) const {
   const LlamaConfig& c = config_;
-  auto& cache = static_cast<LlamaCache&>(seq);
+  const auto& cache = static_cast<const LlamaCache&>(seq);
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t pos0 = cache.length();
   if (T == 0) return InvalidArgument("Forward: no tokens");
@@ -242,16 +242,78 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
                              std::to_string(c.vocab_size) + ")");
     }
   }
+  return Status::Ok();
+}
+
+Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
+                           std::span<float> logits, bool all_logits) {
+  RETURN_IF_ERROR(CheckCall(tokens, seq, logits, all_logits));
+  const Segment segment{.tokens = tokens,
+                        .cache = &seq,
+                        .pos0 = seq.length(),
+                        .row0 = 0,
+                        .logits = logits,
+                        .all_logits = all_logits};
+  Run(std::span<const Segment>(&segment, 1));
+  return Status::Ok();
+}
+
+Status LlamaModel::ForwardBatch(std::span<const BatchEntry> entries) {
+  if (entries.empty()) return Status::Ok();
+  // Messages are built only on error: a decode step allocates nothing.
+  auto where = [](size_t i) { return "llama ForwardBatch entry " + std::to_string(i); };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const BatchEntry& e = entries[i];
+    if (e.cache == nullptr) return InvalidArgument(where(i) + ": no cache");
+    if (Status st = CheckCall(e.tokens, *e.cache, e.logits, e.all_logits); !st.ok()) {
+      return st.WithContext(where(i));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (entries[j].cache == e.cache) {
+        return InvalidArgument(where(i) + ": the same cache as entry " + std::to_string(j),
+                               "each sequence of a batch needs its own cache");
+      }
+    }
+  }
+  batch_.clear();
+  int64_t rows = 0;
+  for (const BatchEntry& e : entries) {
+    batch_.push_back(Segment{.tokens = e.tokens,
+                             .cache = e.cache,
+                             .pos0 = e.cache->length(),
+                             .row0 = rows,
+                             .logits = e.logits,
+                             .all_logits = e.all_logits});
+    rows += static_cast<int64_t>(e.tokens.size());
+  }
+  Run(batch_);
+  return Status::Ok();
+}
+
+void LlamaModel::Run(std::span<const Segment> segments) {
+  const LlamaConfig& c = config_;
+  const Segment& last_segment = segments.back();
+  const int64_t T = last_segment.row0 + static_cast<int64_t>(last_segment.tokens.size());
   EnsureScratch(T);
   const int64_t D = c.d_model, E = c.head_dim(), H = c.n_heads, G = c.n_kv_heads;
   const int64_t KVD = c.kv_dim(), F = c.d_ff;
   const float sqrt_e = std::sqrt(static_cast<float>(E));
   const float inv_sqrt_e = 1.0f / sqrt_e;
-  float* x = x_.data();  // [T, D] residual stream
-
-  for (int64_t t = 0; t < T; ++t) {
-    DequantizeRow(token_embd_.dtype, token_embd_[tokens[t]].data, D, x + t * D);
+  float* x = x_.data();  // [T, D] residual stream, all segments' rows in order
+  int64_t max_keys = 0;  // the longest attention span of any row
+  for (const Segment& sg : segments) {
+    for (size_t t = 0; t < sg.tokens.size(); ++t) {
+      DequantizeRow(token_embd_.dtype, token_embd_[sg.tokens[t]].data, D,
+                    x + (sg.row0 + static_cast<int64_t>(t)) * D);
+    }
+    max_keys = std::max(max_keys, sg.pos0 + static_cast<int64_t>(sg.tokens.size()));
   }
+  // The segment that holds row `row` (segments are few: a linear scan).
+  auto segment_of = [&](int64_t row) -> const Segment& {
+    size_t i = 0;
+    while (row >= segments[i].row0 + static_cast<int64_t>(segments[i].tokens.size())) ++i;
+    return segments[i];
+  };
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];
@@ -262,41 +324,48 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
     Linear(*pool_, q_.data(), xb_.data(), L.wq, T);  // [T, H*E]
     Linear(*pool_, k_.data(), xb_.data(), L.wk, T);  // [T, G*E]
     Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
-    float* key_cache = cache.keys(l);                // [S, G*E] or [G*E, S]
-    const bool keys_t = cache.keys_transposed();
-    float* values_t = cache.values_t(l);  // [G*E, S]
-    const int64_t S = cache.max_tokens();
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t pos = pos0 + t;
-      ops::RopeInterleaved(q_.data() + t * D, H, E, E, pos, c.rope_theta);
-      ops::RopeInterleaved(k_.data() + t * KVD, G, E, E, pos, c.rope_theta);
-      if (keys_t) {
-        for (int64_t i = 0; i < KVD; ++i) key_cache[i * S + pos] = k_[t * KVD + i];
-      } else {
-        std::copy_n(k_.data() + t * KVD, KVD, key_cache + pos * KVD);
+    for (const Segment& sg : segments) {
+      auto& cache = static_cast<LlamaCache&>(*sg.cache);
+      float* key_cache = cache.keys(l);     // [S, G*E] or [G*E, S]
+      float* values_t = cache.values_t(l);  // [G*E, S]
+      const int64_t S = cache.max_tokens();
+      for (int64_t t = 0; t < static_cast<int64_t>(sg.tokens.size()); ++t) {
+        const int64_t pos = sg.pos0 + t, row = sg.row0 + t;
+        ops::RopeInterleaved(q_.data() + row * D, H, E, E, pos, c.rope_theta);
+        ops::RopeInterleaved(k_.data() + row * KVD, G, E, E, pos, c.rope_theta);
+        if (cache.keys_transposed()) {
+          for (int64_t i = 0; i < KVD; ++i) key_cache[i * S + pos] = k_[row * KVD + i];
+        } else {
+          std::copy_n(k_.data() + row * KVD, KVD, key_cache + pos * KVD);
+        }
+        for (int64_t i = 0; i < KVD; ++i) values_t[i * S + pos] = v_[row * KVD + i];
       }
-      for (int64_t i = 0; i < KVD; ++i) values_t[i * S + pos] = v_[t * KVD + i];
     }
-    // Causal attention: token t sees positions [0, pos0 + t]. Work items are
-    // (token, kv-head) pairs split over the pool. Per query head,
-    // the scores against all visible keys are one matrix-vector product with
-    // the strided key rows as the weight (narrow heads: E axpys over the
-    // transposed keys), and the output one product of the transposed values
-    // [E, n_keys] with the probabilities (single-token products: no
-    // per-thread tile buffer that grows with the context). Each thread scores
-    // into its own [H/G, S] slice of scores_. Scores are scaled by 1/√E
-    // (llama2.c divides by √E; both agree to an ulp).
+    // Causal attention: row t of a segment sees its cache positions
+    // [0, pos0 + t]. Work items are (row, kv-head) pairs split over the pool.
+    // Per query head, the scores against all visible keys are one
+    // matrix-vector product with the strided key rows as the weight (narrow
+    // heads: E axpys over the transposed keys), and the output one product of
+    // the transposed values [E, n_keys] with the probabilities (single-token
+    // products: no per-thread tile buffer that grows with the context). Each
+    // thread scores into its own [H/G, S] slice of scores_. Scores are scaled
+    // by 1/√E (llama2.c divides by √E; both agree to an ulp).
     const int64_t heads_per_group = H / G;
     auto attend = [&](int64_t begin, int64_t end, int thread) {
       float* att = scores_.data() + thread * heads_per_group * c.max_context;
       for (int64_t item = begin; item < end; ++item) {
-        // Tokens zigzag (0, T-1, 1, T-2, ...) so that every contiguous chunk
+        // Rows zigzag (0, T-1, 1, T-2, ...) so that every contiguous chunk
         // of items has about the same number of keys to score.
         const int64_t tt = item / G, g = item % G;
-        const int64_t t = tt % 2 == 0 ? tt / 2 : T - 1 - tt / 2;
-        const int64_t n_keys = pos0 + t + 1;
-        const float* q_group = q_.data() + t * D + g * heads_per_group * E;  // [H/G, E]
-        if (keys_t) {
+        const int64_t row = tt % 2 == 0 ? tt / 2 : T - 1 - tt / 2;
+        const Segment& sg = segment_of(row);
+        auto& cache = static_cast<LlamaCache&>(*sg.cache);
+        const float* key_cache = cache.keys(l);
+        const float* values_t = cache.values_t(l);
+        const int64_t S = cache.max_tokens();
+        const int64_t n_keys = sg.pos0 + (row - sg.row0) + 1;
+        const float* q_group = q_.data() + row * D + g * heads_per_group * E;  // [H/G, E]
+        if (cache.keys_transposed()) {
           const float* kt = key_cache + g * E * S;  // [E, S]
           for (int64_t j = 0; j < heads_per_group; ++j) {
             float* a = att + j * n_keys;
@@ -316,13 +385,13 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
           ops::Softmax(a, n_keys);
         }
         const TensorView values = RowsView(values_t + g * E * S, E, n_keys, S);  // [E, n_keys]
-        float* out = att_out_.data() + t * D + g * heads_per_group * E;          // [H/G, E]
+        float* out = att_out_.data() + row * D + g * heads_per_group * E;        // [H/G, E]
         for (int64_t j = 0; j < heads_per_group; ++j) {
           ops::MatMulRows(out + j * E, E, att + j * n_keys, values, 1, 0, E);
         }
       }
     };
-    const int64_t macs_per_item = 2 * heads_per_group * (pos0 + T) * E;
+    const int64_t macs_per_item = 2 * heads_per_group * max_keys * E;
     ParallelFor(*pool_, T * G, attend,
                 std::max<int64_t>(1, kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item)));
     Linear(*pool_, xb_.data(), att_out_.data(), L.wo, T);  // [T, D]
@@ -338,15 +407,34 @@ Status LlamaModel::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
     Linear(*pool_, xb_.data(), hb_.data(), L.w_down, T);  // [T, D]
     ops::Axpy(x, 1.0f, xb_.data(), T * D);
   }
-  cache.Advance(T);
-
-  // Final norm and classifier, for every row or just the last.
-  const int64_t first = all_logits ? 0 : T - 1;
-  for (int64_t t = first; t < T; ++t) {
-    ops::RmsNorm(xb_.data() + (t - first) * D, x + t * D, output_norm_.data(), D, c.norm_eps);
+  for (const Segment& sg : segments) {
+    static_cast<LlamaCache&>(*sg.cache).Advance(static_cast<int64_t>(sg.tokens.size()));
   }
-  Linear(*pool_, logits.data(), xb_.data(), output_, T - first);
-  return Status::Ok();
+
+  // Final norm and classifier over the rows that need logits (every row of an
+  // all_logits segment, else its last), gathered into xb_: one pass over the
+  // classifier for the whole batch.
+  int64_t n_rows = 0;
+  for (const Segment& sg : segments) {
+    const int64_t len = static_cast<int64_t>(sg.tokens.size());
+    for (int64_t t = sg.all_logits ? 0 : len - 1; t < len; ++t, ++n_rows) {
+      ops::RmsNorm(xb_.data() + n_rows * D, x + (sg.row0 + t) * D, output_norm_.data(), D,
+                   c.norm_eps);
+    }
+  }
+  if (segments.size() == 1) {
+    Linear(*pool_, segments[0].logits.data(), xb_.data(), output_, n_rows);
+    return;
+  }
+  const int64_t V = c.vocab_size;
+  if (batch_logits_.size() < static_cast<size_t>(n_rows * V)) batch_logits_.resize(n_rows * V);
+  Linear(*pool_, batch_logits_.data(), xb_.data(), output_, n_rows);
+  int64_t r = 0;
+  for (const Segment& sg : segments) {
+    const int64_t n = sg.all_logits ? static_cast<int64_t>(sg.tokens.size()) : 1;
+    std::copy_n(batch_logits_.data() + r * V, n * V, sg.logits.data());
+    r += n;
+  }
 }
 
 }  // namespace dsv4

@@ -4,8 +4,14 @@
 // RMSNorm and the classifier (tied to the embedding when `output.weight` is
 // absent). It is the real-weights oracle for the engine (llama2.c run.c).
 //
-// Dimensions: T tokens in a call, S cached positions, D d_model, F d_ff,
-// H n_heads, G n_kv_heads, E head_dim (D / H), V vocab_size.
+// ForwardBatch runs several sequences in one pass: their tokens are
+// concatenated into one [T, D] activation matrix, so every linear layer (and
+// the classifier) reads its weights once per step for all of them; RoPE, the
+// cache writes and causal attention run per sequence on its own cache.
+//
+// Dimensions: T tokens in a call (all sequences of a batch), S cached
+// positions, D d_model, F d_ff, H n_heads, G n_kv_heads, E head_dim (D / H),
+// V vocab_size.
 #ifndef DSV4_MODEL_LLAMA_LLAMA_MODEL_H_
 #define DSV4_MODEL_LLAMA_LLAMA_MODEL_H_
 
@@ -49,9 +55,22 @@ class LlamaModel final : public Model {
   std::unique_ptr<SequenceCache> NewCache(int64_t max_tokens) const override;
   Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
                  bool all_logits) override;
+  // Every entry is validated first (distinct caches, room, ids, logits size),
+  // so an error leaves every cache as it was.
+  Status ForwardBatch(std::span<const BatchEntry> entries) override;
   void SetThreads(int n_threads) override;
 
  private:
+  // One sequence's rows [row0, row0 + tokens.size()) of a pass.
+  struct Segment {
+    std::span<const int32_t> tokens;
+    SequenceCache* cache = nullptr;
+    int64_t pos0 = 0;  // cache length before the pass
+    int64_t row0 = 0;
+    std::span<float> logits;
+    bool all_logits = false;
+  };
+
   struct Layer {
     std::vector<float> attn_norm;  // [D]
     TensorView wq;                 // [H*E, D]
@@ -66,6 +85,11 @@ class LlamaModel final : public Model {
 
   LlamaModel() = default;
   void EnsureScratch(int64_t n_tokens);
+  // Errors a Forward of these arguments would return (context full, bad ids, ...).
+  Status CheckCall(std::span<const int32_t> tokens, const SequenceCache& cache,
+                   std::span<const float> logits, bool all_logits) const;
+  // The forward pass over validated segments, rows concatenated in order.
+  void Run(std::span<const Segment> segments);
 
   LlamaConfig config_;
   ModelInfo info_;
@@ -81,6 +105,10 @@ class LlamaModel final : public Model {
   int64_t scratch_tokens_ = 0;
   // scores_ is [threads, H/G, max_context]: attention rows per pool thread.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
+  // Batches only (grown, never shrunk): the segments and the classifier's
+  // [rows needing logits, V] output before it is scattered to the entries.
+  std::vector<Segment> batch_;
+  std::vector<float> batch_logits_;
 };
 
 }  // namespace dsv4
