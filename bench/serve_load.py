@@ -5,7 +5,11 @@ For each N in --clients, N concurrent clients stream completions from one
 server for --duration seconds (each client loops: one streaming request of
 --max-tokens tokens, then the next; requests still running at the deadline
 are finished and counted). Reports aggregate generated tokens/s, and p50/p99
-time to first token (TTFT) and inter-token latency (ITL).
+time to first token (TTFT) and inter-token latency (ITL). With --repeat K
+every level runs K times (levels interleaved: 1, 4, ..., then again) and the
+table shows the median of each figure over the K runs, the ratio of the median
+tokens/s to N = 1's, and every run's tokens/s; the date and the load average
+(before and after) are printed with it.
 
 By default it starts its own server (`dsv4 serve --port 0`, the embedded
 stories260K unless --model) with --max-sequences = the largest N; pass --url to
@@ -104,6 +108,7 @@ async def one_request(http, url, body, stats):
 
 async def run_level(url, model, n, args):
     stats = {"tokens": 0, "requests": 0, "errors": 0, "ttft": [], "itl": []}
+    load0 = os.getloadavg()[0]
     limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         start = time.monotonic()
@@ -113,6 +118,7 @@ async def run_level(url, model, n, args):
         elapsed = time.monotonic() - start
     return {
         "clients": n,
+        "load_before": round(load0, 2),
         "seconds": round(elapsed, 2),
         "requests": stats["requests"],
         "errors": stats["errors"],
@@ -136,6 +142,7 @@ def main():
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--prompt", default="Once upon a time")
     p.add_argument("--threads", type=int, default=0, help="server --threads")
+    p.add_argument("--repeat", type=int, default=1, help="runs per level (medians reported)")
     args = p.parse_args()
     levels = [int(x) for x in args.clients.split(",")]
 
@@ -145,23 +152,38 @@ def main():
         model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
     else:
         proc, url, model = start_server(args, max(levels))
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    load_start = os.getloadavg()
+    runs = {n: [] for n in levels}
     try:
-        results = [asyncio.run(run_level(url, model, n, args)) for n in levels]
+        for _ in range(args.repeat):
+            for n in levels:
+                runs[n].append(asyncio.run(run_level(url, model, n, args)))
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
-    base = results[0]["tokens_per_s"] or 1.0
-    print(f"model {model}, max_tokens {args.max_tokens}, temperature {args.temperature}, "
-          f"{args.duration:g} s per level")
+    load_end = os.getloadavg()
+    keys = ["requests", "errors", "tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
+            "itl_p99_ms"]
+    med = {n: {k: statistics.median(r[k] for r in runs[n]) for k in keys} for n in levels}
+    base = med[levels[0]]["tokens_per_s"] or 1.0
+    print(f"{started}; model {model}, max_tokens {args.max_tokens}, temperature "
+          f"{args.temperature}, {args.duration:g} s per level, {args.repeat} run(s) per level"
+          f" (medians); load average {load_start[0]:.2f} {load_start[1]:.2f} "
+          f"{load_start[2]:.2f} before, {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}"
+          f" after")
     print("| clients | requests | errors | tokens/s | x single | TTFT p50 ms | TTFT p99 ms "
-          "| ITL p50 ms | ITL p99 ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        print(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['tokens_per_s']} "
-              f"| {r['tokens_per_s'] / base:.2f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} "
-              f"| {r['itl_p50_ms']} | {r['itl_p99_ms']} |")
-    print(json.dumps(results))
+          "| ITL p50 ms | ITL p99 ms | runs (tokens/s) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for n in levels:
+        m = med[n]
+        each = " / ".join(f"{r['tokens_per_s']:g}" for r in runs[n])
+        print(f"| {n} | {m['requests']:g} | {m['errors']:g} | {m['tokens_per_s']:g} "
+              f"| {m['tokens_per_s'] / base:.2f} | {m['ttft_p50_ms']:g} | {m['ttft_p99_ms']:g} "
+              f"| {m['itl_p50_ms']:g} | {m['itl_p99_ms']:g} | {each} |")
+    print(json.dumps({"started": started, "load_start": load_start, "load_end": load_end,
+                      "runs": runs}))
 
 
 if __name__ == "__main__":
