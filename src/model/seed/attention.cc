@@ -40,10 +40,26 @@ void SoftmaxAccumulate(std::span<const float> scores, std::span<const int32_t> e
 
 }  // namespace
 
+void AttnScratch::Reserve(int64_t slots, int64_t head_dim) {
+  const size_t n = static_cast<size_t>(slots);
+  for (std::vector<int32_t>* v : {&eligible, &order}) v->reserve(n);
+  for (std::vector<uint8_t>* v : {&in_global, &local, &segment}) v->reserve(n);
+  scores.reserve(n);
+  probs.reserve(n);
+  krot.reserve(static_cast<size_t>(head_dim));
+}
+
 std::vector<int32_t> SelectByImportance(std::span<const int32_t> candidates,
                                         const float* importance, const int64_t* slot_pos,
                                         int64_t k) {
-  std::vector<int32_t> order(candidates.begin(), candidates.end());
+  std::vector<int32_t> order;
+  SelectByImportance(candidates, importance, slot_pos, k, order);
+  return order;
+}
+
+void SelectByImportance(std::span<const int32_t> candidates, const float* importance,
+                        const int64_t* slot_pos, int64_t k, std::vector<int32_t>& order) {
+  order.assign(candidates.begin(), candidates.end());
   const size_t kk = static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(order.size())));
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kk), order.end(),
                     [&](int32_t a, int32_t b) {
@@ -53,7 +69,6 @@ std::vector<int32_t> SelectByImportance(std::span<const int32_t> candidates,
   order.resize(kk);
   std::sort(order.begin(), order.end(),
             [&](int32_t a, int32_t b) { return slot_pos[a] < slot_pos[b]; });
-  return order;
 }
 
 void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
@@ -72,7 +87,8 @@ void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
   }
   const size_t n = s.eligible.size();
   if (n == 0) return;
-  std::vector<uint8_t> local, segment;
+  std::vector<uint8_t>& local = s.local;
+  std::vector<uint8_t>& segment = s.segment;
   if (csa != nullptr) {
     local.assign(n, 0);
     segment.assign(n, 0);
@@ -93,8 +109,8 @@ void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
       }
     } else {
       // Causal: among the keys at or before pos (eligible holds only those here).
-      std::vector<int32_t> sel =
-          SelectByImportance(s.eligible, kv.importance, kv.slot_pos, csa->global_topk);
+      std::vector<int32_t>& sel = s.order;
+      SelectByImportance(s.eligible, kv.importance, kv.slot_pos, csa->global_topk, sel);
       size_t m = 0;
       for (size_t j = 0; j < n && m < sel.size(); ++j) {
         if (s.eligible[j] == sel[m]) {

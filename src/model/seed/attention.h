@@ -40,12 +40,15 @@ struct AttnShape {
   int64_t head_dim = 0;  // d
 };
 
-// Scratch reused across calls (no per-token allocation once grown).
+// Scratch reused across calls (no per-token allocation once grown). Reserve
+// sizes it for a cache of `slots` keys and heads of `head_dim` dims, so a
+// decode step that grows the context by one key allocates nothing.
 struct AttnScratch {
   std::vector<int32_t> eligible;  // slots with pos <= p_i
-  std::vector<int32_t> order;
-  std::vector<uint8_t> in_global;
+  std::vector<int32_t> order;     // importance selection
+  std::vector<uint8_t> in_global, local, segment;
   std::vector<float> scores, probs, krot;
+  void Reserve(int64_t slots, int64_t head_dim);
 };
 
 // One query token at position `pos` with q [nh, d] already rotated (with its
@@ -63,6 +66,9 @@ void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
 std::vector<int32_t> SelectByImportance(std::span<const int32_t> candidates,
                                         const float* importance, const int64_t* slot_pos,
                                         int64_t k);
+// The same into `out` (reused; no allocation once its capacity suffices).
+void SelectByImportance(std::span<const int32_t> candidates, const float* importance,
+                        const int64_t* slot_pos, int64_t k, std::vector<int32_t>& out);
 
 }  // namespace dsv4::seed
 

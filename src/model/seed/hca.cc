@@ -1,6 +1,7 @@
 // HCA gating controller (see hca.h).
 #include "model/seed/hca.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/matmul.h"
@@ -33,21 +34,33 @@ float Gelu(float x) {
 void HcaGate(ThreadPool& pool, const HcaWeights& w, const float* g, int64_t T, int64_t H,
              const std::vector<double>& mu, const std::vector<double>& sigma, float* g_hca,
              float* w_mean) {
+  MlpScratch local;
+  HcaGate(pool, w, g, T, H, mu, sigma, g_hca, w_mean, local);
+}
+
+void HcaGate(ThreadPool& pool, const HcaWeights& w, const float* g, int64_t T, int64_t H,
+             const std::vector<double>& mu, const std::vector<double>& sigma, float* g_hca,
+             float* w_mean, MlpScratch& s) {
   const int64_t hid = w.fc1.size(0);
-  std::vector<float> f(T * 3 * H), a(T * hid), z(T * H);
+  s.in.resize(std::max<size_t>(s.in.size(), static_cast<size_t>(T * 3 * H)));
+  s.hidden.resize(std::max<size_t>(s.hidden.size(), static_cast<size_t>(T * hid)));
+  s.out.resize(std::max<size_t>(s.out.size(), static_cast<size_t>(T * H)));
+  float* f = s.in.data();
+  float* a = s.hidden.data();
+  float* z = s.out.data();
   for (int64_t t = 0; t < T; ++t) {
-    float* ft = f.data() + t * 3 * H;
+    float* ft = f + t * 3 * H;
     for (int64_t c = 0; c < H; ++c) {
       ft[c] = g[t * H + c];
       ft[H + c] = static_cast<float>(mu[c]);
       ft[2 * H + c] = static_cast<float>(sigma[c]);
     }
   }
-  ops::MatMul(pool, a.data(), f.data(), w.fc1, T);
+  ops::MatMul(pool, a, f, w.fc1, T);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < hid; ++j) a[t * hid + j] = Gelu(a[t * hid + j] + w.fc1_b[j]);
   }
-  ops::MatMul(pool, z.data(), a.data(), w.fc2, T);
+  ops::MatMul(pool, z, a, w.fc2, T);
   for (int64_t t = 0; t < T; ++t) {
     double sum = 0;
     for (int64_t c = 0; c < H; ++c) {

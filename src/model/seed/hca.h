@@ -33,10 +33,19 @@ void FeatureStats(const float* rows, int64_t n, int64_t H, double eps, std::vect
 // exact GELU, 0.5·x·(1 + erf(x/√2)).
 float Gelu(float x);
 
+// Buffers of HcaGate and of the pruner's score MLP (grow-only, reused).
+struct MlpScratch {
+  std::vector<float> in, hidden, out;
+};
+
 // g [T, H] → g_hca [T, H] and w_mean [T] (mean of w per token).
 void HcaGate(ThreadPool& pool, const HcaWeights& w, const float* g, int64_t T, int64_t H,
              const std::vector<double>& mu, const std::vector<double>& sigma, float* g_hca,
              float* w_mean);
+// The same with caller-owned buffers (no allocation once they are large enough).
+void HcaGate(ThreadPool& pool, const HcaWeights& w, const float* g, int64_t T, int64_t H,
+             const std::vector<double>& mu, const std::vector<double>& sigma, float* g_hca,
+             float* w_mean, MlpScratch& scratch);
 
 }  // namespace dsv4::seed
 

@@ -11,13 +11,22 @@ namespace dsv4::seed {
 
 void PrunerScores(ThreadPool& pool, const PrunerWeights& w, const float* h, int64_t T, int64_t H,
                   float* scores) {
+  MlpScratch local;
+  PrunerScores(pool, w, h, T, H, scores, local);
+}
+
+void PrunerScores(ThreadPool& pool, const PrunerWeights& w, const float* h, int64_t T, int64_t H,
+                  float* scores, MlpScratch& s) {
   const int64_t hid = w.fc1.size(0);
-  std::vector<float> a(T * hid), z(T);
-  ops::MatMul(pool, a.data(), h, w.fc1, T);
+  s.hidden.resize(std::max<size_t>(s.hidden.size(), static_cast<size_t>(T * hid)));
+  s.out.resize(std::max<size_t>(s.out.size(), static_cast<size_t>(T)));
+  float* a = s.hidden.data();
+  float* z = s.out.data();
+  ops::MatMul(pool, a, h, w.fc1, T);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < hid; ++j) a[t * hid + j] = Gelu(a[t * hid + j] + w.fc1_b[j]);
   }
-  ops::MatMul(pool, z.data(), a.data(), w.fc2, T);
+  ops::MatMul(pool, z, a, w.fc2, T);
   for (int64_t t = 0; t < T; ++t) scores[t] = std::clamp(z[t] + w.fc2_b, 0.0f, 1.0f);
 }
 
@@ -39,12 +48,21 @@ double PrunerTau(const KvPrunerConfig& c, double r) {
 
 KvPrunerPolicy::Decision KvPrunerPolicy::Step(std::span<const int64_t> pos,
                                               std::span<const float> score, int64_t next_pos) {
-  CHECK(pos.size() == score.size());
   Decision d;
+  Step(pos, score, next_pos, d);
+  return d;
+}
+
+void KvPrunerPolicy::Step(std::span<const int64_t> pos, std::span<const float> score,
+                          int64_t next_pos, Decision& d) {
+  CHECK(pos.size() == score.size());
+  d.evict.clear();
+  d.forced = 0;
   const int64_t n = static_cast<int64_t>(pos.size());
   d.r = static_cast<double>(n) / (static_cast<double>(budget_) * eff_);
   d.tau = PrunerTau(c_, d.r);
-  std::vector<uint8_t> gone(n, 0);
+  std::vector<uint8_t>& gone = gone_;
+  gone.assign(n, 0);
   int64_t pruned = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!Protected(pos[i], next_pos) && score[i] < d.tau) {
@@ -62,11 +80,13 @@ KvPrunerPolicy::Decision KvPrunerPolicy::Step(std::span<const int64_t> pos,
   // Hard budget: lowest scores first, older first on ties.
   int64_t live = n - pruned;
   if (live > budget_) {
-    std::vector<int64_t> order;
+    std::vector<int64_t>& order = order_;
+    order.clear();
     for (int64_t i = 0; i < n; ++i) {
       if (!gone[i] && !Protected(pos[i], next_pos)) order.push_back(i);
     }
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    // Positions are distinct, so the order is total (no stable sort, which allocates).
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return score[a] != score[b] ? score[a] < score[b] : pos[a] < pos[b];
     });
     for (int64_t i : order) {
@@ -80,7 +100,6 @@ KvPrunerPolicy::Decision KvPrunerPolicy::Step(std::span<const int64_t> pos,
     if (gone[i]) d.evict.push_back(pos[i]);
   }
   std::sort(d.evict.begin(), d.evict.end());
-  return d;
 }
 
 }  // namespace dsv4::seed

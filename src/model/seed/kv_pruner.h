@@ -22,6 +22,7 @@
 
 #include "base/thread_pool.h"
 #include "model/seed/config.h"
+#include "model/seed/hca.h"
 #include "tensor/tensor.h"
 
 namespace dsv4::seed {
@@ -36,6 +37,9 @@ struct PrunerWeights {
 // Per-token retain scores in [0, 1] of h [T, H].
 void PrunerScores(ThreadPool& pool, const PrunerWeights& w, const float* h, int64_t T, int64_t H,
                   float* scores);
+// The same with caller-owned buffers.
+void PrunerScores(ThreadPool& pool, const PrunerWeights& w, const float* h, int64_t T, int64_t H,
+                  float* scores, MlpScratch& scratch);
 // The seed's pooled score of the mean of h over T tokens ([B, 1] mode).
 float PooledScore(ThreadPool& pool, const PrunerWeights& w, const float* h, int64_t T, int64_t H);
 
@@ -54,7 +58,16 @@ class KvPrunerPolicy {
   // `pos` and `score` describe the live tokens after this step's write;
   // next_pos is one past the newest position.
   Decision Step(std::span<const int64_t> pos, std::span<const float> score, int64_t next_pos);
+  // The same into `out` (its vectors reused): no allocation once the policy's
+  // buffers and out.evict have held this many live tokens.
+  void Step(std::span<const int64_t> pos, std::span<const float> score, int64_t next_pos,
+            Decision& out);
 
+  // Sizes Step's buffers for up to n live tokens.
+  void Reserve(int64_t n) {
+    gone_.reserve(static_cast<size_t>(n));
+    order_.reserve(static_cast<size_t>(n));
+  }
   double efficiency() const { return eff_; }
   int64_t budget() const { return budget_; }
   bool Protected(int64_t p, int64_t next_pos) const {
@@ -65,6 +78,8 @@ class KvPrunerPolicy {
   KvPrunerConfig c_;
   int64_t budget_;
   double eff_;
+  std::vector<uint8_t> gone_;   // scratch of Step
+  std::vector<int64_t> order_;  // scratch of Step
 };
 
 }  // namespace dsv4::seed

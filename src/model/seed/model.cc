@@ -101,6 +101,10 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_ove
   importance_.assign(L, std::vector<float>(c.csa.enabled ? max_tokens : 0));
   prune_score_.assign(max_tokens, 1.0f);
   hca_hist_.assign(L, {});
+  if (c.hca.enabled && c.moe.enabled) {  // per-sequence HCA history: room for every token
+    for (auto& h : hca_hist_) h.reserve(static_cast<size_t>(max_tokens * hidden_));
+  }
+  live_.reserve(static_cast<size_t>(max_tokens));
   adapter_out_.assign(L, {});
   rope_ = MakeRopeParams(c, max_tokens);
   if (c.kv_pruner.enabled) {
@@ -108,6 +112,7 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_ove
                            : c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget
                                                        : max_tokens;
     pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);
+    pruner_->Reserve(max_tokens);
   }
 }
 
@@ -368,6 +373,12 @@ std::unique_ptr<SequenceCache> SeedModel::NewCache(int64_t max_tokens) const {
   return std::unique_ptr<SequenceCache>(new SeedCache(config_, max_tokens, runtime_.pruner_budget));
 }
 
+void SeedModel::SetRuntimeOptions(const SeedRuntimeOptions& o) {
+  runtime_ = o;
+  router_unfrozen_ = o.router;
+  router_unfrozen_.freeze = false;
+}
+
 void SeedModel::SetThreads(int n_threads) {
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
 }
@@ -473,7 +484,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
       FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
     }
     m.g_hca.resize(T * H);
-    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data());
+    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
+            m.hca);
     if (cfg.moe.router_input == "hca") router_in = m.g_hca.data();
   }
   if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;
@@ -498,12 +510,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
       ro_base.freeze && (ro_base.freeze_layers.empty() ||
                          std::find(ro_base.freeze_layers.begin(), ro_base.freeze_layers.end(), l) !=
                              ro_base.freeze_layers.end());
-  RouterOptions ro_unfrozen;
-  if (ro_base.freeze && !freeze_here) {
-    ro_unfrozen = ro_base;
-    ro_unfrozen.freeze = false;
-  }
-  const RouterOptions& ro = ro_base.freeze && !freeze_here ? ro_unfrozen : ro_base;
+  // Layers outside freeze_layers route unfrozen (router_unfrozen_, built by SetRuntimeOptions).
+  const RouterOptions& ro = ro_base.freeze && !freeze_here ? router_unfrozen_ : ro_base;
   // S-052 (Mode C through Forward): externally supplied weights [N, k] for this layer.
   const float* external = nullptr;
   if (auto it = runtime_.external_weights.find(l); it != runtime_.external_weights.end()) {
@@ -519,7 +527,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     external = it->second.data();
   }
   RouteResult& rr = stats.routes[l];
-  Status st = Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr);
+  Status st =
+      Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr, &m.route);
   if (!st.ok()) {
     status = st.WithContext("layer " + std::to_string(l) + " router");
     return;
@@ -583,8 +592,18 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   stats_.routes.resize(L);  // kept between calls (capacity reused); Route rewrites MoE layers
   for (RouteResult& r : stats_.routes) r.k = 0, r.expert.clear(), r.weight.clear();
   stats_.pruner_scores.clear();
-  stats_.pruner = KvPrunerPolicy::Decision{};
+  stats_.pruner.evict.clear();  // kept (capacity reused), like the rest of the stats
+  stats_.pruner.r = stats_.pruner.tau = 0;
+  stats_.pruner.forced = 0;
   stats_.live_tokens = 0;
+  // Scratch that grows with the live keys: sized once for this cache's slots.
+  if (static_cast<int64_t>(fwd_scratch_.pos.capacity()) < c.slots()) {
+    fwd_scratch_.pos.reserve(static_cast<size_t>(c.slots()));
+    fwd_scratch_.score.reserve(static_cast<size_t>(c.slots()));
+    fwd_scratch_.seed_sel.reserve(static_cast<size_t>(c.slots()));
+    stats_.pruner.evict.reserve(static_cast<size_t>(c.slots()));
+    attn_scratch_.Reserve(c.slots(), cfg.head_dim());
+  }
 
   FwdScratch& fs = fwd_scratch_;  // grow-only buffers: no per-call allocation once warm
   for (std::vector<float>* b : {&fs.x, &fs.h, &fs.a, &fs.fin, &fs.ffn, &fs.g}) b->resize(T * H);
@@ -675,8 +694,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     std::vector<int32_t>& seed_sel = fs.seed_sel;
     seed_sel.clear();
     if (p.csa && cfg.csa.global_mode == "seed") {
-      seed_sel = SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(),
-                                    cfg.csa.global_topk);
+      SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(), cfg.csa.global_topk,
+                         seed_sel);
     }
     const bool layernorm_fusion = p.csa && cfg.csa.fusion_mode == "residual_layernorm";
     if (prof_ != nullptr && layernorm_fusion) ++prof_->norm;  // S-021's LayerNorm (inside attention)
@@ -740,7 +759,7 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   // SemanticKVPruner: score the new tokens, then write-then-evict.
   if (has_pruner_ && runtime_.pruner && c.pruner_) {
     stats_.pruner_scores.resize(T);
-    PrunerScores(*pool_, pruner_, x.data(), T, H, stats_.pruner_scores.data());
+    PrunerScores(*pool_, pruner_, x.data(), T, H, stats_.pruner_scores.data(), pruner_scratch_);
     for (int64_t t = 0; t < T; ++t) c.prune_score_[new_slots[t]] = stats_.pruner_scores[t];
     std::vector<int64_t>& pos = fs.pos;
     std::vector<float>& score = fs.score;
@@ -750,7 +769,7 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
       pos.push_back(c.slot_pos_[s]);
       score.push_back(c.prune_score_[s]);
     }
-    stats_.pruner = c.pruner_->Step(pos, score, c.length_);
+    c.pruner_->Step(pos, score, c.length_, stats_.pruner);
     for (int64_t e : stats_.pruner.evict) c.Evict(e);
   }
   stats_.live_tokens = c.live_tokens();

@@ -136,7 +136,7 @@ class SeedModel final : public Model {
                  bool all_logits) override;
   void SetThreads(int n_threads) override;
 
-  void SetRuntimeOptions(const SeedRuntimeOptions& o) { runtime_ = o; }
+  void SetRuntimeOptions(const SeedRuntimeOptions& o);
   const SeedRuntimeOptions& runtime_options() const { return runtime_; }
   const SeedStepStats& last_step() const { return stats_; }
   RouterState& router_state(int64_t layer) { return router_state_[layer]; }
@@ -175,6 +175,8 @@ class SeedModel final : public Model {
     std::vector<double> mu, sigma;
     std::vector<int64_t> rows;
     DispatchScratch dispatch;
+    RouteScratch route;
+    MlpScratch hca;
   };
 
   SeedModel() = default;
@@ -198,6 +200,7 @@ class SeedModel final : public Model {
   bool has_pruner_ = false;
   std::vector<RouterState> router_state_;
   SeedRuntimeOptions runtime_;
+  RouterOptions router_unfrozen_;  // runtime_.router without freeze (layers not frozen)
   SeedStepStats stats_;
   std::unique_ptr<ThreadPool> pool_;
   AttnScratch attn_scratch_;
@@ -209,6 +212,7 @@ class SeedModel final : public Model {
     std::vector<int64_t> pos;
   };
   FwdScratch fwd_scratch_;
+  MlpScratch pruner_scratch_;
   std::vector<float> swiglu_g_, swiglu_u_;
   CedDispatchCounts ced_counts_;
   bool ced_logged_[2] = {false, false};  // fused, baseline: logged once each

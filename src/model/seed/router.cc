@@ -10,25 +10,82 @@
 namespace dsv4::seed {
 namespace {
 
-// Softmax over the raw logits of `experts`, in fp32 (max-subtracted).
-void SoftmaxOver(const float* logits, const std::vector<int32_t>& experts, float* w) {
+// Softmax over the raw logits of experts[0, n), in fp32 (max-subtracted).
+void SoftmaxOver(const float* logits, const int32_t* experts, int64_t n, float* w) {
   float mx = -INFINITY;
-  for (int32_t e : experts) mx = std::max(mx, logits[e]);
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, logits[experts[i]]);
   float sum = 0;
-  for (size_t i = 0; i < experts.size(); ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     w[i] = std::exp(logits[experts[i]] - mx);
     sum += w[i];
   }
-  for (size_t i = 0; i < experts.size(); ++i) w[i] /= sum;
+  for (int64_t i = 0; i < n; ++i) w[i] /= sum;
 }
 
-std::vector<int32_t> RankAll(const float* score, int64_t E, const uint8_t* mask) {
-  std::vector<int32_t> r;
+// Experts by descending score, ties to the lower index (masked ones left out).
+// std::sort with the index tie-break equals a stable sort of the index order,
+// without the stable sort's temporary buffer.
+void RankAll(const float* score, int64_t E, const uint8_t* mask, std::vector<int32_t>& r) {
+  r.clear();
   for (int32_t e = 0; e < E; ++e) {
     if (mask == nullptr || mask[e]) r.push_back(e);
   }
-  std::stable_sort(r.begin(), r.end(), [&](int32_t a, int32_t b) { return score[a] > score[b]; });
-  return r;
+  std::sort(r.begin(), r.end(), [&](int32_t a, int32_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+}
+
+// Top-k of one token into out[0, k); returns how many (≤ k).
+int64_t SelectInto(const MoeConfig& moe, const float* logits, const float* bias,
+                   const uint8_t* mask, int64_t k, RouteScratch& s, int32_t* out) {
+  const int64_t E = moe.num_experts;
+  s.score.resize(E);
+  float* score = s.score.data();
+  for (int64_t e = 0; e < E; ++e) score[e] = logits[e] + (bias != nullptr ? bias[e] : 0.0f);
+  if (moe.routing != "group_limited") {
+    RankAll(score, E, mask, s.ranking);
+    const int64_t n = std::min<int64_t>(k, static_cast<int64_t>(s.ranking.size()));
+    std::copy_n(s.ranking.begin(), n, out);
+    return n;
+  }
+  const int64_t G = moe.n_group, per = E / G;
+  s.group_score.assign(G, -INFINITY);
+  for (int64_t g = 0; g < G; ++g) {
+    s.group_top.clear();
+    for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+      if (mask == nullptr || mask[e]) s.group_top.push_back(score[e]);
+    }
+    if (s.group_top.empty()) continue;
+    std::sort(s.group_top.begin(), s.group_top.end(), std::greater<float>());
+    s.group_score[g] =
+        s.group_top[0] + (s.group_top.size() > 1 ? s.group_top[1] : 0.0f);  // top-2 sum (C-21)
+  }
+  s.groups.resize(G);
+  std::iota(s.groups.begin(), s.groups.end(), 0);
+  const float* gscore = s.group_score.data();
+  std::sort(s.groups.begin(), s.groups.end(), [&](int32_t a, int32_t b) {
+    return gscore[a] != gscore[b] ? gscore[a] > gscore[b] : a < b;
+  });
+  s.used.clear();  // the chosen experts
+  for (int64_t i = 0; i < moe.topk_group && i < G; ++i) {
+    const int32_t g = s.groups[i];
+    if (gscore[g] == -INFINITY) break;
+    s.in.clear();
+    for (int32_t e = static_cast<int32_t>(g * per); e < (g + 1) * per; ++e) {
+      if (mask == nullptr || mask[e]) s.in.push_back(e);
+    }
+    std::sort(s.in.begin(), s.in.end(), [&](int32_t a, int32_t b) {
+      return score[a] != score[b] ? score[a] > score[b] : a < b;
+    });
+    for (int64_t j = 0; j < moe.per_group_k && j < static_cast<int64_t>(s.in.size()); ++j)
+      s.used.push_back(s.in[j]);
+  }
+  std::sort(s.used.begin(), s.used.end(), [&](int32_t a, int32_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  const int64_t n = std::min<int64_t>(k, static_cast<int64_t>(s.used.size()));
+  std::copy_n(s.used.begin(), n, out);
+  return n;
 }
 
 }  // namespace
@@ -45,47 +102,10 @@ int64_t EffectiveK(const MoeConfig& moe, int64_t total_ctx) {
 
 std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, const float* bias,
                                    const uint8_t* mask, int64_t k) {
-  const int64_t E = moe.num_experts;
-  std::vector<float> score(E);
-  for (int64_t e = 0; e < E; ++e) score[e] = logits[e] + (bias != nullptr ? bias[e] : 0.0f);
-  if (moe.routing != "group_limited") {
-    std::vector<int32_t> r = RankAll(score.data(), E, mask);
-    if (static_cast<int64_t>(r.size()) > k) r.resize(k);
-    return r;
-  }
-  const int64_t G = moe.n_group, per = E / G;
-  std::vector<float> gscore(G, -INFINITY);
-  for (int64_t g = 0; g < G; ++g) {
-    std::vector<float> v;
-    for (int64_t e = g * per; e < (g + 1) * per; ++e) {
-      if (mask == nullptr || mask[e]) v.push_back(score[e]);
-    }
-    if (v.empty()) continue;
-    std::sort(v.begin(), v.end(), std::greater<float>());
-    gscore[g] = v[0] + (v.size() > 1 ? v[1] : 0.0f);  // sum of the top-2 (C-21)
-  }
-  std::vector<int32_t> groups(G);
-  std::iota(groups.begin(), groups.end(), 0);
-  std::stable_sort(groups.begin(), groups.end(),
-                   [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
-  std::vector<int32_t> chosen;
-  for (int64_t i = 0; i < moe.topk_group && i < G; ++i) {
-    const int32_t g = groups[i];
-    if (gscore[g] == -INFINITY) break;
-    std::vector<int32_t> in;
-    for (int32_t e = static_cast<int32_t>(g * per); e < (g + 1) * per; ++e) {
-      if (mask == nullptr || mask[e]) in.push_back(e);
-    }
-    std::stable_sort(in.begin(), in.end(),
-                     [&](int32_t a, int32_t b) { return score[a] > score[b]; });
-    for (int64_t j = 0; j < moe.per_group_k && j < static_cast<int64_t>(in.size()); ++j)
-      chosen.push_back(in[j]);
-  }
-  std::stable_sort(chosen.begin(), chosen.end(), [&](int32_t a, int32_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  });
-  if (static_cast<int64_t>(chosen.size()) > k) chosen.resize(k);
-  return chosen;
+  RouteScratch s;
+  std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(k, 0)));
+  out.resize(static_cast<size_t>(SelectInto(moe, logits, bias, mask, k, s, out.data())));
+  return out;
 }
 
 Status ValidateExternalWeights(std::vector<float>& w) {
@@ -108,7 +128,10 @@ Status ValidateExternalWeights(std::vector<float>& w) {
 }
 
 Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, const float* logits,
-             int64_t N, int64_t total_ctx, const float* external_weights, RouteResult& out) {
+             int64_t N, int64_t total_ctx, const float* external_weights, RouteResult& out,
+             RouteScratch* scratch) {
+  RouteScratch local;
+  RouteScratch& s = scratch != nullptr ? *scratch : local;
   const int64_t E = moe.num_experts;
   if (!opt.expert_mask.empty() && external_weights != nullptr) {
     return InvalidArgument("router: an expert mask and external routing weights were both given",
@@ -183,29 +206,32 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
     return Status::Ok();
   }
 
-  // Selection (before capacity).
-  std::vector<std::vector<int32_t>> sel(N);
-  std::vector<std::vector<float>> w(N);
+  // Selection (before capacity): sel [N, k] with sel_n[t] entries, weights w [N, k].
+  s.sel.assign(N * k, -1);
+  s.sel_n.assign(N, 0);
+  s.w.assign(N * k, 0.0f);
   for (int64_t t = 0; t < N; ++t) {
-    sel[t] = SelectExperts(moe, logits + t * E, st.bias.data(), mask, k);
+    int32_t* sel = s.sel.data() + t * k;
+    const int64_t n = SelectInto(moe, logits + t * E, st.bias.data(), mask, k, s, sel);
+    s.sel_n[t] = n;
     for (int32_t fe : opt.force_experts) {  // S-051: replace the lowest-ranked non-forced
-      if (std::find(sel[t].begin(), sel[t].end(), fe) != sel[t].end()) continue;
-      for (auto it = sel[t].rbegin(); it != sel[t].rend(); ++it) {
-        if (std::find(opt.force_experts.begin(), opt.force_experts.end(), *it) ==
+      if (std::find(sel, sel + n, fe) != sel + n) continue;
+      for (int64_t j = n - 1; j >= 0; --j) {
+        if (std::find(opt.force_experts.begin(), opt.force_experts.end(), sel[j]) ==
             opt.force_experts.end()) {
-          *it = fe;
+          sel[j] = fe;
           break;
         }
       }
     }
-    w[t].resize(sel[t].size());
-    SoftmaxOver(logits + t * E, sel[t], w[t].data());
+    float* w = s.w.data() + t * k;
+    SoftmaxOver(logits + t * E, sel, n, w);
     if (external_weights != nullptr) {
-      std::vector<float> ext(external_weights + t * k, external_weights + (t + 1) * k);
-      RETURN_IF_ERROR(ValidateExternalWeights(ext).WithContext("token " + std::to_string(t)));
-      w[t] = ext;
+      s.ext.assign(external_weights + t * k, external_weights + (t + 1) * k);
+      RETURN_IF_ERROR(ValidateExternalWeights(s.ext).WithContext("token " + std::to_string(t)));
+      std::copy_n(s.ext.begin(), std::min<int64_t>(k, n), w);
     }
-    for (int32_t e : sel[t]) ++out.selected[e];
+    for (int64_t j = 0; j < n; ++j) ++out.selected[sel[j]];
   }
   const double cf = opt.capacity_factor >= 0 ? opt.capacity_factor : moe.capacity_factor;
   out.capacity = cf > 0 ? static_cast<int64_t>(std::ceil(cf * static_cast<double>(N * k) / E)) : 0;
@@ -213,24 +239,27 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
   out.expert.assign(N * k, -1);
   out.weight.assign(N * k, 0.0f);
   const int64_t cap = out.capacity;
-  std::vector<float> score(E);
+  s.score.resize(E);
   for (int64_t t = 0; t < N; ++t) {
     int32_t* oe = out.expert.data() + t * k;
     float* ow = out.weight.data() + t * k;
+    const int32_t* sel = s.sel.data() + t * k;
+    const float* w = s.w.data() + t * k;
+    const int64_t n = s.sel_n[t];
     if (cap == 0) {
-      for (size_t j = 0; j < sel[t].size(); ++j) {
-        oe[j] = sel[t][j];
-        ow[j] = w[t][j];
-        ++out.counts[sel[t][j]];
+      for (int64_t j = 0; j < n; ++j) {
+        oe[j] = sel[j];
+        ow[j] = w[j];
+        ++out.counts[sel[j]];
       }
       continue;
     }
     if (moe.assign == "seed_greedy") {
-      for (size_t j = 0; j < sel[t].size(); ++j) {
-        const int32_t e = sel[t][j];
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t e = sel[j];
         if (out.counts[e] < cap) {
           oe[0] = e;
-          ow[0] = w[t][j];  // the original top-k weight, not renormalised (seed parity)
+          ow[0] = w[j];  // the original top-k weight, not renormalised (seed parity)
           ++out.counts[e];
           break;
         }
@@ -238,17 +267,18 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
       continue;
     }
     // topk_capped: each slot, else the best expert outside the top-k with room.
-    for (int64_t e = 0; e < E; ++e) score[e] = logits[t * E + e] + st.bias[e];
-    const std::vector<int32_t> ranking = RankAll(score.data(), E, mask);
-    std::vector<int32_t> used;
-    for (int32_t e : sel[t]) {
+    for (int64_t e = 0; e < E; ++e) s.score[e] = logits[t * E + e] + st.bias[e];
+    RankAll(s.score.data(), E, mask, s.ranking);
+    s.used.clear();
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t e = sel[j];
       int32_t pick = -1;
       if (out.counts[e] < cap) {
         pick = e;
       } else {
-        for (int32_t alt : ranking) {
-          if (std::find(sel[t].begin(), sel[t].end(), alt) != sel[t].end()) continue;
-          if (std::find(used.begin(), used.end(), alt) != used.end()) continue;
+        for (int32_t alt : s.ranking) {
+          if (std::find(sel, sel + n, alt) != sel + n) continue;
+          if (std::find(s.used.begin(), s.used.end(), alt) != s.used.end()) continue;
           if (out.counts[alt] < cap) {
             pick = alt;
             break;
@@ -256,20 +286,21 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
         }
       }
       if (pick >= 0) {
-        used.push_back(pick);
+        s.used.push_back(pick);
         ++out.counts[pick];
       }
     }
-    if (!used.empty()) {
-      std::vector<float> uw(used.size());
-      if (external_weights != nullptr && used == sel[t]) {
-        uw = w[t];
+    if (!s.used.empty()) {
+      const int64_t nu = static_cast<int64_t>(s.used.size());
+      s.used_w.resize(nu);
+      if (external_weights != nullptr && nu == n && std::equal(sel, sel + n, s.used.begin())) {
+        std::copy_n(w, nu, s.used_w.begin());
       } else {
-        SoftmaxOver(logits + t * E, used, uw.data());
+        SoftmaxOver(logits + t * E, s.used.data(), nu, s.used_w.data());
       }
-      for (size_t j = 0; j < used.size(); ++j) {
-        oe[j] = used[j];
-        ow[j] = uw[j];
+      for (int64_t j = 0; j < nu; ++j) {
+        oe[j] = s.used[j];
+        ow[j] = s.used_w[j];
       }
     }
   }
@@ -277,7 +308,8 @@ Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& st, co
 
   // S-053 utilisation variance (selections / N, Σ u = k) and reweighting.
   if (N > 0) {
-    std::vector<double> u(E);
+    std::vector<double>& u = s.u;
+    u.assign(E, 0.0);
     double mean = 0;
     for (int64_t e = 0; e < E; ++e) {
       u[e] = static_cast<double>(out.selected[e]) / static_cast<double>(N);

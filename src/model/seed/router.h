@@ -67,6 +67,20 @@ struct RouteResult {
   bool reweighted = false;
 };
 
+// Buffers of Route and SelectExperts (grow-only; one per caller, so a decode
+// step routes without allocating).
+struct RouteScratch {
+  std::vector<int32_t> sel;      // [N, k] selected experts
+  std::vector<int64_t> sel_n;    // [N] how many
+  std::vector<float> w;          // [N, k] their softmax (or external) weights
+  std::vector<float> score;      // [E]
+  std::vector<float> group_score, group_top;
+  std::vector<int32_t> ranking;  // [E]
+  std::vector<int32_t> groups, in, used;
+  std::vector<float> used_w, ext;
+  std::vector<double> u;         // [E] utilisation
+};
+
 // Top-k selection of one token: experts ordered by descending score
 // (logit + bias, masked experts excluded), ties to the lower index.
 std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, const float* bias,
@@ -74,9 +88,10 @@ std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, co
 
 // Routes N tokens with logits [N, E]. `total_ctx` is T for dynamic_k.
 // `external_weights` [N, k] (Mode C, may be null) replaces the softmax weights.
+// `scratch` null: local buffers (allocates).
 Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& state,
              const float* logits, int64_t N, int64_t total_ctx, const float* external_weights,
-             RouteResult& out);
+             RouteResult& out, RouteScratch* scratch = nullptr);
 
 // S-048 stages 2 and 3: dispatch (the rows routed to each expert are gathered
 // into one contiguous slice, in token order) and combine (each expert's output
