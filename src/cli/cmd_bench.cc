@@ -6,6 +6,10 @@
 // last line is machine-readable:
 //   prefill_tps=… decode_tps=… weight_bytes_per_token=… bandwidth_gbs=…
 //   decode_efficiency=… peak_rss_mb=…
+// followed, for models whose caches can evict entries (the seed family's
+// SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
+//   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
+// (--kv-pruner on|off|auto and --kv-budget N set the pruner as `dsv4 run` does).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -14,6 +18,7 @@
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "engine/bench.h"
+#include "engine/engine_options.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
 
@@ -27,6 +32,8 @@ struct BenchArgs {
   int repeat = 3;
   int64_t speculative = 0;   // MTP drafts per round (DeepSeek-V4); 0 = off
   int64_t probe_mib = 1024;  // bandwidth probe buffer; 0 = skip the probe
+  std::string kv_pruner = "auto";
+  int64_t kv_budget = -1;
 };
 
 double Median(std::vector<double> v) {
@@ -39,6 +46,15 @@ int Run(const BenchArgs& a) {
   if (!loaded.ok()) return ReportError(loaded.status());
   Model& model = *loaded->model;
   const ModelInfo& info = model.info();
+  EngineRuntimeOptions runtime;
+  {
+    auto policy = ParsePrunerPolicy(a.kv_pruner);
+    if (!policy.ok()) return ReportError(policy.status());
+    runtime.kv_pruner = *policy;
+    runtime.kv_budget = a.kv_budget;
+  }
+  auto binding = ApplyEngineOptions(model, runtime);
+  if (!binding.ok()) return ReportError(binding.status());
   if (a.prompt_len < 1 || a.prompt_len + a.gen > info.max_context) {
     return ReportError(
         InvalidArgument("--prompt-len + --gen = " + std::to_string(a.prompt_len + a.gen) +
@@ -130,10 +146,30 @@ int Run(const BenchArgs& a) {
                 100.0 * efficiency, d * wbpt / 1e9);
   }
   std::printf("peak RSS: %.1f MiB (before the bandwidth probe)\n", peak_rss_mb);
+  // KV entries kept vs without pruning, after the last run (prompt + decode).
+  const auto kv = KvCacheUsage(model, *cache);
+  if (kv.ok()) {
+    std::printf(
+        "kv cache: %lld of %lld entries kept (%.1f%%), %.3f of %.3f MB, peak %lld entries, "
+        "%lld evicted; pruner %s\n",
+        static_cast<long long>(kv->entries), static_cast<long long>(kv->entries_unpruned),
+        kv->entries_unpruned > 0 ? 100.0 * kv->entries / kv->entries_unpruned : 100.0,
+        kv->bytes() / 1e6, kv->bytes_unpruned() / 1e6, static_cast<long long>(kv->peak_entries),
+        static_cast<long long>(kv->evicted), kv->pruner_on ? "on" : "off");
+  }
   std::printf(
       "prefill_tps=%.2f decode_tps=%.2f weight_bytes_per_token=%lld bandwidth_gbs=%.2f "
-      "decode_efficiency=%.4f peak_rss_mb=%.1f\n",
+      "decode_efficiency=%.4f peak_rss_mb=%.1f",
       p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb);
+  if (kv.ok()) {
+    std::printf(
+        " kv_entries=%lld kv_entries_unpruned=%lld kv_bytes=%lld kv_bytes_unpruned=%lld "
+        "kv_peak_entries=%lld",
+        static_cast<long long>(kv->entries), static_cast<long long>(kv->entries_unpruned),
+        static_cast<long long>(kv->bytes()), static_cast<long long>(kv->bytes_unpruned()),
+        static_cast<long long>(kv->peak_entries));
+  }
+  std::printf("\n");
   return 0;
 }
 
@@ -154,6 +190,11 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   sub->add_option("--probe-mib", args->probe_mib,
                   "memory bandwidth probe buffer in MiB, several times the last-level cache "
                   "(default 1024; 0 skips the probe)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--kv-pruner", args->kv_pruner,
+                  "SemanticKVPruner (seed models): on, off or auto (the model's config; default)");
+  sub->add_option("--kv-budget", args->kv_budget,
+                  "KV tokens the pruner keeps (default: the model's config)")
       ->check(CLI::NonNegativeNumber);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }

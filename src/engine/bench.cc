@@ -10,6 +10,7 @@
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/seed/model.h"
 #include "ops/bandwidth.h"
 
 namespace dsv4 {
@@ -88,6 +89,23 @@ Result<int64_t> WeightBytesPerToken(const LoadedModel& model) {
   }
   return NotFound("weight bytes per token of a '" + info.architecture + "' model are not known",
                   "the model does not report ModelInfo::weight_bytes_per_token");
+}
+
+Result<KvUsage> KvCacheUsage(const Model& model, const SequenceCache& cache) {
+  const auto* seed_model = dynamic_cast<const seed::SeedModel*>(&model);
+  const auto* seed_cache = dynamic_cast<const seed::SeedCache*>(&cache);
+  if (seed_model == nullptr || seed_cache == nullptr) {
+    return NotFound("KV usage of a '" + model.info().architecture + "' cache is not reported",
+                    "only caches that can evict entries (seed-family SemanticKVPruner) report it");
+  }
+  KvUsage u;
+  u.entries = seed_cache->live_tokens();
+  u.entries_unpruned = seed_cache->length();
+  u.peak_entries = seed_cache->peak_live();
+  u.evicted = seed_cache->evicted_total();
+  u.bytes_per_entry = seed_model->kv_bytes_per_token();
+  u.pruner_on = seed_model->config().kv_pruner.enabled && seed_model->runtime_options().pruner;
+  return u;
 }
 
 }  // namespace dsv4

@@ -1,7 +1,8 @@
 // Engine-level helpers for `dsv4 bench` (the CLI includes only engine/*.h):
 // the machine's memory read bandwidth (a STREAM-style probe, ops/bandwidth.h)
 // and the bytes of weights a model reads per decoded token — together the
-// memory roofline decode speed is measured against.
+// memory roofline decode speed is measured against — and the KV entries a
+// pruning cache keeps against what it would hold without pruning.
 #ifndef DSV4_ENGINE_BENCH_H_
 #define DSV4_ENGINE_BENCH_H_
 
@@ -34,6 +35,23 @@ Result<int64_t> WeightBytesPerToken(const LoadedModel& model);
 // The DeepSeek-V4 rule above applied to a checkpoint directory `dir`
 // (config.json + safetensors).
 Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir);
+
+// KV-cache entries (one per cached token) of a sequence: what the cache holds
+// now vs what it would hold without pruning (every token of the sequence).
+struct KvUsage {
+  int64_t entries = 0;           // live tokens held
+  int64_t entries_unpruned = 0;  // the sequence's length
+  int64_t peak_entries = 0;      // most live tokens at once
+  int64_t evicted = 0;           // entries evicted so far
+  int64_t bytes_per_entry = 0;   // K and V over all layers
+  bool pruner_on = false;        // a KV pruner runs on this cache
+  int64_t bytes() const { return entries * bytes_per_entry; }
+  int64_t bytes_unpruned() const { return entries_unpruned * bytes_per_entry; }
+};
+
+// The KV usage of `cache` (made by `model`) for models whose caches can evict
+// entries (the seed family's SemanticKVPruner). NotFound for others.
+Result<KvUsage> KvCacheUsage(const Model& model, const SequenceCache& cache);
 
 }  // namespace dsv4
 
