@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "model/seed/convert_layout.h"
@@ -599,6 +600,63 @@ TEST(SeedModel, S074_S076_LayoutDetectedFromMetadataWithoutCopy) {
   EXPECT_EQ(m->plans()[0].ced_layout, Layout::kColMajor);  // metadata says col_major
   EXPECT_EQ(m->plans()[1].ced_layout, Layout::kRowMajor);
   EXPECT_EQ(p.metadata.at("dsv4.layout.model.layers.0.mlp.ced_weight"), "col_major");
+}
+
+// S-079 (no device backend here): the host analogue of "the upload keeps the
+// layout" — the forward reads the stored tensor in place. The bound ced_weight
+// view's data pointer is the mapped file tensor's, its strides are the stored
+// layout's ((1, I) col_major, (H, 1) row_major), and the bytes it reads are the
+// file's bytes at the tensor's offset; forwards through both CED paths leave it so.
+TEST(SeedModel, S079_BoundCedViewIsTheMappedFileTensorInPlace) {
+  auto p = LoadProfile("P-CED");
+  auto m = Build(p, p.config);
+  ASSERT_NE(m, nullptr);
+  const int64_t H = p.config.hidden_size;
+  // The file's bytes, read independently of the mapping.
+  auto file = ReadFileToString(ProfileDir("P-CED") + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, file->data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(file->substr(8, header_len));
+  auto check = [&](int64_t l, bool col_major) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    const std::string name = "model.layers." + std::to_string(l) + ".mlp.ced_weight";
+    const TensorInfo* ti = p.reader->Find(name);
+    ASSERT_NE(ti, nullptr);
+    const int64_t I = ti->shape[0];
+    const TensorView& w = m->ced_weights(l).fused;
+    EXPECT_EQ(w.data, ti->data);  // no re-pack, no copy
+    ASSERT_EQ(w.rank, 2);
+    EXPECT_EQ(w.sizes[0], I);
+    EXPECT_EQ(w.sizes[1], H);
+    EXPECT_EQ(w.strides[0], col_major ? 1 : H);
+    EXPECT_EQ(w.strides[1], col_major ? I : 1);
+    EXPECT_EQ(DetectLayout(w), col_major ? Layout::kColMajor : Layout::kRowMajor);
+    const uint64_t begin = header[name]["data_offsets"][0].get<uint64_t>();
+    EXPECT_EQ(std::memcmp(w.data, file->data() + 8 + header_len + begin, ti->nbytes), 0);
+    EXPECT_EQ(m->ced_weights(l).down.data,
+              p.reader->Find("model.layers." + std::to_string(l) + ".mlp.down_proj.weight")->data);
+  };
+  check(0, true);
+  check(1, false);
+  for (CedDispatch d : {CedDispatch::kFused, CedDispatch::kBaseline}) {
+    SeedRuntimeOptions o;
+    o.ced_dispatch = d;
+    m->SetRuntimeOptions(o);
+    auto cache = m->NewCache(16);
+    RunCalls(*m, *cache, p.ids, {4, 1}, true);
+  }
+  check(0, true);
+  check(1, false);
+  // Asking for another layout (S-077) copies: then the pointer is not the file's.
+  SeedConfig c = p.config;
+  c.ced.layout = "false";
+  auto copied = Build(p, c);
+  ASSERT_NE(copied, nullptr);
+  EXPECT_NE(copied->ced_weights(0).fused.data,
+            p.reader->Find("model.layers.0.mlp.ced_weight")->data);
+  EXPECT_EQ(copied->ced_weights(1).fused.data,
+            p.reader->Find("model.layers.1.mlp.ced_weight")->data);  // already row_major
 }
 
 TEST(SeedModel, S075_S077_LayoutOverrideGivesTheSameLogits) {

@@ -141,6 +141,9 @@ class SeedModel final : public Model {
   const SeedStepStats& last_step() const { return stats_; }
   RouterState& router_state(int64_t layer) { return router_state_[layer]; }
   float ced_scale(int64_t layer) const { return layers_[layer].ced_scale; }
+  // The CED MLP weights layer `layer` computes with (views; S-079: over the
+  // checkpoint's own mapped bytes unless a layout override made a copy).
+  const CedMlpWeights& ced_weights(int64_t layer) const { return layers_[layer].ced; }
   // Bytes of K/V a slot holds over all layers (bench: KV usage).
   int64_t kv_bytes_per_token() const;
   // S-015: CED MLP calls per path since load (or ResetCounters).
