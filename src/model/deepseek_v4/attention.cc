@@ -126,6 +126,24 @@ void AttentionState::Restore(const Saved& saved) {
   }
 }
 
+void AttentionScratch::ReserveContext(const DeepSeekV4Config& c, int64_t max_tokens,
+                                      int n_threads) {
+  int64_t min_ratio = 0;
+  for (int64_t r : c.compress_ratios) {
+    if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
+  }
+  const int64_t entries = min_ratio > 0 ? max_tokens / min_ratio : 0;
+  const int64_t max_keys = c.sliding_window + std::max<int64_t>(c.index_topk, entries);
+  const auto grow = [](auto& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  };
+  grow(scores, n_threads * max_keys);
+  grow(keys, n_threads * max_keys);
+  grow(indexer.scores, n_threads * entries);
+  grow(indexer.heap, n_threads * c.index_topk);
+  grow(indexer.dots, c.index_n_heads * entries);  // one query (decode) against every entry
+}
+
 void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   if (n <= n_tokens) return;
   n_tokens = n;

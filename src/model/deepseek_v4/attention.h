@@ -78,6 +78,10 @@ struct AttentionState {
 // Per-call scratch, sized for up to `n_tokens` tokens once (grown if needed).
 struct AttentionScratch {
   void Reserve(const DeepSeekV4Config& c, int64_t n_tokens);
+  // Sizes what grows with the context (one query's key list and scores per
+  // thread, the indexer's scores and one decode query's dots) for caches of
+  // up to max_tokens tokens.
+  void ReserveContext(const DeepSeekV4Config& c, int64_t max_tokens, int n_threads);
   int64_t n_tokens = 0;
   std::vector<float> qr;           // [T, Q]
   std::vector<float> q;            // [T, H·A]

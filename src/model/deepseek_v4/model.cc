@@ -358,12 +358,19 @@ void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vec
   ops::MatMul(*pool_, logits, h, weights_.head, n);  // [n, V], fp32
 }
 
+void DeepSeekV4Model::EnsureContextScratch(int64_t max_tokens) {
+  if (max_tokens <= scratch_context_) return;
+  scratch_context_ = max_tokens;
+  attn_scratch_.ReserveContext(config_, max_tokens, pool_->size());
+}
+
 void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const Segment> segments,
                               const Tracer& trace) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
   const ModelWeights& w = weights_;
   EnsureScratch(T);
+  for (const Segment& sg : segments) EnsureContextScratch(sg.cache->max_tokens());
   float* x = x_.data();  // [T, C, D]
   float* u = u_.data();  // [T, D]
 
@@ -430,29 +437,24 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
   const DeepSeekV4Config& c = config_;
   const int64_t V = c.vocab_size, row = c.hc_mult * c.hidden_size;
   // Validate everything first, so an error leaves every cache as it was.
-  struct Job {
-    DeepSeekV4Cache* cache;
-    const BatchEntry* entry;
-    int64_t first_new = 0, end = 0;  // positions of the entry's first new token, and after its last
-  };
-  std::vector<Job> jobs;
-  jobs.reserve(entries.size());
+  std::vector<BatchJob>& jobs = batch_jobs_;  // keeps its capacity: no allocation per step
+  jobs.clear();
   for (size_t i = 0; i < entries.size(); ++i) {
     const BatchEntry& e = entries[i];
-    const std::string where = "DeepSeek-V4 ForwardBatch entry " + std::to_string(i);
-    if (e.cache == nullptr) return InvalidArgument(where + ": no cache");
+    const auto where = [i] { return "DeepSeek-V4 ForwardBatch entry " + std::to_string(i); };
+    if (e.cache == nullptr) return InvalidArgument(where() + ": no cache");
     Result<DeepSeekV4Cache*> cache =
         CheckCall(*e.cache, LayerRole::kMain, e.tokens, e.logits, e.all_logits);
-    if (!cache.ok()) return cache.status().WithContext(where);
-    for (const Job& j : jobs) {
+    if (!cache.ok()) return cache.status().WithContext(where());
+    for (const BatchJob& j : jobs) {
       if (j.cache == *cache) {
-        return InvalidArgument(where + ": its cache is also used by an earlier entry",
+        return InvalidArgument(where() + ": its cache is also used by an earlier entry",
                                "give each sequence of a batch its own cache");
       }
     }
-    jobs.push_back(Job{.cache = *cache, .entry = &e});
+    jobs.push_back(BatchJob{.cache = *cache, .entry = &e});
   }
-  for (Job& j : jobs) {
+  for (BatchJob& j : jobs) {
     j.first_new = j.cache->length();
     j.cache->CountReplay(j.first_new - j.cache->computed());
     j.cache->Append(j.entry->tokens);
@@ -467,7 +469,7 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
   while (true) {
     segments_.clear();
     batch_tokens_.clear();
-    for (const Job& j : jobs) {
+    for (const BatchJob& j : jobs) {
       const int64_t pos0 = j.cache->computed();
       if (pos0 >= j.end) continue;
       const int64_t seg_end = j.cache->SegmentEnd(pos0, j.end);
@@ -484,8 +486,8 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
     // ---- Head over the rows that need logits, gathered from all segments ----
     int64_t n_head = 0;
     for (const Segment& sg : segments_) {
-      const Job& j = *std::find_if(jobs.begin(), jobs.end(),
-                                   [&](const Job& jj) { return jj.cache == sg.cache; });
+      const BatchJob& j = *std::find_if(jobs.begin(), jobs.end(),
+                                        [&](const BatchJob& jj) { return jj.cache == sg.cache; });
       const int64_t seg_end = sg.pos0 + sg.n;
       const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
       if (b >= seg_end || b < sg.pos0) continue;
@@ -495,8 +497,8 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
     if (static_cast<int64_t>(head_logits_.size()) < n_head * V) head_logits_.resize(n_head * V);
     int64_t at = 0;
     for (const Segment& sg : segments_) {
-      const Job& j = *std::find_if(jobs.begin(), jobs.end(),
-                                   [&](const Job& jj) { return jj.cache == sg.cache; });
+      const BatchJob& j = *std::find_if(jobs.begin(), jobs.end(),
+                                        [&](const BatchJob& jj) { return jj.cache == sg.cache; });
       const int64_t seg_end = sg.pos0 + sg.n;
       const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
       if (b >= seg_end || b < sg.pos0) continue;
@@ -510,8 +512,8 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
     }
     at = 0;
     for (const Segment& sg : segments_) {
-      const Job& j = *std::find_if(jobs.begin(), jobs.end(),
-                                   [&](const Job& jj) { return jj.cache == sg.cache; });
+      const BatchJob& j = *std::find_if(jobs.begin(), jobs.end(),
+                                        [&](const BatchJob& jj) { return jj.cache == sg.cache; });
       const int64_t seg_end = sg.pos0 + sg.n;
       sg.cache->Computed(seg_end);
       const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
@@ -575,6 +577,7 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
   }
   const int64_t pos0 = cache->length();
   EnsureScratch(T);
+  EnsureContextScratch(cache->max_tokens());
   if (static_cast<int64_t>(mtp_tmp_.size()) < T * C * D) mtp_tmp_.resize(T * C * D);
   const Tracer trace(&trace_fn_, c.num_hidden_layers);
   const float eps = static_cast<float>(c.rms_norm_eps);

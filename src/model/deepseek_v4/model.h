@@ -160,8 +160,19 @@ class DeepSeekV4Model final : public Model {
   TraceFn trace_fn_;
 
   // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
-  // only when a longer prefill chunk arrives.
+  // only when a longer prefill chunk arrives; the attention scratch that
+  // scales with the context (key lists, index scores) sized for caches of
+  // up to scratch_context_ tokens, so decoding never allocates.
   int64_t scratch_tokens_ = 0;
+  int64_t scratch_context_ = 0;
+  // ForwardBatch's per-entry bookkeeping (reused).
+  struct BatchJob {
+    DeepSeekV4Cache* cache;
+    const BatchEntry* entry;
+    int64_t first_new = 0, end = 0;  // positions of the entry's first new token, and after its last
+  };
+  std::vector<BatchJob> batch_jobs_;
+  void EnsureContextScratch(int64_t max_tokens);
   std::vector<float> x_;               // [T, C, D] residual streams
   std::vector<float> u_;               // [T, D] collapsed stream
   std::vector<float> h_;               // [T, D] normed sublayer input

@@ -154,7 +154,7 @@ void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, c
           if (ro->allow[e] == 0) biased[e] = -std::numeric_limits<float>::infinity();
         }
       }
-      ops::ref::TopK(biased, E, k, idx);
+      ops::ref::TopK(biased, E, k, idx, s.order.data());
     }
     float* wt = r.weights.data() + t * k;
     float sum = 0.0f;

@@ -72,13 +72,17 @@ int64_t Argmax(const float* x, int64_t n) {
   return best;
 }
 
+void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, int32_t* scratch) {
+  std::iota(scratch, scratch + n, 0);
+  k = std::min(k, n);
+  std::partial_sort(scratch, scratch + k, scratch + n,
+                    [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+  std::copy(scratch, scratch + k, indices);
+}
+
 void TopK(const float* x, int64_t n, int64_t k, int32_t* indices) {
   std::vector<int32_t> idx(n);
-  std::iota(idx.begin(), idx.end(), 0);
-  k = std::min(k, n);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
-  std::copy(idx.begin(), idx.begin() + k, indices);
+  TopK(x, n, k, indices, idx.data());
 }
 
 }  // namespace dsv4::ops::ref

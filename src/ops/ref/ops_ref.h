@@ -40,6 +40,8 @@ int64_t Argmax(const float* x, int64_t n);
 
 // The k largest values' indices, largest first; ties go to the lower index.
 void TopK(const float* x, int64_t n, int64_t k, int32_t* indices);
+// The same with caller-owned scratch of at least n ints (no allocation).
+void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, int32_t* scratch);
 
 }  // namespace dsv4::ops::ref
 
