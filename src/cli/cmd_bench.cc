@@ -5,7 +5,10 @@
 // (acceptance rate, speed-up). Each figure is the median of --repeat runs. The
 // last line is machine-readable:
 //   prefill_tps=… decode_tps=… weight_bytes_per_token=… bandwidth_gbs=…
-//   decode_efficiency=… peak_rss_mb=…
+//   decode_efficiency=… peak_rss_mb=… prefill_gflops=… peak_gflops=… prefill_efficiency=…
+// (prefill FLOPs are 2 × the weight multiply-adds per token × tokens, for
+// DeepSeek-V4 checkpoints; the peak is the measured fp32 FMA roof, 0 when
+// skipped with --probe-mib 0),
 // followed, for models whose caches can evict entries (the seed family's
 // SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
 //   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
@@ -140,6 +143,25 @@ int Run(const BenchArgs& a) {
     std::printf("memory read bandwidth: %.2f GB/s (STREAM-style sum of %lld MiB, median of %d)\n",
                 bandwidth, static_cast<long long>(a.probe_mib), bw.repeats);
   }
+  // The compute roof: prefill FLOP/s of the weight math against the fp32 FMA peak.
+  const auto macs = WeightMacsPerToken(*loaded);
+  const double prefill_gflops = macs.ok() ? 2.0 * static_cast<double>(*macs) * p / 1e9 : 0.0;
+  double peak_gflops = 0.0;
+  if (a.probe_mib > 0) {
+    const PeakFlops peak = MeasurePeakFlops(a.load.threads > 0 ? a.load.threads : 0);
+    peak_gflops = peak.gflops;
+    std::printf(
+        "peak fp32 FMA: %.1f GFLOP/s (register-only FMA chains on every thread, median "
+        "of %d)\n",
+        peak_gflops, peak.repeats);
+  }
+  const double prefill_efficiency = peak_gflops > 0 ? prefill_gflops / peak_gflops : 0.0;
+  if (macs.ok()) {
+    std::printf("prefill compute: %.2f GFLOP per token of weight math, %.1f GFLOP/s", 2e-9 * *macs,
+                prefill_gflops);
+    if (prefill_efficiency > 0) std::printf(" = %.1f%% of the peak", 100.0 * prefill_efficiency);
+    std::printf("\n");
+  }
   const double efficiency = bandwidth > 0 && wbpt > 0 ? d * wbpt / 1e9 / bandwidth : 0.0;
   if (efficiency > 0) {
     std::printf("decode efficiency: %.1f%% of the bandwidth (%.2f GB/s of weights)\n",
@@ -159,8 +181,10 @@ int Run(const BenchArgs& a) {
   }
   std::printf(
       "prefill_tps=%.2f decode_tps=%.2f weight_bytes_per_token=%lld bandwidth_gbs=%.2f "
-      "decode_efficiency=%.4f peak_rss_mb=%.1f",
-      p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb);
+      "decode_efficiency=%.4f peak_rss_mb=%.1f prefill_gflops=%.2f peak_gflops=%.2f "
+      "prefill_efficiency=%.4f",
+      p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb, prefill_gflops,
+      peak_gflops, prefill_efficiency);
   if (kv.ok()) {
     std::printf(
         " kv_entries=%lld kv_entries_unpruned=%lld kv_bytes=%lld kv_bytes_unpruned=%lld "
@@ -189,7 +213,7 @@ void RegisterBench(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--probe-mib", args->probe_mib,
                   "memory bandwidth probe buffer in MiB, several times the last-level cache "
-                  "(default 1024; 0 skips the probe)")
+                  "(default 1024; 0 skips it and the FLOP/s probe)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--kv-pruner", args->kv_pruner,
                   "SemanticKVPruner (seed models): on, off or auto (the model's config; default)");

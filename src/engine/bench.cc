@@ -42,7 +42,19 @@ ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes, int repeats) {
   return ReadBandwidth{.gb_per_s = r.gb_per_s, .bytes = r.bytes, .repeats = r.repeats};
 }
 
-Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir) {
+PeakFlops MeasurePeakFlops(int threads, int repeats) {
+  ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
+  const ops::FlopsResult r = ops::MeasurePeakFlops(pool, int64_t{1} << 31, repeats);
+  return PeakFlops{.gflops = r.gflops, .repeats = r.repeats};
+}
+
+namespace {
+
+// Σ over a DeepSeek-V4 checkpoint's tensors of per_tensor(t, routed-expert
+// layer or −1), routed experts scaled by k / E: the shared walk of the bytes
+// and the multiply-adds per token.
+template <typename PerTensor>
+Result<int64_t> DeepSeekV4PerToken(const std::string& dir, PerTensor per_tensor) {
   namespace fs = std::filesystem;
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
@@ -63,22 +75,47 @@ Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir) {
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, OpenCheckpointDir(dir));
 
   int64_t total = 0;
-  std::map<int64_t, int64_t> expert_bytes;  // layer -> bytes of all its routed experts
+  std::map<int64_t, int64_t> expert_sum;  // layer -> the sum over all its routed experts
   for (const TensorInfo& t : reader->tensors()) {
     if (t.name.rfind("mtp.", 0) == 0) continue;  // MTP runs only when speculating
     const int64_t layer = RoutedExpertLayer(t.name);
     if (layer >= 0) {
-      expert_bytes[layer] += t.nbytes;
-    } else if (t.name == "embed.weight") {
-      total += t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
-    } else if (EndsWith(t.name, ".ffn.gate.tid2eid")) {
-      total += t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
+      expert_sum[layer] += per_tensor(t);
     } else {
-      total += t.nbytes;
+      total += per_tensor(t);
     }
   }
-  for (const auto& [layer, bytes] : expert_bytes) total += bytes / n_experts * top_k;
+  for (const auto& [layer, sum] : expert_sum) total += sum / n_experts * top_k;
   return total;
+}
+
+}  // namespace
+
+Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir) {
+  return DeepSeekV4PerToken(dir, [](const TensorInfo& t) -> int64_t {
+    if (t.name == "embed.weight" || EndsWith(t.name, ".ffn.gate.tid2eid")) {
+      return t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
+    }
+    return t.nbytes;
+  });
+}
+
+Result<int64_t> WeightMacsPerToken(const LoadedModel& model) {
+  if (model.model->info().architecture != "deepseek_v4" || model.format != "safetensors") {
+    return NotFound("weight multiply-adds per token of a '" + model.model->info().architecture +
+                        "' model are not computed",
+                    "only DeepSeek-V4 checkpoint directories");
+  }
+  return DeepSeekV4PerToken(model.path, [](const TensorInfo& t) -> int64_t {
+    // 2-D weights a token is multiplied by; not the embedding (a lookup),
+    // block scales or the hash table.
+    if (t.shape.size() != 2 || t.name == "embed.weight" || EndsWith(t.name, "scale") ||
+        EndsWith(t.name, ".tid2eid")) {
+      return 0;
+    }
+    const int64_t elements = t.shape[0] * t.shape[1];
+    return t.dtype == DType::kI8 ? 2 * elements : elements;  // FP4: two per stored byte
+  });
 }
 
 Result<int64_t> WeightBytesPerToken(const LoadedModel& model) {

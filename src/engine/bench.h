@@ -24,6 +24,24 @@ struct ReadBandwidth {
 // after one warm-up pass, and reports the median read bandwidth.
 ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes = int64_t{1} << 30, int repeats = 5);
 
+struct PeakFlops {
+  double gflops = 0.0;  // median over the repeats; an FMA is 2 FLOPs
+  int repeats = 0;
+};
+
+// The compute roof for prefill: fp32 FMA throughput of the widest SIMD target
+// on `threads` threads (0: all), register-only (ops::MeasurePeakFlops). fp32
+// FMA is what every matmul kernel executes (weights are decoded to fp32).
+PeakFlops MeasurePeakFlops(int threads, int repeats = 5);
+
+// Multiply-adds of weight matrices per token (prefill FLOPs = 2 × this ×
+// tokens, attention over the context not included): every 2-D weight a token
+// is multiplied by once, the classifier included, top-k of the routed experts
+// (k / E of each MoE layer's), MTP layers and embedding lookups excluded; FP4
+// packed two per byte counts both. DeepSeek-V4 checkpoint directories only
+// (NotFound for others).
+Result<int64_t> WeightMacsPerToken(const LoadedModel& model);
+
 // Bytes of weights one decoded token reads, as stored: every dense matrix,
 // norm and the classifier once, one embedding row, shared experts, and
 // top-k of the routed experts (k / E of each MoE layer's expert bytes; MTP

@@ -21,10 +21,9 @@ struct BenchOut {
 };
 
 BenchOut RunBench(const std::string& profile, const std::string& extra) {
-  const std::string cmd = std::string(DSV4_BIN) + " bench -m " + DSV4_TEST_DATA_DIR + "/seed/" +
-                          profile +
-                          " --prompt-len 10 --gen 6 --repeat 1 --probe-mib 0 --threads 1 " + extra +
-                          " 2>&1";
+  const std::string cmd =
+      std::string(DSV4_BIN) + " bench -m " + DSV4_TEST_DATA_DIR + "/seed/" + profile +
+      " --prompt-len 10 --gen 6 --repeat 1 --probe-mib 0 --threads 1 " + extra + " 2>&1";
   BenchOut out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
@@ -60,12 +59,11 @@ TEST(BenchKv, S059_PrunerOnKeepsTheBudgetAndReportsWhatItSaved) {
   const BenchOut b = RunBench("P-V4-7B", "");
   ASSERT_EQ(b.rc, 0) << b.text;
   // The existing fields first, in their order; the KV fields appended.
-  const std::vector<std::string> want = {"prefill_tps",       "decode_tps",
-                                         "weight_bytes_per_token", "bandwidth_gbs",
-                                         "decode_efficiency", "peak_rss_mb",
-                                         "kv_entries",        "kv_entries_unpruned",
-                                         "kv_bytes",          "kv_bytes_unpruned",
-                                         "kv_peak_entries"};
+  const std::vector<std::string> want = {
+      "prefill_tps",        "decode_tps",     "weight_bytes_per_token", "bandwidth_gbs",
+      "decode_efficiency",  "peak_rss_mb",    "prefill_gflops",         "peak_gflops",
+      "prefill_efficiency", "kv_entries",     "kv_entries_unpruned",    "kv_bytes",
+      "kv_bytes_unpruned",  "kv_peak_entries"};
   EXPECT_EQ(b.keys, want) << b.text;
   EXPECT_EQ(Int(b, "kv_entries_unpruned"), 16);
   EXPECT_LE(Int(b, "kv_entries"), 8);

@@ -50,6 +50,39 @@ TEST(WeightBytesPerToken, DeepSeekV4CountsTopKExpertsAndOneEmbeddingRow) {
   EXPECT_EQ(*via_model, 676886);
 }
 
+TEST(WeightMacsPerToken, DeepSeekV4FromTheConfigDimensions) {
+  // swa_bf16 (config.json): D 64, 4 window layers, 4 heads × 128, q/o rank 16,
+  // 2 output groups, E 8, k 2, F 16, V 256, mHC 4 (mix 24 = (2 + 4)·4).
+  // Per layer: wq_a 16·64 + wq_b 512·16 + wkv 128·64 + wo_a 32·256 + wo_b 64·32
+  // + 2 mHC fns 24·256 + gate 8·64 + shared 3·16·64 + 2 routed × 3·16·64
+  // = 49664; × 4 layers + head 256·64 + head mHC fn 4·256 = 216064.
+  LoadedModel m = Load(kV4 + "swa_bf16");
+  auto macs = WeightMacsPerToken(m);
+  ASSERT_TRUE(macs.ok()) << macs.status().ToString();
+  EXPECT_EQ(*macs, 216064);
+  // swa_fp8: FP8 dense, FP4 experts stored as I8 [128, 64] bytes = [128, 128]
+  // weights (two per byte). D 128, 2 layers, 2 heads × 128, q rank 128,
+  // 2 groups × o rank 64, F 128: per layer wq_a 128·128 + wq_b 256·128 + wkv
+  // 128·128 + wo_a 128·128 + wo_b 128·128 + 2 mHC fns 24·512 + gate 8·128 +
+  // shared 3·128·128 + 2 routed × 3·128·128 = 271360; × 2 + head 256·128 +
+  // head mHC fn 4·512 = 577536.
+  LoadedModel q = Load(kV4 + "swa_fp8");
+  auto qmacs = WeightMacsPerToken(q);
+  ASSERT_TRUE(qmacs.ok()) << qmacs.status().ToString();
+  EXPECT_EQ(*qmacs, 577536);
+}
+
+TEST(WeightMacsPerToken, OtherModelsAreNotFound) {
+  LoadedModel m = Load(kModels + "stories260K.bin");
+  EXPECT_FALSE(WeightMacsPerToken(m).ok());
+}
+
+TEST(PeakFlopsProbe, ReportsAPositiveRate) {
+  const PeakFlops p = MeasurePeakFlops(1, 2);
+  EXPECT_EQ(p.repeats, 2);
+  EXPECT_GT(p.gflops, 0.1);
+}
+
 TEST(WeightBytesPerToken, DirectoryWithoutConfigIsAnError) {
   auto r = DeepSeekV4WeightBytesPerToken(kModels);
   ASSERT_FALSE(r.ok());
