@@ -556,6 +556,32 @@ Result<std::string> ContentText(const Json& content, const std::string& where) {
 }
 
 Result<Json> ParseJsonBody(std::string_view body) {
+  // nlohmann parses iteratively, but copies, compares and dumps recursively:
+  // a body of nested brackets would overflow an HTTP thread's stack later.
+  // One pass over the text bounds the depth first.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char ch = body[i];
+    if (in_string) {
+      if (ch == '\\') {
+        ++i;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return InvalidArgument("the body nests arrays/objects deeper than " +
+                                   std::to_string(kMaxJsonDepth) + " levels (at byte " +
+                                   std::to_string(i) + ")",
+                               "flatten the JSON");
+      }
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
   // nlohmann rejects ill-formed UTF-8 in strings and lone surrogate escapes.
   Json j;
   try {

@@ -68,8 +68,12 @@ struct GenerationRequest {
   std::vector<std::vector<int32_t>> prompt_ids;
 };
 
-// Parses the JSON body text. Malformed JSON or ill-formed UTF-8 (including
-// escaped lone surrogates) is InvalidArgument with the byte offset.
+// Deepest nesting of arrays/objects a body may have.
+inline constexpr int kMaxJsonDepth = 128;
+
+// Parses the JSON body text. Malformed JSON, ill-formed UTF-8 (including
+// escaped lone surrogates) or nesting deeper than kMaxJsonDepth is
+// InvalidArgument with the byte offset.
 Result<nlohmann::ordered_json> ParseJsonBody(std::string_view body);
 
 // Validates a parsed body for `api` against `limits`.

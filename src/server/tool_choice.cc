@@ -137,21 +137,23 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
     case Phase::kChoice: {
       // The candidates in [lo, hi) share their first `pos` bytes and are
       // sorted, so those whose next byte is `b` are a sub-range.
+      // Binary search: a request may list many tools.
       const std::vector<Candidate>& set = Set(c.set);
-      auto at = [&](uint32_t i) { return static_cast<unsigned char>(set[i].text[c.pos]); };
-      uint32_t lo = c.lo;
-      while (lo < c.hi && at(lo) < b) ++lo;
-      uint32_t hi = lo;
-      while (hi < c.hi && at(hi) == b) ++hi;
+      const uint32_t pos = c.pos;
+      auto byte = [pos](const Candidate& k) { return static_cast<unsigned char>(k.text[pos]); };
+      const auto first = set.begin() + c.lo, last = set.begin() + c.hi;
+      const auto lo =
+          std::partition_point(first, last, [&](const Candidate& k) { return byte(k) < b; });
+      const auto hi =
+          std::partition_point(lo, last, [&](const Candidate& k) { return byte(k) == b; });
       if (lo == hi) return false;
-      c.lo = lo;
-      c.hi = hi;
+      c.lo = static_cast<uint32_t>(lo - set.begin());
+      c.hi = static_cast<uint32_t>(hi - set.begin());
       ++c.pos;
       // No candidate is a prefix of another, so a complete one is alone.
-      if (set[lo].text.size() == c.pos) {
-        if (c.set == Next::kKeyType)
-          c.value_string = set[lo].text.find("true") != std::string::npos;
-        Enter(c, set[lo].next);
+      if (lo->text.size() == c.pos) {
+        if (c.set == Next::kKeyType) c.value_string = lo->text.find("true") != std::string::npos;
+        Enter(c, lo->next);
       }
       return true;
     }

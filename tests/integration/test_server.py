@@ -250,3 +250,15 @@ def test_metrics_page(llama_server):
         assert name in m
     assert m["dsv4_max_sequences"] == 16
     assert m["dsv4_kv_cache_capacity_tokens"] == 16 * 512
+
+
+def test_deeply_nested_body_is_refused_and_server_survives(echo_server):
+    nested = "[" * 200000 + "]" * 200000
+    body = ('{"model": "test-echo-model", "messages": [{"role": "user", "content": "hi"}], '
+            '"tools": [{"type": "function", "function": {"name": "f", "parameters": {"a": %s}}}]}'
+            % nested)
+    r = httpx.post(echo_server.url + "/v1/chat/completions", content=body, timeout=30,
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert "deeper than" in r.json()["error"]["message"]
+    assert httpx.get(echo_server.url + "/health", timeout=5).status_code == 200

@@ -64,6 +64,21 @@ TEST(ParseJsonBody, NumberOverflow) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ParseJsonBody, NestingTooDeep) {
+  // 200,000 nested arrays would overflow the stack when copied or dumped.
+  const std::string deep = R"({"model": "m", "x": )" + std::string(200000, '[') +
+                           std::string(200000, ']') + "}";
+  auto r = ParseJsonBody(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("deeper than 128"), std::string::npos)
+      << r.status().ToString();
+  // Brackets inside strings (escaped quotes too) do not count; 128 levels pass.
+  const std::string ok = R"({"s": "[[[[\"[[[[", "x": )" + std::string(kMaxJsonDepth - 1, '[') +
+                         std::string(kMaxJsonDepth - 1, ']') + "}";
+  EXPECT_TRUE(ParseJsonBody(ok).ok()) << ParseJsonBody(ok).status().ToString();
+}
+
 TEST(ParseJsonBody, NotAnObject) {
   auto r = ParseJsonBody("[1, 2]");
   ASSERT_FALSE(r.ok());

@@ -297,6 +297,20 @@ TEST_F(ToolChoiceTest, ThinkEndIsForcedWhenTheBudgetRunsOut) {
   EXPECT_EQ(p.tool_calls[0].name, "f");
 }
 
+TEST_F(ToolChoiceTest, ManyToolsAreSearchedNotScanned) {
+  // 20,000 names: each byte narrows the candidates by binary search, so
+  // masking the whole vocabulary per step stays cheap.
+  std::vector<std::string> names;
+  for (int i = 0; i < 20000; ++i) names.push_back("tool_" + std::to_string(i * 7919 % 20000));
+  ToolCallConstraint c = Make(names, false, false);
+  const std::string out = Drive(c, Ids("Hello"), 40);
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  ASSERT_GE(p.tool_calls.size(), 1u);
+  const std::set<std::string> allowed(names.begin(), names.end());
+  for (const auto& call : p.tool_calls) EXPECT_TRUE(allowed.count(call.name)) << call.name;
+}
+
 TEST_F(ToolChoiceTest, FactoryFollowsToolChoice) {
   GenerationRequest r;
   r.tools = nlohmann::ordered_json::parse(
