@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ops/matmul.h"
+#include "ops/vec_ops.h"
 #include "ops/ref/ops_ref.h"
 
 namespace dsv4::seed {
@@ -136,21 +137,32 @@ OwnedMatrix ToLayout(const TensorView& w, Layout want) {
 namespace {
 
 // out[t, h] = Σ_j down[h, j] · p[t, j >> 1] for p rows of `p_stride` floats:
-// the down stage both paths share, reading down directly, index-mapped (C-19).
-void CedDown(const CedMlpWeights& w, const float* p, int64_t p_stride, int64_t T, float* out,
-             CedScratch& s) {
-  const int64_t I = w.fused.sizes[0], H = w.down.sizes[0];
-  if (static_cast<int64_t>(s.row.size()) < I) s.row.resize(I);
-  for (int64_t h = 0; h < H; ++h) {
-    const TensorView dr = w.down[h];
-    DequantizeRow(dr.dtype, dr.data, I, s.row.data());
-    for (int64_t t = 0; t < T; ++t) {
-      const float* pt = p + t * p_stride;
-      double acc = 0;
-      for (int64_t j = 0; j < I; ++j) acc += static_cast<double>(s.row[j]) * pt[j >> 1];
-      out[t * H + h] = static_cast<float>(acc);
+// the down stage both paths share, reading down directly, index-mapped (C-19):
+// per output row h, down's pairs are summed once (down[h, 2j] + down[h, 2j+1],
+// I/2 floats of per-thread scratch) and dotted with every token's p. Rows of
+// down are split over the pool.
+void CedDown(ThreadPool& pool, const CedMlpWeights& w, const float* p, int64_t p_stride, int64_t T,
+             float* out, CedScratch& s) {
+  const int64_t I = w.fused.sizes[0], half = I / 2, H = w.down.sizes[0];
+  const size_t threads = static_cast<size_t>(pool.size());
+  if (s.pair.size() < threads) s.pair.resize(threads);
+  if (s.rows.size() < threads) s.rows.resize(threads);
+  pool.ParallelFor(H, [&](int64_t hb, int64_t he, int thread) {
+    std::vector<float>& pair = s.pair[static_cast<size_t>(thread)];
+    std::vector<float>& row = s.rows[static_cast<size_t>(thread)];
+    if (static_cast<int64_t>(pair.size()) < half) pair.resize(half);
+    for (int64_t h = hb; h < he; ++h) {
+      const TensorView dr = w.down[h];
+      const float* r = static_cast<const float*>(dr.data);
+      if (dr.dtype != DType::kF32) {
+        if (static_cast<int64_t>(row.size()) < I) row.resize(I);
+        DequantizeRow(dr.dtype, dr.data, I, row.data());
+        r = row.data();
+      }
+      for (int64_t j = 0; j < half; ++j) pair[j] = r[2 * j] + r[2 * j + 1];
+      for (int64_t t = 0; t < T; ++t) out[t * H + h] = ops::Dot(pair.data(), p + t * p_stride, half);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -168,7 +180,7 @@ void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int
     // p[j'] = silu(gate[j']) · up[j'], written over the gate half.
     for (int64_t j = 0; j < half; ++j) f[j] = ops::ref::Silu(f[j]) * f[half + j];
   }
-  CedDown(w, s.fused.data(), I, T, out, s);
+  CedDown(pool, w, s.fused.data(), I, T, out, s);
 }
 
 void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
@@ -189,7 +201,7 @@ void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, in
       g[j] = ops::ref::Silu(gj) * uj;
     }
   }
-  CedDown(w, s.gate.data(), half, T, out, s);
+  CedDown(pool, w, s.gate.data(), half, T, out, s);
 }
 
 void CedMlpExplicit(const CedMlpWeights& w, const float* x, int64_t T, float* out) {

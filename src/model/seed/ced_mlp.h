@@ -80,12 +80,13 @@ struct CedMlpWeights {
 
 // Scratch of the fused path: exactly T·I floats (gate and up halves; the
 // product is written over the gate half), S-039. The baseline path uses
-// gate/up ([T, I/2] each) instead; `row` holds one dequantized down row, and
-// `layout` the column-major matmul's buffers. All grow-only.
+// gate/up ([T, I/2] each) instead; the down stage holds per thread one row of
+// down's pair sums (I/2) and, for non-f32 down, one dequantized row; `layout`
+// is the column-major matmul's buffers. All grow-only.
 struct CedScratch {
   std::vector<float> fused;
   std::vector<float> gate, up;
-  std::vector<float> row;
+  std::vector<std::vector<float>> pair, rows;  // [threads][I/2], [threads][I]
   LayoutScratch layout;
 };
 
