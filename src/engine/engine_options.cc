@@ -112,24 +112,25 @@ Status CheckExperts(const std::vector<int32_t>& v, int64_t E, const char* flag) 
 
 // The first option set, by its flag (for refusals).
 const char* FirstFlag(const EngineRuntimeOptions& o) {
-  return o.router_capacity >= 0                             ? "--router-capacity"
-         : !o.expert_allow.empty()                          ? "--expert-mask"
-         : !o.force_experts.empty()                         ? "--force-experts"
-         : o.freeze_router                                  ? "--freeze-router"
-         : o.reweight_router                                ? "--reweight-router"
-         : o.kv_pruner != PrunerPolicy::kModelDefault       ? "--kv-pruner"
-         : o.kv_budget >= 0                                 ? "--kv-budget"
+  return o.router_capacity >= 0                               ? "--router-capacity"
+         : !o.expert_allow.empty()                            ? "--expert-mask"
+         : !o.force_experts.empty()                           ? "--force-experts"
+         : o.freeze_router                                    ? "--freeze-router"
+         : o.reweight_router                                  ? "--reweight-router"
+         : o.kv_pruner != PrunerPolicy::kModelDefault         ? "--kv-pruner"
+         : o.kv_budget >= 0                                   ? "--kv-budget"
          : o.ced_dispatch != CedDispatchPolicy::kModelDefault ? "--ced-dispatch"
-         : o.ced_min_batch >= 0                             ? "--ced-min-batch"
-                                                            : "--profile-ops";
+         : o.ced_min_batch >= 0                               ? "--ced-min-batch"
+                                                              : "--profile-ops";
 }
 
 // DeepSeek-V4: the expert mask and freeze on the scored routers.
 Result<EngineOptionsBinding> ApplyToDeepSeekV4(DeepSeekV4Model& m, const EngineRuntimeOptions& o) {
   const std::string arch = m.info().architecture;
   auto refuse = [&](const char* flag, const std::string& why) {
-    return Unimplemented(std::string(flag) + " does not apply to DeepSeek-V4 (" + arch + "): " + why,
-                         "DeepSeek-V4 takes --expert-mask and --freeze-router (scored layers)");
+    return Unimplemented(
+        std::string(flag) + " does not apply to DeepSeek-V4 (" + arch + "): " + why,
+        "DeepSeek-V4 takes --expert-mask and --freeze-router (scored layers)");
   };
   if (o.router_capacity >= 0) {
     return refuse("--router-capacity",
@@ -144,8 +145,7 @@ Result<EngineOptionsBinding> ApplyToDeepSeekV4(DeepSeekV4Model& m, const EngineR
     return refuse(o.kv_pruner != PrunerPolicy::kModelDefault ? "--kv-pruner" : "--kv-budget",
                   "its compressed caches keep no per-token entries a pruner could evict");
   }
-  if (o.ced_dispatch != CedDispatchPolicy::kModelDefault || o.ced_min_batch >= 0 ||
-      o.profile_ops) {
+  if (o.ced_dispatch != CedDispatchPolicy::kModelDefault || o.ced_min_batch >= 0 || o.profile_ops) {
     return refuse(FirstFlag(o), "it has no CED layers (seed family only)");
   }
   const deepseek_v4::DeepSeekV4Config& c = m.config();
@@ -155,10 +155,10 @@ Result<EngineOptionsBinding> ApplyToDeepSeekV4(DeepSeekV4Model& m, const EngineR
   deepseek_v4::ScoredRouterOptions r;
   if (!o.expert_allow.empty()) {
     if (static_cast<int64_t>(o.expert_allow.size()) < k) {
-      return InvalidArgument("--expert-mask allows " + std::to_string(o.expert_allow.size()) +
-                                 " experts, but every DeepSeek-V4 token routes to k = " +
-                                 std::to_string(k),
-                             "allow at least " + std::to_string(k) + " experts");
+      return InvalidArgument(
+          "--expert-mask allows " + std::to_string(o.expert_allow.size()) +
+              " experts, but every DeepSeek-V4 token routes to k = " + std::to_string(k),
+          "allow at least " + std::to_string(k) + " experts");
     }
     r.allow.assign(E, 0);
     for (int32_t e : o.expert_allow) r.allow[e] = 1;
@@ -170,10 +170,10 @@ Result<EngineOptionsBinding> ApplyToDeepSeekV4(DeepSeekV4Model& m, const EngineR
       r.freeze_weights.assign(k, 1.0f / static_cast<float>(k));
     } else {
       if (static_cast<int64_t>(o.freeze_experts.size()) != k) {
-        return InvalidArgument("--freeze-router lists " + std::to_string(o.freeze_experts.size()) +
-                                   " experts; a DeepSeek-V4 token routes to k = " +
-                                   std::to_string(k),
-                               "list exactly " + std::to_string(k) + " experts (and weights)");
+        return InvalidArgument(
+            "--freeze-router lists " + std::to_string(o.freeze_experts.size()) +
+                " experts; a DeepSeek-V4 token routes to k = " + std::to_string(k),
+            "list exactly " + std::to_string(k) + " experts (and weights)");
       }
       r.freeze_experts = o.freeze_experts;
       r.freeze_weights = o.freeze_weights;
@@ -181,9 +181,9 @@ Result<EngineOptionsBinding> ApplyToDeepSeekV4(DeepSeekV4Model& m, const EngineR
     if (!r.allow.empty()) {
       for (int32_t e : r.freeze_experts) {
         if (r.allow[e] == 0) {
-          return InvalidArgument("--freeze-router: expert " + std::to_string(e) +
-                                     " is not allowed by --expert-mask",
-                                 "freeze to allowed experts, or drop one of the options");
+          return InvalidArgument(
+              "--freeze-router: expert " + std::to_string(e) + " is not allowed by --expert-mask",
+              "freeze to allowed experts, or drop one of the options");
         }
       }
     }
@@ -195,9 +195,10 @@ Result<EngineOptionsBinding> ApplyToDeepSeekV4(DeepSeekV4Model& m, const EngineR
     }
   }
   if (scored.empty()) {
-    return InvalidArgument(FirstFlag(o) + std::string(": this DeepSeek-V4 model has no scored "
-                                                      "(top-k) router layers, only hash-routed ones"),
-                           "hash-routed layers never take router options");
+    return InvalidArgument(
+        FirstFlag(o) + std::string(": this DeepSeek-V4 model has no scored "
+                                   "(top-k) router layers, only hash-routed ones"),
+        "hash-routed layers never take router options");
   }
   return EngineOptionsBinding(deepseek_v4::AttachScoredRouterOptions(scored, std::move(r)));
 }
@@ -236,11 +237,11 @@ Result<EngineOptionsBinding> ApplyEngineOptions(Model& model, const EngineRuntim
       has_ced = has_ced || p.ffn == seed::FfnKind::kCedFused;
     }
     if (!has_ced) {
-      return InvalidArgument(std::string(o.ced_dispatch != CedDispatchPolicy::kModelDefault
-                                             ? "--ced-dispatch"
-                                             : "--ced-min-batch") +
-                                 ": this seed model has no CED fused MLP layers",
-                             "only checkpoints with mlp.ced_weight tensors dispatch CED (S-015)");
+      return InvalidArgument(
+          std::string(o.ced_dispatch != CedDispatchPolicy::kModelDefault ? "--ced-dispatch"
+                                                                         : "--ced-min-batch") +
+              ": this seed model has no CED fused MLP layers",
+          "only checkpoints with mlp.ced_weight tensors dispatch CED (S-015)");
     }
   }
   seed::SeedRuntimeOptions r = seed_model->runtime_options();

@@ -183,7 +183,8 @@ TEST(EngineOptions, ModelsWithoutRuntimePoliciesRefuseThem) {
   lo.threads = 1;
   auto loaded = LoadModel(lo);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_TRUE(ApplyEngineOptions(*loaded->model, EngineRuntimeOptions{}).ok());  // nothing set: fine
+  EXPECT_TRUE(
+      ApplyEngineOptions(*loaded->model, EngineRuntimeOptions{}).ok());  // nothing set: fine
   EngineRuntimeOptions o;
   o.router_capacity = 1.0;
   Status st = ApplyEngineOptions(*loaded->model, o).status();
@@ -260,13 +261,13 @@ const std::vector<int32_t> kV4Ids = {0, 115, 115, 35, 5, 250, 13, 215, 20, 226};
 
 V4Run RunV4(DeepSeekV4Model& m) {
   V4Run r;
-  m.SetTrace([&](std::string_view name, int64_t layer, const float* data,
-                 std::span<const int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    if (name.ends_with("router_indices")) r.indices[layer].assign(data, data + n);
-    if (name.ends_with("router_weights")) r.weights[layer].assign(data, data + n);
-  });
+  m.SetTrace(
+      [&](std::string_view name, int64_t layer, const float* data, std::span<const int64_t> shape) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        if (name.ends_with("router_indices")) r.indices[layer].assign(data, data + n);
+        if (name.ends_with("router_weights")) r.weights[layer].assign(data, data + n);
+      });
   auto cache = m.NewCache(32);
   r.logits.resize(kV4Ids.size() * m.info().vocab_size);
   EXPECT_TRUE(m.Forward(kV4Ids, *cache, r.logits, true).ok());
@@ -367,8 +368,8 @@ TEST(EngineOptionsV4, MaskAppliesToForwardBatch) {
   auto binding = ApplyEngineOptions(*m, o);
   ASSERT_TRUE(binding.ok());
   const int64_t V = m->info().vocab_size;
-  const std::vector<int32_t> a(kV4Ids.begin(), kV4Ids.begin() + 6), b(kV4Ids.begin() + 4,
-                                                                        kV4Ids.end());
+  const std::vector<int32_t> a(kV4Ids.begin(), kV4Ids.begin() + 6),
+      b(kV4Ids.begin() + 4, kV4Ids.end());
   std::vector<float> la(V), lb(V), sa(V), sb(V);
   auto ca = m->NewCache(32), cb = m->NewCache(32);
   std::vector<BatchEntry> batch = {{a, ca.get(), la, false}, {b, cb.get(), lb, false}};

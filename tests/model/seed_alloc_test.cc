@@ -132,21 +132,23 @@ TEST_P(SeedAllocTest, DecodeForwardAllocatesNothingAfterWarmUp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Profiles, SeedAllocTest,
-    ::testing::Values(Case{"P-V4", 1, CedDispatch::kAuto}, Case{"P-V4", 2, CedDispatch::kAuto},
-                      Case{"P-CED", 1, CedDispatch::kAuto}, Case{"P-CED", 2, CedDispatch::kFused},
-                      Case{"P-CED", 2, CedDispatch::kBaseline},
-                      Case{"P-V4-7B", 1, CedDispatch::kAuto},
-                      Case{"P-V4-7B", 2, CedDispatch::kAuto}),
-    [](const auto& info) {
-      std::string s = info.param.profile + "_" + std::to_string(info.param.threads) + "t_" +
-                      std::string(CedDispatchName(info.param.dispatch));
-      for (char& ch : s) {
-        if (ch == '-') ch = '_';
-      }
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Profiles, SeedAllocTest,
+                         ::testing::Values(Case{"P-V4", 1, CedDispatch::kAuto},
+                                           Case{"P-V4", 2, CedDispatch::kAuto},
+                                           Case{"P-CED", 1, CedDispatch::kAuto},
+                                           Case{"P-CED", 2, CedDispatch::kFused},
+                                           Case{"P-CED", 2, CedDispatch::kBaseline},
+                                           Case{"P-V4-7B", 1, CedDispatch::kAuto},
+                                           Case{"P-V4-7B", 2, CedDispatch::kAuto}),
+                         [](const auto& info) {
+                           std::string s = info.param.profile + "_" +
+                                           std::to_string(info.param.threads) + "t_" +
+                                           std::string(CedDispatchName(info.param.dispatch));
+                           for (char& ch : s) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace dsv4::seed

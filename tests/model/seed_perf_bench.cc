@@ -76,8 +76,8 @@ int Main(int argc, char** argv) {
       for (int i = 0; i < 64; ++i) {
         const int32_t one[1] = {next};
         if (!m.Forward(one, *cache, logits, false).ok()) return 1;
-        next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                    logits.begin());
+        next =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       }
       if (r == 0) continue;
       prefill.push_back(128.0 / tp);

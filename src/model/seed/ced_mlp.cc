@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "ops/matmul.h"
-#include "ops/vec_ops.h"
 #include "ops/ref/ops_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::seed {
 
@@ -160,7 +160,8 @@ void CedDown(ThreadPool& pool, const CedMlpWeights& w, const float* p, int64_t p
         r = row.data();
       }
       for (int64_t j = 0; j < half; ++j) pair[j] = r[2 * j] + r[2 * j + 1];
-      for (int64_t t = 0; t < T; ++t) out[t * H + h] = ops::Dot(pair.data(), p + t * p_stride, half);
+      for (int64_t t = 0; t < T; ++t)
+        out[t * H + h] = ops::Dot(pair.data(), p + t * p_stride, half);
     }
   });
 }
@@ -183,8 +184,8 @@ void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int
   CedDown(pool, w, s.fused.data(), I, T, out, s);
 }
 
-void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
-                    float* out, CedScratch& s) {
+void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T, float* out,
+                    CedScratch& s) {
   const int64_t I = w.fused.sizes[0], half = I / 2;
   if (static_cast<int64_t>(s.gate.size()) < T * half) {
     s.gate.resize(T * half);

@@ -99,8 +99,8 @@ void CedMlpForward(ThreadPool& pool, const CedMlpWeights& w, const float* x, int
 // matmuls over the halves [0, I/2) and [I/2, I) of ced_weight (read in place,
 // either layout), then the same SwiGLU and down stage. Equal to CedMlpForward
 // up to fp32 summation order.
-void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T,
-                    float* out, CedScratch& scratch);
+void CedMlpBaseline(ThreadPool& pool, const CedMlpWeights& w, const float* x, int64_t T, float* out,
+                    CedScratch& scratch);
 
 // The literal chunk → silu → repeat_interleave → mul → down path, materialising
 // everything (the oracle for CedMlpForward in tests).

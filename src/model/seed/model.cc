@@ -434,10 +434,11 @@ void SeedModel::CedMlp(int64_t l, const float* f, int64_t T, float* out) {
                      (o.ced_dispatch == CedDispatch::kAuto && T >= o.ced_min_batch);
   if (!ced_logged_[fused ? 0 : 1]) {  // S-015: the choice is logged once per path
     ced_logged_[fused ? 0 : 1] = true;
-    LOG_INFO("seed: CED MLP (layer {}): a {}-token batch takes the {} path (ced_dispatch={}, "
-             "ced_min_batch={}; logged once per path)",
-             l, T, fused ? "CED fused" : "baseline (unfused gate/up)",
-             CedDispatchName(o.ced_dispatch), o.ced_min_batch);
+    LOG_INFO(
+        "seed: CED MLP (layer {}): a {}-token batch takes the {} path (ced_dispatch={}, "
+        "ced_min_batch={}; logged once per path)",
+        l, T, fused ? "CED fused" : "baseline (unfused gate/up)", CedDispatchName(o.ced_dispatch),
+        o.ced_min_batch);
   }
   if (fused) {
     ++ced_counts_.fused;
@@ -484,8 +485,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
       FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
     }
     m.g_hca.resize(T * H);
-    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
-            m.hca);
+    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(), m.hca);
     if (cfg.moe.router_input == "hca") router_in = m.g_hca.data();
   }
   if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;
@@ -527,8 +527,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     external = it->second.data();
   }
   RouteResult& rr = stats.routes[l];
-  Status st =
-      Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr, &m.route);
+  Status st = Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr,
+                    &m.route);
   if (!st.ok()) {
     status = st.WithContext("layer " + std::to_string(l) + " router");
     return;
@@ -698,7 +698,8 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
                          seed_sel);
     }
     const bool layernorm_fusion = p.csa && cfg.csa.fusion_mode == "residual_layernorm";
-    if (prof_ != nullptr && layernorm_fusion) ++prof_->norm;  // S-021's LayerNorm (inside attention)
+    if (prof_ != nullptr && layernorm_fusion)
+      ++prof_->norm;  // S-021's LayerNorm (inside attention)
     const double ones[3] = {1.0, 1.0, 1.0};
     for (int64_t t = 0; t < T; ++t) {
       const bool qsel = std::find(seed_sel.begin(), seed_sel.end(), new_slots[t]) != seed_sel.end();

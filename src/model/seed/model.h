@@ -218,7 +218,7 @@ class SeedModel final : public Model {
   MlpScratch pruner_scratch_;
   std::vector<float> swiglu_g_, swiglu_u_;
   CedDispatchCounts ced_counts_;
-  bool ced_logged_[2] = {false, false};  // fused, baseline: logged once each
+  bool ced_logged_[2] = {false, false};   // fused, baseline: logged once each
   std::vector<BlockOpCounts> op_counts_;  // [L]
   BlockOpCounts* prof_ = nullptr;         // the block being profiled (null: off)
 };

@@ -70,15 +70,15 @@ struct RouteResult {
 // Buffers of Route and SelectExperts (grow-only; one per caller, so a decode
 // step routes without allocating).
 struct RouteScratch {
-  std::vector<int32_t> sel;      // [N, k] selected experts
-  std::vector<int64_t> sel_n;    // [N] how many
-  std::vector<float> w;          // [N, k] their softmax (or external) weights
-  std::vector<float> score;      // [E]
+  std::vector<int32_t> sel;    // [N, k] selected experts
+  std::vector<int64_t> sel_n;  // [N] how many
+  std::vector<float> w;        // [N, k] their softmax (or external) weights
+  std::vector<float> score;    // [E]
   std::vector<float> group_score, group_top;
   std::vector<int32_t> ranking;  // [E]
   std::vector<int32_t> groups, in, used;
   std::vector<float> used_w, ext;
-  std::vector<double> u;         // [E] utilisation
+  std::vector<double> u;  // [E] utilisation
 };
 
 // Top-k selection of one token: experts ordered by descending score
