@@ -74,8 +74,10 @@ async def client_loop(http, url, model, args, deadline, stats):
     while time.monotonic() < deadline:
         try:
             await one_request(http, url, body, stats)
-        except httpx.HTTPError:
+        except httpx.HTTPError as e:
             stats["errors"] += 1
+            kind = type(e).__name__
+            stats["error_kinds"][kind] = stats["error_kinds"].get(kind, 0) + 1
 
 
 async def one_request(http, url, body, stats):
@@ -85,6 +87,8 @@ async def one_request(http, url, body, stats):
     async with http.stream("POST", url + "/v1/completions", json=body) as r:
         if r.status_code != 200:
             stats["errors"] += 1
+            kind = f"HTTP {r.status_code}"
+            stats["error_kinds"][kind] = stats["error_kinds"].get(kind, 0) + 1
             await r.aread()
             await asyncio.sleep(0.05)
             return
@@ -107,7 +111,7 @@ async def one_request(http, url, body, stats):
 
 
 async def run_level(url, model, n, args):
-    stats = {"tokens": 0, "requests": 0, "errors": 0, "ttft": [], "itl": []}
+    stats = {"tokens": 0, "requests": 0, "errors": 0, "error_kinds": {}, "ttft": [], "itl": []}
     load0 = os.getloadavg()[0]
     limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
@@ -122,6 +126,7 @@ async def run_level(url, model, n, args):
         "seconds": round(elapsed, 2),
         "requests": stats["requests"],
         "errors": stats["errors"],
+        "error_kinds": stats["error_kinds"],
         "tokens": stats["tokens"],
         "tokens_per_s": round(stats["tokens"] / elapsed, 1),
         "ttft_p50_ms": round(1000 * percentile(stats["ttft"], 50), 2),

@@ -2,6 +2,8 @@
 #include "server/server.h"
 
 #include <httplib.h>  // httplib::Server, ThreadPool, DataSink
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -817,6 +819,34 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
       [gen](bool) { gen->handle->Cancel(); });
 }
 
+namespace {
+
+// cpp-httplib 0.11 listens with a backlog of 5. When the engine keeps the
+// cores busy, its accept thread falls behind a burst of clients, the kernel's
+// accept queue overflows and connections are reset before a byte is read
+// (seen with 64 clients at once). Linux lets a listening socket be listen()ed
+// again to change its backlog, so find ours (the listening TCP socket on
+// `port`) and raise it. Returns whether it was found.
+bool RaiseListenBacklog(int port) {
+  for (int fd = 3; fd < 4096; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof(addr);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int bound = -1;
+    if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) {
+      bound = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    }
+    if (bound == port) return ::listen(fd, SOMAXCONN) == 0;
+  }
+  return false;
+}
+
+}  // namespace
+
 Status Server::Bind() {
   Impl& s = *impl_;
   if (s.options.port == 0) {
@@ -830,6 +860,12 @@ Status Server::Bind() {
                      "is the port in use? pass another --port (0 picks a free one)");
     }
     port_ = s.options.port;
+  }
+  if (!RaiseListenBacklog(port_)) {
+    LOG_WARNING(
+        "serve: could not raise the listen backlog of port {}; bursts of clients may "
+        "see connection resets",
+        port_);
   }
   return Status::Ok();
 }

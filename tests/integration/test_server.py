@@ -5,6 +5,7 @@ shape (one test per case) without hurting the process."""
 import concurrent.futures
 import json
 import socket
+import subprocess
 import time
 
 import httpx
@@ -262,3 +263,12 @@ def test_deeply_nested_body_is_refused_and_server_survives(echo_server):
     assert r.status_code == 400
     assert "deeper than" in r.json()["error"]["message"]
     assert httpx.get(echo_server.url + "/health", timeout=5).status_code == 200
+
+
+def test_listen_backlog_is_raised(llama_server):
+    # cpp-httplib listens with a backlog of 5; the server raises it so that a
+    # burst of clients is not reset while the engine keeps the cores busy.
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{llama_server.port}"], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[0] == "LISTEN"
+    assert int(out[2]) >= 128  # Send-Q of a listening socket: its backlog
