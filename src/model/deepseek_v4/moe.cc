@@ -48,27 +48,25 @@ std::shared_ptr<void> AttachScoredRouterOptions(std::span<const MoeWeights* cons
   }
   const ScoredRouterOptions* key = shared.get();
   // The handle owns the options; its deleter takes this attachment's entries out.
-  return std::shared_ptr<void>(new std::shared_ptr<const ScoredRouterOptions>(shared),
-                               [key](void* p) {
-                                 {
-                                   std::lock_guard<std::mutex> lock(g_attach_mu);
-                                   const auto before = g_attachments.size();
-                                   std::erase_if(g_attachments, [key](const Attachment& a) {
-                                     return a.options.get() == key;
-                                   });
-                                   g_attached.fetch_sub(
-                                       static_cast<int64_t>(before - g_attachments.size()));
-                                 }
-                                 delete static_cast<std::shared_ptr<const ScoredRouterOptions>*>(p);
-                               });
+  return std::shared_ptr<void>(
+      new std::shared_ptr<const ScoredRouterOptions>(shared), [key](void* p) {
+        {
+          std::lock_guard<std::mutex> lock(g_attach_mu);
+          const auto before = g_attachments.size();
+          std::erase_if(g_attachments,
+                        [key](const Attachment& a) { return a.options.get() == key; });
+          g_attached.fetch_sub(static_cast<int64_t>(before - g_attachments.size()));
+        }
+        delete static_cast<std::shared_ptr<const ScoredRouterOptions>*>(p);
+      });
 }
 
 int64_t MoeScratch::bytes() const {
   const size_t f = routing.scores.capacity() + routing.weights.capacity() + logits.capacity() +
                    row_weight.capacity() + xe.capacity() + gate.capacity() + up.capacity() +
                    down.capacity() + y.capacity() + act.capacity() + biased.capacity();
-  const size_t i = routing.experts.capacity() + rows.capacity() + order.capacity() +
-                   active.capacity();
+  const size_t i =
+      routing.experts.capacity() + rows.capacity() + order.capacity() + active.capacity();
   const size_t l = first.capacity() + count.capacity() + job_rows.capacity();
   return static_cast<int64_t>(f * sizeof(float) + i * sizeof(int32_t) + l * sizeof(int64_t) +
                               jobs.capacity() * sizeof(LinearJob));
@@ -112,11 +110,12 @@ void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, c
   std::shared_ptr<const ScoredRouterOptions> ro;
   if (plan.router != RouterKind::kHash && g_attached.load(std::memory_order_acquire) > 0) {
     ro = AttachedOptions(&w);
-    CHECK(ro == nullptr || ((ro->allow.empty() || static_cast<int64_t>(ro->allow.size()) == E) &&
-                            (!ro->freeze || (static_cast<int64_t>(ro->freeze_experts.size()) == k &&
-                                             static_cast<int64_t>(ro->freeze_weights.size()) == k))),
-          "scored router options do not fit E = %lld, k = %lld", static_cast<long long>(E),
-          static_cast<long long>(k));
+    CHECK(
+        ro == nullptr || ((ro->allow.empty() || static_cast<int64_t>(ro->allow.size()) == E) &&
+                          (!ro->freeze || (static_cast<int64_t>(ro->freeze_experts.size()) == k &&
+                                           static_cast<int64_t>(ro->freeze_weights.size()) == k))),
+        "scored router options do not fit E = %lld, k = %lld", static_cast<long long>(E),
+        static_cast<long long>(k));
   }
   for (int64_t t = 0; t < T; ++t) {
     float* sc = r.scores.data() + t * E;
@@ -224,7 +223,8 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
     for (int64_t i = 1; i <= n_active; ++i) {
       CHECK(((weights_of(i).*member).format == LinearFormat::kDense) ==
                 (lw0.format == LinearFormat::kDense),
-            "MoE layer %d: experts mix dense and block-quantised weights", plan.layer);
+            "MoE layer %lld: experts mix dense and block-quantised weights",
+            static_cast<long long>(plan.layer));
     }
     return LinearInput(in, rows, lw0, opts, scratch);
   };
