@@ -9,9 +9,11 @@
 namespace {
 
 std::atomic<int64_t> g_allocations{0};
+std::atomic<bool> g_trap{false};
 
 void* CountedAlloc(std::size_t n, std::size_t align) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (g_trap.load(std::memory_order_relaxed)) std::abort();
   if (n == 0) n = 1;
   void* p = align > alignof(std::max_align_t)
                 ? std::aligned_alloc(align, (n + align - 1) / align * align)
@@ -24,6 +26,7 @@ void* CountedAlloc(std::size_t n, std::size_t align) {
 
 namespace dsv4::testing {
 int64_t AllocationCount() { return g_allocations.load(std::memory_order_relaxed); }
+void SetAllocationTrap(bool on) { g_trap.store(on, std::memory_order_relaxed); }
 }  // namespace dsv4::testing
 
 void* operator new(std::size_t n) { return CountedAlloc(n, 0); }

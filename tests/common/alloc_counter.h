@@ -12,6 +12,10 @@ namespace dsv4::testing {
 // Heap allocations made through operator new (any form) so far, all threads.
 int64_t AllocationCount();
 
+// Debugging aid: while on, the next counted allocation aborts (run the test
+// under a debugger to see who allocates).
+void SetAllocationTrap(bool on);
+
 }  // namespace dsv4::testing
 
 #endif  // DSV4_TESTS_COMMON_ALLOC_COUNTER_H_

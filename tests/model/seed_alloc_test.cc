@@ -1,14 +1,15 @@
 // The seed family's decode loop does no heap allocation: this binary replaces
-// the global operator new/delete with counting versions (the approach of
-// tests/engine/llama_alloc_test.cc) and checks that SeedModel::Forward for one
-// token allocates nothing once warm, for every profile of tests/data/seed (P-V4:
-// CSA + HCA + capacity routing; P-CED: CED blocks, both layouts, both dispatch
-// paths; P-V4-7B: segmented RoPE, TaskAdapter, MoE and the SemanticKVPruner
-// evicting every step), with one thread and with a pool of two. Scratch lives
-// in the model (grow-only) and in the cache (sized by NewCache).
+// the global operator new/delete with counting versions (tests/common/alloc_counter.cc) (the
+// approach of tests/engine/llama_alloc_test.cc) and checks that SeedModel::Forward for one token
+// allocates nothing once warm, for every profile of tests/data/seed (P-V4: CSA + HCA + capacity
+// routing; P-CED: CED blocks, both layouts, both dispatch paths; P-V4-7B: segmented RoPE,
+// TaskAdapter, MoE and the SemanticKVPruner evicting every step), with one thread and with a pool
+// of two. Scratch lives in the model (grow-only) and in the cache (sized by NewCache).
 // DSV4_ALLOC_TRAP=1 aborts at the first allocation inside the measured window
 // (run under gdb for the backtrace).
 #include <gtest/gtest.h>
+
+#include "../common/alloc_counter.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,67 +20,17 @@
 
 #include "model/seed/model.h"
 
-namespace {
-
-std::atomic<int64_t> g_allocations{0};
-
-std::atomic<bool> g_trap{false};  // debugging: abort at the first counted allocation
-
-void* CountedAlloc(std::size_t n, std::size_t align) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (g_trap.load(std::memory_order_relaxed)) std::abort();
-  if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t)
-                ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                : std::malloc(n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) { return CountedAlloc(n, 0); }
-void* operator new[](std::size_t n) { return CountedAlloc(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  return CountedAlloc(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return CountedAlloc(n, static_cast<std::size_t>(a));
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return CountedAlloc(n, 0);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return CountedAlloc(n, 0);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-
 namespace dsv4::seed {
 namespace {
 
-int64_t Allocations() { return g_allocations.load(std::memory_order_relaxed); }
+int64_t Allocations() { return ::dsv4::testing::AllocationCount(); }
 
 TEST(SeedAlloc, CounterSeesAllocations) {
   const int64_t before = Allocations();
-  auto* v = new std::vector<int>(100);
+  void* p = ::operator new(64);  // an explicit call: never elided
   const int64_t after = Allocations();
-  delete v;
-  EXPECT_GE(after - before, 2);
+  ::operator delete(p);
+  EXPECT_EQ(after - before, 1);
 }
 
 struct Case {
@@ -112,17 +63,17 @@ TEST_P(SeedAllocTest, DecodeForwardAllocatesNothingAfterWarmUp) {
   ASSERT_GT(steps, 16);
   const char* trap = std::getenv("DSV4_ALLOC_TRAP");
   const int64_t before = Allocations();
-  g_trap = trap != nullptr && *trap == '1';
+  ::dsv4::testing::SetAllocationTrap(trap != nullptr && *trap == '1');
   for (int64_t i = 0; i < steps; ++i) {
     next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     const int32_t one[1] = {next};
     const Status st = model.Forward(one, *cache, logits, false);
     if (!st.ok()) {
-      g_trap = false;
+      ::dsv4::testing::SetAllocationTrap(false);
       FAIL() << st.ToString();
     }
   }
-  g_trap = false;
+  ::dsv4::testing::SetAllocationTrap(false);
   const int64_t allocated = Allocations() - before;
   EXPECT_EQ(allocated, 0) << c.profile << ", " << c.threads << " threads: " << allocated
                           << " heap allocations in " << steps << " decode steps";
