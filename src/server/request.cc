@@ -409,6 +409,9 @@ Status ConvertAnthropicTools(const Json& body, GenerationRequest* r) {
     const Json* type = c->is_object() ? Field(*c, "type") : nullptr;
     if (type == nullptr || !type->is_string()) return Bad("tool_choice.type", "is required");
     const std::string t = type->get<std::string>();
+    bool disable_parallel = false;
+    RETURN_IF_ERROR(GetBool(*c, "disable_parallel_tool_use", &disable_parallel));
+    r->parallel_tool_calls = !disable_parallel;
     if (t == "auto") {
       r->tool_choice = "auto";
     } else if (t == "any") {
@@ -619,6 +622,7 @@ Result<GenerationRequest> ParseRequest(Api api, const Json& body, const RequestL
         r.tools = *tools;
       }
       RETURN_IF_ERROR(CheckToolChoice(body, &r));
+      RETURN_IF_ERROR(GetBool(body, "parallel_tool_calls", &r.parallel_tool_calls));
       RETURN_IF_ERROR(GetThinking(body, &r));
       RETURN_IF_ERROR(GetMaxTokens(body, "max_tokens", limits, &r.max_tokens));
       RETURN_IF_ERROR(GetMaxTokens(body, "max_completion_tokens", limits, &r.max_tokens));

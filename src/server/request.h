@@ -61,6 +61,8 @@ struct GenerationRequest {
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();     // OpenAI shape
   std::string tool_choice = "auto";  // auto | none | required | function
   std::string tool_choice_name;      // tool_choice == "function"
+  bool parallel_tool_calls = true;   // false: at most one call (OpenAI parallel_tool_calls,
+                                     // Anthropic tool_choice.disable_parallel_tool_use)
   bool thinking = false;             // DeepSeek-V4 thinking mode
   Dsv4ReasoningEffort reasoning_effort = Dsv4ReasoningEffort::kDefault;
   // Completions: one text or token-id prompt per entry.

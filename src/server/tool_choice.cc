@@ -348,6 +348,7 @@ ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
     spec.single_call = true;
   } else {
     for (const auto& t : request.tools) spec.names.push_back(t["function"]["name"]);
+    spec.single_call = !request.parallel_tool_calls;
   }
   if (spec.names.empty()) return nullptr;
   spec.thinking = request.thinking;

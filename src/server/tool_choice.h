@@ -7,7 +7,8 @@
 //              `｜DSML｜` token is banned, so the model cannot open a tool call;
 //              the answer is content only
 //   required   (Anthropic {"type": "any"}) the turn is one or more tool calls
-//              to tools of the request
+//              to tools of the request (exactly one with parallel_tool_calls
+//              false / disable_parallel_tool_use true)
 //   function   ({"type": "function", "function": {"name": X}}; Anthropic
 //              {"type": "tool", "name": X}) exactly one call, to X
 //

@@ -77,7 +77,9 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                # A graceful stop waits for idle keep-alive connections, which
+                # the server keeps for 10 s (clients that were not closed).
+                self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)

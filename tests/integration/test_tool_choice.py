@@ -79,6 +79,15 @@ def test_required_streaming(echo_server):
         assert isinstance(json.loads(entry["arguments"]), dict)
 
 
+def test_required_without_parallel_calls_makes_one(echo_server):
+    r = chat(echo_server, "Hello there", tool_choice="required", parallel_tool_calls=False)
+    [call] = r.choices[0].message.tool_calls
+    assert call.function.name in NAMES
+    m = messages(echo_server, "Hello there",
+                 tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    assert len([b for b in m.content if b.type == "tool_use"]) == 1
+
+
 def test_required_keeps_a_call_the_model_makes(echo_server):
     r = chat(echo_server, CALL, tool_choice="required")
     [call] = r.choices[0].message.tool_calls

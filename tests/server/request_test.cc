@@ -66,8 +66,8 @@ TEST(ParseJsonBody, NumberOverflow) {
 
 TEST(ParseJsonBody, NestingTooDeep) {
   // 200,000 nested arrays would overflow the stack when copied or dumped.
-  const std::string deep = R"({"model": "m", "x": )" + std::string(200000, '[') +
-                           std::string(200000, ']') + "}";
+  const std::string deep =
+      R"({"model": "m", "x": )" + std::string(200000, '[') + std::string(200000, ']') + "}";
   auto r = ParseJsonBody(deep);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -77,6 +77,25 @@ TEST(ParseJsonBody, NestingTooDeep) {
   const std::string ok = R"({"s": "[[[[\"[[[[", "x": )" + std::string(kMaxJsonDepth - 1, '[') +
                          std::string(kMaxJsonDepth - 1, ']') + "}";
   EXPECT_TRUE(ParseJsonBody(ok).ok()) << ParseJsonBody(ok).status().ToString();
+}
+
+TEST(ParseRequest, ParallelToolCallsFlags) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+    "parallel_tool_calls": false})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->parallel_tool_calls);
+  r = Parse(Api::kMessages, R"({"model": "m", "max_tokens": 5,
+    "messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f", "input_schema": {}}],
+    "tool_choice": {"type": "any", "disable_parallel_tool_use": true}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->parallel_tool_calls);
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+    "parallel_tool_calls": "no"})",
+              StatusCode::kInvalidArgument, "'parallel_tool_calls'");
+  ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"type": "function", "function": {"name": "a<b"}}]})",
+              StatusCode::kInvalidArgument, "'tools[0].function.name'");
 }
 
 TEST(ParseJsonBody, NotAnObject) {
@@ -432,6 +451,7 @@ TEST(ParseRequest, MessagesConversion) {
   EXPECT_EQ(r->messages[3], Json({{"role", "tool"}, {"tool_call_id", "t1"}, {"content", "sunny"}}));
   EXPECT_EQ(r->tools[0]["function"]["parameters"], Json({{"type", "object"}}));
   EXPECT_EQ(r->tool_choice, "required");
+  EXPECT_TRUE(r->parallel_tool_calls);
   EXPECT_EQ(r->stop, (std::vector<std::string>{"END"}));
   EXPECT_EQ(r->sampling.top_k, 3);
   EXPECT_TRUE(r->thinking);

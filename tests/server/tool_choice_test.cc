@@ -342,6 +342,17 @@ TEST_F(ToolChoiceTest, FactoryFollowsToolChoice) {
   const Dsv4ParsedOutput p = ParseDsv4Output(closed, Dsv4ThinkingMode::kChat);
   ASSERT_FALSE(p.malformed) << closed;
   EXPECT_EQ(p.tool_calls.at(0).name, "a");
+  // parallel_tool_calls false: one call only.
+  r.parallel_tool_calls = false;
+  {
+    auto c = MakeToolChoiceConstraint(r, tok(), texts())();
+    for (int32_t id : Ids("\n\n<" + kDsml + "tool_calls>\n" + Call("a", "") + "<")) {
+      ASSERT_TRUE(c->Allows(id));
+      c->Accept(id);
+    }
+    EXPECT_FALSE(c->Allows(Ids(kDsml)[0]));  // no second invoke
+  }
+  r.parallel_tool_calls = true;
   r.tool_choice = "function";
   r.tool_choice_name = "b";
   const std::string named = MakeToolChoiceConstraint(r, tok(), texts())()->Close();
