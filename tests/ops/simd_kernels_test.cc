@@ -327,6 +327,59 @@ TEST(SimdMatMul, BatchInvariantBitForBit) {
   });
 }
 
+// The tile path blocks rows (panels of 32), inputs (K-blocks of 256) and
+// tokens (blocks of at most 128, micro-tiles of 6; FP4 also super-blocks of at
+// most 2^19 floats of deinterleaved x, two of them at K = 4096): a token's
+// result must stay bit for bit its matvec result across every boundary —
+// three panels, the last with a short row quad; several K-blocks, the last
+// short, plus a scalar tail; two token blocks with a short last micro-tile; a
+// row range starting mid-panel written with a wider output stride — and match
+// the scalar twin.
+TEST(SimdMatMul, BlockedTilesBitForBitAcrossBlocks) {
+  ForEachTarget([] {
+    const std::vector<std::pair<DType, int64_t>> cases = {
+        {DType::kF32, 405},     {DType::kBF16, 397},    {DType::kF16, 389},     {DType::kQ8_0, 416},
+        {DType::kFp8E4m3, 389}, {DType::kFp4E2m1, 416}, {DType::kFp4E2m1, 4096}};
+    for (auto [dt, k] : cases) {
+      const int64_t n = 71, t_all = 140;
+      const Weight w = MakeWeight(dt, n, k, 33);
+      const auto xbuf = RandomFloats(t_all * k + 1, 9);
+      const float* x = xbuf.data() + 1;  // misaligned
+      struct Range {
+        int64_t begin, end, stride;
+      };
+      for (const Range rg : {Range{0, n, n}, Range{5, 70, 80}}) {
+        const std::string what =
+            Describe(w, t_all,
+                     (" rows " + std::to_string(rg.begin) + ".." + std::to_string(rg.end)).c_str());
+        const float kSentinel = 12345.0f;
+        std::vector<float> batch(t_all * rg.stride, kSentinel), single(batch), want(batch);
+        SimdRows(w, batch.data(), rg.stride, x, t_all, rg.begin, rg.end);
+        for (int64_t t = 0; t < t_all; ++t) {
+          SimdRows(w, single.data() + t * rg.stride, rg.stride, x + t * k, 1, rg.begin, rg.end);
+        }
+        for (size_t i = 0; i < batch.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&batch[i], &single[i], 4), 0)
+              << what << ": token " << i / rg.stride << " column " << i % rg.stride << ": "
+              << batch[i] << " vs " << single[i];
+        }
+        RefRows(w, want.data(), rg.stride, x, t_all, rg.begin, rg.end);
+        ExpectMatMulClose(batch, want, what);
+      }
+      // Token counts around the micro-tile and token-block sizes.
+      std::vector<float> single(t_all * n);
+      for (int64_t t = 0; t < t_all; ++t) {
+        SimdRows(w, single.data() + t * n, n, x + t * k, 1, 0, n);
+      }
+      for (int64_t t : {2, 5, 6, 7, 12, 13, 128, 129}) {
+        std::vector<float> part(t * n);
+        SimdRows(w, part.data(), n, x, t, 0, n);
+        EXPECT_EQ(std::memcmp(part.data(), single.data(), part.size() * 4), 0) << Describe(w, t);
+      }
+    }
+  });
+}
+
 // A sub-range of rows written into a wider output, as DeepSeek-V4's grouped
 // projections do; outputs outside the range must stay untouched.
 TEST(SimdMatMul, RowRangesAndOutputStride) {

@@ -6,9 +6,11 @@
 //   - matvec (T = 1, decode): four weight rows at a time, each weight vector
 //     decoded in registers, scaled by its block scale and multiplied into one
 //     accumulator per row.
-//   - tiles (T ≥ 2, prefill): four rows decoded once per call into a per-thread
-//     buffer (4·K floats, L2), then tiles of 4 rows × 4 tokens (2 on 16-register
-//     targets) with one accumulator each, so the decode cost is shared by all T.
+//   - tiles (T ≥ 2, prefill), cache-blocked: panels of 32 rows × 256 inputs
+//     decoded into a per-thread buffer (L1), then micro-tiles of 4 rows × 6
+//     tokens (2 on 16-register targets) with one vector accumulator each,
+//     carried across the K-blocks in a per-thread buffer; the decode cost is
+//     shared by up to 128 tokens and each token's x is reused by 32 rows.
 // Both sum every output in the same order, so they agree bit for bit.
 //
 // Decoding in registers (exact for every finite value): a small float format
@@ -534,181 +536,310 @@ void MatVecRows(const MatMulArgs& a) {
 }
 
 // ---------------------------------------------------------------------------
-// Tile path (prefill): 4 rows decoded once into a per-thread buffer in decode
-// step layout, then tiles of 4 rows × MT tokens with one accumulator each.
+// Tile path (prefill), cache-blocked. Per call (a row range):
+//   for each super-block of tokens (pairs formats: x deinterleaved once into
+//   a per-thread buffer, at most kPackedXFloats; other formats: all tokens,
+//   x read in place):
+//     for each panel of up to kPanelRows rows (block scales converted once):
+//       for each block of up to kTokenBlock tokens:
+//         for each K-block of up to kKc inputs of the vector part (k < k_vec):
+//           decode the panel's weights there, in decode step layout (L1);
+//           for each tile of MT tokens, for each quad of the panel's rows: a
+//           4 × MT micro-tile, one vector accumulator per (row, token),
+//           carried from K-block to K-block in a per-thread buffer;
+//         then each output = horizontal sum of its accumulator + scalar tail.
+// A micro-tile's x (MT × kKc floats) stays in L1 while every row quad of the
+// panel uses it, and the decoded weights stay in L1 for every token tile, so
+// x streams through the caches once per panel rather than once per 4 rows,
+// and each weight is decoded once per token block. Storing and reloading an
+// accumulator is exact: every lane still takes its products in k order, so
+// the results are the matvec path's bit for bit.
 // ---------------------------------------------------------------------------
 
-// Tokens per tile: 16 accumulators need the 32 registers of AVX-512 (and
-// NEON/SVE); targets with 16 registers take 2 tokens.
+// Blocking. kKc is a multiple of every decode step (2·lanes ≤ 32) and scale
+// block (32, 128), so K-blocks start on block boundaries; kPanelRows is a
+// multiple of 4. Per thread on AVX-512: decoded weights kPanelRows·kKc floats
+// (32 KiB, L1), accumulators up to 132 tokens × kPanelRows vectors (264 KiB,
+// L2), scales, and for pairs formats (FP4) up to kPackedXFloats of x (2 MiB).
+// Tuned on Zen 5 (docs/benchmarks.md, "prefill blocking"): 16-row panels or
+// 128-input K-blocks cost 5–10%, 512-input K-blocks gained nothing;
+// deinterleaving FP4's x once per panel instead of once per super-block cost
+// it 20%.
+inline constexpr int64_t kPanelRows = 32;
+inline constexpr int64_t kKc = 256;
+inline constexpr int64_t kTokenBlock = 128;
+inline constexpr int64_t kPackedXFloats = int64_t{1} << 19;
+// Floats of padding after each deinterleaved x row, so that rows K = 2^n
+// apart do not share L1 sets.
+inline constexpr int64_t kPackedXPad = 16;
+
+// Tokens per micro-tile: 4 rows × 6 tokens (24 accumulators, 4 weight
+// vectors, one x vector: 10 loads per 24 FMAs) fit the 32 registers of
+// AVX-512 (and NEON/SVE); x86 targets with 16 registers take 2 tokens.
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
 constexpr int kTileTokens = 2;
 #else
-constexpr int kTileTokens = 4;
+constexpr int kTileTokens = 6;
 #endif
 
-// Decoded, scaled weights of 4 rows: buf[r * k_vec + k] in decode step layout
-// (for pairs formats: per step, the even inputs' weights, then the odd ones).
+// Per-thread scratch of the tile path (floats); grows to the largest need
+// seen, so steady-state calls do not allocate.
 std::vector<float>& TileBuffer() {
   thread_local std::vector<float> buf;
   return buf;
 }
 
-// out[r, t] for 4 rows × MT tokens; x rows k_size apart.
-template <class Fmt, int MT>
-HWY_INLINE void Tile(DF d, const float* HWY_RESTRICT wbuf, int64_t k_vec, const float* x,
-                     int64_t k_size, float out[4][4]) {
+// One token's 4 accumulators, named c<t>0 … c<t>3 (plain variables, not an
+// array: scalable vectors cannot form arrays, and registers are the point).
+#define DSV4_TILE_ACC(t) VF c##t##0 = z, c##t##1 = z, c##t##2 = z, c##t##3 = z
+#define DSV4_TILE_LOAD(t)                                    \
+  do {                                                       \
+    if constexpr (MT > t) {                                  \
+      if (!first) {                                          \
+        c##t##0 = hn::Load(d, acc + t * acc_stride);         \
+        c##t##1 = hn::Load(d, acc + t * acc_stride + N);     \
+        c##t##2 = hn::Load(d, acc + t * acc_stride + 2 * N); \
+        c##t##3 = hn::Load(d, acc + t * acc_stride + 3 * N); \
+      }                                                      \
+    }                                                        \
+  } while (0)
+#define DSV4_TILE_FMA(t)                                \
+  do {                                                  \
+    if constexpr (MT > t) {                             \
+      const VF xv = hn::LoadU(d, x + t * x_stride + k); \
+      c##t##0 = hn::MulAdd(w0, xv, c##t##0);            \
+      c##t##1 = hn::MulAdd(w1, xv, c##t##1);            \
+      c##t##2 = hn::MulAdd(w2, xv, c##t##2);            \
+      c##t##3 = hn::MulAdd(w3, xv, c##t##3);            \
+    }                                                   \
+  } while (0)
+#define DSV4_TILE_STORE(t)                                 \
+  do {                                                     \
+    if constexpr (MT > t) {                                \
+      hn::Store(c##t##0, d, acc + t * acc_stride);         \
+      hn::Store(c##t##1, d, acc + t * acc_stride + N);     \
+      hn::Store(c##t##2, d, acc + t * acc_stride + 2 * N); \
+      hn::Store(c##t##3, d, acc + t * acc_stride + 3 * N); \
+    }                                                      \
+  } while (0)
+
+// acc[t · acc_stride + i · lanes] (+)= Σ_k w[i · len + k] · x[t · x_stride + k]
+// lane by lane in k order, for 4 rows i × MT tokens t (MT ≤ 6) over k in
+// [0, len) (whole vectors). first: the accumulators start from zero instead.
+template <int MT>
+HWY_INLINE void MicroTile(DF d, const float* HWY_RESTRICT w, int64_t len,
+                          const float* HWY_RESTRICT x, int64_t x_stride, float* HWY_RESTRICT acc,
+                          int64_t acc_stride, bool first) {
+  static_assert(MT >= 1 && MT <= 6);
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t step = StepOf(d, kTwo<Fmt>);
-  const float* w0p = wbuf;
-  const float* w1p = wbuf + k_vec;
-  const float* w2p = wbuf + 2 * k_vec;
-  const float* w3p = wbuf + 3 * k_vec;
-  VF c00 = hn::Zero(d), c01 = hn::Zero(d), c02 = hn::Zero(d), c03 = hn::Zero(d);
-  VF c10 = hn::Zero(d), c11 = hn::Zero(d), c12 = hn::Zero(d), c13 = hn::Zero(d);
-  VF c20 = hn::Zero(d), c21 = hn::Zero(d), c22 = hn::Zero(d), c23 = hn::Zero(d);
-  VF c30 = hn::Zero(d), c31 = hn::Zero(d), c32 = hn::Zero(d), c33 = hn::Zero(d);
-  const float* x0p = x;
-  const float* x1p = x + (MT > 1 ? 1 : 0) * k_size;
-  const float* x2p = x + (MT > 2 ? 2 : 0) * k_size;
-  const float* x3p = x + (MT > 3 ? 3 : 0) * k_size;
-  for (int64_t k = 0; k < k_vec; k += step) {
-    const VF wa0 = hn::Load(d, w0p + k), wa1 = hn::Load(d, w1p + k);
-    const VF wa2 = hn::Load(d, w2p + k), wa3 = hn::Load(d, w3p + k);
-    VF wb0 = wa0, wb1 = wa1, wb2 = wa2, wb3 = wa3;
-    if constexpr (kTwo<Fmt>) {
-      wb0 = hn::Load(d, w0p + k + N), wb1 = hn::Load(d, w1p + k + N);
-      wb2 = hn::Load(d, w2p + k + N), wb3 = hn::Load(d, w3p + k + N);
-    }
-    VF xa, xb;
-    LoadX<Fmt>(d, x0p, k, xa, xb);
-    c00 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c00);
-    c10 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c10);
-    c20 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c20);
-    c30 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c30);
-    if constexpr (MT > 1) {
-      LoadX<Fmt>(d, x1p, k, xa, xb);
-      c01 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c01);
-      c11 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c11);
-      c21 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c21);
-      c31 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c31);
-    }
-    if constexpr (MT > 2) {
-      LoadX<Fmt>(d, x2p, k, xa, xb);
-      c02 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c02);
-      c12 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c12);
-      c22 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c22);
-      c32 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c32);
-    }
-    if constexpr (MT > 3) {
-      LoadX<Fmt>(d, x3p, k, xa, xb);
-      c03 = Fma2(kTwo<Fmt>, wa0, wb0, xa, xb, c03);
-      c13 = Fma2(kTwo<Fmt>, wa1, wb1, xa, xb, c13);
-      c23 = Fma2(kTwo<Fmt>, wa2, wb2, xa, xb, c23);
-      c33 = Fma2(kTwo<Fmt>, wa3, wb3, xa, xb, c33);
-    }
+  const VF z = hn::Zero(d);
+  DSV4_TILE_ACC(0);
+  DSV4_TILE_ACC(1);
+  DSV4_TILE_ACC(2);
+  DSV4_TILE_ACC(3);
+  DSV4_TILE_ACC(4);
+  DSV4_TILE_ACC(5);
+  DSV4_TILE_LOAD(0);
+  DSV4_TILE_LOAD(1);
+  DSV4_TILE_LOAD(2);
+  DSV4_TILE_LOAD(3);
+  DSV4_TILE_LOAD(4);
+  DSV4_TILE_LOAD(5);
+  const float* w0p = w;
+  const float* w1p = w + len;
+  const float* w2p = w + 2 * len;
+  const float* w3p = w + 3 * len;
+  for (int64_t k = 0; k < len; k += N) {
+    const VF w0 = hn::Load(d, w0p + k), w1 = hn::Load(d, w1p + k);
+    const VF w2 = hn::Load(d, w2p + k), w3 = hn::Load(d, w3p + k);
+    DSV4_TILE_FMA(0);
+    DSV4_TILE_FMA(1);
+    DSV4_TILE_FMA(2);
+    DSV4_TILE_FMA(3);
+    DSV4_TILE_FMA(4);
+    DSV4_TILE_FMA(5);
   }
-  out[0][0] = hn::GetLane(hn::SumOfLanes(d, c00));
-  out[1][0] = hn::GetLane(hn::SumOfLanes(d, c10));
-  out[2][0] = hn::GetLane(hn::SumOfLanes(d, c20));
-  out[3][0] = hn::GetLane(hn::SumOfLanes(d, c30));
-  if constexpr (MT > 1) {
-    out[0][1] = hn::GetLane(hn::SumOfLanes(d, c01));
-    out[1][1] = hn::GetLane(hn::SumOfLanes(d, c11));
-    out[2][1] = hn::GetLane(hn::SumOfLanes(d, c21));
-    out[3][1] = hn::GetLane(hn::SumOfLanes(d, c31));
-  }
-  if constexpr (MT > 2) {
-    out[0][2] = hn::GetLane(hn::SumOfLanes(d, c02));
-    out[1][2] = hn::GetLane(hn::SumOfLanes(d, c12));
-    out[2][2] = hn::GetLane(hn::SumOfLanes(d, c22));
-    out[3][2] = hn::GetLane(hn::SumOfLanes(d, c32));
-  }
-  if constexpr (MT > 3) {
-    out[0][3] = hn::GetLane(hn::SumOfLanes(d, c03));
-    out[1][3] = hn::GetLane(hn::SumOfLanes(d, c13));
-    out[2][3] = hn::GetLane(hn::SumOfLanes(d, c23));
-    out[3][3] = hn::GetLane(hn::SumOfLanes(d, c33));
+  DSV4_TILE_STORE(0);
+  DSV4_TILE_STORE(1);
+  DSV4_TILE_STORE(2);
+  DSV4_TILE_STORE(3);
+  DSV4_TILE_STORE(4);
+  DSV4_TILE_STORE(5);
+}
+#undef DSV4_TILE_ACC
+#undef DSV4_TILE_LOAD
+#undef DSV4_TILE_FMA
+#undef DSV4_TILE_STORE
+
+// MicroTile for mt ≤ kTileTokens tokens.
+HWY_INLINE void MicroTileN(DF d, int64_t mt, const float* HWY_RESTRICT w, int64_t len,
+                           const float* HWY_RESTRICT x, int64_t x_stride, float* HWY_RESTRICT acc,
+                           int64_t acc_stride, bool first) {
+  switch (mt) {
+    case 6:
+      if constexpr (kTileTokens >= 6) MicroTile<6>(d, w, len, x, x_stride, acc, acc_stride, first);
+      return;
+    case 5:
+      if constexpr (kTileTokens >= 5) MicroTile<5>(d, w, len, x, x_stride, acc, acc_stride, first);
+      return;
+    case 4:
+      if constexpr (kTileTokens >= 4) MicroTile<4>(d, w, len, x, x_stride, acc, acc_stride, first);
+      return;
+    case 3:
+      if constexpr (kTileTokens >= 3) MicroTile<3>(d, w, len, x, x_stride, acc, acc_stride, first);
+      return;
+    case 2:
+      MicroTile<2>(d, w, len, x, x_stride, acc, acc_stride, first);
+      return;
+    default:
+      MicroTile<1>(d, w, len, x, x_stride, acc, acc_stride, first);
+      return;
   }
 }
 
-// dst[0, k_vec) = the row's weights times their scales, in decode step layout.
+// dst[0, k_end − k_begin) = the row's weights k in [k_begin, k_end) times
+// their scales, in decode step layout (k_begin on a step and scale block
+// boundary, k_end on a step boundary): for pairs formats, per step, the even
+// inputs' weights, then the odd ones.
 template <class Fmt>
-HWY_INLINE void DecodeRow(DF d, const uint8_t* row, const float* scales, int64_t k_vec,
-                          float* HWY_RESTRICT dst) {
+HWY_INLINE void DecodeRow(DF d, const uint8_t* row, const float* scales, int64_t k_begin,
+                          int64_t k_end, float* HWY_RESTRICT dst) {
   const int64_t step = StepOf(d, kTwo<Fmt>);
-  const int64_t block = BlockLen<Fmt>(k_vec);
-  for (int64_t k0 = 0; k0 < k_vec; k0 += block) {
-    const int64_t len = std::min(block, k_vec - k0);
+  const int64_t block = Fmt::kBlock > 0 ? Fmt::kBlock : k_end - k_begin;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += block) {
+    const int64_t len = std::min(block, k_end - k0);
     const uint8_t* p = Fmt::Ptr(row, k0);
+    float* out = dst + (k0 - k_begin);
     VF s = hn::Zero(d);
     if constexpr (Fmt::kBlock > 0) s = BlockState<Fmt>(d, scales[k0 / Fmt::kBlock]);
     for (int64_t j = 0; j < len; j += step) {
       VF v0, v1;
       DecodeScaled<Fmt>(d, p, j, s, v0, v1);
-      hn::Store(v0, d, dst + k0 + j);
-      if constexpr (kTwo<Fmt>) hn::Store(v1, d, dst + k0 + j + hn::Lanes(d));
+      hn::Store(v0, d, out + j);
+      if constexpr (kTwo<Fmt>) hn::Store(v1, d, out + j + hn::Lanes(d));
     }
   }
+}
+
+// dst[t · dst_stride + j] for j < k_vec: x[t · k_size + …] laid out as the
+// weights of DecodeRow for a pairs format (per step of 2·lanes inputs: the even
+// ones, then the odd ones).
+HWY_INLINE void DeinterleaveX(DF d, const float* x, int64_t k_size, int64_t n_tokens, int64_t k_vec,
+                              float* HWY_RESTRICT dst, int64_t dst_stride) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* src = x + t * k_size;
+    float* o = dst + t * dst_stride;
+    for (int64_t j = 0; j < k_vec; j += 2 * N) {
+      VF x0, x1;
+      hn::LoadInterleaved2(d, src + j, x0, x1);
+      hn::Store(x0, d, o + j);
+      hn::Store(x1, d, o + j + N);
+    }
+  }
+}
+
+// The next 64-byte boundary at or after p.
+inline float* Align64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
+// n split into equal parts of at most max_part (≥ 1), each rounded up to a
+// multiple of kTileTokens: the part size.
+inline int64_t EvenPart(int64_t n, int64_t max_part) {
+  const int64_t parts = (n + max_part - 1) / max_part;
+  return ((n + parts - 1) / parts + kTileTokens - 1) / kTileTokens * kTileTokens;
 }
 
 template <class Fmt>
 void TileRows(const MatMulArgs& a) {
   const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t step = StepOf(d, kTwo<Fmt>);
   const int64_t k_size = a.w.sizes[1];
   const int64_t k_vec = k_size / step * step;
   const int64_t row_bytes = detail::RowBytes(a.w);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
-  HWY_ALIGN float scale_buf[4][Fmt::kBlock > 0 ? detail::kMaxScaleBlocks : 1];
+  // Scale blocks per row: FP8 ceil(K/128), FP4 and q8_0 K/32.
+  const int64_t scale_count = Fmt::kBlock > 0 ? k_size / 32 + 1 : 0;
+  // x as the micro-tiles read it: pairs formats from the deinterleaved copy.
+  const int64_t x_stride = Fmt::kPairs ? k_vec + kPackedXPad : k_size;
+  const int64_t super_tokens =
+      Fmt::kPairs ? EvenPart(a.n_tokens, std::max<int64_t>(
+                                             kPackedXFloats / x_stride / kTileTokens * kTileTokens,
+                                             kTileTokens))
+                  : a.n_tokens;
+  const int64_t block_tokens = EvenPart(super_tokens, kTokenBlock);
+  const int64_t acc_token_stride = kPanelRows * N;  // one token's accumulators to the next
+
+  // Scratch, each part 64-byte aligned: decoded weights [kPanelRows, kKc],
+  // accumulators [block_tokens, kPanelRows, N], deinterleaved x
+  // [super_tokens, x_stride] (pairs formats), scales [kPanelRows, scale_count].
+  const int64_t w_floats = kPanelRows * kKc;
+  const int64_t acc_floats = block_tokens * acc_token_stride;
+  const int64_t x_floats = Fmt::kPairs ? super_tokens * x_stride : 0;
+  const int64_t s_floats = kPanelRows * scale_count;
   std::vector<float>& buf = TileBuffer();
-  // +16: Load needs an aligned start; vector() storage is 16-byte aligned at best.
-  const size_t need = static_cast<size_t>(4 * k_vec + 16);
+  const size_t need = static_cast<size_t>(w_floats + acc_floats + x_floats + s_floats + 4 * 16);
   if (buf.size() < need) buf.resize(need);
-  float* wbuf =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
-  CHECK(wbuf + 4 * k_vec <= buf.data() + buf.size());
-  for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
-    const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
-    const uint8_t* rows[4];
-    const float* scales[4];
-    for (int r = 0; r < 4; ++r) {
-      if (r < rows_here) {
-        rows[r] = base + (n0 + r) * row_bytes;
-        scales[r] = RowScales<Fmt>(a, n0 + r, rows[r], scale_buf[r]);
-        DecodeRow<Fmt>(d, rows[r], scales[r], k_vec, wbuf + r * k_vec);
-      } else {  // a short last group repeats its first row; results dropped
-        rows[r] = rows[0];
-        scales[r] = scales[0];
-        std::copy(wbuf, wbuf + k_vec, wbuf + r * k_vec);
-      }
+  float* wbuf = Align64(buf.data());
+  float* acc = Align64(wbuf + w_floats);
+  float* xbuf = Align64(acc + acc_floats);
+  float* sbuf = Align64(xbuf + x_floats);
+  CHECK(sbuf + s_floats <= buf.data() + buf.size());
+
+  const uint8_t* rows[kPanelRows];
+  const float* scales[kPanelRows];
+  for (int64_t sb0 = 0; sb0 < a.n_tokens; sb0 += super_tokens) {
+    const int64_t sb = std::min<int64_t>(super_tokens, a.n_tokens - sb0);
+    const float* xs = a.x + sb0 * k_size;
+    if constexpr (Fmt::kPairs) {
+      DeinterleaveX(d, xs, k_size, sb, k_vec, xbuf, x_stride);
+      xs = xbuf;
     }
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTileTokens) {
-      const int64_t mt = std::min<int64_t>(kTileTokens, a.n_tokens - t0);
-      const float* xt = a.x + t0 * k_size;
-      float res[4][4];
-      switch (mt) {
-        case 4:
-          if constexpr (kTileTokens >= 4) Tile<Fmt, 4>(d, wbuf, k_vec, xt, k_size, res);
-          break;
-        case 3:
-          if constexpr (kTileTokens >= 3) Tile<Fmt, 3>(d, wbuf, k_vec, xt, k_size, res);
-          break;
-        case 2:
-          Tile<Fmt, 2>(d, wbuf, k_vec, xt, k_size, res);
-          break;
-        default:
-          Tile<Fmt, 1>(d, wbuf, k_vec, xt, k_size, res);
-          break;
+    for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += kPanelRows) {
+      const int64_t rows_here = std::min<int64_t>(kPanelRows, a.row_end - n0);
+      const int64_t quads = (rows_here + 3) / 4;
+      for (int64_t r = 0; r < rows_here; ++r) {
+        rows[r] = base + (n0 + r) * row_bytes;
+        scales[r] = RowScales<Fmt>(a, n0 + r, rows[r], sbuf + r * scale_count);
       }
-      for (int64_t j = 0; j < mt; ++j) {
-        const float* xj = xt + j * k_size;
-        float* o = a.out + (t0 + j) * a.out_stride + (n0 - a.row_begin);
-        for (int64_t r = 0; r < rows_here; ++r) {
-          float tail = 0.0f;
-          for (int64_t k = k_vec; k < k_size; ++k) {
-            tail += ScalarScaled<Fmt>(rows[r], scales[r], k) * xj[k];
+      for (int64_t tb0 = 0; tb0 < sb; tb0 += block_tokens) {
+        const int64_t tb = std::min<int64_t>(block_tokens, sb - tb0);
+        for (int64_t kc0 = 0; kc0 < k_vec; kc0 += kKc) {
+          const int64_t len = std::min<int64_t>(kKc, k_vec - kc0);
+          for (int64_t r = 0; r < rows_here; ++r) {
+            DecodeRow<Fmt>(d, rows[r], scales[r], kc0, kc0 + len, wbuf + r * len);
           }
-          o[r] = res[r][j] + tail;
+          // A short last quad gets zero weights; its results are dropped.
+          std::fill(wbuf + rows_here * len, wbuf + quads * 4 * len, 0.0f);
+          const float* xk = xs + tb0 * x_stride + kc0;
+          const bool first = kc0 == 0;
+          for (int64_t t0 = 0; t0 < tb; t0 += kTileTokens) {
+            const int64_t mt = std::min<int64_t>(kTileTokens, tb - t0);
+            const float* xt = xk + t0 * x_stride;
+            float* acc_t = acc + t0 * acc_token_stride;
+            for (int64_t q = 0; q < quads; ++q) {
+              MicroTileN(d, mt, wbuf + q * 4 * len, len, xt, x_stride, acc_t + q * 4 * N,
+                         acc_token_stride, first);
+            }
+          }
+        }
+        // Horizontal sums, then the scalar tail (k ≥ k_vec) in k order.
+        for (int64_t t = 0; t < tb; ++t) {
+          const int64_t token = sb0 + tb0 + t;
+          const float* xt = a.x + token * k_size;
+          float* o = a.out + token * a.out_stride + (n0 - a.row_begin);
+          for (int64_t r = 0; r < rows_here; ++r) {
+            const float sum = k_vec > 0 ? hn::GetLane(hn::SumOfLanes(
+                                              d, hn::Load(d, acc + t * acc_token_stride + r * N)))
+                                        : 0.0f;
+            float tail = 0.0f;
+            for (int64_t k = k_vec; k < k_size; ++k) {
+              tail += ScalarScaled<Fmt>(rows[r], scales[r], k) * xt[k];
+            }
+            o[r] = sum + tail;
+          }
         }
       }
     }
