@@ -439,8 +439,13 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
     // Four rows stream at once: fetch each a few hundred bytes ahead (the
     // hardware prefetcher alone leaves the quantised formats waiting).
     if constexpr (Fmt::kBlock > 0) {
-      const int64_t ahead = Fmt::Ptr(nullptr, k0 + kPrefetchInputs) - Fmt::Ptr(nullptr, k0);
-      const int64_t bytes = Fmt::Ptr(nullptr, k0 + len) - Fmt::Ptr(nullptr, k0);
+      // Byte distances measured on row 0 (offsets within a row, no pointer
+      // arithmetic past it: Ptr() of k0 + kPrefetchInputs is only compared).
+      const uintptr_t here = reinterpret_cast<uintptr_t>(p0);
+      const int64_t ahead = static_cast<int64_t>(
+          reinterpret_cast<uintptr_t>(Fmt::Ptr(rows[0], k0 + kPrefetchInputs)) - here);
+      const int64_t bytes =
+          static_cast<int64_t>(reinterpret_cast<uintptr_t>(Fmt::Ptr(rows[0], k0 + len)) - here);
       for (int64_t off = 0; off < bytes; off += 64) {
         __builtin_prefetch(p0 + ahead + off);
         __builtin_prefetch(p1 + ahead + off);

@@ -8,8 +8,8 @@
 // pick the kernel for the weight format once per call.
 //
 // Matmul numerics: weights are read in their stored format and dequantised in
-// registers (never to a temporary matrix; the prefill path decodes one
-// [256, 2·lanes] panel at a time into L1), products accumulate in fp32. The sum
+// registers (never to a temporary matrix; the prefill path decodes one panel
+// of 32 rows × 256 inputs at a time into L1), products accumulate in fp32. The sum
 // order differs from ops/ref (lanes, then blocks), so results agree to the
 // kernel tolerances, not bit for bit.
 //
