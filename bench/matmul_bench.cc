@@ -3,10 +3,9 @@
 // the last-level cache, reported as weight GB/s and as a fraction of the read
 // bandwidth ops::MeasureReadBandwidth measures with the same threads; and
 // prefill-shaped products (T = 512) in GFLOP/s. Every figure is the median of
-// --repeat runs. Build against an existing build tree (here build/simd):
-//   c++ -O2 -std=c++20 -Isrc bench/matmul_bench.cc build/simd/src/ops/libdsv4_ops.a \
-//       build/simd/src/tensor/libdsv4_tensor.a build/simd/src/base/libdsv4_base.a \
-//       -lhwy -lfmt -lpthread -o build/simd/matmul_bench
+// --repeat runs. Built on demand from any build tree:
+//   cmake --build build/release --target matmul_bench
+//   build/release/tests/ops/matmul_bench [THREADS] [DECODE_MB] [REPEAT] [FORMAT]
 // Usage: matmul_bench [THREADS] [DECODE_MB] [REPEAT]
 #include <algorithm>
 #include <cstdio>

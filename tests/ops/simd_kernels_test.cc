@@ -212,7 +212,9 @@ void CheckAgainstRef(const Weight& w, int64_t n_tokens, int x_offset, const std:
   }
   SimdRows(w, got.data(), w.n, x, n_tokens, 0, w.n);
   ExpectMatMulClose(got, want, what);
-  if (w.k == 0) EXPECT_EQ(got, want) << what;
+  if (w.k == 0) {
+    EXPECT_EQ(got, want) << what;
+  }
 }
 
 std::string Describe(const Weight& w, int64_t t, const char* extra = "") {
