@@ -137,17 +137,20 @@ struct F32Fmt {
   static float Scalar(const uint8_t* row, int64_t k) { return detail::LoadF32(row + 4 * k); }
 };
 
+// bf16 as pairs: one 32-bit load holds inputs 2i (low half) and 2i + 1 (high
+// half); a shift and a mask make both f32 (two ops per 2·lanes weights, no
+// widening load).
 struct Bf16Fmt {
   static constexpr int64_t kBlock = 0;
-  static constexpr bool kPairs = false;
+  static constexpr bool kPairs = true;
   static constexpr bool kWide = false;
   static constexpr float kScaleAdjust = 1.0f;
   static HWY_INLINE const uint8_t* Ptr(const uint8_t* row, int64_t k0) { return row + 2 * k0; }
-  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& /*v1*/) {
-    const hn::Rebind<uint16_t, DF> d16;
+  static HWY_INLINE void Decode(DF d, const uint8_t* p, int64_t j, VF& v0, VF& v1) {
     const DU32 du;
-    const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p) + j);
-    v0 = hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, h)));
+    const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + 2 * j));
+    v0 = hn::BitCast(d, hn::ShiftLeft<16>(u));
+    v1 = hn::BitCast(d, hn::And(u, hn::Set(du, 0xffff0000u)));
   }
   static float Scalar(const uint8_t* row, int64_t k) {
     return Bf16ToF32(detail::LoadU16(row + 2 * k));
