@@ -53,11 +53,18 @@ bool ThreadPool::SpinFor(const Pred& pred) {
   const int64_t spin_micros = SpinMicros();
   if (spin_micros == 0) return pred();
   const auto deadline = Clock::now() + std::chrono::microseconds(spin_micros);
-  for (int i = 0; i < 256; ++i) {  // ~ a microsecond of pure spinning
-    if (pred()) return true;
-    DSV4_CPU_RELAX();
+  // Pure spinning for the first kPureSpinMicros (the gaps between a decoded
+  // token's fork-joins are mostly shorter), ...
+  const auto pure_deadline =
+      Clock::now() + std::chrono::microseconds(std::min(spin_micros, kPureSpinMicros));
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      DSV4_CPU_RELAX();
+    }
+    if (Clock::now() >= pure_deadline) break;
   }
-  // Then yield between checks, so that on a loaded machine the spinning
+  // ... then yield between checks, so that on a loaded machine the spinning
   // thread hands its core to whoever has work (our other threads included).
   for (;;) {
     if (pred()) return true;

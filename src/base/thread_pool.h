@@ -65,6 +65,7 @@ class ThreadPool {
   static bool SpinFor(const Pred& pred);
   static int64_t SpinMicros();
   static constexpr int64_t kDefaultSpinMicros = 200;
+  static constexpr int64_t kPureSpinMicros = 50;
 
   int n_threads_;
   std::vector<std::thread> workers_;
