@@ -28,8 +28,8 @@ BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes = int64_t{1
 // pool at once. fp32 FMA is what the matmul kernels execute (weights are
 // decoded to fp32 in registers), so this is the peak for their dtype mix.
 struct FlopsResult {
-  double gflops = 0.0;     // median over the repeats, 1 GFLOP = 1e9 (an FMA is 2)
-  int64_t flops = 0;       // per repeat, all threads
+  double gflops = 0.0;  // median over the repeats, 1 GFLOP = 1e9 (an FMA is 2)
+  int64_t flops = 0;    // per repeat, all threads
   int repeats = 0;
 };
 FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread = int64_t{1} << 27,

@@ -149,12 +149,10 @@ void LinearRowsHere(float* out, int64_t out_stride, const float* x, const Linear
       ops::MatMulRows(out, out_stride, x, w.weight, n_tokens, row_begin, row_end);
       return;
     case LinearFormat::kFp8Block:
-      ops::MatMulFp8BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin,
-                              row_end);
+      ops::MatMulFp8BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin, row_end);
       return;
     case LinearFormat::kFp4Block:
-      ops::MatMulFp4BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin,
-                              row_end);
+      ops::MatMulFp4BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin, row_end);
       return;
   }
 }

@@ -210,8 +210,8 @@ void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
       const VF q = hn::Min(hn::Max(hn::Mul(hn::LoadU(d, p + i), vinv), hn::Neg(lim)), lim);
       const VF a = hn::Abs(q);
       const auto au = hn::BitCast(du, a);
-      const auto rounded = hn::And(
-          hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<20>(au), one))), keep);
+      const auto rounded =
+          hn::And(hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<20>(au), one))), keep);
       const VF normal = hn::BitCast(d, rounded);
       const VF sub = hn::Mul(hn::Round(hn::Mul(a, k512)), k1_512);
       const VF mag = hn::IfThenElse(hn::Lt(a, min_normal), sub, normal);
@@ -246,10 +246,10 @@ float FmaLoopImpl(int64_t fmas, int64_t* done) {
     c15 = hn::MulAdd(c15, m, a);
   }
   *done = iters * 16 * N;
-  const VF s = hn::Add(hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
-                               hn::Add(hn::Add(c4, c5), hn::Add(c6, c7))),
-                       hn::Add(hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)),
-                               hn::Add(hn::Add(c12, c13), hn::Add(c14, c15))));
+  const VF s = hn::Add(
+      hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)), hn::Add(hn::Add(c4, c5), hn::Add(c6, c7))),
+      hn::Add(hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)),
+              hn::Add(hn::Add(c12, c13), hn::Add(c14, c15))));
   return hn::GetLane(hn::SumOfLanes(d, s));
 }
 
