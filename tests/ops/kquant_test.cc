@@ -8,8 +8,10 @@
 // |simd − ref| ≤ 1e-5 · Σ_k |w·x| per output. The in-register dequantisation is
 // checked bit for bit with one-hot activations.
 #include <gtest/gtest.h>
+
 #include <hwy/highway.h>
 #include <hwy/targets.h>
+#include "../common/for_each_target.h"
 
 #include <cmath>
 #include <cstring>
@@ -29,20 +31,7 @@
 namespace dsv4 {
 namespace {
 
-// Runs body() once per compiled and supported target, with the dispatcher
-// forced to that target; fails if dispatch did not follow.
-template <class Body>
-void ForEachTarget(Body body) {
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    ASSERT_STREQ(ops::simd::ActiveTargetName(), hwy::TargetName(target));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using ::dsv4::testing::ForEachTarget;
 
 // ---- goldens ----
 

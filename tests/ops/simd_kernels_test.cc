@@ -7,8 +7,10 @@
 #include "ops/simd/simd_kernels.h"
 
 #include <gtest/gtest.h>
+
 #include <hwy/highway.h>
 #include <hwy/targets.h>
+#include "../common/for_each_target.h"
 
 #include <algorithm>
 #include <bit>
@@ -31,20 +33,7 @@ namespace {
 
 constexpr int kMaxLanes = 16;  // the widest float vector compiled (AVX-512)
 
-// Runs body() once per compiled and supported target, with the dispatcher
-// forced to that target; fails if dispatch did not follow.
-template <class Body>
-void ForEachTarget(Body body) {
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    ASSERT_STREQ(ops::simd::ActiveTargetName(), hwy::TargetName(target));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using ::dsv4::testing::ForEachTarget;
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
