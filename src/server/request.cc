@@ -82,7 +82,13 @@ Status GetStop(const Json& obj, const char* key, const RequestLimits& limits,
                std::vector<std::string>* out) {
   const Json* v = Field(obj, key);
   if (v == nullptr) return Status::Ok();
+  const auto too_long = [&](const std::string& field, const std::string& s) -> Status {
+    if (static_cast<int64_t>(s.size()) <= limits.max_stop_bytes) return Status::Ok();
+    return Bad(field, "is " + std::to_string(s.size()) + " bytes; stop strings may have at most " +
+                          std::to_string(limits.max_stop_bytes));
+  };
   if (v->is_string()) {
+    RETURN_IF_ERROR(too_long(key, v->get<std::string>()));
     if (!v->get<std::string>().empty()) out->push_back(v->get<std::string>());
     return Status::Ok();
   }
@@ -93,9 +99,11 @@ Status GetStop(const Json& obj, const char* key, const RequestLimits& limits,
   }
   for (size_t i = 0; i < v->size(); ++i) {
     const Json& s = (*v)[i];
+    const std::string field = std::string(key) + "[" + std::to_string(i) + "]";
     if (!s.is_string() || s.get<std::string>().empty()) {
-      return Bad(std::string(key) + "[" + std::to_string(i) + "]", "must be a non-empty string");
+      return Bad(field, "must be a non-empty string");
     }
+    RETURN_IF_ERROR(too_long(field, s.get<std::string>()));
     out->push_back(s.get<std::string>());
   }
   return Status::Ok();

@@ -37,10 +37,11 @@ enum class Api {
 
 // What the server allows; set from the command line.
 struct RequestLimits {
-  std::string model_id;     // the one served model's name
-  int max_n = 8;            // choices per request
-  int64_t ctx_size = 4096;  // max_tokens above this is rejected
-  int max_stop = 16;        // stop strings per request
+  std::string model_id;      // the one served model's name
+  int max_n = 8;             // choices per request
+  int64_t ctx_size = 4096;   // max_tokens above this is rejected
+  int max_stop = 16;         // stop strings per request
+  int max_stop_bytes = 256;  // bytes per stop string (bounds the per-token matching)
   int max_top_logprobs = 20;
 };
 

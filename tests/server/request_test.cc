@@ -353,6 +353,21 @@ TEST(ParseRequest, TooManyStops) {
               StatusCode::kInvalidArgument, "'stop'");
 }
 
+TEST(ParseRequest, OverlongStopString) {
+  const std::string long_stop(257, 'x');
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stop": [")" +
+                  long_stop + R"("]})",
+              StatusCode::kInvalidArgument, "'stop[0]'");
+  ExpectError(Api::kMessages,
+              R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
+                  "stop_sequences": [")" +
+                  long_stop + R"("]})",
+              StatusCode::kInvalidArgument, "'stop_sequences[0]'");
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": "a", "stop": ")" + long_stop + R"("})",
+              StatusCode::kInvalidArgument, "'stop'");
+}
+
 TEST(ParseRequest, EmptyStopString) {
   ExpectError(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
     "stop": [""]})",
