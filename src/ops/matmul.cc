@@ -11,20 +11,6 @@
 namespace dsv4::ops {
 namespace {
 
-// Rows per chunk: a multiple of the kernels' 4-row groups.
-constexpr int64_t kRowGrain = 32;
-// Multiply-adds a chunk must have to be worth a thread: a fork-join of the
-// pool costs ~15 us here (condition variables), ~100k multiply-adds.
-constexpr int64_t kMinMacsPerChunk = int64_t{1} << 17;
-
-// Grain for splitting n_out rows of k_size inputs × n_tokens: small products
-// run on the calling thread alone.
-int64_t RowGrain(int64_t k_size, int64_t n_tokens) {
-  const int64_t macs_per_row = std::max<int64_t>(1, k_size * n_tokens);
-  const int64_t rows = (kMinMacsPerChunk + macs_per_row - 1) / macs_per_row;
-  return std::max(kRowGrain, (rows + kRowGrain - 1) / kRowGrain * kRowGrain);
-}
-
 void CheckDense(const TensorView& w) {
   CHECK(w.rank == 2 && w.strides[1] == 1, "MatMul: weight must be a 2-D row-major matrix, got %s",
         w.ShapeString().c_str());
@@ -83,7 +69,7 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
       [&](int64_t begin, int64_t end, int) {
         fn(Args(out + begin, n_out, x, w, scale, n_tokens, begin, end));
       },
-      RowGrain(w.sizes[1], n_tokens));
+      RowGrain(w.sizes[1] * n_tokens));
 }
 
 // The SIMD kernel for a weight without a separate scale tensor: the dense
@@ -105,7 +91,7 @@ void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
         [&](int64_t begin, int64_t end, int) {
           ref::MatMul(out + begin, x, w.Slice(begin, end), n_tokens, n_out);
         },
-        RowGrain(w.sizes[1], n_tokens));
+        RowGrain(w.sizes[1] * n_tokens));
     return;
   }
   RunSplit(pool, fn, out, x, w, TensorView{}, n_tokens);
@@ -149,6 +135,13 @@ void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const Te
   CheckFp4(w, scale);
   CheckRows(w, row_begin, row_end);
   simd::Fp4BlockMatMulKernel()(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
+}
+
+int64_t RowGrain(int64_t macs_per_row) {
+  constexpr int64_t kRowGrain = 32;
+  macs_per_row = std::max<int64_t>(1, macs_per_row);
+  const int64_t rows = (kMinMacsPerChunk + macs_per_row - 1) / macs_per_row;
+  return std::max(kRowGrain, (rows + kRowGrain - 1) / kRowGrain * kRowGrain);
 }
 
 }  // namespace dsv4::ops

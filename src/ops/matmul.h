@@ -14,6 +14,15 @@
 
 namespace dsv4::ops {
 
+// Multiply-adds a pool chunk must have to be worth splitting work over
+// threads (below it, the hand-off costs as much as the work).
+inline constexpr int64_t kMinMacsPerChunk = int64_t{1} << 17;
+
+// Rows per chunk when splitting a product's output rows over the pool, for
+// rows of macs_per_row multiply-adds each: at least kMinMacsPerChunk per
+// chunk, in multiples of 32 (the kernels work in 4-row groups).
+int64_t RowGrain(int64_t macs_per_row);
+
 // out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16, GGUF
 // q8_0, q4_K or q6_K take the SIMD kernels; any other dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);

@@ -164,10 +164,7 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.rows(),
         "LinearRows: rows [%lld, %lld) of %s", static_cast<long long>(row_begin),
         static_cast<long long>(row_end), w.weight.ShapeString().c_str());
-  // Chunks of at least ~128k multiply-adds (a fork-join costs ~15 us), in
-  // multiples of the kernels' 4-row groups.
-  const int64_t macs_per_row = std::max<int64_t>(1, w.cols() * n_tokens);
-  const int64_t grain = std::max<int64_t>(32, ((int64_t{1} << 17) / macs_per_row + 31) / 32 * 32);
+  const int64_t grain = ops::RowGrain(w.cols() * n_tokens);
   pool.ParallelFor(
       row_end - row_begin,
       [&](int64_t b, int64_t e, int) {
@@ -189,8 +186,7 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
   }
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
-  const int64_t macs_per_row = std::max<int64_t>(1, macs / total);
-  const int64_t grain = std::max<int64_t>(32, ((int64_t{1} << 17) / macs_per_row + 31) / 32 * 32);
+  const int64_t grain = ops::RowGrain(macs / total);
   pool.ParallelFor(
       total,
       [&](int64_t b, int64_t e, int) {

@@ -49,33 +49,16 @@ class LlamaCache final : public SequenceCache {
   bool keys_transposed_;
 };
 
-// Multiply-adds a pool chunk must have to be worth a fork-join (~15 us here,
-// condition variables); smaller steps run on the calling thread alone.
-constexpr int64_t kMinMacsPerChunk = int64_t{1} << 17;
-// Weight rows per chunk: a multiple of the matmul kernels' 4-row groups.
-constexpr int64_t kRowGrain = 32;
-
-// pool.ParallelFor over a body passed by reference: the std::function the pool
-// takes then holds one pointer (stored inline, no heap allocation per call),
-// which keeps the decode loop allocation-free.
-template <typename Body>
-void ParallelFor(ThreadPool& pool, int64_t n, Body& body, int64_t grain) {
-  Body* b = &body;
-  pool.ParallelFor(
-      n, [b](int64_t begin, int64_t end, int thread) { (*b)(begin, end, thread); }, grain);
-}
-
 // out[T, N] = x[T, K] · w[N, K]ᵀ with the SIMD row kernels, output rows split
 // over the pool (small products stay on the calling thread).
 void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
   const int64_t n_out = w.sizes[0];
-  const int64_t macs_per_row = std::max<int64_t>(1, w.sizes[1] * n_tokens);
-  const int64_t rows = (kMinMacsPerChunk + macs_per_row - 1) / macs_per_row;
-  const int64_t grain = std::max(kRowGrain, (rows + kRowGrain - 1) / kRowGrain * kRowGrain);
-  auto body = [&](int64_t begin, int64_t end, int) {
-    ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end);
-  };
-  ParallelFor(pool, n_out, body, grain);
+  pool.ParallelFor(
+      n_out,
+      [&](int64_t begin, int64_t end, int) {
+        ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end);
+      },
+      ops::RowGrain(w.sizes[1] * n_tokens));
 }
 
 // An f32 [rows, cols] view whose rows are `row_stride` floats apart.
@@ -392,8 +375,9 @@ void LlamaModel::Run(std::span<const Segment> segments) {
       }
     };
     const int64_t macs_per_item = 2 * heads_per_group * max_keys * E;
-    ParallelFor(*pool_, T * G, attend,
-                std::max<int64_t>(1, kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item)));
+    pool_->ParallelFor(
+        T * G, attend,
+        std::max<int64_t>(1, ops::kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item)));
     Linear(*pool_, xb_.data(), att_out_.data(), L.wo, T);  // [T, D]
     ops::Axpy(x, 1.0f, xb_.data(), T * D);
 

@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "base/float_types.h"
+#include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
 
 namespace dsv4::ops::simd::detail {
@@ -199,11 +200,8 @@ void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
     for (; i + N <= block; i += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(d, p + i)));
     float amax = hn::GetLane(hn::MaxOfLanes(d, vmax));
     for (; i < block; ++i) amax = std::max(amax, std::fabs(p[i]));
-    // 2^(exponent − 127 + (mantissa != 0)) of amax/448, built in the bits.
-    const uint32_t u = std::bit_cast<uint32_t>(amax * (1.0f / 448.0f));
-    const int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 127 + ((u & 0x7fffffu) != 0);
-    const float scale = std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
-    const float inv = std::bit_cast<float>(static_cast<uint32_t>(127 - e) << 23);  // exact 1/s
+    const float scale = ops::ref::Pow2Ceil(amax * (1.0f / 448.0f));
+    const float inv = 1.0f / scale;  // exact: a power of two within range (amax ≥ 1e-4)
     const VF vs = hn::Set(d, scale), vinv = hn::Set(d, inv);
     i = 0;
     for (; i + N <= block; i += N) {
