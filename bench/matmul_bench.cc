@@ -5,8 +5,9 @@
 // prefill-shaped products (T = 512) in GFLOP/s. Every figure is the median of
 // --repeat runs. Built on demand from any build tree:
 //   cmake --build build/release --target matmul_bench
-//   build/release/tests/ops/matmul_bench [THREADS] [DECODE_MB] [REPEAT] [FORMAT]
-// Usage: matmul_bench [THREADS] [DECODE_MB] [REPEAT]
+//   build/release/tests/ops/matmul_bench [THREADS] [DECODE_MB] [REPEAT] [FORMAT] [K] [decode]
+// FORMAT "" runs every format; K (default 4096) is the row length; "decode"
+// skips the prefill products.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +74,15 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
   return w;
 }
 
+// Inputs as a DeepSeek-V4 FP8/FP4 linear sees them after its FP8 activation
+// quantisation: e4m3 values (here multiples of 1/64 up to ±1.5), exactly bf16,
+// so the bf16 dot-product kernels take them where the CPU has those.
+std::vector<float> MakeX(int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 193 - 96) / 64.0f;
+  return x;
+}
+
 double CpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -113,6 +123,8 @@ int main(int argc, char** argv) {
   const int64_t decode_mb = argc > 2 ? std::atoll(argv[2]) : 512;
   const int repeat = argc > 3 ? std::atoi(argv[3]) : 5;
   const std::string only = argc > 4 ? argv[4] : "";  // one format's name, e.g. fp8_e4m3
+  const int64_t k = argc > 5 ? std::atoll(argv[5]) : 4096;  // inputs per row
+  const bool decode_only = argc > 6 && std::string(argv[6]) == "decode";
   dsv4::ThreadPool pool(threads);
   const auto bw = dsv4::ops::MeasureReadBandwidth(pool, int64_t{1} << 30, repeat);
   const auto peak = dsv4::ops::MeasurePeakFlops(pool, int64_t{1} << 27, repeat);
@@ -120,7 +132,6 @@ int main(int argc, char** argv) {
       "target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d), peak fp32 FMA "
       "%.1f GFLOP/s\n",
       dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops);
-  const int64_t k = 4096;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
                    DType::kQ4_K, DType::kQ6_K}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
@@ -129,7 +140,7 @@ int main(int argc, char** argv) {
     const int64_t n = decode_mb * 1000000 / row_bytes / 128 * 128;
     {
       const Weight w = MakeWeight(dt, n, k);
-      std::vector<float> x(k, 0.01f), out(n);
+      std::vector<float> x = MakeX(k), out(n);
       double cpu = 0;
       const double s = RunMedian(pool, w, x, out, 1, repeat, &cpu);
       const double gbs = static_cast<double>(w.bytes.size()) / s / 1e9;
@@ -140,10 +151,10 @@ int main(int argc, char** argv) {
           static_cast<long long>(k), s * 1e3, gbs, 100.0 * gbs / bw.gb_per_s,
           static_cast<double>(w.bytes.size()) / cpu / 1e9);
     }
-    {
+    if (!decode_only) {
       const int64_t t = 512, np = 4096;
       const Weight w = MakeWeight(dt, np, k);
-      std::vector<float> x(t * k, 0.01f), out(t * np);
+      std::vector<float> x = MakeX(t * k), out(t * np);
       const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
       const double gflops = 2.0 * t * np * k / s / 1e9;
       std::printf("prefill %-9s [%lld, %lld] T=%lld: %8.1f ms  %6.1f GFLOP/s  %5.1f%% of peak\n",

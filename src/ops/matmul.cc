@@ -72,6 +72,17 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
       RowGrain(w.sizes[1] * n_tokens));
 }
 
+// FP8/FP4: the bf16 dot-product kernels where the CPU has them and they take
+// the call (x exactly bf16, K % 128 == 0), else the fp32 kernels.
+void Fp8Kernel(const simd::MatMulArgs& a) {
+  static const simd::TryMatMulFn dot = simd::Fp8Bf16DotKernel();
+  if (dot == nullptr || !dot(a)) simd::Fp8BlockMatMulKernel()(a);
+}
+void Fp4Kernel(const simd::MatMulArgs& a) {
+  static const simd::TryMatMulFn dot = simd::Fp4Bf16DotKernel();
+  if (dot == nullptr || !dot(a)) simd::Fp4BlockMatMulKernel()(a);
+}
+
 // The SIMD kernel for a weight without a separate scale tensor: the dense
 // formats, then the GGUF k-quants; nullptr means ops/ref.
 simd::MatMulFn PlainKernel(DType t) {
@@ -100,13 +111,13 @@ void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
 void MatMulFp8Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
                     const TensorView& scale, int64_t n_tokens) {
   CheckFp8(w, scale);
-  RunSplit(pool, simd::Fp8BlockMatMulKernel(), out, x, w, scale, n_tokens);
+  RunSplit(pool, &Fp8Kernel, out, x, w, scale, n_tokens);
 }
 
 void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
                     const TensorView& scale, int64_t n_tokens) {
   CheckFp4(w, scale);
-  RunSplit(pool, simd::Fp4BlockMatMulKernel(), out, x, w, scale, n_tokens);
+  RunSplit(pool, &Fp4Kernel, out, x, w, scale, n_tokens);
 }
 
 void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
@@ -126,7 +137,7 @@ void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const Te
                         int64_t row_end) {
   CheckFp8(w, scale);
   CheckRows(w, row_begin, row_end);
-  simd::Fp8BlockMatMulKernel()(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
+  Fp8Kernel(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
 }
 
 void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
@@ -134,7 +145,7 @@ void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const Te
                         int64_t row_end) {
   CheckFp4(w, scale);
   CheckRows(w, row_begin, row_end);
-  simd::Fp4BlockMatMulKernel()(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
+  Fp4Kernel(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
 }
 
 int64_t RowGrain(int64_t macs_per_row) {

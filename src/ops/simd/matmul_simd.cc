@@ -424,13 +424,16 @@ HWY_INLINE int64_t BlockLen(int64_t k_vec) {
 
 // Inputs ahead of the current block the matvec prefetches (block formats).
 inline constexpr int64_t kPrefetchInputs = 512;
+// Inputs per prefetch chunk of a dense format (a multiple of every step).
+inline constexpr int64_t kDenseChunk = 256;
 
 template <class Fmt>
 HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scales[4],
                      const float* x, int64_t k_size, float out[4]) {
   const int64_t step = StepOf(d, kTwo<Fmt>);
   const int64_t k_vec = k_size / step * step;
-  const int64_t block = BlockLen<Fmt>(k_vec);
+  // Dense formats walk K in chunks too, so that the prefetch runs ahead of them.
+  const int64_t block = Fmt::kBlock > 0 ? Fmt::kBlock : kDenseChunk;
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   for (int64_t k0 = 0; k0 < k_vec; k0 += block) {
     const int64_t len = std::min(block, k_vec - k0);
@@ -441,7 +444,7 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
     const float* xb = x + k0;
     // Four rows stream at once: fetch each a few hundred bytes ahead (the
     // hardware prefetcher alone leaves the quantised formats waiting).
-    if constexpr (Fmt::kBlock > 0) {
+    {
       // Byte distances measured on row 0 (offsets within a row, no pointer
       // arithmetic past it: Ptr() of k0 + kPrefetchInputs is only compared).
       const uintptr_t here = reinterpret_cast<uintptr_t>(p0);

@@ -50,6 +50,16 @@ MatMulFn Fp4BlockMatMulKernel();
 // 256); nullptr for any other dtype.
 MatMulFn KQuantMatMulKernel(DType w_dtype);
 
+// FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
+// x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and
+// returns false, writing nothing) unless K % 128 == 0 and every x is exactly
+// bf16 (as after DeepSeek-V4's FP8 activation quantisation); then the caller
+// runs the kernels above. Exact products, fp32 sums in another order than
+// theirs. nullptr when the CPU lacks the instructions or DSV4_BF16_DOT=0.
+using TryMatMulFn = bool (*)(const MatMulArgs& args);
+TryMatMulFn Fp8Bf16DotKernel();
+TryMatMulFn Fp4Bf16DotKernel();
+
 // Elementwise kernels; the semantics are those of the ops/ref twins.
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);
 void Softmax(float* x, int64_t n);

@@ -1,0 +1,526 @@
+// ops/simd FP8 and FP4 products through bf16 dot products (AVX512-BF16 with
+// AVX512-VBMI: AMD Zen 4/5, Intel Sapphire Rapids and later), the fast path
+// of ops::MatMulFp8Block / MatMulFp4Block when the CPU has them.
+//
+// Why it is exact. With the reference's activation quantisation on
+// (deepseek_v4::NumericsOptions::act_quant, the default for DeepSeek-V4),
+// every input of an FP8/FP4 linear is an e4m3 value times a power of two,
+// which bf16 holds exactly; so do every e4m3 and e2m1 weight. The product of
+// two bf16 numbers is exact in fp32, and vdpbf16ps adds such products into
+// fp32 accumulators. So these kernels compute the same products as the fp32
+// kernels in ops/simd/matmul_simd.cc and differ only in the order of the sums
+// (and flush subnormal sums to zero). A call whose x is not exactly bf16 (a
+// subnormal counts as not exact), or whose K is not a multiple of 128, is
+// declined and runs on the fp32 kernels.
+//
+// Why it is fast. Weights are decoded by byte table lookups on 64 bytes at
+// once: FP8 by two vpermi2b (a 128-entry table of the high and of the low
+// byte of each magnitude's bf16) and a sign merge, FP4 by four vpermb (a
+// 16-entry table, replicated) on the low and high nibbles; byte unpacks then
+// pair the halves into bf16 words, and one vdpbf16ps does 32 multiply-adds.
+// That is about half the instructions per weight of the FP8 path and a third
+// of the FP4 path of the fp32 kernels.
+//
+// Order of the sums, for every output (both paths below, so that a token's
+// result does not depend on how many tokens share the call): per group of 128
+// inputs, a fresh fp32 vector t takes the group's four bf16 vector pairs in
+// order (vdpbf16ps), then acc = t · scale + acc (FMA; FP4: lane i gets the
+// scale of block i / 4 of the group, FP8 the block's one scale); the result is
+// the horizontal sum of acc (_mm512_reduce_add_ps).
+//
+// The weights' order within a group is what the byte unpacks give (they work
+// within 128-bit lanes); x is permuted to match once per call (InputOf).
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "base/float_types.h"
+#include "ops/simd/simd_kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DSV4_HAVE_BF16DOT 1
+#include <immintrin.h>
+// GCC 12 flags the self-initialised "undefined" vectors inside its AVX-512
+// intrinsic headers (_mm512_undefined_epi32) as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#else
+#define DSV4_HAVE_BF16DOT 0
+#endif
+
+namespace dsv4::ops::simd {
+namespace bf16dot {
+
+inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
+// Matvec: bytes fetched ahead of each of the four rows it streams. Without
+// software prefetch one thread reads FP4 at a third of the rate. Tuned on
+// Zen 5 (docs/benchmarks.md): 8–10 KiB is best for FP8 and FP4 at K = 2048;
+// a multiple of 4 KiB puts the fetched lines in the L1 sets of the lines being
+// read (−25% for FP8), and much more than 10 KiB lets them be evicted first.
+inline constexpr int64_t kPrefetchBytes = 9 * 1024;
+inline constexpr int kTileTokens = 4;  // tile path: 2 rows × 4 tokens per micro-tile
+inline constexpr int64_t kTokenBlockBytes = 1024 * 1024;  // tile path: x (bf16) per token block
+
+enum class Format { kFp8, kFp4 };
+
+// The input (offset within its group) that word w ∈ [0, 128) of a group's
+// four bf16 vectors holds: vector w / 32, 128-bit lane L, word j in the lane.
+//   FP8: vector 2h + u unpacks bytes [64h, 64h + 64): lane L, half u.
+//   FP4: bytes [0, 64) hold inputs 2i (low nibble) and 2i + 1 (high); lane L
+//        of the 64 bytes is block L; vectors 0, 1 unpack the low nibbles
+//        (halves u = 0, 1 of each lane), vectors 2, 3 the high nibbles.
+inline int InputOf(Format f, int w) {
+  const int v = w / 32, lane = (w % 32) / 8, j = w % 8;
+  if (f == Format::kFp8) return 64 * (v / 2) + 16 * lane + 8 * (v % 2) + j;
+  return 32 * lane + 2 * (8 * (v % 2) + j) + v / 2;
+}
+
+// Whether x[0, n) is exactly bf16: no f32 mantissa bits below bf16's, and no
+// subnormals (vdpbf16ps reads those as zero).
+inline bool ScalarIsBf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  const bool subnormal = (u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0;
+  return (u & 0xffffu) == 0 && !subnormal;
+}
+
+}  // namespace bf16dot
+
+#if DSV4_HAVE_BF16DOT
+namespace {
+
+using bf16dot::Format;
+using bf16dot::kGroup;
+
+#define DSV4_BF16DOT_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,avx512bf16")))
+
+// Tables, built once.
+struct Tables {
+  alignas(64) uint8_t fp8_hi[128];  // high byte of bf16(e4m3 magnitude code)
+  alignas(64) uint8_t fp8_lo[128];  // low byte
+  alignas(64) uint8_t fp4_hi[64];   // high byte of bf16(e2m1 code & 15), × 4
+  alignas(64) uint8_t fp4_lo[64];
+  // x permutation per format: vector v, half h (words 16h … 16h + 15) from
+  // natural vectors pair[f][v][h] and + 1, word indices idx[f][v][h][0, 32).
+  alignas(64) uint16_t idx[2][4][2][32];
+  int pair[2][4][2];
+  alignas(64) uint16_t odd[32];  // word 2i + 1: the high half of float i
+};
+
+uint16_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+const Tables& GetTables() {
+  static const Tables t = [] {
+    Tables t{};
+    for (int c = 0; c < 128; ++c) {
+      // NaN codes (0x7f) decode as 480, as the fp32 kernels do.
+      const float v = c == 0x7f ? 480.0f : Fp8E4m3ToF32(static_cast<uint8_t>(c));
+      const uint16_t b = Bf16Bits(v);
+      t.fp8_hi[c] = static_cast<uint8_t>(b >> 8);
+      t.fp8_lo[c] = static_cast<uint8_t>(b & 0xff);
+    }
+    for (int c = 0; c < 64; ++c) {
+      const uint16_t b = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
+      t.fp4_hi[c] = static_cast<uint8_t>(b >> 8);
+      t.fp4_lo[c] = static_cast<uint8_t>(b & 0xff);
+    }
+    for (int f = 0; f < 2; ++f) {
+      for (int v = 0; v < 4; ++v) {
+        for (int h = 0; h < 2; ++h) {
+          const int first = bf16dot::InputOf(static_cast<Format>(f), 32 * v + 16 * h);
+          const int base = 2 * (first / 64);  // natural vectors base, base + 1
+          t.pair[f][v][h] = base;
+          for (int j = 0; j < 16; ++j) {
+            const int n = bf16dot::InputOf(static_cast<Format>(f), 32 * v + 16 * h + j);
+            CHECK(n / 64 == base / 2, "bf16dot: x permutation leaves its vector pair");
+            t.idx[f][v][h][16 * h + j] = static_cast<uint16_t>(n - 32 * base);
+          }
+        }
+      }
+    }
+    for (int i = 0; i < 32; ++i) t.odd[i] = static_cast<uint16_t>(2 * i + 1);
+    return t;
+  }();
+  return t;
+}
+
+// dst[0, K) = x[0, K) as bf16, each group of 128 permuted to the weights'
+// order (InputOf); false if some x is not exactly bf16.
+DSV4_BF16DOT_TARGET bool ConvertX(Format f, const float* x, int64_t k_size, uint16_t* dst) {
+  const Tables& tb = GetTables();
+  const int fi = static_cast<int>(f);
+  const __m512i odd = _mm512_load_si512(tb.odd);
+  const __m512i low16 = _mm512_set1_epi32(0xffff);
+  const __m512i expo = _mm512_set1_epi32(0x7f800000);
+  const __m512i mant = _mm512_set1_epi32(0x007f0000);  // low 16 bits are checked apart
+  __mmask16 bad = 0;
+  for (int64_t g = 0; g < k_size; g += kGroup) {
+    __m512i nat[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m512i a = _mm512_loadu_si512(x + g + 32 * q);
+      const __m512i b = _mm512_loadu_si512(x + g + 32 * q + 16);
+      bad |= _mm512_test_epi32_mask(a, low16) | _mm512_test_epi32_mask(b, low16);
+      bad |= _mm512_testn_epi32_mask(a, expo) & _mm512_test_epi32_mask(a, mant);
+      bad |= _mm512_testn_epi32_mask(b, expo) & _mm512_test_epi32_mask(b, mant);
+      nat[q] = _mm512_permutex2var_epi16(a, odd, b);
+    }
+    for (int v = 0; v < 4; ++v) {
+      const int p0 = tb.pair[fi][v][0], p1 = tb.pair[fi][v][1];
+      const __m512i lo =
+          _mm512_permutex2var_epi16(nat[p0], _mm512_load_si512(tb.idx[fi][v][0]), nat[p0 + 1]);
+      const __m512i hi =
+          _mm512_permutex2var_epi16(nat[p1], _mm512_load_si512(tb.idx[fi][v][1]), nat[p1 + 1]);
+      _mm512_storeu_si512(dst + g + 32 * v, _mm512_mask_blend_epi16(0xffff0000u, lo, hi));
+    }
+  }
+  return bad == 0;
+}
+
+DSV4_BF16DOT_TARGET inline __m512bh AsBh(__m512i v) {
+  return (__m512bh)v;  // NOLINT(google-readability-casting): a vector bit cast
+}
+
+// The four bf16 weight vectors of one row's group at p.
+DSV4_BF16DOT_TARGET inline void DecodeFp8(const uint8_t* p, const __m512i tab[4], __m512i w[4]) {
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int h = 0; h < 2; ++h) {
+    const __m512i b = _mm512_loadu_si512(p + 64 * h);
+    __m512i hi = _mm512_permutex2var_epi8(tab[0], b, tab[1]);
+    const __m512i lo = _mm512_permutex2var_epi8(tab[2], b, tab[3]);
+    hi = _mm512_ternarylogic_epi32(hi, b, sign, 0xf8);  // hi | (b & 0x80)
+    w[2 * h] = _mm512_unpacklo_epi8(lo, hi);
+    w[2 * h + 1] = _mm512_unpackhi_epi8(lo, hi);
+  }
+}
+
+DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[2], __m512i w[4]) {
+  const __m512i b = _mm512_loadu_si512(p);
+  const __m512i h = _mm512_srli_epi16(b, 4);  // high nibbles to bits 0..3 (vpermb reads 6 bits)
+  const __m512i ll = _mm512_permutexvar_epi8(b, tab[1]), lh = _mm512_permutexvar_epi8(b, tab[0]);
+  const __m512i hl = _mm512_permutexvar_epi8(h, tab[1]), hh = _mm512_permutexvar_epi8(h, tab[0]);
+  w[0] = _mm512_unpacklo_epi8(ll, lh);
+  w[1] = _mm512_unpackhi_epi8(ll, lh);
+  w[2] = _mm512_unpacklo_epi8(hl, hh);
+  w[3] = _mm512_unpackhi_epi8(hl, hh);
+}
+
+// t = the group's four dot products, from zero, in order.
+DSV4_BF16DOT_TARGET inline __m512 GroupDot(const __m512i w[4], const __m512i x[4]) {
+  __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(w[0]), AsBh(x[0]));
+  t = _mm512_dpbf16_ps(t, AsBh(w[1]), AsBh(x[1]));
+  t = _mm512_dpbf16_ps(t, AsBh(w[2]), AsBh(x[2]));
+  return _mm512_dpbf16_ps(t, AsBh(w[3]), AsBh(x[3]));
+}
+
+// One scale tensor element as f32 (e8m0, f32 or bf16; checked by ops::).
+float ScaleAt(const TensorView& s, int64_t i, int64_t j) {
+  const uint8_t* base = static_cast<const uint8_t*>(s.data);
+  const int64_t at = i * s.strides[0] + j * s.strides[1];
+  switch (s.dtype) {
+    case DType::kE8m0:
+      return E8m0ToF32(base[at]);
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, base + 4 * at, 4);
+      return f;
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, base + 2 * at, 2);
+      return Bf16ToF32(h);
+    }
+    default:
+      CHECK(false, "matmul: block scale must be e8m0, f32 or bf16, got %s",
+            s.ShapeString().c_str());
+  }
+  return 0.0f;
+}
+
+// Scale vectors of row n for every group: dst[g · 16 + lane].
+DSV4_BF16DOT_TARGET void RowScaleVectors(Format f, const TensorView& scale, int64_t n,
+                                         int64_t groups, float* dst) {
+  if (f == Format::kFp8) {
+    for (int64_t g = 0; g < groups; ++g) {
+      _mm512_store_ps(dst + 16 * g, _mm512_set1_ps(ScaleAt(scale, n / 128, g)));
+    }
+    return;
+  }
+  // FP4: the 4 block scales of group g, each over 4 lanes.
+  if (scale.dtype == DType::kE8m0 && scale.strides[1] == 1) {
+    // 16 scales (4 groups) at a time: 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
+    const uint8_t* src = static_cast<const uint8_t*>(scale.data) + n * scale.strides[0];
+    const __m512i tiny = _mm512_set1_epi32(0x00400000), nan = _mm512_set1_epi32(0x7fc00000);
+    int64_t g = 0;
+    for (; g + 4 <= groups; g += 4) {
+      const __m512i e =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 4 * g)));
+      __m512i v = _mm512_slli_epi32(e, 23);
+      v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), tiny);
+      v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), nan);
+      for (int q = 0; q < 4; ++q) {
+        const __m512i spread =
+            _mm512_add_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                             _mm512_set1_epi32(4 * q));
+        _mm512_store_ps(dst + 16 * (g + q),
+                        _mm512_castsi512_ps(_mm512_permutexvar_epi32(spread, v)));
+      }
+    }
+    for (; g < groups; ++g) {
+      for (int i = 0; i < 16; ++i) dst[16 * g + i] = E8m0ToF32(src[4 * g + i / 4]);
+    }
+    return;
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int i = 0; i < 16; ++i) dst[16 * g + i] = ScaleAt(scale, n, 4 * g + i / 4);
+  }
+}
+
+// Rows with the same key have the same scale vectors: FP8's 128-row blocks
+// share one scale row.
+template <Format F>
+inline int64_t ScaleKey(int64_t n) {
+  return F == Format::kFp8 ? n / 128 : n;
+}
+
+// Per-thread scratch, grown to the largest need (steady-state calls do not
+// allocate): x as bf16 [T, K], a decoded row quad [4, K], scale vectors
+// [4, K / 128, 16].
+struct Scratch {
+  std::vector<uint16_t> x, w;
+  std::vector<float> s;
+};
+Scratch& GetScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+template <class T>
+T* Grow(std::vector<T>& v, int64_t n) {
+  // + 32 elements so the data can start on a 64-byte boundary.
+  if (v.size() < static_cast<size_t>(n + 32)) v.resize(static_cast<size_t>(n + 32));
+  const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
+}
+
+template <Format F>
+DSV4_BF16DOT_TARGET inline void LoadTables(__m512i tab[4]) {
+  const Tables& tb = GetTables();
+  if constexpr (F == Format::kFp8) {
+    tab[0] = _mm512_load_si512(tb.fp8_hi);
+    tab[1] = _mm512_load_si512(tb.fp8_hi + 64);
+    tab[2] = _mm512_load_si512(tb.fp8_lo);
+    tab[3] = _mm512_load_si512(tb.fp8_lo + 64);
+  } else {
+    tab[0] = _mm512_load_si512(tb.fp4_hi);
+    tab[1] = _mm512_load_si512(tb.fp4_lo);
+  }
+}
+
+template <Format F>
+DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], __m512i w[4]) {
+  if constexpr (F == Format::kFp8) {
+    DecodeFp8(p, tab, w);
+  } else {
+    DecodeFp4(p, tab, w);
+  }
+}
+
+// Bytes of one group of one row.
+template <Format F>
+inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
+
+// Decode path (one token): 4 rows at a time, decoded in registers.
+template <Format F>
+DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
+  const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  __m512i tab[4];
+  LoadTables<F>(tab);
+  int64_t key[4] = {-1, -1, -1, -1};  // whose scales each slot of sbuf holds
+  for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
+    const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
+    const uint8_t* rows[4];
+    const float* sv[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);  // short group: repeats
+      rows[r] = base + n * row_bytes;
+      sv[r] = sbuf + r * groups * 16;
+      if (ScaleKey<F>(n) != key[r]) {
+        RowScaleVectors(F, a.scale, n, groups, sbuf + r * groups * 16);
+        key[r] = ScaleKey<F>(n);
+      }
+    }
+    __m512 acc[4];
+    for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t off = g * kGroupBytes<F>;
+      // Software prefetch, kPrefetchBytes ahead of each row (an address past
+      // the matrix is only prefetched, never read).
+      for (int r = 0; r < 4; ++r) {
+        const uintptr_t ahead =
+            reinterpret_cast<uintptr_t>(rows[r]) + off + bf16dot::kPrefetchBytes;
+        for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+        }
+      }
+      __m512i x[4];
+      for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + g * kGroup + 32 * v);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        __m512i w[4];
+        Decode<F>(rows[r] + off, tab, w);
+        acc[r] = _mm512_fmadd_ps(GroupDot(w, x), _mm512_load_ps(sv[r] + 16 * g), acc[r]);
+      }
+    }
+    float* o = a.out + (n0 - a.row_begin);
+    for (int64_t r = 0; r < rows_here; ++r) o[r] = _mm512_reduce_add_ps(acc[r]);
+  }
+}
+
+// Prefill path (T ≥ 2): per block of tokens and row quad, the weights are
+// decoded once into scratch (4 · K bf16, L1), then micro-tiles of 2 rows ×
+// MT tokens run the decode path's arithmetic on them: per group, the two
+// rows' 8 weight vectors stay in registers while each token's 4 x vectors
+// come from L2 (0.7 loads per vdpbf16ps at MT = 6).
+template <int MT>
+DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* wq, const float* sq, int64_t groups,
+                                          const uint16_t* xb, int64_t k_size, float out[2][8]) {
+  __m512 acc[2][MT];
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < MT; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i w0[4], w1[4];
+    for (int v = 0; v < 4; ++v) {
+      w0[v] = _mm512_load_si512(wq + g * kGroup + 32 * v);
+      w1[v] = _mm512_load_si512(wq + k_size + g * kGroup + 32 * v);
+    }
+    const __m512 s0 = _mm512_load_ps(sq + g * 16), s1 = _mm512_load_ps(sq + (groups + g) * 16);
+#pragma GCC unroll 8
+    for (int t = 0; t < MT; ++t) {
+      __m512i x[4];
+      for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + t * k_size + g * kGroup + 32 * v);
+      acc[0][t] = _mm512_fmadd_ps(GroupDot(w0, x), s0, acc[0][t]);
+      acc[1][t] = _mm512_fmadd_ps(GroupDot(w1, x), s1, acc[1][t]);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < MT; ++t) out[r][t] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+template <int MT>
+DSV4_BF16DOT_TARGET void MicroTileN(int mt, const uint16_t* wq, const float* sq, int64_t groups,
+                                    const uint16_t* xb, int64_t k_size, float out[2][8]) {
+  if constexpr (MT > 1) {
+    if (mt < MT) return MicroTileN<MT - 1>(mt, wq, sq, groups, xb, k_size, out);
+  }
+  MicroTile<MT>(wq, sq, groups, xb, k_size, out);
+}
+
+template <Format F>
+DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, uint16_t* wq, float* sq) {
+  const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  // Tokens per block: their x (bf16) stays in L2 while every row quad of the
+  // range uses it; each quad is decoded once per block.
+  const int64_t block_tokens =
+      std::max<int64_t>(bf16dot::kTileTokens, bf16dot::kTokenBlockBytes / (2 * k_size) /
+                                                  bf16dot::kTileTokens * bf16dot::kTileTokens);
+  __m512i tab[4];
+  LoadTables<F>(tab);
+  int64_t key[4] = {-1, -1, -1, -1};
+  for (int64_t tb0 = 0; tb0 < a.n_tokens; tb0 += block_tokens) {
+    const int64_t tb_end = std::min(a.n_tokens, tb0 + block_tokens);
+    for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
+      const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
+      for (int r = 0; r < 4; ++r) {
+        const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);
+        const uint8_t* row = base + n * row_bytes;
+        if (ScaleKey<F>(n) != key[r]) {
+          RowScaleVectors(F, a.scale, n, groups, sq + r * groups * 16);
+          key[r] = ScaleKey<F>(n);
+        }
+        for (int64_t g = 0; g < groups; ++g) {
+          __m512i w[4];
+          Decode<F>(row + g * kGroupBytes<F>, tab, w);
+          for (int v = 0; v < 4; ++v) {
+            _mm512_store_si512(wq + r * k_size + g * kGroup + 32 * v, w[v]);
+          }
+        }
+      }
+      for (int64_t t0 = tb0; t0 < tb_end; t0 += bf16dot::kTileTokens) {
+        const int mt = static_cast<int>(std::min<int64_t>(bf16dot::kTileTokens, tb_end - t0));
+        for (int pair = 0; 2 * pair < rows_here; ++pair) {
+          float res[2][8];
+          MicroTileN<bf16dot::kTileTokens>(mt, wq + 2 * pair * k_size, sq + 2 * pair * groups * 16,
+                                           groups, xb + t0 * k_size, k_size, res);
+          for (int64_t t = 0; t < mt; ++t) {
+            float* o = a.out + (t0 + t) * a.out_stride + (n0 - a.row_begin) + 2 * pair;
+            for (int64_t r = 0; r < std::min<int64_t>(2, rows_here - 2 * pair); ++r)
+              o[r] = res[r][t];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <Format F>
+bool TryMatMul(const MatMulArgs& a) {
+  const int64_t k_size = a.w.sizes[1];
+  if (k_size % kGroup != 0 || k_size == 0) return false;
+  if (a.row_end <= a.row_begin || a.n_tokens <= 0) return true;
+  Scratch& s = GetScratch();
+  uint16_t* xb = Grow(s.x, a.n_tokens * k_size);
+  for (int64_t t = 0; t < a.n_tokens; ++t) {
+    if (!ConvertX(F, a.x + t * k_size, k_size, xb + t * k_size)) return false;
+  }
+  float* sq = Grow(s.s, 4 * (k_size / kGroup) * 16);
+  if (a.n_tokens == 1) {
+    MatVec<F>(a, xb, sq);
+  } else {
+    Tiles<F>(a, xb, Grow(s.w, 4 * k_size), sq);
+  }
+  return true;
+}
+
+bool CpuHasBf16Dot() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
+}
+
+bool Enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("DSV4_BF16_DOT");
+    return CpuHasBf16Dot() && !(env != nullptr && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
+TryMatMulFn Fp8Bf16DotKernel() { return Enabled() ? &TryMatMul<Format::kFp8> : nullptr; }
+TryMatMulFn Fp4Bf16DotKernel() { return Enabled() ? &TryMatMul<Format::kFp4> : nullptr; }
+
+#else  // !DSV4_HAVE_BF16DOT
+
+TryMatMulFn Fp8Bf16DotKernel() { return nullptr; }
+TryMatMulFn Fp4Bf16DotKernel() { return nullptr; }
+
+#endif
+
+}  // namespace dsv4::ops::simd

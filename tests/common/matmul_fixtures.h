@@ -1,0 +1,153 @@
+// Test fixtures shared by the matmul kernel tests (simd_kernels_test,
+// bf16dot_test): random weights in every stored format with their block
+// scales, and the kernel tolerance of oracles/README.md (matmul NMSE ≤ 5e-4,
+// max-abs ≤ 1e-4·max|ref|).
+#ifndef DSV4_TESTS_COMMON_MATMUL_FIXTURES_H_
+#define DSV4_TESTS_COMMON_MATMUL_FIXTURES_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/float_types.h"
+#include "tensor/tensor.h"
+
+namespace dsv4::testing {
+
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Error {
+  double nmse = 0;
+  double max_abs = 0;
+  double max_ref = 0;
+};
+
+inline Error Compare(const float* got, const float* want, size_t n) {
+  Error e;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+    e.max_abs = std::max(e.max_abs, std::fabs(d));
+    e.max_ref = std::max(e.max_ref, std::fabs(static_cast<double>(want[i])));
+  }
+  e.nmse = den == 0 ? num : num / den;
+  return e;
+}
+
+inline void ExpectMatMulClose(const std::vector<float>& got, const std::vector<float>& want,
+                              const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  const Error e = Compare(got.data(), want.data(), got.size());
+  EXPECT_LE(e.nmse, 5e-4) << what;
+  EXPECT_LE(e.max_abs, 1e-4 * e.max_ref + 1e-30) << what << " max_abs " << e.max_abs;
+}
+
+// A weight matrix in some stored format, plus its block scale if any.
+struct Weight {
+  DType dtype = DType::kF32;
+  int64_t n = 0, k = 0;
+  std::vector<uint8_t> bytes;  // with `offset` leading bytes (misalignment)
+  size_t offset = 0;
+  DType scale_dtype = DType::kE8m0;
+  std::vector<uint8_t> scale_bytes;
+  int64_t scale_rows = 0, scale_cols = 0;
+
+  TensorView view() const { return TensorView::Contiguous(bytes.data() + offset, dtype, {n, k}); }
+  TensorView scale() const {
+    return TensorView::Contiguous(scale_bytes.data(), scale_dtype, {scale_rows, scale_cols});
+  }
+  bool blocked() const { return dtype == DType::kFp8E4m3 || dtype == DType::kFp4E2m1; }
+};
+
+inline void FillScales(Weight& w, int64_t rows, int64_t cols, DType dtype, std::mt19937& rng) {
+  w.scale_dtype = dtype;
+  w.scale_rows = rows;
+  w.scale_cols = cols;
+  std::uniform_int_distribution<int> e(120, 134);  // 2^-7 .. 2^7
+  const size_t count = static_cast<size_t>(rows * cols);
+  w.scale_bytes.assign(count * DTypeBytes(dtype, 1), 0);
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t code = static_cast<uint8_t>(e(rng));
+    if (dtype == DType::kE8m0) {
+      w.scale_bytes[i] = code;
+    } else if (dtype == DType::kF32) {
+      const float f = E8m0ToF32(code) * 1.25f;  // not a power of two
+      std::memcpy(&w.scale_bytes[4 * i], &f, 4);
+    } else {
+      const uint16_t h = F32ToBf16(E8m0ToF32(code) * 0.75f);
+      std::memcpy(&w.scale_bytes[2 * i], &h, 2);
+    }
+  }
+}
+
+inline Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed, size_t offset = 0,
+                         DType scale_dtype = DType::kE8m0) {
+  std::mt19937 rng(seed);
+  Weight w;
+  w.dtype = dtype;
+  w.n = n;
+  w.k = k;
+  w.offset = offset;
+  const int64_t bytes = DTypeBytes(dtype, n * k);
+  w.bytes.assign(offset + bytes, 0);
+  uint8_t* p = w.bytes.data() + offset;
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  switch (dtype) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n * k; ++i) {
+        const float f = normal(rng);
+        std::memcpy(p + 4 * i, &f, 4);
+      }
+      break;
+    case DType::kBF16:
+    case DType::kF16:
+      for (int64_t i = 0; i < n * k; ++i) {
+        // Include f16 subnormals now and then.
+        const float f = (i % 7 == 3) ? normal(rng) * 1e-5f : normal(rng);
+        const uint16_t h = dtype == DType::kBF16 ? F32ToBf16(f) : F32ToF16(f);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      break;
+    case DType::kQ8_0:
+      for (int64_t b = 0; b < n * k / 32; ++b) {
+        BlockQ8_0 blk;
+        blk.d = F32ToF16(std::fabs(normal(rng)) * 0.01f + 1e-4f);
+        for (int j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(byte(rng) - 128);
+        std::memcpy(p + b * sizeof(BlockQ8_0), &blk, sizeof(blk));
+      }
+      break;
+    case DType::kFp8E4m3:
+      for (int64_t i = 0; i < n * k; ++i) {
+        uint8_t c = static_cast<uint8_t>(byte(rng));
+        if ((c & 0x7f) == 0x7f) c &= 0xfe;  // no NaN codes: a NaN weight is a bug upstream
+        p[i] = c;
+      }
+      FillScales(w, (n + 127) / 128, (k + 127) / 128, scale_dtype, rng);
+      break;
+    case DType::kFp4E2m1:
+      for (int64_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+      FillScales(w, n, k / 32, scale_dtype, rng);
+      break;
+    default:
+      ADD_FAILURE() << "no generator for " << DTypeName(dtype);
+  }
+  return w;
+}
+
+}  // namespace dsv4::testing
+
+#endif  // DSV4_TESTS_COMMON_MATMUL_FIXTURES_H_

@@ -1,0 +1,264 @@
+// The bf16 dot-product FP8/FP4 kernels (ops/simd/bf16dot_x86.cc) against
+// their ops/ref twins, at the kernel tolerances of oracles/README.md: K of 1
+// to 16 groups of 128, N with short last row quads, 1 to 9 tokens, row
+// sub-ranges with a wider output stride, e8m0/f32/bf16 scales with the e8m0
+// extremes; decode (T = 1) equal bit for bit to each token of a multi-token
+// call; declining (and writing nothing) for inputs that are not exactly bf16
+// or K not a multiple of 128; and ops::MatMulFp8Block/Fp4Block taking them
+// for bf16-exact inputs and the fp32 kernels otherwise.
+//
+// The kernels exist only on x86-64 CPUs with AVX512-BF16 and AVX512-VBMI;
+// elsewhere the kernel tests are reported as skipped (with the reason) and the
+// dispatch test checks that ops:: uses the fp32 kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../common/matmul_fixtures.h"
+#include "base/float_types.h"
+#include "base/thread_pool.h"
+#include "ops/matmul.h"
+#include "ops/ref/quant_matmul_ref.h"
+#include "ops/simd/simd_kernels.h"
+#include "ops/vec_ops.h"
+
+namespace dsv4 {
+namespace {
+
+namespace simd = ::dsv4::ops::simd;
+using ::dsv4::testing::ExpectMatMulClose;
+using ::dsv4::testing::MakeWeight;
+using ::dsv4::testing::RandomFloats;
+using ::dsv4::testing::Weight;
+
+// Inputs as an FP8/FP4 linear sees them after DeepSeek-V4's activation
+// quantisation: e4m3 values times a power-of-two scale per 128, exactly bf16.
+std::vector<float> QuantizedX(int64_t n_tokens, int64_t k, uint32_t seed) {
+  std::vector<float> x = RandomFloats(static_cast<size_t>(n_tokens * k), seed, 2.0f);
+  for (int64_t t = 0; t < n_tokens; ++t) ops::QuantizeDequantizeFp8(x.data() + t * k, k, 128);
+  return x;
+}
+
+simd::TryMatMulFn KernelFor(DType dtype) {
+  return dtype == DType::kFp8E4m3 ? simd::Fp8Bf16DotKernel() : simd::Fp4Bf16DotKernel();
+}
+
+void RefRows(const Weight& w, float* out, int64_t out_stride, const float* x, int64_t n_tokens,
+             int64_t row_begin, int64_t row_end) {
+  if (w.dtype == DType::kFp8E4m3) {
+    ops::ref::MatMulFp8Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+  } else {
+    ops::ref::MatMulFp4Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+  }
+}
+
+simd::MatMulArgs Args(const Weight& w, float* out, int64_t out_stride, const float* x,
+                      int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+  simd::MatMulArgs a;
+  a.out = out;
+  a.out_stride = out_stride;
+  a.x = x;
+  a.n_tokens = n_tokens;
+  a.w = w.view();
+  a.scale = w.scale();
+  a.row_begin = row_begin;
+  a.row_end = row_end;
+  return a;
+}
+
+std::string Describe(const Weight& w, int64_t t, const std::string& extra = "") {
+  return std::string(DTypeName(w.dtype)) + " (" + std::string(DTypeName(w.scale_dtype)) +
+         " scales) N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) +
+         " T=" + std::to_string(t) + extra;
+}
+
+bool Available() {
+  return simd::Fp8Bf16DotKernel() != nullptr && simd::Fp4Bf16DotKernel() != nullptr;
+}
+
+#define DSV4_REQUIRE_BF16DOT()                                                             \
+  do {                                                                                     \
+    if (!Available()) {                                                                    \
+      GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI (or DSV4_BF16_DOT=0): no bf16 dot " \
+                      "kernels to test; BF16Dot.OpsFallBack checks the dispatch instead";  \
+    }                                                                                      \
+  } while (0)
+
+// All rows (out stride N) against the scalar twin; then every token of the
+// multi-token call against a decode call of that token alone, bit for bit.
+void CheckCase(const Weight& w, int64_t n_tokens, uint32_t seed) {
+  const simd::TryMatMulFn kernel = KernelFor(w.dtype);
+  const std::vector<float> x = QuantizedX(n_tokens, w.k, seed);
+  std::vector<float> want(n_tokens * w.n), got(n_tokens * w.n, -7.0f);
+  RefRows(w, want.data(), w.n, x.data(), n_tokens, 0, w.n);
+  ASSERT_TRUE(kernel(Args(w, got.data(), w.n, x.data(), n_tokens, 0, w.n)))
+      << Describe(w, n_tokens);
+  ExpectMatMulClose(got, want, Describe(w, n_tokens));
+  for (int64_t t = 0; t < n_tokens && n_tokens > 1; ++t) {
+    std::vector<float> one(w.n, -9.0f);
+    ASSERT_TRUE(kernel(Args(w, one.data(), w.n, x.data() + t * w.k, 1, 0, w.n)));
+    EXPECT_EQ(0, std::memcmp(one.data(), got.data() + t * w.n, 4 * w.n))
+        << Describe(w, n_tokens, " token " + std::to_string(t) + ": decode != prefill");
+  }
+}
+
+TEST(BF16Dot, MatchesRefAndDecodeEqualsPrefill) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    for (int64_t k : {128, 256, 640, 2048}) {
+      for (int64_t n : {1, 3, 4, 7, 130}) {
+        const Weight w = MakeWeight(dt, n, k, static_cast<uint32_t>(k * 7 + n));
+        for (int64_t t : {1, 2, 3, 5, 9}) CheckCase(w, t, static_cast<uint32_t>(t * 13 + k));
+      }
+    }
+  }
+}
+
+TEST(BF16Dot, ScaleDtypes) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    for (DType sd : {DType::kF32, DType::kBF16}) {
+      const Weight w = MakeWeight(dt, 131, 384, 5, 0, sd);
+      for (int64_t t : {1, 4}) CheckCase(w, t, 17);
+    }
+  }
+}
+
+// e8m0 scales 0 (2^-127, an f32 subnormal), 1 and 240 (2^113, as large as
+// keeps the ref's dequantised weights finite) decode exactly.
+TEST(BF16Dot, ExtremeScales) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    for (uint8_t code : {uint8_t{0}, uint8_t{1}, uint8_t{240}}) {
+      Weight w = MakeWeight(dt, 8, 256, 3);
+      // Keep products finite: x of about 2^-100 under a 2^113 scale.
+      for (auto& b : w.scale_bytes) b = code;
+      const simd::TryMatMulFn kernel = KernelFor(dt);
+      std::vector<float> x = QuantizedX(1, w.k, 9);
+      const float shift = code == 240 ? std::ldexp(1.0f, -100) : 1.0f;
+      for (float& v : x) v *= shift;
+      std::vector<float> want(w.n), got(w.n);
+      RefRows(w, want.data(), w.n, x.data(), 1, 0, w.n);
+      ASSERT_TRUE(kernel(Args(w, got.data(), w.n, x.data(), 1, 0, w.n)));
+      if (code == 0) {
+        // Products of 2^-127-scaled weights are subnormal: the kernel flushes
+        // them, as the fp32 path would not. Both are within 1e-35 of zero.
+        for (int64_t i = 0; i < w.n; ++i) EXPECT_LE(std::fabs(got[i] - want[i]), 1e-35f);
+      } else {
+        ExpectMatMulClose(got, want, Describe(w, 1, " scale code " + std::to_string(code)));
+      }
+    }
+  }
+}
+
+// Rows [5, 37) of 40 into a stride of 45: only that block of out is written.
+TEST(BF16Dot, RowRangeAndStride) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const Weight w = MakeWeight(dt, 40, 256, 11);
+    const int64_t begin = 5, end = 37, stride = 45;
+    for (int64_t t : {1, 6}) {
+      const std::vector<float> x = QuantizedX(t, w.k, 4);
+      std::vector<float> want(t * stride, -3.0f), got(t * stride, -3.0f);
+      RefRows(w, want.data(), stride, x.data(), t, begin, end);
+      ASSERT_TRUE(KernelFor(dt)(Args(w, got.data(), stride, x.data(), t, begin, end)));
+      for (int64_t tok = 0; tok < t; ++tok) {
+        for (int64_t i = 0; i < stride; ++i) {
+          const float g = got[tok * stride + i], r = want[tok * stride + i];
+          if (i >= end - begin) {
+            EXPECT_EQ(g, -3.0f) << "wrote past the row range at " << i;
+          } else {
+            EXPECT_NEAR(g, r, 1e-4 * std::fabs(r) + 1e-4) << Describe(w, t) << " row " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Not exactly bf16 (a low mantissa bit, a subnormal), or K % 128 != 0: the
+// kernel declines and writes nothing.
+TEST(BF16Dot, Declines) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const Weight w = MakeWeight(dt, 9, 256, 2);
+    for (int bad : {0, 1}) {
+      std::vector<float> x = QuantizedX(3, w.k, 8);
+      // One input of the last token, deep in its last group.
+      x[2 * w.k + 200] = bad == 0 ? std::nextafter(1.0f, 2.0f)
+                                  : std::numeric_limits<float>::denorm_min() * 65536.0f;
+      std::vector<float> out(3 * w.n, -5.0f);
+      for (int64_t t : {1, 3}) {
+        const float* xt = t == 1 ? x.data() + 2 * w.k : x.data();
+        EXPECT_FALSE(KernelFor(dt)(Args(w, out.data(), w.n, xt, t, 0, w.n)))
+            << Describe(w, t, bad == 0 ? " inexact x" : " subnormal x");
+      }
+      for (float v : out) EXPECT_EQ(v, -5.0f);
+    }
+    const Weight odd = MakeWeight(dt, 4, dt == DType::kFp8E4m3 ? 200 : 96, 3);
+    const std::vector<float> x = QuantizedX(1, 256, 1);
+    std::vector<float> out(odd.n, -5.0f);
+    EXPECT_FALSE(KernelFor(dt)(Args(odd, out.data(), odd.n, x.data(), 1, 0, odd.n)));
+    for (float v : out) EXPECT_EQ(v, -5.0f);
+  }
+}
+
+// ops:: takes the bf16 kernels for bf16-exact inputs (bit for bit theirs) and
+// the fp32 kernels otherwise (bit for bit simd::Fp*BlockMatMulKernel).
+TEST(BF16Dot, OpsDispatch) {
+  ThreadPool pool(2);
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const Weight w = MakeWeight(dt, 300, 512, 6);
+    const simd::MatMulFn fp32 =
+        dt == DType::kFp8E4m3 ? simd::Fp8BlockMatMulKernel() : simd::Fp4BlockMatMulKernel();
+    for (bool exact : {true, false}) {
+      for (int64_t t : {1, 3}) {
+        const std::vector<float> x =
+            exact ? QuantizedX(t, w.k, 21) : RandomFloats(static_cast<size_t>(t * w.k), 21);
+        std::vector<float> ops_out(t * w.n), want(t * w.n);
+        if (dt == DType::kFp8E4m3) {
+          ops::MatMulFp8BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n);
+        } else {
+          ops::MatMulFp4BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n);
+        }
+        const simd::TryMatMulFn dot = KernelFor(dt);
+        const simd::MatMulArgs a = Args(w, want.data(), w.n, x.data(), t, 0, w.n);
+        const bool took = dot != nullptr && dot(a);
+        EXPECT_EQ(took, exact && Available()) << Describe(w, t);
+        if (!took) fp32(a);
+        EXPECT_EQ(0, std::memcmp(ops_out.data(), want.data(), 4 * want.size()))
+            << Describe(w, t, exact ? " exact x" : " fp32 x");
+        // The pooled entry point splits rows over threads: the same values.
+        std::vector<float> pooled(t * w.n);
+        if (dt == DType::kFp8E4m3) {
+          ops::MatMulFp8Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+        } else {
+          ops::MatMulFp4Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+        }
+        EXPECT_EQ(0, std::memcmp(pooled.data(), want.data(), 4 * want.size()))
+            << Describe(w, t, " pooled");
+      }
+    }
+  }
+}
+
+// Where the CPU has the instructions, so does the dispatch (unless turned off).
+TEST(BF16Dot, AvailableMatchesCpu) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi");
+  const char* env = std::getenv("DSV4_BF16_DOT");
+  const bool off = env != nullptr && std::strcmp(env, "0") == 0;
+  EXPECT_EQ(Available(), cpu && !off);
+#else
+  EXPECT_FALSE(Available());
+#endif
+}
+
+}  // namespace
+}  // namespace dsv4
