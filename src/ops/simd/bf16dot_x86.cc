@@ -245,42 +245,42 @@ float ScaleAt(const TensorView& s, int64_t i, int64_t j) {
   return 0.0f;
 }
 
-// Scale vectors of row n for every group: dst[g · 16 + lane].
-DSV4_BF16DOT_TARGET void RowScaleVectors(Format f, const TensorView& scale, int64_t n,
-                                         int64_t groups, float* dst) {
+// The block scales of row n as f32: FP8 one per group (its 128-row block's
+// row of the scale tensor), FP4 four per group (one per 32 inputs).
+DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n, int64_t groups,
+                                   float* dst) {
   if (f == Format::kFp8) {
-    for (int64_t g = 0; g < groups; ++g) {
-      _mm512_store_ps(dst + 16 * g, _mm512_set1_ps(ScaleAt(scale, n / 128, g)));
-    }
+    for (int64_t g = 0; g < groups; ++g) dst[g] = ScaleAt(scale, n / 128, g);
     return;
   }
-  // FP4: the 4 block scales of group g, each over 4 lanes.
+  const int64_t count = 4 * groups;
+  int64_t i = 0;
   if (scale.dtype == DType::kE8m0 && scale.strides[1] == 1) {
-    // 16 scales (4 groups) at a time: 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
+    // 16 at a time: 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
     const uint8_t* src = static_cast<const uint8_t*>(scale.data) + n * scale.strides[0];
     const __m512i tiny = _mm512_set1_epi32(0x00400000), nan = _mm512_set1_epi32(0x7fc00000);
-    int64_t g = 0;
-    for (; g + 4 <= groups; g += 4) {
+    for (; i + 16 <= count; i += 16) {
       const __m512i e =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 4 * g)));
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
       __m512i v = _mm512_slli_epi32(e, 23);
       v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), tiny);
       v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), nan);
-      for (int q = 0; q < 4; ++q) {
-        const __m512i spread =
-            _mm512_add_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-                             _mm512_set1_epi32(4 * q));
-        _mm512_store_ps(dst + 16 * (g + q),
-                        _mm512_castsi512_ps(_mm512_permutexvar_epi32(spread, v)));
-      }
+      _mm512_storeu_si512(dst + i, v);
     }
-    for (; g < groups; ++g) {
-      for (int i = 0; i < 16; ++i) dst[16 * g + i] = E8m0ToF32(src[4 * g + i / 4]);
-    }
-    return;
   }
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int i = 0; i < 16; ++i) dst[16 * g + i] = ScaleAt(scale, n, 4 * g + i / 4);
+  for (; i < count; ++i) dst[i] = ScaleAt(scale, n, i);
+}
+
+// The scale vector of group g from RowScales' output: FP8 its one scale in
+// every lane, FP4 lane i the scale of block i / 4 (the lanes vdpbf16ps sums
+// that block's products into).
+template <Format F>
+DSV4_BF16DOT_TARGET inline __m512 ScaleVector(const float* s, int64_t g) {
+  if constexpr (F == Format::kFp8) {
+    return _mm512_set1_ps(s[g]);
+  } else {
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(s + 4 * g)));
   }
 }
 
@@ -292,8 +292,7 @@ inline int64_t ScaleKey(int64_t n) {
 }
 
 // Per-thread scratch, grown to the largest need (steady-state calls do not
-// allocate): x as bf16 [T, K], a decoded row quad [4, K], scale vectors
-// [4, K / 128, 16].
+// allocate): x as bf16 [T, K], a decoded row quad [4, K], scales.
 struct Scratch {
   std::vector<uint16_t> x, w;
   std::vector<float> s;
@@ -354,9 +353,9 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
     for (int r = 0; r < 4; ++r) {
       const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);  // short group: repeats
       rows[r] = base + n * row_bytes;
-      sv[r] = sbuf + r * groups * 16;
+      sv[r] = sbuf + r * groups * 4;
       if (ScaleKey<F>(n) != key[r]) {
-        RowScaleVectors(F, a.scale, n, groups, sbuf + r * groups * 16);
+        RowScales(F, a.scale, n, groups, sbuf + r * groups * 4);
         key[r] = ScaleKey<F>(n);
       }
     }
@@ -379,7 +378,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
       for (int r = 0; r < 4; ++r) {
         __m512i w[4];
         Decode<F>(rows[r] + off, tab, w);
-        acc[r] = _mm512_fmadd_ps(GroupDot(w, x), _mm512_load_ps(sv[r] + 16 * g), acc[r]);
+        acc[r] = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sv[r], g), acc[r]);
       }
     }
     float* o = a.out + (n0 - a.row_begin);
@@ -449,7 +448,11 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, uint16_t
         const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);
         const uint8_t* row = base + n * row_bytes;
         if (ScaleKey<F>(n) != key[r]) {
-          RowScaleVectors(F, a.scale, n, groups, sq + r * groups * 16);
+          float* floats = sq + 4 * groups * 16 + r * groups * 4;
+          RowScales(F, a.scale, n, groups, floats);
+          for (int64_t g = 0; g < groups; ++g) {
+            _mm512_store_ps(sq + (r * groups + g) * 16, ScaleVector<F>(floats, g));
+          }
           key[r] = ScaleKey<F>(n);
         }
         for (int64_t g = 0; g < groups; ++g) {
@@ -487,9 +490,10 @@ bool TryMatMul(const MatMulArgs& a) {
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     if (!ConvertX(F, a.x + t * k_size, k_size, xb + t * k_size)) return false;
   }
-  float* sq = Grow(s.s, 4 * (k_size / kGroup) * 16);
+  // Scale vectors [4, groups, 16] (tile path), then f32 scales [4, groups · 4].
+  float* sq = Grow(s.s, 4 * (k_size / kGroup) * (16 + 4));
   if (a.n_tokens == 1) {
-    MatVec<F>(a, xb, sq);
+    MatVec<F>(a, xb, sq + 4 * (k_size / kGroup) * 16);
   } else {
     Tiles<F>(a, xb, Grow(s.w, 4 * k_size), sq);
   }
