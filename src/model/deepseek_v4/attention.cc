@@ -232,52 +232,64 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
 
   // ---- Attention with a per-head sink over window ∪ compressed keys (§4.6) ----
   // Window keys of position p: positions max(0, p − W + 1) .. p; those before
-  // pos0 come from the ring, the rest from this call's kv. Queries run in
-  // parallel, each thread with its own key list and scores.
+  // pos0 come from the ring, the rest from this call's kv. (Token, head)
+  // pairs run in parallel — whole tokens per chunk in prefill, heads in
+  // decode — each thread with its own key list and scores.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
   float* o = s.o.data() + row0 * H * A;  // [T, H, A]
-  pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int thread) {
-    float* scores = s.scores.data() + thread * max_keys;
-    const float** keys = s.keys.data() + thread * max_keys;
-    for (int64_t t = t_begin; t < t_end; ++t) {
-      const int64_t p = pos0 + t;
-      int64_t n_keys = 0;
-      for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
-        keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
-      }
-      if (r > 0) {
-        const int64_t n_visible = (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
-        if (plan.has_indexer) {
-          for (int64_t j = 0; j < k; ++j) {
-            const int32_t e = s.top[t * k + j];
-            if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
+  const int64_t pair_grain = T >= n_threads ? H : 1;
+  pool.ParallelFor(
+      T * H,
+      [&](int64_t i_begin, int64_t i_end, int thread) {
+        float* scores = s.scores.data() + thread * max_keys;
+        const float** keys = s.keys.data() + thread * max_keys;
+        int64_t keys_of = -1;  // the token whose keys `keys` holds
+        int64_t n_keys = 0;
+        for (int64_t item = i_begin; item < i_end; ++item) {
+          const int64_t t = item / H, h = item % H;
+          const int64_t p = pos0 + t;
+          if (keys_of != t) {
+            keys_of = t;
+            n_keys = 0;
+            for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+              keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
+            }
+            if (r > 0) {
+              const int64_t n_visible =
+                  (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
+              if (plan.has_indexer) {
+                for (int64_t j = 0; j < k; ++j) {
+                  const int32_t e = s.top[t * k + j];
+                  if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
+                }
+              } else {
+                for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
+              }
+            }
           }
-        } else {
-          for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
+          {
+            const float* qh = q + (t * H + h) * A;
+            float mx = -INFINITY;
+            for (int64_t i = 0; i < n_keys; ++i) {
+              scores[i] = ops::Dot(qh, keys[i], A) * softmax_scale;
+              mx = std::max(mx, scores[i]);
+            }
+            // The sink only adds to the denominator; the max is over the real logits.
+            float sum = 0.0f;
+            for (int64_t i = 0; i < n_keys; ++i) {
+              scores[i] = std::exp(scores[i] - mx);
+              sum += scores[i];
+            }
+            const float denom = sum + std::exp(w.attn_sink[h] - mx);
+            float* oh = o + (t * H + h) * A;
+            std::fill_n(oh, A, 0.0f);
+            for (int64_t i = 0; i < n_keys; ++i) ops::Axpy(oh, scores[i] / denom, keys[i], A);
+            // V = K carries rotated dims: undo the rotation at the query position (§4.2).
+            rope.Rotate(oh + nope, p, /*inverse=*/true);
+          }
         }
-      }
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qh = q + (t * H + h) * A;
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < n_keys; ++i) {
-          scores[i] = ops::Dot(qh, keys[i], A) * softmax_scale;
-          mx = std::max(mx, scores[i]);
-        }
-        // The sink only adds to the denominator; the max is over the real logits.
-        float sum = 0.0f;
-        for (int64_t i = 0; i < n_keys; ++i) {
-          scores[i] = std::exp(scores[i] - mx);
-          sum += scores[i];
-        }
-        const float denom = sum + std::exp(w.attn_sink[h] - mx);
-        float* oh = o + (t * H + h) * A;
-        std::fill_n(oh, A, 0.0f);
-        for (int64_t i = 0; i < n_keys; ++i) ops::Axpy(oh, scores[i] / denom, keys[i], A);
-        // V = K carries rotated dims: undo the rotation at the query position (§4.2).
-        rope.Rotate(oh + nope, p, /*inverse=*/true);
-      }
-    }
-  });
+      },
+      pair_grain);
   trace("attn.o", layer, o, {T, H, A});
   // The window now ends at pos0 + T − 1 (rows kept by position, cache.h).
   for (int64_t t = 0; t < T; ++t) std::copy_n(kv + t * A, A, state.ring.Append(pos0 + t));
