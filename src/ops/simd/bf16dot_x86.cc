@@ -62,8 +62,7 @@ inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // a multiple of 4 KiB puts the fetched lines in the L1 sets of the lines being
 // read (−25% for FP8), and much more than 10 KiB lets them be evicted first.
 inline constexpr int64_t kPrefetchBytes = 9 * 1024;
-inline constexpr int kTileTokens = 4;  // tile path: 2 rows × 4 tokens per micro-tile
-inline constexpr int64_t kTokenBlockBytes = 1024 * 1024;  // tile path: x (bf16) per token block
+inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 
 enum class Format { kFp8, kFp4 };
 
@@ -386,93 +385,115 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   }
 }
 
-// Prefill path (T ≥ 2): per block of tokens and row quad, the weights are
-// decoded once into scratch (4 · K bf16, L1), then micro-tiles of 2 rows ×
-// MT tokens run the decode path's arithmetic on them: per group, the two
-// rows' 8 weight vectors stay in registers while each token's 4 x vectors
-// come from L2 (0.7 loads per vdpbf16ps at MT = 6).
+// Prefill path (T ≥ 2), cache-blocked:
+//   for each panel of kPanelRows rows: decode it once (bf16, [P, K], L2) with
+//   its scale vectors;
+//     for each tile of kTileTokens tokens:
+//       for each K-block of kKcGroups groups (x of the tile there: L1):
+//         for each pair of rows (their weights there: L1): a micro-tile of
+//         2 rows × MT tokens runs the decode path's arithmetic, per group the
+//         pair's 8 weight vectors in registers and each token's 4 x vectors
+//         loaded; accumulators carried from K-block to K-block in scratch;
+//       then each output is the horizontal sum of its accumulator.
+// Storing and reloading an accumulator is exact, so every output takes the
+// same operations in the same order as in the decode path.
+inline constexpr int64_t kPanelRows = 32;  // even: rows go in pairs
+inline constexpr int64_t kKcGroups = 8;    // 1024 inputs per K-block
+
 template <int MT>
-DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* wq, const float* sq, int64_t groups,
-                                          const uint16_t* xb, int64_t k_size, float out[2][8]) {
+DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w1p,
+                                          const float* s0p, const float* s1p, int64_t ng,
+                                          const uint16_t* xp, int64_t x_stride, float* accp,
+                                          bool first) {
   __m512 acc[2][MT];
   for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < MT; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int t = 0; t < MT; ++t) {
+      acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(accp + (r * MT + t) * 16);
+    }
   }
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = 0; g < ng; ++g) {
     __m512i w0[4], w1[4];
     for (int v = 0; v < 4; ++v) {
-      w0[v] = _mm512_load_si512(wq + g * kGroup + 32 * v);
-      w1[v] = _mm512_load_si512(wq + k_size + g * kGroup + 32 * v);
+      w0[v] = _mm512_load_si512(w0p + g * kGroup + 32 * v);
+      w1[v] = _mm512_load_si512(w1p + g * kGroup + 32 * v);
     }
-    const __m512 s0 = _mm512_load_ps(sq + g * 16), s1 = _mm512_load_ps(sq + (groups + g) * 16);
+    const __m512 s0 = _mm512_load_ps(s0p + g * 16), s1 = _mm512_load_ps(s1p + g * 16);
 #pragma GCC unroll 8
     for (int t = 0; t < MT; ++t) {
       __m512i x[4];
-      for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + t * k_size + g * kGroup + 32 * v);
+      for (int v = 0; v < 4; ++v) {
+        x[v] = _mm512_load_si512(xp + t * x_stride + g * kGroup + 32 * v);
+      }
       acc[0][t] = _mm512_fmadd_ps(GroupDot(w0, x), s0, acc[0][t]);
       acc[1][t] = _mm512_fmadd_ps(GroupDot(w1, x), s1, acc[1][t]);
     }
   }
   for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < MT; ++t) out[r][t] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int t = 0; t < MT; ++t) _mm512_store_ps(accp + (r * MT + t) * 16, acc[r][t]);
   }
 }
 
 template <int MT>
-DSV4_BF16DOT_TARGET void MicroTileN(int mt, const uint16_t* wq, const float* sq, int64_t groups,
-                                    const uint16_t* xb, int64_t k_size, float out[2][8]) {
+DSV4_BF16DOT_TARGET void MicroTileN(int mt, const uint16_t* w0p, const uint16_t* w1p,
+                                    const float* s0p, const float* s1p, int64_t ng,
+                                    const uint16_t* xp, int64_t x_stride, float* accp, bool first) {
   if constexpr (MT > 1) {
-    if (mt < MT) return MicroTileN<MT - 1>(mt, wq, sq, groups, xb, k_size, out);
+    if (mt < MT) return MicroTileN<MT - 1>(mt, w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
   }
-  MicroTile<MT>(wq, sq, groups, xb, k_size, out);
+  MicroTile<MT>(w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
 }
 
+// Scratch of the tile path (floats and bf16 words), per thread.
+struct TileScratch {
+  uint16_t* w;  // [kPanelRows, K] decoded weights
+  float* sv;    // [kPanelRows, groups, 16] scale vectors
+  float* sf;    // [groups · 4] one row's f32 scales
+  float* acc;   // [kPanelRows / 2, 2, kTileTokens, 16] accumulators
+};
+
 template <Format F>
-DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, uint16_t* wq, float* sq) {
+DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const TileScratch& ts) {
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
-  // Tokens per block: their x (bf16) stays in L2 while every row quad of the
-  // range uses it; each quad is decoded once per block.
-  const int64_t block_tokens =
-      std::max<int64_t>(bf16dot::kTileTokens, bf16dot::kTokenBlockBytes / (2 * k_size) /
-                                                  bf16dot::kTileTokens * bf16dot::kTileTokens);
+  constexpr int kMT = bf16dot::kTileTokens;
   __m512i tab[4];
   LoadTables<F>(tab);
-  int64_t key[4] = {-1, -1, -1, -1};
-  for (int64_t tb0 = 0; tb0 < a.n_tokens; tb0 += block_tokens) {
-    const int64_t tb_end = std::min(a.n_tokens, tb0 + block_tokens);
-    for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
-      const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
-      for (int r = 0; r < 4; ++r) {
-        const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);
-        const uint8_t* row = base + n * row_bytes;
-        if (ScaleKey<F>(n) != key[r]) {
-          float* floats = sq + 4 * groups * 16 + r * groups * 4;
-          RowScales(F, a.scale, n, groups, floats);
-          for (int64_t g = 0; g < groups; ++g) {
-            _mm512_store_ps(sq + (r * groups + g) * 16, ScaleVector<F>(floats, g));
-          }
-          key[r] = ScaleKey<F>(n);
-        }
-        for (int64_t g = 0; g < groups; ++g) {
-          __m512i w[4];
-          Decode<F>(row + g * kGroupBytes<F>, tab, w);
-          for (int v = 0; v < 4; ++v) {
-            _mm512_store_si512(wq + r * k_size + g * kGroup + 32 * v, w[v]);
-          }
+  for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += kPanelRows) {
+    const int64_t rows_here = std::min<int64_t>(kPanelRows, a.row_end - n0);
+    const int64_t pairs = (rows_here + 1) / 2;
+    for (int64_t r = 0; r < 2 * pairs; ++r) {  // an odd last row is repeated; dropped below
+      const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);
+      const uint8_t* row = base + n * row_bytes;
+      RowScales(F, a.scale, n, groups, ts.sf);
+      for (int64_t g = 0; g < groups; ++g) {
+        _mm512_store_ps(ts.sv + (r * groups + g) * 16, ScaleVector<F>(ts.sf, g));
+        __m512i w[4];
+        Decode<F>(row + g * kGroupBytes<F>, tab, w);
+        for (int v = 0; v < 4; ++v) {
+          _mm512_store_si512(ts.w + r * k_size + g * kGroup + 32 * v, w[v]);
         }
       }
-      for (int64_t t0 = tb0; t0 < tb_end; t0 += bf16dot::kTileTokens) {
-        const int mt = static_cast<int>(std::min<int64_t>(bf16dot::kTileTokens, tb_end - t0));
-        for (int pair = 0; 2 * pair < rows_here; ++pair) {
-          float res[2][8];
-          MicroTileN<bf16dot::kTileTokens>(mt, wq + 2 * pair * k_size, sq + 2 * pair * groups * 16,
-                                           groups, xb + t0 * k_size, k_size, res);
+    }
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMT) {
+      const int mt = static_cast<int>(std::min<int64_t>(kMT, a.n_tokens - t0));
+      for (int64_t g0 = 0; g0 < groups; g0 += kKcGroups) {
+        const int64_t ng = std::min<int64_t>(kKcGroups, groups - g0);
+        for (int64_t pr = 0; pr < pairs; ++pr) {
+          const int64_t r0 = 2 * pr;
+          MicroTileN<kMT>(mt, ts.w + r0 * k_size + g0 * kGroup,
+                          ts.w + (r0 + 1) * k_size + g0 * kGroup, ts.sv + (r0 * groups + g0) * 16,
+                          ts.sv + ((r0 + 1) * groups + g0) * 16, ng, xb + t0 * k_size + g0 * kGroup,
+                          k_size, ts.acc + pr * 2 * kMT * 16, g0 == 0);
+        }
+      }
+      for (int64_t pr = 0; pr < pairs; ++pr) {
+        for (int64_t r = 0; r < 2 && 2 * pr + r < rows_here; ++r) {
           for (int64_t t = 0; t < mt; ++t) {
-            float* o = a.out + (t0 + t) * a.out_stride + (n0 - a.row_begin) + 2 * pair;
-            for (int64_t r = 0; r < std::min<int64_t>(2, rows_here - 2 * pair); ++r)
-              o[r] = res[r][t];
+            // MicroTile<mt> lays a pair's accumulators out as [2, mt, 16].
+            const float* v = ts.acc + pr * 2 * kMT * 16 + (r * mt + t) * 16;
+            a.out[(t0 + t) * a.out_stride + (n0 - a.row_begin) + 2 * pr + r] =
+                _mm512_reduce_add_ps(_mm512_load_ps(v));
           }
         }
       }
@@ -490,12 +511,17 @@ bool TryMatMul(const MatMulArgs& a) {
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     if (!ConvertX(F, a.x + t * k_size, k_size, xb + t * k_size)) return false;
   }
-  // Scale vectors [4, groups, 16] (tile path), then f32 scales [4, groups · 4].
-  float* sq = Grow(s.s, 4 * (k_size / kGroup) * (16 + 4));
+  const int64_t groups = k_size / kGroup;
   if (a.n_tokens == 1) {
-    MatVec<F>(a, xb, sq + 4 * (k_size / kGroup) * 16);
+    MatVec<F>(a, xb, Grow(s.s, 4 * groups * 4));  // f32 scales [4, groups · 4]
   } else {
-    Tiles<F>(a, xb, Grow(s.w, 4 * k_size), sq);
+    const int64_t sv_floats = kPanelRows * groups * 16, sf_floats = (groups * 4 + 15) / 16 * 16;
+    float* f = Grow(s.s, sv_floats + sf_floats + kPanelRows * bf16dot::kTileTokens * 16);
+    Tiles<F>(a, xb,
+             TileScratch{.w = Grow(s.w, kPanelRows * k_size),
+                         .sv = f,
+                         .sf = f + sv_floats,
+                         .acc = f + sv_floats + sf_floats});
   }
   return true;
 }
