@@ -6,9 +6,13 @@
 // last line is machine-readable:
 //   prefill_tps=… decode_tps=… weight_bytes_per_token=… bandwidth_gbs=…
 //   decode_efficiency=… peak_rss_mb=… prefill_gflops=… peak_gflops=… prefill_efficiency=…
+//   peak_fp32_gflops=… peak_bf16dot_gflops=… bf16dot_mac_share=…
 // (prefill FLOPs are 2 × the weight multiply-adds per token × tokens, for
-// DeepSeek-V4 checkpoints; the peak is the measured fp32 FMA roof, 0 when
-// skipped with --probe-mib 0),
+// DeepSeek-V4 checkpoints. The peak is that of the dtype mix the kernels run:
+// the measured roofs of fp32 FMA and of bf16 dot products, weighted by the
+// share of multiply-adds each takes (bf16dot_mac_share: FP8/FP4 weights with
+// FP8-quantised inputs, on CPUs with AVX512-BF16), i.e. the time the mix would
+// take at both roofs; 0 when skipped with --probe-mib 0),
 // followed, for models whose caches can evict entries (the seed family's
 // SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
 //   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
@@ -143,23 +147,45 @@ int Run(const BenchArgs& a) {
     std::printf("memory read bandwidth: %.2f GB/s (STREAM-style sum of %lld MiB, median of %d)\n",
                 bandwidth, static_cast<long long>(a.probe_mib), bw.repeats);
   }
-  // The compute roof: prefill FLOP/s of the weight math against the fp32 FMA peak.
+  // The compute roof: prefill FLOP/s of the weight math against the peak of
+  // its dtype mix (fp32 FMA and, for FP8/FP4 weights with bf16-exact inputs,
+  // bf16 dot products).
   const auto macs = WeightMacsPerToken(*loaded);
+  const auto dot_macs = Bf16DotMacsPerToken(*loaded);
   const double prefill_gflops = macs.ok() ? 2.0 * static_cast<double>(*macs) * p / 1e9 : 0.0;
-  double peak_gflops = 0.0;
+  const double dot_share =
+      macs.ok() && dot_macs.ok() && *macs > 0 ? static_cast<double>(*dot_macs) / *macs : 0.0;
+  double peak_gflops = 0.0, peak_fp32 = 0.0, peak_dot = 0.0;
   if (a.probe_mib > 0) {
-    const PeakFlops peak = MeasurePeakFlops(a.load.threads > 0 ? a.load.threads : 0);
-    peak_gflops = peak.gflops;
+    const int threads = a.load.threads > 0 ? a.load.threads : 0;
+    const PeakFlops peak = MeasurePeakFlops(threads);
+    peak_fp32 = peak.gflops;
     std::printf(
         "peak fp32 FMA: %.1f GFLOP/s (register-only FMA chains on every thread, median "
         "of %d)\n",
-        peak_gflops, peak.repeats);
+        peak_fp32, peak.repeats);
+    if (dot_share > 0) {
+      const PeakFlops dot = MeasurePeakBf16DotFlops(threads);
+      peak_dot = dot.gflops;
+      std::printf(
+          "peak bf16 dot: %.1f GFLOP/s (register-only vdpbf16ps chains on every thread, median "
+          "of %d)\n",
+          peak_dot, dot.repeats);
+    }
+    // The mix's roof: the time its multiply-adds take at their kernels' roofs.
+    peak_gflops = dot_share > 0 && peak_dot > 0
+                      ? 1.0 / ((1.0 - dot_share) / peak_fp32 + dot_share / peak_dot)
+                      : peak_fp32;
   }
   const double prefill_efficiency = peak_gflops > 0 ? prefill_gflops / peak_gflops : 0.0;
   if (macs.ok()) {
-    std::printf("prefill compute: %.2f GFLOP per token of weight math, %.1f GFLOP/s", 2e-9 * *macs,
-                prefill_gflops);
-    if (prefill_efficiency > 0) std::printf(" = %.1f%% of the peak", 100.0 * prefill_efficiency);
+    std::printf("prefill compute: %.2f GFLOP per token of weight math", 2e-9 * *macs);
+    if (dot_share > 0) std::printf(" (%.1f%% on bf16 dot products)", 100.0 * dot_share);
+    std::printf(", %.1f GFLOP/s", prefill_gflops);
+    if (prefill_efficiency > 0) {
+      std::printf(" = %.1f%% of the mix's peak (%.1f GFLOP/s)", 100.0 * prefill_efficiency,
+                  peak_gflops);
+    }
     std::printf("\n");
   }
   const double efficiency = bandwidth > 0 && wbpt > 0 ? d * wbpt / 1e9 / bandwidth : 0.0;
@@ -182,9 +208,10 @@ int Run(const BenchArgs& a) {
   std::printf(
       "prefill_tps=%.2f decode_tps=%.2f weight_bytes_per_token=%lld bandwidth_gbs=%.2f "
       "decode_efficiency=%.4f peak_rss_mb=%.1f prefill_gflops=%.2f peak_gflops=%.2f "
-      "prefill_efficiency=%.4f",
+      "prefill_efficiency=%.4f peak_fp32_gflops=%.2f peak_bf16dot_gflops=%.2f "
+      "bf16dot_mac_share=%.4f",
       p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb, prefill_gflops,
-      peak_gflops, prefill_efficiency);
+      peak_gflops, prefill_efficiency, peak_fp32, peak_dot, dot_share);
   if (kv.ok()) {
     std::printf(
         " kv_entries=%lld kv_entries_unpruned=%lld kv_bytes=%lld kv_bytes_unpruned=%lld "

@@ -10,8 +10,10 @@
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/deepseek_v4/model.h"
 #include "model/seed/model.h"
 #include "ops/bandwidth.h"
+#include "ops/simd/simd_kernels.h"
 
 namespace dsv4 {
 namespace {
@@ -45,6 +47,12 @@ ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes, int repeats) {
 PeakFlops MeasurePeakFlops(int threads, int repeats) {
   ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
   const ops::FlopsResult r = ops::MeasurePeakFlops(pool, int64_t{1} << 31, repeats);
+  return PeakFlops{.gflops = r.gflops, .repeats = r.repeats};
+}
+
+PeakFlops MeasurePeakBf16DotFlops(int threads, int repeats) {
+  ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
+  const ops::FlopsResult r = ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 32, repeats);
   return PeakFlops{.gflops = r.gflops, .repeats = r.repeats};
 }
 
@@ -115,6 +123,29 @@ Result<int64_t> WeightMacsPerToken(const LoadedModel& model) {
     }
     const int64_t elements = t.shape[0] * t.shape[1];
     return t.dtype == DType::kI8 ? 2 * elements : elements;  // FP4: two per stored byte
+  });
+}
+
+Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model) {
+  const auto* v4 = dynamic_cast<const deepseek_v4::DeepSeekV4Model*>(model.model.get());
+  if (v4 == nullptr || model.format != "safetensors") {
+    return NotFound("bf16 dot-product multiply-adds of a '" + model.model->info().architecture +
+                        "' model are not computed",
+                    "only DeepSeek-V4 checkpoint directories");
+  }
+  if (!v4->numerics().act_quant || ops::simd::Fp8Bf16DotKernel() == nullptr ||
+      ops::simd::Fp4Bf16DotKernel() == nullptr) {
+    return 0;
+  }
+  return DeepSeekV4PerToken(model.path, [](const TensorInfo& t) -> int64_t {
+    // FP8 (F8_E4M3) and FP4 (packed in I8) weights whose input the reference
+    // FP8-quantises: all but wo_a (a bf16 einsum there), with K % 128 == 0.
+    const bool fp8 = t.dtype == DType::kFp8E4m3, fp4 = t.dtype == DType::kI8;
+    if (t.shape.size() != 2 || !(fp8 || fp4) || t.name.find(".attn.wo_a.") != std::string::npos) {
+      return 0;
+    }
+    const int64_t k = fp4 ? 2 * t.shape[1] : t.shape[1];
+    return k % 128 == 0 ? t.shape[0] * k : 0;
   });
 }
 

@@ -29,10 +29,13 @@ struct PeakFlops {
   int repeats = 0;
 };
 
-// The compute roof for prefill: fp32 FMA throughput of the widest SIMD target
-// on `threads` threads (0: all), register-only (ops::MeasurePeakFlops). fp32
-// FMA is what every matmul kernel executes (weights are decoded to fp32).
+// The compute roofs for prefill, on `threads` threads (0: all), register-only:
+// fp32 FMA of the widest SIMD target (ops::MeasurePeakFlops), which the fp32
+// matmul kernels execute, and bf16 dot products (vdpbf16ps;
+// ops::MeasurePeakBf16DotFlops), which the FP8/FP4 kernels execute for
+// bf16-exact inputs (0 GFLOP/s where the CPU lacks them).
 PeakFlops MeasurePeakFlops(int threads, int repeats = 5);
+PeakFlops MeasurePeakBf16DotFlops(int threads, int repeats = 5);
 
 // Multiply-adds of weight matrices per token (prefill FLOPs = 2 × this ×
 // tokens, attention over the context not included): every 2-D weight a token
@@ -41,6 +44,12 @@ PeakFlops MeasurePeakFlops(int threads, int repeats = 5);
 // packed two per byte counts both. DeepSeek-V4 checkpoint directories only
 // (NotFound for others).
 Result<int64_t> WeightMacsPerToken(const LoadedModel& model);
+
+// The part of WeightMacsPerToken that runs on the bf16 dot-product kernels:
+// FP8/FP4 weights whose inputs are FP8-quantised (act_quant on; every such
+// weight but wo_a) with K % 128 == 0; 0 when act_quant is off or the CPU lacks
+// the kernels. DeepSeek-V4 checkpoint directories only (NotFound for others).
+Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model);
 
 // Bytes of weights one decoded token reads, as stored: every dense matrix,
 // norm and the classifier once, one embedding row, shared experts, and

@@ -40,19 +40,24 @@ BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int repeat
   return result;
 }
 
-FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread, int repeats) {
-  CHECK(fmas_per_thread > 0 && repeats >= 1, "FLOP/s probe: %lld FMAs, %d repeats",
-        static_cast<long long>(fmas_per_thread), repeats);
+namespace {
+
+// Runs loop(per_thread, &done) on every thread at once, repeats + 1 times
+// (the first warms up and clocks up); the median rate, 2 FLOPs per lane-MAC.
+template <typename Loop>
+FlopsResult MeasureLoop(ThreadPool& pool, int64_t per_thread, int repeats, Loop loop) {
+  CHECK(per_thread > 0 && repeats >= 1, "FLOP/s probe: %lld multiply-adds, %d repeats",
+        static_cast<long long>(per_thread), repeats);
   std::vector<double> seconds;
   std::vector<int64_t> done(static_cast<size_t>(pool.size()));
   volatile float sink = 0.0f;
-  for (int r = 0; r <= repeats; ++r) {  // r == 0: warm-up (and clocks up)
+  for (int r = 0; r <= repeats; ++r) {
     Timer t;
     pool.ParallelFor(pool.size(), [&](int64_t b, int64_t e, int th) {
       for (int64_t i = b; i < e; ++i) {
-        int64_t fmas = 0;
-        sink = sink + simd::FmaLoop(fmas_per_thread, &fmas);
-        done[static_cast<size_t>(th)] = fmas;
+        int64_t macs = 0;
+        sink = sink + loop(per_thread, &macs);
+        done[static_cast<size_t>(th)] = macs;
       }
     });
     const double s = t.Seconds();
@@ -64,6 +69,16 @@ FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread, int repe
   result.repeats = repeats;
   result.gflops = static_cast<double>(result.flops) / seconds[seconds.size() / 2] / 1e9;
   return result;
+}
+
+}  // namespace
+
+FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread, int repeats) {
+  return MeasureLoop(pool, fmas_per_thread, repeats, simd::FmaLoop);
+}
+
+FlopsResult MeasurePeakBf16DotFlops(ThreadPool& pool, int64_t macs_per_thread, int repeats) {
+  return MeasureLoop(pool, macs_per_thread, repeats, simd::Bf16DotLoop);
 }
 
 }  // namespace dsv4::ops

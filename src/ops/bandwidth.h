@@ -22,11 +22,13 @@ struct BandwidthResult {
 BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30,
                                      int repeats = 5);
 
-// MeasurePeakFlops: the compute roof prefill is measured against — fp32
-// fused multiply-adds of the widest SIMD target, 16 independent accumulator
-// chains in registers per thread (no memory traffic), on every thread of the
-// pool at once. fp32 FMA is what the matmul kernels execute (weights are
-// decoded to fp32 in registers), so this is the peak for their dtype mix.
+// MeasurePeakFlops: the fp32 compute roof — fused multiply-adds of the widest
+// SIMD target, 16 independent accumulator chains in registers per thread (no
+// memory traffic), on every thread of the pool at once: the peak of the fp32
+// matmul kernels (weights decoded to fp32 in registers).
+// MeasurePeakBf16DotFlops: the same for the bf16 dot-product kernels of FP8/FP4
+// weights (ops/simd/bf16dot_x86.cc; vdpbf16ps, 32 multiply-adds each); zero
+// FLOPs and gflops where those kernels are not available.
 struct FlopsResult {
   double gflops = 0.0;  // median over the repeats, 1 GFLOP = 1e9 (an FMA is 2)
   int64_t flops = 0;    // per repeat, all threads
@@ -34,6 +36,8 @@ struct FlopsResult {
 };
 FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread = int64_t{1} << 27,
                              int repeats = 5);
+FlopsResult MeasurePeakBf16DotFlops(ThreadPool& pool, int64_t macs_per_thread = int64_t{1} << 28,
+                                    int repeats = 5);
 
 }  // namespace dsv4::ops
 

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "ops/simd/simd_kernels.h"
+
 namespace dsv4 {
 namespace {
 
@@ -72,6 +74,26 @@ TEST(WeightMacsPerToken, DeepSeekV4FromTheConfigDimensions) {
   EXPECT_EQ(*qmacs, 577536);
 }
 
+TEST(Bf16DotMacsPerToken, FpQuantWeightsWithQuantisedInputsButNotWoA) {
+  // swa_fp8 (dims in the test above; config.json has a quantization_config, so
+  // act_quant is on): per layer the FP8 wq_a 128·128, wq_b 256·128, wkv
+  // 128·128, wo_b 128·128 and shared experts 3·128·128, and 2 of the FP4
+  // routed experts × 3·128·128 — not wo_a, whose input is not quantised, nor
+  // the bf16/f32 gate, mHC and head: 229376 per layer, × 2 layers.
+  LoadedModel q = Load(kV4 + "swa_fp8");
+  auto dot = Bf16DotMacsPerToken(q);
+  ASSERT_TRUE(dot.ok()) << dot.status().ToString();
+  const bool kernels =
+      ops::simd::Fp8Bf16DotKernel() != nullptr && ops::simd::Fp4Bf16DotKernel() != nullptr;
+  EXPECT_EQ(*dot, kernels ? 458752 : 0);
+  // A bf16 model has none.
+  LoadedModel b = Load(kV4 + "swa_bf16");
+  auto none = Bf16DotMacsPerToken(b);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, 0);
+  EXPECT_FALSE(Bf16DotMacsPerToken(Load(kModels + "stories260K.bin")).ok());
+}
+
 TEST(WeightMacsPerToken, OtherModelsAreNotFound) {
   LoadedModel m = Load(kModels + "stories260K.bin");
   EXPECT_FALSE(WeightMacsPerToken(m).ok());
@@ -81,6 +103,14 @@ TEST(PeakFlopsProbe, ReportsAPositiveRate) {
   const PeakFlops p = MeasurePeakFlops(1, 2);
   EXPECT_EQ(p.repeats, 2);
   EXPECT_GT(p.gflops, 0.1);
+  // The bf16 dot-product roof: positive where the kernels exist, else 0.
+  const PeakFlops dot = MeasurePeakBf16DotFlops(1, 2);
+  EXPECT_EQ(dot.repeats, 2);
+  if (ops::simd::Fp8Bf16DotKernel() != nullptr) {
+    EXPECT_GT(dot.gflops, 0.1);
+  } else {
+    EXPECT_EQ(dot.gflops, 0.0);
+  }
 }
 
 TEST(WeightBytesPerToken, DirectoryWithoutConfigIsAnError) {

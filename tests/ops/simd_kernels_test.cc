@@ -458,5 +458,20 @@ TEST(Bandwidth, FlopsProbeCountsEveryThreadsFmas) {
   EXPECT_GT(r.gflops, 0.01);
 }
 
+TEST(Bandwidth, Bf16DotProbeCountsEveryThreadsMacs) {
+  ThreadPool pool(2);
+  const ops::FlopsResult r = ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 20, 2);
+  EXPECT_EQ(r.repeats, 2);
+  if (ops::simd::Fp8Bf16DotKernel() == nullptr) {
+    EXPECT_EQ(r.flops, 0);  // no such kernels here: no roof either
+    return;
+  }
+  // Whole rounds of 12 chains × 32 multiply-adds per thread.
+  EXPECT_GE(r.flops, 2 * 2 * ((int64_t{1} << 20) - 12 * 32));
+  EXPECT_LE(r.flops, 2 * 2 * (int64_t{1} << 20));
+  EXPECT_TRUE(std::isfinite(r.gflops));
+  EXPECT_GT(r.gflops, 0.01);
+}
+
 }  // namespace
 }  // namespace dsv4

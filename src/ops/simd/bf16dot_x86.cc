@@ -526,6 +526,23 @@ bool TryMatMul(const MatMulArgs& a) {
   return true;
 }
 
+// The bf16 dot-product roof: 12 independent vdpbf16ps chains (each of 32
+// multiply-adds), register-only, as FmaLoop does for fp32 FMA.
+DSV4_BF16DOT_TARGET float DotLoop(int64_t macs, int64_t* done) {
+  const __m512i ones = _mm512_set1_epi16(0x3f80), tiny = _mm512_set1_epi16(0x3400);  // 1, 2^-23
+  __m512 c[12];
+  for (int i = 0; i < 12; ++i) c[i] = _mm512_set1_ps(static_cast<float>(i + 1));
+  const int64_t iters = std::max<int64_t>(1, macs / (12 * 32));
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) c[i] = _mm512_dpbf16_ps(c[i], AsBh(ones), AsBh(tiny));
+  }
+  *done = iters * 12 * 32;
+  __m512 sum = c[0];
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, c[i]);
+  return _mm512_reduce_add_ps(sum);
+}
+
 bool CpuHasBf16Dot() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -546,10 +563,23 @@ bool Enabled() {
 TryMatMulFn Fp8Bf16DotKernel() { return Enabled() ? &TryMatMul<Format::kFp8> : nullptr; }
 TryMatMulFn Fp4Bf16DotKernel() { return Enabled() ? &TryMatMul<Format::kFp4> : nullptr; }
 
+float Bf16DotLoop(int64_t macs, int64_t* done) {
+  if (!Enabled()) {
+    *done = 0;
+    return 0.0f;
+  }
+  return DotLoop(macs, done);
+}
+
 #else  // !DSV4_HAVE_BF16DOT
 
 TryMatMulFn Fp8Bf16DotKernel() { return nullptr; }
 TryMatMulFn Fp4Bf16DotKernel() { return nullptr; }
+
+float Bf16DotLoop(int64_t /*macs*/, int64_t* done) {
+  *done = 0;
+  return 0.0f;
+}
 
 #endif
 

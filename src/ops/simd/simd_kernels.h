@@ -59,6 +59,10 @@ MatMulFn KQuantMatMulKernel(DType w_dtype);
 using TryMatMulFn = bool (*)(const MatMulArgs& args);
 TryMatMulFn Fp8Bf16DotKernel();
 TryMatMulFn Fp4Bf16DotKernel();
+// The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
+// multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
+// 0 where those kernels are not available.
+float Bf16DotLoop(int64_t macs, int64_t* done);
 
 // Elementwise kernels; the semantics are those of the ops/ref twins.
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);
