@@ -152,7 +152,9 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   q.resize(n * H * A);
   kv.resize(n * A);
   o.resize(n * H * A);
-  o_group.resize(n * c.heads_per_group() * A);
+  o_group.resize(c.o_groups * n * c.heads_per_group() * A);
+  o_jobs.reserve(c.o_groups);
+  o_job_rows.reserve(c.o_groups + 1);
   z.resize(n * c.o_groups * c.o_lora_rank);
   top.resize(n * c.index_topk);
 }
@@ -303,14 +305,23 @@ void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const Attentio
   const float* o = s.o.data();  // [T, H, A]
   // ---- Grouped low-rank output (§4.7): z_g = wo_a[g] · o_g; out = wo_b · z ----
   // wo_a runs unquantized in the reference (a bf16 einsum), so no act quant here.
-  float* og = s.o_group.data();  // [T, (H/G)·A]
+  // The G products run as one pooled step (LinearMany), rows g·O … of wo_a
+  // on group g's heads.
+  float* og = s.o_group.data();  // [G, T, (H/G)·A]
   float* z = s.z.data();         // [T, G·O]
+  s.o_jobs.clear();
   for (int64_t g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy_n(o + (t * H + g * HG) * A, HG * A, og + t * HG * A);
-    }
-    LinearRows(pool, z + g * O, G * O, og, w.wo_a, T, g * O, (g + 1) * O);
+    float* x = og + g * T * HG * A;
+    for (int64_t t = 0; t < T; ++t) std::copy_n(o + (t * H + g * HG) * A, HG * A, x + t * HG * A);
+    s.o_jobs.push_back(LinearJob{.w = &w.wo_a,
+                                 .x = x,
+                                 .out = z + g * O,
+                                 .n_tokens = T,
+                                 .row_begin = g * O,
+                                 .row_end = (g + 1) * O,
+                                 .out_stride = G * O});
   }
+  LinearMany(pool, s.o_jobs, s.o_job_rows);
   trace("attn.wo_b_in", layer, z, {T, G * O});
   Linear(pool, out, LinearInput(z, T, w.wo_b, opts, s.act), w.wo_b, T);
 }

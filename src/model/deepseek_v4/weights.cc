@@ -181,8 +181,13 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
   start[0] = 0;
   int64_t macs = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    start[i + 1] = start[i] + jobs[i].w->rows();
-    macs += jobs[i].w->rows() * jobs[i].w->cols() * jobs[i].n_tokens;
+    const LinearJob& j = jobs[i];
+    const int64_t end = j.row_end < 0 ? j.w->rows() : j.row_end;
+    CHECK(0 <= j.row_begin && j.row_begin <= end && end <= j.w->rows(),
+          "LinearMany: rows [%lld, %lld) of %s", static_cast<long long>(j.row_begin),
+          static_cast<long long>(end), j.w->weight.ShapeString().c_str());
+    start[i + 1] = start[i] + (end - j.row_begin);
+    macs += (end - j.row_begin) * j.w->cols() * j.n_tokens;
   }
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
@@ -194,9 +199,9 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
           const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
           if (lo >= hi) continue;
           const LinearJob& j = jobs[i];
-          const int64_t n = j.w->rows();
-          LinearRowsHere(j.out + (lo - start[i]), n, j.x, *j.w, j.n_tokens, lo - start[i],
-                         hi - start[i]);
+          const int64_t stride = j.out_stride > 0 ? j.out_stride : start[i + 1] - start[i];
+          LinearRowsHere(j.out + (lo - start[i]), stride, j.x, *j.w, j.n_tokens,
+                         j.row_begin + (lo - start[i]), j.row_begin + (hi - start[i]));
         }
       },
       grain);

@@ -104,8 +104,11 @@ inline void Linear(ThreadPool& pool, float* out, const float* x, const LinearWei
 struct LinearJob {
   const LinearWeight* w = nullptr;
   const float* x = nullptr;  // [T, K]
-  float* out = nullptr;      // [T, N]
+  float* out = nullptr;      // [T, out_stride]: rows [row_begin, row_end) of w · x
   int64_t n_tokens = 0;
+  int64_t row_begin = 0;
+  int64_t row_end = -1;    // −1: all of w's rows
+  int64_t out_stride = 0;  // 0: row_end − row_begin
 };
 // row_offsets: scratch the caller keeps (no allocation once its capacity
 // exceeds the job count).

@@ -63,6 +63,9 @@ inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // read (−25% for FP8), and much more than 10 KiB lets them be evicted first.
 inline constexpr int64_t kPrefetchBytes = 9 * 1024;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
+// Fewer tokens than this take the decode path token by token (a panel's
+// decode into scratch would cost more than it saves). Tuned on Zen 5.
+inline constexpr int64_t kMinTileTokens = 8;
 
 enum class Format { kFp8, kFp4 };
 
@@ -336,7 +339,8 @@ DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], _
 template <Format F>
 inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
 
-// Decode path (one token): 4 rows at a time, decoded in registers.
+// Decode path (one token, or a few): 4 rows at a time, decoded in registers,
+// for each token in turn (the four rows stay in L1 from the first token on).
 template <Format F>
 DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
@@ -358,30 +362,33 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
         key[r] = ScaleKey<F>(n);
       }
     }
-    __m512 acc[4];
-    for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t off = g * kGroupBytes<F>;
-      // Software prefetch, kPrefetchBytes ahead of each row (an address past
-      // the matrix is only prefetched, never read).
-      for (int r = 0; r < 4; ++r) {
-        const uintptr_t ahead =
-            reinterpret_cast<uintptr_t>(rows[r]) + off + bf16dot::kPrefetchBytes;
-        for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      const uint16_t* xt = xb + t * k_size;
+      __m512 acc[4];
+      for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t off = g * kGroupBytes<F>;
+        // Software prefetch, kPrefetchBytes ahead of each row (an address past
+        // the matrix is only prefetched, never read).
+        for (int r = 0; r < 4; ++r) {
+          const uintptr_t ahead =
+              reinterpret_cast<uintptr_t>(rows[r]) + off + bf16dot::kPrefetchBytes;
+          for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+          }
+        }
+        __m512i x[4];
+        for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + g * kGroup + 32 * v);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          __m512i w[4];
+          Decode<F>(rows[r] + off, tab, w);
+          acc[r] = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sv[r], g), acc[r]);
         }
       }
-      __m512i x[4];
-      for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + g * kGroup + 32 * v);
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        __m512i w[4];
-        Decode<F>(rows[r] + off, tab, w);
-        acc[r] = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sv[r], g), acc[r]);
-      }
+      float* o = a.out + t * a.out_stride + (n0 - a.row_begin);
+      for (int64_t r = 0; r < rows_here; ++r) o[r] = _mm512_reduce_add_ps(acc[r]);
     }
-    float* o = a.out + (n0 - a.row_begin);
-    for (int64_t r = 0; r < rows_here; ++r) o[r] = _mm512_reduce_add_ps(acc[r]);
   }
 }
 
@@ -512,7 +519,7 @@ bool TryMatMul(const MatMulArgs& a) {
     if (!ConvertX(F, a.x + t * k_size, k_size, xb + t * k_size)) return false;
   }
   const int64_t groups = k_size / kGroup;
-  if (a.n_tokens == 1) {
+  if (a.n_tokens < bf16dot::kMinTileTokens) {
     MatVec<F>(a, xb, Grow(s.s, 4 * groups * 4));  // f32 scales [4, groups · 4]
   } else {
     const int64_t sv_floats = kPanelRows * groups * 16, sf_floats = (groups * 4 + 15) / 16 * 16;
