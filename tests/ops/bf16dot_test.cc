@@ -1,11 +1,11 @@
 // The bf16 dot-product FP8/FP4 kernels (ops/simd/bf16dot_x86.cc) against
 // their ops/ref twins, at the kernel tolerances of oracles/README.md: K of 1
-// to 16 groups of 128, N with short last row quads, 1 to 9 tokens, row
-// sub-ranges with a wider output stride, e8m0/f32/bf16 scales with the e8m0
-// extremes; decode (T = 1) equal bit for bit to each token of a multi-token
-// call; declining (and writing nothing) for inputs that are not exactly bf16
-// or K not a multiple of 128; and ops::MatMulFp8Block/Fp4Block taking them
-// for bf16-exact inputs and the fp32 kernels otherwise.
+// to 16 groups of 128, N with short last row quads and panels, 1 to 17 tokens
+// (both paths, partial token tiles), row sub-ranges with a wider output
+// stride, e8m0/f32/bf16 scales with the e8m0 extremes; decode (T = 1) equal
+// bit for bit to each token of a multi-token call; declining (and writing nothing) for inputs that
+// are not exactly bf16 or K not a multiple of 128; and ops::MatMulFp8Block/Fp4Block taking them for
+// bf16-exact inputs and the fp32 kernels otherwise.
 //
 // The kernels exist only on x86-64 CPUs with AVX512-BF16 and AVX512-VBMI;
 // elsewhere the kernel tests are reported as skipped (with the reason) and the
@@ -113,7 +113,8 @@ TEST(BF16Dot, MatchesRefAndDecodeEqualsPrefill) {
     for (int64_t k : {128, 256, 640, 2048}) {
       for (int64_t n : {1, 3, 4, 7, 130}) {
         const Weight w = MakeWeight(dt, n, k, static_cast<uint32_t>(k * 7 + n));
-        for (int64_t t : {1, 2, 3, 5, 9}) CheckCase(w, t, static_cast<uint32_t>(t * 13 + k));
+        for (int64_t t : {1, 2, 5, 8, 9, 13, 17})
+          CheckCase(w, t, static_cast<uint32_t>(t * 13 + k));
       }
     }
   }
@@ -124,7 +125,7 @@ TEST(BF16Dot, ScaleDtypes) {
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
     for (DType sd : {DType::kF32, DType::kBF16}) {
       const Weight w = MakeWeight(dt, 131, 384, 5, 0, sd);
-      for (int64_t t : {1, 4}) CheckCase(w, t, 17);
+      for (int64_t t : {1, 4, 11}) CheckCase(w, t, 17);
     }
   }
 }
@@ -162,7 +163,7 @@ TEST(BF16Dot, RowRangeAndStride) {
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
     const Weight w = MakeWeight(dt, 40, 256, 11);
     const int64_t begin = 5, end = 37, stride = 45;
-    for (int64_t t : {1, 6}) {
+    for (int64_t t : {1, 6, 10}) {
       const std::vector<float> x = QuantizedX(t, w.k, 4);
       std::vector<float> want(t * stride, -3.0f), got(t * stride, -3.0f);
       RefRows(w, want.data(), stride, x.data(), t, begin, end);
