@@ -56,11 +56,9 @@ namespace dsv4::ops::simd {
 namespace bf16dot {
 
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
-// Matvec: bytes fetched ahead of each of the four rows it streams. Without
-// software prefetch one thread reads FP4 at a third of the rate. Tuned on
-// Zen 5 (docs/benchmarks.md): 8–10 KiB is best for FP8 and FP4 at K = 2048;
-// a multiple of 4 KiB puts the fetched lines in the L1 sets of the lines being
-// read (−25% for FP8), and much more than 10 KiB lets them be evicted first.
+// Matvec: bytes its non-temporal software prefetch runs ahead of the weight
+// stream. Tuned on Zen 5 (docs/benchmarks.md): 4–16 KiB within noise with
+// 2 threads, 2 KiB −6%; without it one thread reads FP4 at a third of the rate.
 inline constexpr int64_t kPrefetchBytes = 9 * 1024;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
@@ -339,8 +337,12 @@ DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], _
 template <Format F>
 inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
 
-// Decode path (one token, or a few): 4 rows at a time, decoded in registers,
-// for each token in turn (the four rows stay in L1 from the first token on).
+// Decode path (one token, or a few): one row at a time, decoded in
+// registers, for each token in turn (the row stays in L1 from the first token
+// on). The weights stream through memory in order — one stream per thread,
+// with a non-temporal software prefetch kPrefetchBytes ahead — which on Zen 5
+// reads 20–40% more GB/s with 2 threads than four rows side by side
+// (docs/benchmarks.md); x (bf16, ≤ 16 KiB) stays in L1 for every row.
 template <Format F>
 DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
@@ -348,46 +350,29 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   __m512i tab[4];
   LoadTables<F>(tab);
-  int64_t key[4] = {-1, -1, -1, -1};  // whose scales each slot of sbuf holds
-  for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
-    const int64_t rows_here = std::min<int64_t>(4, a.row_end - n0);
-    const uint8_t* rows[4];
-    const float* sv[4];
-    for (int r = 0; r < 4; ++r) {
-      const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);  // short group: repeats
-      rows[r] = base + n * row_bytes;
-      sv[r] = sbuf + r * groups * 4;
-      if (ScaleKey<F>(n) != key[r]) {
-        RowScales(F, a.scale, n, groups, sbuf + r * groups * 4);
-        key[r] = ScaleKey<F>(n);
-      }
+  int64_t key = -1;  // whose scales sbuf holds
+  for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+    const uint8_t* row = base + n * row_bytes;
+    if (ScaleKey<F>(n) != key) {
+      RowScales(F, a.scale, n, groups, sbuf);
+      key = ScaleKey<F>(n);
     }
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       const uint16_t* xt = xb + t * k_size;
-      __m512 acc[4];
-      for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
+      __m512 acc = _mm512_setzero_ps();
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t off = g * kGroupBytes<F>;
-        // Software prefetch, kPrefetchBytes ahead of each row (an address past
-        // the matrix is only prefetched, never read).
-        for (int r = 0; r < 4; ++r) {
-          const uintptr_t ahead =
-              reinterpret_cast<uintptr_t>(rows[r]) + off + bf16dot::kPrefetchBytes;
-          for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
-          }
+        // An address past the matrix is only prefetched, never read.
+        const uintptr_t ahead = reinterpret_cast<uintptr_t>(row) + off + bf16dot::kPrefetchBytes;
+        for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_NTA);
         }
-        __m512i x[4];
+        __m512i x[4], w[4];
         for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + g * kGroup + 32 * v);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-          __m512i w[4];
-          Decode<F>(rows[r] + off, tab, w);
-          acc[r] = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sv[r], g), acc[r]);
-        }
+        Decode<F>(row + off, tab, w);
+        acc = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sbuf, g), acc);
       }
-      float* o = a.out + t * a.out_stride + (n0 - a.row_begin);
-      for (int64_t r = 0; r < rows_here; ++r) o[r] = _mm512_reduce_add_ps(acc[r]);
+      a.out[t * a.out_stride + (n - a.row_begin)] = _mm512_reduce_add_ps(acc);
     }
   }
 }
@@ -520,7 +505,7 @@ bool TryMatMul(const MatMulArgs& a) {
   }
   const int64_t groups = k_size / kGroup;
   if (a.n_tokens < bf16dot::kMinTileTokens) {
-    MatVec<F>(a, xb, Grow(s.s, 4 * groups * 4));  // f32 scales [4, groups · 4]
+    MatVec<F>(a, xb, Grow(s.s, groups * 4));  // one row's f32 scales
   } else {
     const int64_t sv_floats = kPanelRows * groups * 16, sf_floats = (groups * 4 + 15) / 16 * 16;
     float* f = Grow(s.s, sv_floats + sf_floats + kPanelRows * bf16dot::kTileTokens * 16);
