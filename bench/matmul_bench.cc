@@ -7,7 +7,8 @@
 //   cmake --build build/release --target matmul_bench
 //   build/release/tests/ops/matmul_bench [THREADS] [DECODE_MB] [REPEAT] [FORMAT] [K] [decode]
 // FORMAT "" runs every format; K (default 4096) is the row length; "decode"
-// skips the prefill products.
+// skips the prefill products, "prefill:T:N" runs only a prefill product of T
+// tokens and N rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -125,6 +126,12 @@ int main(int argc, char** argv) {
   const std::string only = argc > 4 ? argv[4] : "";  // one format's name, e.g. fp8_e4m3
   const int64_t k = argc > 5 ? std::atoll(argv[5]) : 4096;  // inputs per row
   const bool decode_only = argc > 6 && std::string(argv[6]) == "decode";
+  // "prefill:T:N": the prefill product with T tokens and N rows instead of 512 × 4096.
+  int64_t prefill_t = 512, prefill_n = 4096;
+  const bool prefill_only = argc > 6 && std::string(argv[6]).rfind("prefill:", 0) == 0;
+  if (prefill_only) {
+    std::sscanf(argv[6], "prefill:%ld:%ld", &prefill_t, &prefill_n);
+  }
   dsv4::ThreadPool pool(threads);
   const auto bw = dsv4::ops::MeasureReadBandwidth(pool, int64_t{1} << 30, repeat);
   const auto peak = dsv4::ops::MeasurePeakFlops(pool, int64_t{1} << 27, repeat);
@@ -138,7 +145,7 @@ int main(int argc, char** argv) {
     // Decode: a [N, 4096] matrix of decode_mb MB.
     const int64_t row_bytes = dsv4::DTypeBytes(dt, k);
     const int64_t n = decode_mb * 1000000 / row_bytes / 128 * 128;
-    {
+    if (!prefill_only) {
       const Weight w = MakeWeight(dt, n, k);
       std::vector<float> x = MakeX(k), out(n);
       double cpu = 0;
@@ -152,7 +159,7 @@ int main(int argc, char** argv) {
           static_cast<double>(w.bytes.size()) / cpu / 1e9);
     }
     if (!decode_only) {
-      const int64_t t = 512, np = 4096;
+      const int64_t t = prefill_t, np = prefill_n;
       const Weight w = MakeWeight(dt, np, k);
       std::vector<float> x = MakeX(t * k), out(t * np);
       const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
