@@ -62,8 +62,10 @@ inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 inline constexpr int64_t kPrefetchBytes = 9 * 1024;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
-// decode into scratch would cost more than it saves). Tuned on Zen 5.
-inline constexpr int64_t kMinTileTokens = 8;
+// decode into scratch would cost more than it saves). Tuned on Zen 5 with
+// matmul_bench prefill:T:1024, FP4 K = 2048, 1 thread: T = 8 decode path 156
+// vs tiles 133 GFLOP/s; T = 12: 151 vs 211.
+inline constexpr int64_t kMinTileTokens = 10;
 
 enum class Format { kFp8, kFp4 };
 

@@ -11,7 +11,9 @@
 // registers (never to a temporary matrix; the prefill path decodes one panel
 // of 32 rows × 256 inputs at a time into L1), products accumulate in fp32. The sum
 // order differs from ops/ref (lanes, then blocks), so results agree to the
-// kernel tolerances, not bit for bit.
+// kernel tolerances, not bit for bit. On CPUs with AVX512-BF16, FP8/FP4 products
+// whose inputs are exactly bf16 run on bf16 dot products instead (the same
+// exact products; Fp8Bf16DotKernel below).
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 #ifndef DSV4_OPS_SIMD_SIMD_KERNELS_H_
