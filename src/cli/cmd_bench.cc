@@ -158,20 +158,13 @@ int Run(const BenchArgs& a) {
   double peak_gflops = 0.0, peak_fp32 = 0.0, peak_dot = 0.0;
   if (a.probe_mib > 0) {
     const int threads = a.load.threads > 0 ? a.load.threads : 0;
-    const PeakFlops peak = MeasurePeakFlops(threads);
-    peak_fp32 = peak.gflops;
-    std::printf(
-        "peak fp32 FMA: %.1f GFLOP/s (register-only FMA chains on every thread, median "
-        "of %d)\n",
-        peak_fp32, peak.repeats);
-    if (dot_share > 0) {
-      const PeakFlops dot = MeasurePeakBf16DotFlops(threads);
-      peak_dot = dot.gflops;
-      std::printf(
-          "peak bf16 dot: %.1f GFLOP/s (register-only vdpbf16ps chains on every thread, median "
-          "of %d)\n",
-          peak_dot, dot.repeats);
-    }
+    const auto report = [](const char* what, const char* chains, const PeakFlops& r) {
+      std::printf("peak %s: %.1f GFLOP/s (register-only %s chains on every thread, median of %d)\n",
+                  what, r.gflops, chains, r.repeats);
+      return r.gflops;
+    };
+    peak_fp32 = report("fp32 FMA", "FMA", MeasurePeakFlops(threads));
+    if (dot_share > 0) peak_dot = report("bf16 dot", "vdpbf16ps", MeasurePeakBf16DotFlops(threads));
     // The mix's roof: the time its multiply-adds take at their kernels' roofs.
     peak_gflops = dot_share > 0 && peak_dot > 0
                       ? 1.0 / ((1.0 - dot_share) / peak_fp32 + dot_share / peak_dot)

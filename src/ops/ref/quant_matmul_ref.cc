@@ -11,9 +11,7 @@
 #include "base/float_types.h"
 
 namespace dsv4::ops::ref {
-namespace {
 
-// One scale value; scales are e8m0 in the released checkpoints, f32 in -Base.
 float ScaleAt(const TensorView& scale, int64_t row, int64_t col) {
   const int64_t i = row * scale.strides[0] + col * scale.strides[1];
   const uint8_t* p = static_cast<const uint8_t*>(scale.data);
@@ -34,6 +32,8 @@ float ScaleAt(const TensorView& scale, int64_t row, int64_t col) {
       CHECK(false, "block scale must be e8m0, f32 or bf16, got %s", scale.ShapeString().c_str());
   }
 }
+
+namespace {
 
 // e4m3fn code -> f32, as a table (exact; built from the scalar decoder).
 struct Fp8Table {

@@ -24,6 +24,10 @@ namespace dsv4::ops::ref {
 inline constexpr int64_t kFp8WeightBlock = 128;  // 128×128 weight tiles share one scale
 inline constexpr int64_t kFp4WeightBlock = 32;   // 32 inputs along K share one scale
 
+// One element of a block-scale tensor as f32: scales are e8m0 in the released
+// checkpoints, f32 or bf16 in others.
+float ScaleAt(const TensorView& scale, int64_t row, int64_t col);
+
 // Dequantizes row n of an FP8 block-scaled weight into out[K]. Exact: an e4m3
 // value times a power of two is representable in f32. scale may be e8m0, f32 or bf16.
 void DequantizeFp8BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out);

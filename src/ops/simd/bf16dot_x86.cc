@@ -40,14 +40,16 @@
 
 #include "base/check.h"
 #include "base/float_types.h"
+#include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DSV4_HAVE_BF16DOT 1
 #include <immintrin.h>
 // GCC 12 flags the self-initialised "undefined" vectors inside its AVX-512
-// intrinsic headers (_mm512_undefined_epi32) as maybe-uninitialized.
+// intrinsic headers (_mm512_undefined_epi32) as (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #else
 #define DSV4_HAVE_BF16DOT 0
 #endif
@@ -223,36 +225,12 @@ DSV4_BF16DOT_TARGET inline __m512 GroupDot(const __m512i w[4], const __m512i x[4
   return _mm512_dpbf16_ps(t, AsBh(w[3]), AsBh(x[3]));
 }
 
-// One scale tensor element as f32 (e8m0, f32 or bf16; checked by ops::).
-float ScaleAt(const TensorView& s, int64_t i, int64_t j) {
-  const uint8_t* base = static_cast<const uint8_t*>(s.data);
-  const int64_t at = i * s.strides[0] + j * s.strides[1];
-  switch (s.dtype) {
-    case DType::kE8m0:
-      return E8m0ToF32(base[at]);
-    case DType::kF32: {
-      float f;
-      std::memcpy(&f, base + 4 * at, 4);
-      return f;
-    }
-    case DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, base + 2 * at, 2);
-      return Bf16ToF32(h);
-    }
-    default:
-      CHECK(false, "matmul: block scale must be e8m0, f32 or bf16, got %s",
-            s.ShapeString().c_str());
-  }
-  return 0.0f;
-}
-
 // The block scales of row n as f32: FP8 one per group (its 128-row block's
 // row of the scale tensor), FP4 four per group (one per 32 inputs).
 DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n, int64_t groups,
                                    float* dst) {
   if (f == Format::kFp8) {
-    for (int64_t g = 0; g < groups; ++g) dst[g] = ScaleAt(scale, n / 128, g);
+    for (int64_t g = 0; g < groups; ++g) dst[g] = ref::ScaleAt(scale, n / 128, g);
     return;
   }
   const int64_t count = 4 * groups;
@@ -270,7 +248,7 @@ DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n,
       _mm512_storeu_si512(dst + i, v);
     }
   }
-  for (; i < count; ++i) dst[i] = ScaleAt(scale, n, i);
+  for (; i < count; ++i) dst[i] = ref::ScaleAt(scale, n, i);
 }
 
 // The scale vector of group g from RowScales' output: FP8 its one scale in
