@@ -107,6 +107,23 @@ void HcExpand(const HcParams& p, float* x, const float* y, const float* post, co
   }
 }
 
+void HcCollapse(ThreadPool& pool, const HcParams& p, const float* x, const float* pre,
+                int64_t n_tokens, float* u) {
+  const int64_t C = p.streams, D = p.hidden;
+  pool.ParallelFor(n_tokens, [&](int64_t b, int64_t e, int) {
+    HcCollapse(p, x + b * C * D, pre + b * C, e - b, u + b * D);
+  });
+}
+
+void HcExpand(ThreadPool& pool, const HcParams& p, float* x, const float* y, const float* post,
+              const float* comb, int64_t n_tokens, float* scratch) {
+  const int64_t C = p.streams, D = p.hidden;
+  pool.ParallelFor(n_tokens, [&](int64_t b, int64_t e, int thread) {
+    HcExpand(p, x + b * C * D, y + b * D, post + b * C, comb + b * C * C, e - b,
+             scratch + thread * C * D);
+  });
+}
+
 void HcHead(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w, const float* x,
             int64_t n_tokens, float* mix, float* pre, float* u) {
   const int64_t C = p.streams, CD = p.streams * p.hidden;

@@ -45,6 +45,13 @@ void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_t
 void HcExpand(const HcParams& p, float* x, const float* y, const float* post, const float* comb,
               int64_t n_tokens, float* scratch);
 
+// The same two over the pool, tokens split across threads (prefill); scratch
+// of HcExpand: [pool.size(), C, D].
+void HcCollapse(ThreadPool& pool, const HcParams& p, const float* x, const float* pre,
+                int64_t n_tokens, float* u);
+void HcExpand(ThreadPool& pool, const HcParams& p, float* x, const float* y, const float* post,
+              const float* comb, int64_t n_tokens, float* scratch);
+
 // The final head (spec §3.3): pre = sigmoid((fn · v)/rms(v)·scale[0] + base) + hc_eps
 // (no ×2, no Sinkhorn), u[t] = Σ_c pre[t, c] · x[t, c].
 // x: [T, C, D]; mix: scratch [T, C]; pre: [T, C]; u: [T, D].

@@ -227,6 +227,7 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
 
 void DeepSeekV4Model::SetThreads(int n_threads) {
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
+  scratch_tokens_ = 0;  // per-thread scratch (hc_tmp_) is sized again on the next call
 }
 
 std::unique_ptr<SequenceCache> DeepSeekV4Model::NewCache(int64_t max_tokens) const {
@@ -257,7 +258,7 @@ void DeepSeekV4Model::EnsureScratch(int64_t n) {
   pre_.resize(n * C);
   post_.resize(n * C);
   comb_.resize(n * C * C);
-  hc_tmp_.resize(C * D);
+  hc_tmp_.resize(pool_->size() * C * D);
   attn_scratch_.Reserve(c, n);
   moe_scratch_.Reserve(c, n);
 }
@@ -313,9 +314,11 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix_.data(), pre_.data(), post_.data(),
                      comb_.data());
   TraceHc(trace, "hc_attn", l, T);
-  HcCollapse(hc_, x, pre_.data(), T, u);
+  HcCollapse(pool, hc_, x, pre_.data(), T, u);
   trace("hc_attn.collapsed", l, u, {T, D});
-  for (int64_t t = 0; t < T; ++t) RmsNorm(h + t * D, u + t * D, lw.attn_norm.data(), D, eps);
+  pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) RmsNorm(h + t * D, u + t * D, lw.attn_norm.data(), D, eps);
+  });
   trace("attn_norm_out", l, h, {T, D});
   // The projections over all rows; attention per sequence on its own cache
   // (the MTP cache holds the one MTP layer at index 0).
@@ -327,20 +330,22 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   }
   AttentionOutput(pool, c, lw.attn, numerics_, trace, l, T, attn_scratch_, y);
   trace("attn_out", l, y, {T, D});
-  HcExpand(hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
+  HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
   trace("attn_resid", l, x, {T, C, D});
 
   // ---- FFN site: mHC pre → ffn_norm → MoE → mHC post (§2 step 3d–f) ----
   HcSiteCoefficients(pool, hc_, lw.hc_ffn, x, T, mix_.data(), pre_.data(), post_.data(),
                      comb_.data());
   TraceHc(trace, "hc_ffn", l, T);
-  HcCollapse(hc_, x, pre_.data(), T, u);
+  HcCollapse(pool, hc_, x, pre_.data(), T, u);
   trace("hc_ffn.collapsed", l, u, {T, D});
-  for (int64_t t = 0; t < T; ++t) RmsNorm(h + t * D, u + t * D, lw.ffn_norm.data(), D, eps);
+  pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) RmsNorm(h + t * D, u + t * D, lw.ffn_norm.data(), D, eps);
+  });
   trace("ffn_norm_out", l, h, {T, D});
   MoeForward(pool, c, plan, lw.moe, numerics_, trace, h, tokens, moe_scratch_, y);
   trace("ffn_out", l, y, {T, D});
-  HcExpand(hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
+  HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
   trace("out", l, x, {T, C, D});
 }
 
