@@ -157,6 +157,31 @@ TEST(BF16Dot, ExtremeScales) {
   }
 }
 
+// A call longer than one block of x scratch (4 MiB of bf16: 16384 tokens at
+// K = 128) goes block by block, with the same results; an inexact x in the
+// last block still declines before anything is written.
+TEST(BF16Dot, LongCallsGoBlockByBlock) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const Weight w = MakeWeight(dt, 5, 128, 31);
+    const int64_t t = 16384 + 13;
+    std::vector<float> x = QuantizedX(t, w.k, 12);
+    std::vector<float> want(t * w.n), got(t * w.n);
+    RefRows(w, want.data(), w.n, x.data(), t, 0, w.n);
+    ASSERT_TRUE(KernelFor(dt)(Args(w, got.data(), w.n, x.data(), t, 0, w.n)));
+    ExpectMatMulClose(got, want, Describe(w, t));
+    for (int64_t tok : {int64_t{0}, int64_t{16383}, int64_t{16384}, t - 1}) {
+      std::vector<float> one(w.n);
+      ASSERT_TRUE(KernelFor(dt)(Args(w, one.data(), w.n, x.data() + tok * w.k, 1, 0, w.n)));
+      EXPECT_EQ(0, std::memcmp(one.data(), got.data() + tok * w.n, 4 * w.n)) << "token " << tok;
+    }
+    x[(t - 1) * w.k + 7] = std::nextafter(1.0f, 2.0f);
+    std::vector<float> out(t * w.n, -5.0f);
+    EXPECT_FALSE(KernelFor(dt)(Args(w, out.data(), w.n, x.data(), t, 0, w.n)));
+    for (float v : out) ASSERT_EQ(v, -5.0f);
+  }
+}
+
 // Rows [5, 37) of 40 into a stride of 45: only that block of out is written.
 TEST(BF16Dot, RowRangeAndStride) {
   DSV4_REQUIRE_BF16DOT();

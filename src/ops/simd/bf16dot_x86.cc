@@ -68,6 +68,8 @@ inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micr
 // matmul_bench prefill:T:1024, FP4 K = 2048, 1 thread: T = 8 decode path 156
 // vs tiles 133 GFLOP/s; T = 12: 151 vs 211.
 inline constexpr int64_t kMinTileTokens = 10;
+// Scratch for one block of x as bf16 (per thread); longer calls go block by block.
+inline constexpr int64_t kXBlockBytes = int64_t{4} << 20;
 
 enum class Format { kFp8, kFp4 };
 
@@ -157,24 +159,17 @@ const Tables& GetTables() {
   return t;
 }
 
-// dst[0, K) = x[0, K) as bf16, each group of 128 permuted to the weights'
-// order (InputOf); false if some x is not exactly bf16.
-DSV4_BF16DOT_TARGET bool ConvertX(Format f, const float* x, int64_t k_size, uint16_t* dst) {
+// dst[0, K) = x[0, K) as bf16 (x exactly bf16: its high halves), each group
+// of 128 permuted to the weights' order (InputOf).
+DSV4_BF16DOT_TARGET void ConvertX(Format f, const float* x, int64_t k_size, uint16_t* dst) {
   const Tables& tb = GetTables();
   const int fi = static_cast<int>(f);
   const __m512i odd = _mm512_load_si512(tb.odd);
-  const __m512i low16 = _mm512_set1_epi32(0xffff);
-  const __m512i expo = _mm512_set1_epi32(0x7f800000);
-  const __m512i mant = _mm512_set1_epi32(0x007f0000);  // low 16 bits are checked apart
-  __mmask16 bad = 0;
   for (int64_t g = 0; g < k_size; g += kGroup) {
     __m512i nat[4];
     for (int q = 0; q < 4; ++q) {
       const __m512i a = _mm512_loadu_si512(x + g + 32 * q);
       const __m512i b = _mm512_loadu_si512(x + g + 32 * q + 16);
-      bad |= _mm512_test_epi32_mask(a, low16) | _mm512_test_epi32_mask(b, low16);
-      bad |= _mm512_testn_epi32_mask(a, expo) & _mm512_test_epi32_mask(a, mant);
-      bad |= _mm512_testn_epi32_mask(b, expo) & _mm512_test_epi32_mask(b, mant);
       nat[q] = _mm512_permutex2var_epi16(a, odd, b);
     }
     for (int v = 0; v < 4; ++v) {
@@ -186,7 +181,6 @@ DSV4_BF16DOT_TARGET bool ConvertX(Format f, const float* x, int64_t k_size, uint
       _mm512_storeu_si512(dst + g + 32 * v, _mm512_mask_blend_epi16(0xffff0000u, lo, hi));
     }
   }
-  return bad == 0;
 }
 
 DSV4_BF16DOT_TARGET inline __m512bh AsBh(__m512i v) {
@@ -473,27 +467,56 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
   }
 }
 
+// Whether x[0, n) is all exactly bf16 (ScalarIsBf16), 16 at a time.
+DSV4_BF16DOT_TARGET bool AllBf16(const float* x, int64_t n) {
+  const __m512i low16 = _mm512_set1_epi32(0xffff), expo = _mm512_set1_epi32(0x7f800000);
+  const __m512i mant = _mm512_set1_epi32(0x007f0000);
+  __mmask16 bad = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_loadu_si512(x + i);
+    bad |= _mm512_test_epi32_mask(v, low16) |
+           (_mm512_testn_epi32_mask(v, expo) & _mm512_test_epi32_mask(v, mant));
+  }
+  for (; i < n; ++i) {
+    if (!bf16dot::ScalarIsBf16(x[i])) return false;
+  }
+  return bad == 0;
+}
+
 template <Format F>
 bool TryMatMul(const MatMulArgs& a) {
   const int64_t k_size = a.w.sizes[1];
   if (k_size % kGroup != 0 || k_size == 0) return false;
   if (a.row_end <= a.row_begin || a.n_tokens <= 0) return true;
+  if (!AllBf16(a.x, a.n_tokens * k_size)) return false;  // before anything is written
   Scratch& s = GetScratch();
-  uint16_t* xb = Grow(s.x, a.n_tokens * k_size);
-  for (int64_t t = 0; t < a.n_tokens; ++t) {
-    if (!ConvertX(F, a.x + t * k_size, k_size, xb + t * k_size)) return false;
-  }
   const int64_t groups = k_size / kGroup;
-  if (a.n_tokens < bf16dot::kMinTileTokens) {
-    MatVec<F>(a, xb, Grow(s.s, groups * 4));  // one row's f32 scales
-  } else {
-    const int64_t sv_floats = kPanelRows * groups * 16, sf_floats = (groups * 4 + 15) / 16 * 16;
-    float* f = Grow(s.s, sv_floats + sf_floats + kPanelRows * bf16dot::kTileTokens * 16);
-    Tiles<F>(a, xb,
-             TileScratch{.w = Grow(s.w, kPanelRows * k_size),
-                         .sv = f,
-                         .sf = f + sv_floats,
-                         .acc = f + sv_floats + sf_floats});
+  // Tokens in blocks whose bf16 x takes at most kXBlockBytes of scratch (a
+  // long prompt in one call would otherwise need T · K · 2 bytes per thread).
+  const int64_t block =
+      std::max<int64_t>(bf16dot::kMinTileTokens, bf16dot::kXBlockBytes / (2 * k_size));
+  uint16_t* xb = Grow(s.x, std::min(block, a.n_tokens) * k_size);
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += block) {
+    MatMulArgs b = a;
+    b.x = a.x + t0 * k_size;
+    b.out = a.out + t0 * a.out_stride;
+    b.n_tokens = std::min(block, a.n_tokens - t0);
+    for (int64_t t = 0; t < b.n_tokens; ++t) {
+      ConvertX(F, b.x + t * k_size, k_size, xb + t * k_size);
+    }
+    if (b.n_tokens < bf16dot::kMinTileTokens) {
+      MatVec<F>(b, xb, Grow(s.s, groups * 4));  // one row's f32 scales
+    } else {
+      const int64_t sv_floats = kPanelRows * groups * 16;
+      const int64_t sf_floats = (groups * 4 + 15) / 16 * 16;
+      float* f = Grow(s.s, sv_floats + sf_floats + kPanelRows * bf16dot::kTileTokens * 16);
+      Tiles<F>(b, xb,
+               TileScratch{.w = Grow(s.w, kPanelRows * k_size),
+                           .sv = f,
+                           .sf = f + sv_floats,
+                           .acc = f + sv_floats + sf_floats});
+    }
   }
   return true;
 }
