@@ -85,8 +85,8 @@ inline int InputOf(Format f, int w) {
   return 32 * lane + 2 * (8 * (v % 2) + j) + v / 2;
 }
 
-// Whether x[0, n) is exactly bf16: no f32 mantissa bits below bf16's, and no
-// subnormals (vdpbf16ps reads those as zero).
+// Whether v is exactly bf16: no f32 mantissa bits below bf16's, and not a
+// subnormal (vdpbf16ps reads those as zero).
 inline bool ScalarIsBf16(float v) {
   uint32_t u;
   std::memcpy(&u, &v, 4);
