@@ -167,12 +167,12 @@ void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const Attenti
   s.Reserve(c, N);
   // ---- Low-rank query (§4.1): qr = q_norm(wq_a · x); q = wq_b · qr -> [N, H, A] ----
   float* qr = s.qr.data();  // [N, Q]
-  Linear(pool, qr, LinearInput(x, N, w.wq_a, opts, s.act), w.wq_a, N);
+  Linear(pool, qr, LinearInput(pool, x, N, w.wq_a, opts, s.act), w.wq_a, N);
   for (int64_t t = 0; t < N; ++t) RmsNorm(qr + t * Q, qr + t * Q, w.q_norm.data(), Q, eps);
   trace("attn.qr", layer, qr, {N, Q});
-  Linear(pool, s.q.data(), LinearInput(qr, N, w.wq_b, opts, s.act), w.wq_b, N);
+  Linear(pool, s.q.data(), LinearInput(pool, qr, N, w.wq_b, opts, s.act), w.wq_b, N);
   // ---- Shared K=V head: kv = wkv · x -> [N, A] (norm and RoPE in AttentionCore) ----
-  Linear(pool, s.kv.data(), LinearInput(x, N, w.wkv, opts, s.act), w.wkv, N);
+  Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.act), w.wkv, N);
 }
 
 void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
@@ -323,7 +323,7 @@ void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const Attentio
   }
   LinearMany(pool, s.o_jobs, s.o_job_rows);
   trace("attn.wo_b_in", layer, z, {T, G * O});
-  Linear(pool, out, LinearInput(z, T, w.wo_b, opts, s.act), w.wo_b, T);
+  Linear(pool, out, LinearInput(pool, z, T, w.wo_b, opts, s.act), w.wo_b, T);
 }
 
 void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,

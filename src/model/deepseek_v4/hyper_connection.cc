@@ -60,19 +60,21 @@ void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnecti
   CHECK(w.fn.sizes[0] == M && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(M) &&
         w.scale.size() == 3);
   ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, M] = x[T, C·D] · fnᵀ
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* m = mix + t * M;
-    // The reference multiplies by the inverse RMS after the matvec.
-    const float r = InvRms(x + t * CD, CD, p.norm_eps);
-    for (int64_t i = 0; i < M; ++i) m[i] *= r;
-    for (int64_t c = 0; c < C; ++c) {
-      pre[t * C + c] = Sigmoid(m[c] * w.scale[0] + w.base[c]) + p.hc_eps;
-      post[t * C + c] = 2.0f * Sigmoid(m[C + c] * w.scale[1] + w.base[C + c]);
+  pool.ParallelFor(n_tokens, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* m = mix + t * M;
+      // The reference multiplies by the inverse RMS after the matvec.
+      const float r = InvRms(x + t * CD, CD, p.norm_eps);
+      for (int64_t i = 0; i < M; ++i) m[i] *= r;
+      for (int64_t c = 0; c < C; ++c) {
+        pre[t * C + c] = Sigmoid(m[c] * w.scale[0] + w.base[c]) + p.hc_eps;
+        post[t * C + c] = 2.0f * Sigmoid(m[C + c] * w.scale[1] + w.base[C + c]);
+      }
+      float* cb = comb + t * C * C;  // [C(src j), C(dst k)] = m[2C + j·C + k]
+      for (int64_t i = 0; i < C * C; ++i) cb[i] = m[2 * C + i] * w.scale[2] + w.base[2 * C + i];
+      SinkhornProject(cb, C, p.sinkhorn_iters, p.hc_eps);
     }
-    float* cb = comb + t * C * C;  // [C(src j), C(dst k)] = m[2C + j·C + k]
-    for (int64_t i = 0; i < C * C; ++i) cb[i] = m[2 * C + i] * w.scale[2] + w.base[2 * C + i];
-    SinkhornProject(cb, C, p.sinkhorn_iters, p.hc_eps);
-  }
+  });
 }
 
 void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_tokens, float* u) {

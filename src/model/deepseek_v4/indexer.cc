@@ -62,7 +62,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   // ---- Index queries: qI = wq_b · qr -> [T, IH, ID], RoPE, Hadamard, (FP4 sim) ----
   if (static_cast<int64_t>(s.q.size()) < T * IH * ID) s.q.resize(T * IH * ID);
   float* q = s.q.data();
-  Linear(pool, q, LinearInput(qr, T, w.wq_b, opts, s.act), w.wq_b, T);
+  Linear(pool, q, LinearInput(pool, qr, T, w.wq_b, opts, s.act), w.wq_b, T);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t h = 0; h < IH; ++h) {
       float* qh = q + (t * IH + h) * ID;

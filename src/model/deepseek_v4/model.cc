@@ -605,8 +605,8 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
     RmsNorm(hs + r * D, main_hidden.data() + r * D, m.hnorm.data(), D, eps);
   }
   trace("hnorm_out", l, hs, {T, C, D});
-  Linear(pool, e, LinearInput(u, T, m.e_proj, numerics_, mtp_act_), m.e_proj, T);
-  Linear(pool, x, LinearInput(hs, T * C, m.h_proj, numerics_, mtp_act_), m.h_proj, T * C);
+  Linear(pool, e, LinearInput(pool, u, T, m.e_proj, numerics_, mtp_act_), m.e_proj, T);
+  Linear(pool, x, LinearInput(pool, hs, T * C, m.h_proj, numerics_, mtp_act_), m.h_proj, T * C);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t s = 0; s < C; ++s) {
       float* xs = x + (t * C + s) * D;

@@ -13,6 +13,11 @@
 
 namespace dsv4::deepseek_v4 {
 namespace {
+// Rows per pool chunk of the elementwise steps: a decoded token's (top-k + 1
+// expert rows) stay on the calling thread.
+constexpr int64_t kRowsPerChunk = 16;
+}  // namespace
+namespace {
 
 // PyTorch softplus (beta 1, threshold 20): linear above the threshold.
 float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -226,7 +231,7 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
             "MoE layer %lld: experts mix dense and block-quantised weights",
             static_cast<long long>(plan.layer));
     }
-    return LinearInput(in, rows, lw0, opts, scratch);
+    return LinearInput(pool, in, rows, lw0, opts, scratch);
   };
   const float* xin = quantised_input(s.xe.data(), n_all, &ExpertWeights::w1, s.act);
   std::vector<LinearJob>& jobs = s.jobs;
@@ -240,21 +245,27 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
   LinearMany(pool, jobs, s.job_rows);
   // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed
   // experts' weight scales h before w2, the reference's order, §11 item 3).
-  for (int64_t row = 0; row < n_all; ++row) {
-    float* g = s.gate.data() + row * F;
-    const float* u = s.up.data() + row * F;
-    const float rw = row < n_rows ? s.row_weight[row] : 1.0f;
-    for (int64_t f = 0; f < F; ++f) {
-      float gv = g[f], uv = u[f];
-      if (limit > 0.0f) {
-        uv = std::clamp(uv, -limit, limit);
-        gv = std::min(gv, limit);
-      }
-      float h = ops::ref::Silu(gv) * uv;
-      if (row < n_rows) h *= rw;
-      g[f] = h;
-    }
-  }
+  // Rows over the pool in prefill (a decoded token's few rows stay inline).
+  pool.ParallelFor(
+      n_all,
+      [&](int64_t r0, int64_t r1, int) {
+        for (int64_t row = r0; row < r1; ++row) {
+          float* g = s.gate.data() + row * F;
+          const float* u = s.up.data() + row * F;
+          const float rw = row < n_rows ? s.row_weight[row] : 1.0f;
+          for (int64_t f = 0; f < F; ++f) {
+            float gv = g[f], uv = u[f];
+            if (limit > 0.0f) {
+              uv = std::clamp(uv, -limit, limit);
+              gv = std::min(gv, limit);
+            }
+            float h = ops::ref::Silu(gv) * uv;
+            if (row < n_rows) h *= rw;
+            g[f] = h;
+          }
+        }
+      },
+      kRowsPerChunk);
   const float* hin = quantised_input(s.gate.data(), n_all, &ExpertWeights::w2, s.act);
   jobs.clear();
   for (int64_t i = 0; i <= n_active; ++i) {
@@ -264,15 +275,24 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
   LinearMany(pool, jobs, s.job_rows);
 
   // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.
+  // Features split over the pool in prefill; every element still sums its
+  // experts in row order.
   float* y = s.y.data();
-  std::fill_n(y, T * D, 0.0f);
-  for (int64_t i = 0; i < n_rows; ++i) {
-    const float* d = s.down.data() + i * D;
-    float* yt = y + static_cast<int64_t>(s.rows[i]) * D;
-    for (int64_t dd = 0; dd < D; ++dd) yt[dd] += d[dd];
-  }
   const float* shared = s.down.data() + n_rows * D;
-  for (int64_t i = 0; i < T * D; ++i) out[i] = y[i] + shared[i];
+  pool.ParallelFor(
+      D,
+      [&](int64_t d0, int64_t d1, int) {
+        for (int64_t t = 0; t < T; ++t) std::fill(y + t * D + d0, y + t * D + d1, 0.0f);
+        for (int64_t i = 0; i < n_rows; ++i) {
+          const float* d = s.down.data() + i * D;
+          float* yt = y + static_cast<int64_t>(s.rows[i]) * D;
+          for (int64_t dd = d0; dd < d1; ++dd) yt[dd] += d[dd];
+        }
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t dd = d0; dd < d1; ++dd) out[t * D + dd] = y[t * D + dd] + shared[t * D + dd];
+        }
+      },
+      T >= kRowsPerChunk ? 64 : D);
 }
 
 }  // namespace dsv4::deepseek_v4

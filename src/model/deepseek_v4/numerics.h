@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "model/deepseek_v4/weights.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/vec_ops.h"
@@ -86,15 +87,22 @@ inline void RmsNorm(float* out, const float* x, const float* weight, int64_t n, 
 
 // The input a linear actually multiplies: x itself, or — with act_quant on and
 // an FP8/FP4 weight — an FP8-simulated copy in `scratch` (spec §7.4, §9.2).
-inline const float* LinearInput(const float* x, int64_t n_tokens, const LinearWeight& w,
-                                const NumericsOptions& opts, std::vector<float>& scratch) {
+// Tokens are split over the pool (a decoded token stays on the caller).
+inline const float* LinearInput(ThreadPool& pool, const float* x, int64_t n_tokens,
+                                const LinearWeight& w, const NumericsOptions& opts,
+                                std::vector<float>& scratch) {
   if (!opts.act_quant || w.format == LinearFormat::kDense) return x;
   const int64_t k = w.cols();
   if (static_cast<int64_t>(scratch.size()) < n_tokens * k) scratch.resize(n_tokens * k);
-  std::copy_n(x, n_tokens * k, scratch.data());
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    ops::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
-  }
+  pool.ParallelFor(
+      n_tokens,
+      [&](int64_t t0, int64_t t1, int) {
+        std::copy(x + t0 * k, x + t1 * k, scratch.data() + t0 * k);
+        for (int64_t t = t0; t < t1; ++t) {
+          ops::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
+        }
+      },
+      8);
   return scratch.data();
 }
 

@@ -175,36 +175,45 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
 
 void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
                 std::vector<int64_t>& row_offsets) {
-  // The jobs' rows laid end to end: [start[i], start[i + 1]) is job i.
+  // The jobs' multiply-adds laid end to end: job i covers [start[i],
+  // start[i + 1]), row r of it starts at start[i] + r · (its MACs per row).
+  // The pool splits that range evenly, so threads get equal work even when
+  // the jobs' token counts differ (a MoE step in prefill); a row goes to the
+  // thread whose range holds its first multiply-add.
   std::vector<int64_t>& start = row_offsets;
   start.resize(jobs.size() + 1);
   start[0] = 0;
-  int64_t macs = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const LinearJob& j = jobs[i];
     const int64_t end = j.row_end < 0 ? j.w->rows() : j.row_end;
     CHECK(0 <= j.row_begin && j.row_begin <= end && end <= j.w->rows(),
           "LinearMany: rows [%lld, %lld) of %s", static_cast<long long>(j.row_begin),
           static_cast<long long>(end), j.w->weight.ShapeString().c_str());
-    start[i + 1] = start[i] + (end - j.row_begin);
-    macs += (end - j.row_begin) * j.w->cols() * j.n_tokens;
+    start[i + 1] = start[i] + (end - j.row_begin) * j.w->cols() * j.n_tokens;
   }
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
-  const int64_t grain = ops::RowGrain(macs / total);
   pool.ParallelFor(
       total,
       [&](int64_t b, int64_t e, int) {
         for (size_t i = 0; i < jobs.size(); ++i) {
-          const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-          if (lo >= hi) continue;
+          if (start[i + 1] == start[i] || start[i + 1] <= b || start[i] >= e) continue;
           const LinearJob& j = jobs[i];
-          const int64_t stride = j.out_stride > 0 ? j.out_stride : start[i + 1] - start[i];
-          LinearRowsHere(j.out + (lo - start[i]), stride, j.x, *j.w, j.n_tokens,
-                         j.row_begin + (lo - start[i]), j.row_begin + (hi - start[i]));
+          const int64_t per_row = j.w->cols() * j.n_tokens;
+          const int64_t rows = (start[i + 1] - start[i]) / per_row;
+          // First rows whose first multiply-add is at or after b, and after e.
+          const auto first_at = [&](int64_t at) {
+            return std::clamp<int64_t>((at - start[i] + per_row - 1) / per_row, 0, rows);
+          };
+          const int64_t lo = b <= start[i] ? 0 : first_at(b);
+          const int64_t hi = first_at(e);
+          if (lo >= hi) continue;
+          const int64_t stride = j.out_stride > 0 ? j.out_stride : rows;
+          LinearRowsHere(j.out + lo, stride, j.x, *j.w, j.n_tokens, j.row_begin + lo,
+                         j.row_begin + hi);
         }
       },
-      grain);
+      ops::kMinMacsPerChunk);
 }
 
 // ---------------------------------------------------------------------------
