@@ -1,7 +1,7 @@
 // The bf16 dot-product FP8/FP4 kernels (ops/simd/bf16dot_x86.cc) against
 // their ops/ref twins, at the kernel tolerances of oracles/README.md: K of 1
 // to 16 groups of 128, N with short last row quads and panels, 1 to 17 tokens
-// (both paths, partial token tiles), row sub-ranges with a wider output
+// (both paths, partial token tiles), unaligned weights and x, row sub-ranges with a wider output
 // stride, e8m0/f32/bf16 scales with the e8m0 extremes; decode (T = 1) equal
 // bit for bit to each token of a multi-token call; declining (and writing nothing) for inputs that
 // are not exactly bf16 or K not a multiple of 128; and ops::MatMulFp8Block/Fp4Block taking them for
@@ -12,6 +12,7 @@
 // dispatch test checks that ops:: uses the fp32 kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,25 @@ TEST(BF16Dot, MatchesRefAndDecodeEqualsPrefill) {
         const Weight w = MakeWeight(dt, n, k, static_cast<uint32_t>(k * 7 + n));
         for (int64_t t : {1, 2, 5, 8, 9, 13, 17})
           CheckCase(w, t, static_cast<uint32_t>(t * 13 + k));
+      }
+    }
+  }
+}
+
+// Weight rows and x at addresses with no alignment (the kernels load unaligned).
+TEST(BF16Dot, MisalignedWeightsAndInputs) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    for (size_t offset : {size_t{1}, size_t{3}, size_t{33}}) {
+      const Weight w = MakeWeight(dt, 37, 384, 7, offset);
+      for (int64_t t : {1, 12}) {
+        const std::vector<float> xs = QuantizedX(t, w.k, 5);
+        std::vector<float> xbuf(xs.size() + 1);
+        std::copy(xs.begin(), xs.end(), xbuf.begin() + 1);  // x one float off
+        std::vector<float> want(t * w.n), got(t * w.n);
+        RefRows(w, want.data(), w.n, xs.data(), t, 0, w.n);
+        ASSERT_TRUE(KernelFor(dt)(Args(w, got.data(), w.n, xbuf.data() + 1, t, 0, w.n)));
+        ExpectMatMulClose(got, want, Describe(w, t, " offset " + std::to_string(offset)));
       }
     }
   }
