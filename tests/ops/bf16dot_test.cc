@@ -1,11 +1,12 @@
 // The bf16 dot-product FP8/FP4 kernels (ops/simd/bf16dot_x86.cc) against
 // their ops/ref twins, at the kernel tolerances of oracles/README.md: K of 1
 // to 16 groups of 128, N with short last row quads and panels, 1 to 17 tokens
-// (both paths, partial token tiles), unaligned weights and x, row sub-ranges with a wider output
-// stride, e8m0/f32/bf16 scales with the e8m0 extremes; decode (T = 1) equal
-// bit for bit to each token of a multi-token call; declining (and writing nothing) for inputs that
-// are not exactly bf16 or K not a multiple of 128; and ops::MatMulFp8Block/Fp4Block taking them for
-// bf16-exact inputs and the fp32 kernels otherwise.
+// (both paths, partial token tiles), a call longer than one x block, unaligned
+// weights and x, row sub-ranges with a wider output stride, e8m0/f32/bf16
+// scales with the e8m0 extremes; decode (T = 1) equal bit for bit to each
+// token of a multi-token call; declining (and writing nothing) for inputs that
+// are not exactly bf16 or K not a multiple of 128; and ops::MatMulFp8Block /
+// Fp4Block taking them for bf16-exact inputs and the fp32 kernels otherwise.
 //
 // The kernels exist only on x86-64 CPUs with AVX512-BF16 and AVX512-VBMI;
 // elsewhere the kernel tests are reported as skipped (with the reason) and the
