@@ -106,13 +106,7 @@ Result<LoadedModel> FinishLlama(std::unique_ptr<CheckpointReader> file, LlamaCon
 Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<Llama2cFile> file, OpenLlama2c(o.model_path));
   const Llama2cConfig& h = file->config();
-  LlamaConfig c{.d_model = h.dim,
-                .d_ff = h.hidden_dim,
-                .n_layers = h.n_layers,
-                .n_heads = h.n_heads,
-                .n_kv_heads = h.n_kv_heads,
-                .vocab_size = h.vocab_size,
-                .max_context = h.seq_len};
+  LlamaConfig c = LlamaConfigFromLlama2c(h);
   // The tokenizer: --tokenizer, else tok<V>.bin or tokenizer.bin beside the model.
   std::string tok_path = o.tokenizer_path;
   if (tok_path.empty()) {

@@ -286,14 +286,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDimsAndThreads, LlamaBatchTest,
 std::unique_ptr<LlamaModel> Stories260K() {
   auto file = OpenLlama2c(std::string(DSV4_SOURCE_DIR) + "/models/stories260K/stories260K.bin");
   CHECK(file.ok(), "%s", file.status().ToString().c_str());
-  const Llama2cConfig& h = (*file)->config();
-  const LlamaConfig c{.d_model = h.dim,
-                      .d_ff = h.hidden_dim,
-                      .n_layers = h.n_layers,
-                      .n_heads = h.n_heads,
-                      .n_kv_heads = h.n_kv_heads,
-                      .vocab_size = h.vocab_size,
-                      .max_context = h.seq_len};
+  const LlamaConfig c = LlamaConfigFromLlama2c((*file)->config());
   auto model = LlamaModel::Load(std::shared_ptr<const CheckpointReader>(std::move(*file)), c);
   CHECK(model.ok(), "%s", model.status().ToString().c_str());
   return std::move(model).value();

@@ -82,6 +82,16 @@ std::vector<float> ToF32(const TensorView& v) {
 
 }  // namespace
 
+LlamaConfig LlamaConfigFromLlama2c(const Llama2cConfig& h) {
+  return LlamaConfig{.d_model = h.dim,
+                     .d_ff = h.hidden_dim,
+                     .n_layers = h.n_layers,
+                     .n_heads = h.n_heads,
+                     .n_kv_heads = h.n_kv_heads,
+                     .vocab_size = h.vocab_size,
+                     .max_context = h.seq_len};
+}
+
 Status LlamaConfig::Validate() const {
   auto positive = [](const char* name, int64_t v) -> Status {
     if (v <= 0)

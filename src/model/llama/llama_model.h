@@ -20,6 +20,7 @@
 
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
+#include "io/llama2c.h"
 #include "model/model.h"
 
 namespace dsv4 {
@@ -42,6 +43,9 @@ struct LlamaConfig {
   // Rejects zero/negative sizes and heads that do not divide, naming the field.
   Status Validate() const;
 };
+
+// The config a llama2.c checkpoint's header describes (defaults for the rest).
+LlamaConfig LlamaConfigFromLlama2c(const Llama2cConfig& h);
 
 class LlamaModel final : public Model {
  public:

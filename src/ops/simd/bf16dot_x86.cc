@@ -59,14 +59,14 @@ namespace bf16dot {
 
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // Matvec: bytes its non-temporal software prefetch runs ahead of the weight
-// stream. Tuned on Zen 5 (docs/benchmarks.md): 4–16 KiB within noise with
-// 2 threads, 2 KiB −6%; without it one thread reads FP4 at a third of the rate.
+// stream. Tuned on Zen 5 by editing it and running `matmul_bench 2 256 3
+// fp8_e4m3 2048 decode`: 4–16 KiB within noise with 2 threads, 2 KiB −6%.
 inline constexpr int64_t kPrefetchBytes = 9 * 1024;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
-// decode into scratch would cost more than it saves). Tuned on Zen 5 with
-// matmul_bench prefill:T:1024, FP4 K = 2048, 1 thread: T = 8 decode path 156
-// vs tiles 133 GFLOP/s; T = 12: 151 vs 211.
+// decode into scratch would cost more than it saves). Tuned on Zen 5 by
+// editing it and running `matmul_bench 1 16 5 fp4_e2m1 2048 prefill:T:1024`:
+// T = 8 decode path 156 vs tiles 133 GFLOP/s; T = 12: 151 vs 211.
 inline constexpr int64_t kMinTileTokens = 10;
 // Scratch for one block of x as bf16 (per thread); longer calls go block by block.
 inline constexpr int64_t kXBlockBytes = int64_t{4} << 20;

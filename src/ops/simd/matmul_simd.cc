@@ -682,30 +682,15 @@ HWY_INLINE void MicroTile(DF d, const float* HWY_RESTRICT w, int64_t len,
 #undef DSV4_TILE_FMA
 #undef DSV4_TILE_STORE
 
-// MicroTile for mt ≤ kTileTokens tokens.
+// MicroTile for mt ≤ MT tokens (called with MT = kTileTokens).
+template <int MT>
 HWY_INLINE void MicroTileN(DF d, int64_t mt, const float* HWY_RESTRICT w, int64_t len,
                            const float* HWY_RESTRICT x, int64_t x_stride, float* HWY_RESTRICT acc,
                            int64_t acc_stride, bool first) {
-  switch (mt) {
-    case 6:
-      if constexpr (kTileTokens >= 6) MicroTile<6>(d, w, len, x, x_stride, acc, acc_stride, first);
-      return;
-    case 5:
-      if constexpr (kTileTokens >= 5) MicroTile<5>(d, w, len, x, x_stride, acc, acc_stride, first);
-      return;
-    case 4:
-      if constexpr (kTileTokens >= 4) MicroTile<4>(d, w, len, x, x_stride, acc, acc_stride, first);
-      return;
-    case 3:
-      if constexpr (kTileTokens >= 3) MicroTile<3>(d, w, len, x, x_stride, acc, acc_stride, first);
-      return;
-    case 2:
-      MicroTile<2>(d, w, len, x, x_stride, acc, acc_stride, first);
-      return;
-    default:
-      MicroTile<1>(d, w, len, x, x_stride, acc, acc_stride, first);
-      return;
+  if constexpr (MT > 1) {
+    if (mt < MT) return MicroTileN<MT - 1>(d, mt, w, len, x, x_stride, acc, acc_stride, first);
   }
+  MicroTile<MT>(d, w, len, x, x_stride, acc, acc_stride, first);
 }
 
 // dst[0, k_end − k_begin) = the row's weights k in [k_begin, k_end) times
@@ -831,8 +816,8 @@ void TileRows(const MatMulArgs& a) {
             const float* xt = xk + t0 * x_stride;
             float* acc_t = acc + t0 * acc_token_stride;
             for (int64_t q = 0; q < quads; ++q) {
-              MicroTileN(d, mt, wbuf + q * 4 * len, len, xt, x_stride, acc_t + q * 4 * N,
-                         acc_token_stride, first);
+              MicroTileN<kTileTokens>(d, mt, wbuf + q * 4 * len, len, xt, x_stride,
+                                      acc_t + q * 4 * N, acc_token_stride, first);
             }
           }
         }
