@@ -1,6 +1,7 @@
 // ops:: vector entry points (rmsnorm, softmax, SwiGLU, interleaved RoPE, dot,
-// axpy): the SIMD kernels of ops/simd with the semantics of their ops/ref
-// twins. Single-threaded; callers parallelise over tokens or heads.
+// axpy and their many-row forms): the SIMD kernels of ops/simd with the
+// semantics of their ops/ref twins. Single-threaded; callers parallelise over
+// tokens or heads.
 #ifndef DSV4_OPS_VEC_OPS_H_
 #define DSV4_OPS_VEC_OPS_H_
 
@@ -32,6 +33,23 @@ inline float Dot(const float* a, const float* b, int64_t n) { return simd::Dot(a
 inline float Sum(const float* x, int64_t n) { return simd::Sum(x, n); }
 // y[i] += alpha · x[i].
 inline void Axpy(float* y, float alpha, const float* x, int64_t n) { simd::Axpy(y, alpha, x, n); }
+// Every query against every key (MQA: all heads share one key list):
+// q: [n_q] rows of n floats, q_stride apart; keys: [n_keys] row pointers;
+// out: [n_q, n_keys], out[h · n_keys + i] = Dot(q + h · q_stride, keys[i], n),
+// bit for bit (each loaded vector is reused across queries and keys).
+inline void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
+                    int64_t n_keys, int64_t n, float* out) {
+  simd::DotMany(q, n_q, q_stride, keys, n_keys, n, out);
+}
+// Every row of y accumulates every x row, weighted (MQA attention output):
+// y: [n_y] rows of n floats, y_stride apart; alpha: [n_y, n_keys]; x:
+// [n_keys] row pointers (not overlapping y). Bit for bit the calls
+// Axpy(y + h · y_stride, alpha[h · n_keys + i], x[i], n) for each h, for
+// i = 0 … n_keys − 1 in order (a tile of y stays in registers across the keys).
+inline void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                     const float* const* x, int64_t n_keys, int64_t n) {
+  simd::AxpyMany(y, n_y, y_stride, alpha, x, n_keys, n);
+}
 
 // FP8 e4m3 quantise-dequantise per block (DeepSeek-V4's simulated activation
 // quantisation): bit for bit ops::ref::QuantizeDequantizeFp8.

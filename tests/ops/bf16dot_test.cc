@@ -3,7 +3,8 @@
 // to 16 groups of 128, N with short last row quads and panels, 1 to 17 tokens
 // (both paths, partial token tiles), a call longer than one x block, unaligned
 // weights and x, row sub-ranges with a wider output stride, e8m0/f32/bf16
-// scales with the e8m0 extremes; decode (T = 1) equal bit for bit to each
+// scales with the e8m0 extremes, rows with folded and unfolded e8m0 scales
+// side by side; decode (T = 1) equal bit for bit to each
 // token of a multi-token call; declining (and writing nothing) for inputs that
 // are not exactly bf16 or K not a multiple of 128; and ops::MatMulFp8Block /
 // Fp4Block taking them for bf16-exact inputs and the fp32 kernels otherwise.
@@ -175,6 +176,28 @@ TEST(BF16Dot, ExtremeScales) {
         ExpectMatMulClose(got, want, Describe(w, 1, " scale code " + std::to_string(code)));
       }
     }
+  }
+}
+
+// The tiles fold e8m0 scales 2^-32 … 2^32 into the decoded weights and keep
+// the others beside them. Rows of either kind, in one panel and in one pair
+// of rows (scales 2^-40 and 2^40 here), and FP8 128-row blocks of either
+// kind: against the scalar twin, decode equal to prefill bit for bit.
+TEST(BF16Dot, FoldedAndUnfoldedRowsMix) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    Weight w = MakeWeight(dt, 300, 512, 41);
+    for (int64_t r = 0; r < w.scale_rows; ++r) {
+      // FP4: rows 3, 4 (a pair), 9 and every 7th from 40; FP8: block 1 of 3.
+      const bool out_of_range = dt == DType::kFp8E4m3
+                                    ? r == 1
+                                    : r == 3 || r == 4 || r == 9 || (r >= 40 && r % 7 == 0);
+      if (!out_of_range) continue;
+      for (int64_t c = 0; c < w.scale_cols; ++c) {
+        w.scale_bytes[r * w.scale_cols + c] = static_cast<uint8_t>(r % 2 == 0 ? 87 : 167);
+      }
+    }
+    for (int64_t t : {1, 10, 13}) CheckCase(w, t, static_cast<uint32_t>(t + 3));
   }
 }
 

@@ -437,6 +437,112 @@ TEST(SimdVec, DotSumAndAxpyMatchFloat64) {
   });
 }
 
+// DotMany / AxpyMany shapes: 0…4 vectors with and without a remainder (up to
+// AVX-512's 16 lanes) and a 512-float head; query / y-row counts around the
+// 4-row tile; key counts around the 2-key tile and the 8-key chunk.
+constexpr int64_t kManyN[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 512};
+constexpr int64_t kManyRows[] = {0, 1, 3, 4, 5, 16};
+constexpr int64_t kManyKeys[] = {0, 1, 2, 3, 7, 130};
+
+// n_keys rows of n floats, n + 5 apart in one buffer and misaligned by one
+// float; the pointers run in reverse order (a key list is not one array).
+struct KeyRows {
+  std::vector<float> data;
+  std::vector<const float*> rows;
+};
+KeyRows MakeKeyRows(int64_t n_keys, int64_t n, uint32_t seed) {
+  KeyRows k;
+  k.data = RandomFloats(1 + n_keys * (n + 5), seed);
+  for (int64_t i = 0; i < n_keys; ++i) {
+    k.rows.push_back(k.data.data() + 1 + (n_keys - 1 - i) * (n + 5));
+  }
+  return k;
+}
+
+std::string ManyShape(int64_t n, int64_t rows, int64_t n_keys) {
+  return "n=" + std::to_string(n) + " rows=" + std::to_string(rows) +
+         " keys=" + std::to_string(n_keys);
+}
+
+// Each DotMany output is the bits ops::Dot returns for its pair (so batching
+// the attention scores changes nothing), and the scalar twin's value up to
+// rounding. Queries misaligned, q_stride > n; nothing written past out.
+TEST(SimdVec, DotManyEqualsDotBitForBit) {
+  ForEachTarget([] {
+    for (int64_t n : kManyN) {
+      for (int64_t n_q : kManyRows) {
+        for (int64_t n_keys : kManyKeys) {
+          const std::string what = ManyShape(n, n_q, n_keys);
+          const int64_t q_stride = n + 3;
+          const std::vector<float> qb = RandomFloats(1 + n_q * q_stride, 11 + n);
+          const float* q = qb.data() + 1;
+          const KeyRows k = MakeKeyRows(n_keys, n, 12 + n);
+          const float kUnwritten = -7.0f;
+          std::vector<float> got(n_q * n_keys + 1, kUnwritten), ref(n_q * n_keys);
+          ops::DotMany(q, n_q, q_stride, k.rows.data(), n_keys, n, got.data());
+          ops::ref::DotMany(q, n_q, q_stride, k.rows.data(), n_keys, n, ref.data());
+          for (int64_t h = 0; h < n_q; ++h) {
+            for (int64_t i = 0; i < n_keys; ++i) {
+              const float* qh = q + h * q_stride;
+              const float dot = ops::Dot(qh, k.rows[i], n);
+              const float g = got[h * n_keys + i];
+              ASSERT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(dot))
+                  << what << " h=" << h << " i=" << i << ": " << g << " vs Dot " << dot;
+              double norm = 0;
+              for (int64_t j = 0; j < n; ++j) norm += std::fabs(double{qh[j]} * k.rows[i][j]);
+              EXPECT_LE(std::fabs(g - ref[h * n_keys + i]), 1e-5 * norm + 1e-30)
+                  << what << " h=" << h << " i=" << i << " vs ref";
+            }
+          }
+          EXPECT_EQ(got.back(), kUnwritten) << what << ": wrote past out";
+        }
+      }
+    }
+  });
+}
+
+// AxpyMany leaves every float of y's buffer (rows, the gaps between them,
+// the float before) exactly as the sequence of ops::Axpy calls does, and
+// agrees with the scalar twin up to rounding.
+TEST(SimdVec, AxpyManyEqualsAxpyCallsBitForBit) {
+  ForEachTarget([] {
+    for (int64_t n : kManyN) {
+      for (int64_t n_y : kManyRows) {
+        for (int64_t n_keys : kManyKeys) {
+          const std::string what = ManyShape(n, n_y, n_keys);
+          const int64_t y_stride = n + 3;
+          const std::vector<float> y0 = RandomFloats(1 + n_y * y_stride, 21 + n);
+          const std::vector<float> alpha = RandomFloats(n_y * n_keys, 22 + n_keys, 0.1f);
+          const KeyRows x = MakeKeyRows(n_keys, n, 23 + n);
+          std::vector<float> got = y0, want = y0, ref = y0;
+          ops::AxpyMany(got.data() + 1, n_y, y_stride, alpha.data(), x.rows.data(), n_keys, n);
+          for (int64_t h = 0; h < n_y; ++h) {
+            for (int64_t i = 0; i < n_keys; ++i) {
+              ops::Axpy(want.data() + 1 + h * y_stride, alpha[h * n_keys + i], x.rows[i], n);
+            }
+          }
+          for (size_t j = 0; j < got.size(); ++j) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(want[j]))
+                << what << " float " << j << ": " << got[j] << " vs Axpy calls " << want[j];
+          }
+          ops::ref::AxpyMany(ref.data() + 1, n_y, y_stride, alpha.data(), x.rows.data(), n_keys, n);
+          for (int64_t h = 0; h < n_y; ++h) {
+            for (int64_t j = 0; j < n; ++j) {
+              const int64_t at = 1 + h * y_stride + j;
+              double norm = std::fabs(y0[at]);
+              for (int64_t i = 0; i < n_keys; ++i) {
+                norm += std::fabs(double{alpha[h * n_keys + i]} * x.rows[i][j]);
+              }
+              EXPECT_LE(std::fabs(got[at] - ref[at]), 1e-5 * norm)
+                  << what << " h=" << h << " j=" << j << " vs ref";
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 // The bandwidth probe reads what it says and reports a finite positive rate.
 TEST(Bandwidth, ProbeReportsAPositiveRate) {
   ThreadPool pool(2);

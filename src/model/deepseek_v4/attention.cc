@@ -126,18 +126,26 @@ void AttentionState::Restore(const Saved& saved) {
   }
 }
 
-void AttentionScratch::ReserveContext(const DeepSeekV4Config& c, int64_t max_tokens,
-                                      int n_threads) {
+void AttentionScratch::ReserveContext(const DeepSeekV4Config& c, std::span<const LayerPlan> plans,
+                                      int64_t max_tokens, int n_threads) {
   int64_t min_ratio = 0;
   for (int64_t r : c.compress_ratios) {
     if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
   }
   const int64_t entries = min_ratio > 0 ? max_tokens / min_ratio : 0;
-  const int64_t max_keys = c.sliding_window + std::max<int64_t>(c.index_topk, entries);
+  // AttentionCore's max_keys on the layer with the most: the window plus the
+  // indexer's top-k (CSA) or every compressed entry (HCA). Exact per layer,
+  // as the scores take H times as much.
+  int64_t max_keys = c.sliding_window;
+  for (const LayerPlan& p : plans) {
+    const int64_t r = p.compress_ratio;
+    const int64_t compressed = r == 0 ? 0 : p.has_indexer ? c.index_topk : max_tokens / r;
+    max_keys = std::max(max_keys, c.sliding_window + compressed);
+  }
   const auto grow = [](auto& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(n);
   };
-  grow(scores, n_threads * max_keys);
+  grow(scores, n_threads * c.num_attention_heads * max_keys);
   grow(keys, n_threads * max_keys);
   grow(indexer.scores, n_threads * entries);
   grow(indexer.heap, n_threads * c.index_topk);
@@ -227,67 +235,75 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   }
   const int64_t max_keys = W + (r == 0 ? 0 : plan.has_indexer ? k : state.compressed.n_entries());
   const int64_t n_threads = pool.size();
-  if (static_cast<int64_t>(s.scores.size()) < n_threads * max_keys) {
-    s.scores.resize(n_threads * max_keys);
+  if (static_cast<int64_t>(s.keys.size()) < n_threads * max_keys) {
     s.keys.resize(n_threads * max_keys);
+  }
+  if (static_cast<int64_t>(s.scores.size()) < n_threads * H * max_keys) {
+    s.scores.resize(n_threads * H * max_keys);
   }
 
   // ---- Attention with a per-head sink over window ∪ compressed keys (§4.6) ----
   // Window keys of position p: positions max(0, p − W + 1) .. p; those before
   // pos0 come from the ring, the rest from this call's kv. (Token, head)
   // pairs run in parallel — whole tokens per chunk in prefill, heads in
-  // decode — each thread with its own key list and scores.
+  // decode — each thread with its own key list and scores. A chunk's heads
+  // of one token share that token's keys (MQA), so they run as one block:
+  // one DotMany for their scores, one AxpyMany for their outputs, each
+  // bit for bit the per-head Dot and Axpy calls.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
   float* o = s.o.data() + row0 * H * A;  // [T, H, A]
   const int64_t pair_grain = T >= n_threads ? H : 1;
   pool.ParallelFor(
       T * H,
       [&](int64_t i_begin, int64_t i_end, int thread) {
-        float* scores = s.scores.data() + thread * max_keys;
+        float* scores = s.scores.data() + thread * H * max_keys;  // [heads of a block, n_keys]
         const float** keys = s.keys.data() + thread * max_keys;
-        int64_t keys_of = -1;  // the token whose keys `keys` holds
-        int64_t n_keys = 0;
-        for (int64_t item = i_begin; item < i_end; ++item) {
-          const int64_t t = item / H, h = item % H;
+        for (int64_t item = i_begin; item < i_end;) {
+          // The block: heads h0 .. h1 − 1 of token t.
+          const int64_t t = item / H, h0 = item % H;
+          const int64_t h1 = std::min(H, h0 + (i_end - item));
+          item += h1 - h0;
           const int64_t p = pos0 + t;
-          if (keys_of != t) {
-            keys_of = t;
-            n_keys = 0;
-            for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
-              keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
-            }
-            if (r > 0) {
-              const int64_t n_visible =
-                  (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
-              if (plan.has_indexer) {
-                for (int64_t j = 0; j < k; ++j) {
-                  const int32_t e = s.top[t * k + j];
-                  if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
-                }
-              } else {
-                for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
+          int64_t n_keys = 0;
+          for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+            keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
+          }
+          if (r > 0) {
+            const int64_t n_visible =
+                (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
+            if (plan.has_indexer) {
+              for (int64_t j = 0; j < k; ++j) {
+                const int32_t e = s.top[t * k + j];
+                if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
               }
+            } else {
+              for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
             }
           }
-          {
-            const float* qh = q + (t * H + h) * A;
+          ops::DotMany(q + (t * H + h0) * A, h1 - h0, A, keys, n_keys, A, scores);
+          // Per head: softmax weights in place, scores -> alpha = p_i / denom.
+          for (int64_t h = h0; h < h1; ++h) {
+            float* sh = scores + (h - h0) * n_keys;
             float mx = -INFINITY;
             for (int64_t i = 0; i < n_keys; ++i) {
-              scores[i] = ops::Dot(qh, keys[i], A) * softmax_scale;
-              mx = std::max(mx, scores[i]);
+              sh[i] *= softmax_scale;
+              mx = std::max(mx, sh[i]);
             }
             // The sink only adds to the denominator; the max is over the real logits.
             float sum = 0.0f;
             for (int64_t i = 0; i < n_keys; ++i) {
-              scores[i] = std::exp(scores[i] - mx);
-              sum += scores[i];
+              sh[i] = std::exp(sh[i] - mx);
+              sum += sh[i];
             }
             const float denom = sum + std::exp(w.attn_sink[h] - mx);
-            float* oh = o + (t * H + h) * A;
-            std::fill_n(oh, A, 0.0f);
-            for (int64_t i = 0; i < n_keys; ++i) ops::Axpy(oh, scores[i] / denom, keys[i], A);
-            // V = K carries rotated dims: undo the rotation at the query position (§4.2).
-            rope.Rotate(oh + nope, p, /*inverse=*/true);
+            for (int64_t i = 0; i < n_keys; ++i) sh[i] /= denom;
+          }
+          float* ob = o + (t * H + h0) * A;  // [h1 − h0, A]
+          std::fill_n(ob, (h1 - h0) * A, 0.0f);
+          ops::AxpyMany(ob, h1 - h0, A, scores, keys, n_keys, A);
+          // V = K carries rotated dims: undo the rotation at the query position (§4.2).
+          for (int64_t h = h0; h < h1; ++h) {
+            rope.Rotate(ob + (h - h0) * A + nope, p, /*inverse=*/true);
           }
         }
       },

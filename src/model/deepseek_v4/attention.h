@@ -17,6 +17,7 @@
 #define DSV4_MODEL_DEEPSEEK_V4_ATTENTION_H_
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -78,10 +79,11 @@ struct AttentionState {
 // Per-call scratch, sized for up to `n_tokens` tokens once (grown if needed).
 struct AttentionScratch {
   void Reserve(const DeepSeekV4Config& c, int64_t n_tokens);
-  // Sizes what grows with the context (one query's key list and scores per
-  // thread, the indexer's scores and one decode query's dots) for caches of
-  // up to max_tokens tokens.
-  void ReserveContext(const DeepSeekV4Config& c, int64_t max_tokens, int n_threads);
+  // Sizes what grows with the context (one token's key list and its heads'
+  // scores per thread, the indexer's scores and one decode query's dots) for
+  // caches of up to max_tokens tokens of a model with these layers.
+  void ReserveContext(const DeepSeekV4Config& c, std::span<const LayerPlan> plans,
+                      int64_t max_tokens, int n_threads);
   int64_t n_tokens = 0;
   std::vector<float> qr;            // [T, Q]
   std::vector<float> q;             // [T, H·A]
@@ -91,7 +93,7 @@ struct AttentionScratch {
   std::vector<LinearJob> o_jobs;    // [G] the grouped output products (LinearMany)
   std::vector<int64_t> o_job_rows;  // LinearMany's row offsets
   std::vector<float> z;             // [T, G·O]
-  std::vector<float> scores;        // [threads, W + compressed keys] one query's logits per thread
+  std::vector<float> scores;        // [threads, H, W + compressed keys] one token's heads' logits
   std::vector<const float*> keys;   // [threads, W + compressed keys] its key rows
   std::vector<float> act;           // activation-quant copies of linear inputs
   std::vector<int32_t> top;         // [T, k] CSA: indexer picks

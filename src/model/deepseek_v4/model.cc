@@ -366,7 +366,7 @@ void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vec
 void DeepSeekV4Model::EnsureContextScratch(int64_t max_tokens) {
   if (max_tokens <= scratch_context_) return;
   scratch_context_ = max_tokens;
-  attn_scratch_.ReserveContext(config_, max_tokens, pool_->size());
+  attn_scratch_.ReserveContext(config_, plans_, max_tokens, pool_->size());
 }
 
 void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const Segment> segments,

@@ -64,6 +64,29 @@ void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
 
+void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
+             int64_t n_keys, int64_t n, float* out) {
+  for (int64_t h = 0; h < n_q; ++h) {
+    const float* qh = q + h * q_stride;
+    for (int64_t i = 0; i < n_keys; ++i) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j) acc += qh[j] * keys[i][j];
+      out[h * n_keys + i] = acc;
+    }
+  }
+}
+
+void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
+              int64_t n_keys, int64_t n) {
+  for (int64_t h = 0; h < n_y; ++h) {
+    float* yh = y + h * y_stride;
+    for (int64_t i = 0; i < n_keys; ++i) {
+      const float a = alpha[h * n_keys + i];
+      for (int64_t j = 0; j < n; ++j) yh[j] += a * x[i][j];
+    }
+  }
+}
+
 int64_t Argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {

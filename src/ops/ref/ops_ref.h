@@ -35,6 +35,16 @@ float Silu(float x);
 // out[n] = silu(gate[n]) * up[n].
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n);
 
+// out[h · n_keys + i] = Σ_j q[h · q_stride + j] · keys[i][j] (j < n, in
+// order) for h < n_q, i < n_keys; out: [n_q, n_keys].
+void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
+             int64_t n_keys, int64_t n, float* out);
+
+// y[h · y_stride + j] += alpha[h · n_keys + i] · x[i][j] for h < n_y, j < n,
+// keys i = 0 … n_keys − 1 in order; alpha: [n_y, n_keys].
+void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
+              int64_t n_keys, int64_t n);
+
 // Index of the largest value; the lowest index wins ties.
 int64_t Argmax(const float* x, int64_t n);
 

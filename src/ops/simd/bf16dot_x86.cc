@@ -26,7 +26,9 @@
 // inputs, a fresh fp32 vector t takes the group's four bf16 vector pairs in
 // order (vdpbf16ps), then acc = t · scale + acc (FMA; FP4: lane i gets the
 // scale of block i / 4 of the group, FP8 the block's one scale); the result is
-// the horizontal sum of acc (_mm512_reduce_add_ps).
+// the horizontal sum of acc by a fixed tree (ReduceTree). The prefill tiles
+// fold e8m0 scales into the weights and add t, which is the same sum exactly
+// (see "Folded scales").
 //
 // The weights' order within a group is what the byte unpacks give (they work
 // within 128-bit lanes); x is permuted to match once per call (InputOf).
@@ -116,6 +118,13 @@ struct Tables {
   alignas(64) uint16_t idx[2][4][2][32];
   int pair[2][4][2];
   alignas(64) uint16_t odd[32];  // word 2i + 1: the high half of float i
+  // Folded scales (below): bf16 words of the 128 e4m3 magnitudes; byte
+  // indices that split 64 words into their low (even) and high (odd) bytes;
+  // for FP4, byte indices that put scale byte L in word j of lane L.
+  alignas(64) uint16_t fp8_words[128];
+  alignas(64) uint8_t even_bytes[64];
+  alignas(64) uint8_t odd_bytes[64];
+  alignas(64) uint8_t fp4_lane_byte[64];
 };
 
 uint16_t Bf16Bits(float f) {
@@ -133,6 +142,12 @@ const Tables& GetTables() {
       const uint16_t b = Bf16Bits(v);
       t.fp8_hi[c] = static_cast<uint8_t>(b >> 8);
       t.fp8_lo[c] = static_cast<uint8_t>(b & 0xff);
+      t.fp8_words[c] = b;
+    }
+    for (int j = 0; j < 64; ++j) {
+      t.even_bytes[j] = static_cast<uint8_t>(2 * j);
+      t.odd_bytes[j] = static_cast<uint8_t>(2 * j + 1);
+      t.fp4_lane_byte[j] = static_cast<uint8_t>(j / 16);  // byte j is in word j / 2, lane j / 16
     }
     for (int c = 0; c < 64; ++c) {
       const uint16_t b = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
@@ -311,6 +326,43 @@ DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], _
 template <Format F>
 inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
 
+// The sum of v's 16 lanes by the tree ((l0 + l8) + (l4 + l12)) + ((l2 +
+// l10) + (l6 + l14)) + (the same from l1) — the order _mm512_reduce_add_ps
+// takes with GCC, written out so that every compiler takes it, and so that
+// Tree16 (below) can do 16 outputs at once in the same order.
+DSV4_BF16DOT_TARGET inline float ReduceTree(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_add_ps(b, _mm_shuffle_ps(b, b, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, _MM_SHUFFLE(3, 2, 0, 1))));
+}
+
+// Lane i of the result = ReduceTree of the vector at v + 16 i, for 16
+// vectors at once by transposing adds: 46 instructions instead of 16 × 8.
+DSV4_BF16DOT_TARGET inline __m512 Tree16(const float* v) {
+  __m512 c[8], d[4], e[2];
+  for (int j = 0; j < 8; ++j) {  // l(i + 8) onto li: c[j] = [v(2j) | v(2j + 1)] halves
+    const __m512 a = _mm512_load_ps(v + 32 * j), b = _mm512_load_ps(v + 32 * j + 16);
+    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int j = 0; j < 4; ++j) {  // l(i + 4) onto li: quarter q of d[j] from v(4j + q)
+    d[j] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int j = 0; j < 2; ++j) {  // l(i + 2) onto li: the 64-bit halves of each quarter
+    const __m512d a = _mm512_castps_pd(d[2 * j]), b = _mm512_castps_pd(d[2 * j + 1]);
+    e[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // l1 onto l0: lane 4q + p of f holds the sum of v(4p + q).
+  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(order, f);
+}
+
 // Decode path (one token, or a few): one row at a time, decoded in
 // registers, for each token in turn (the row stays in L1 from the first token
 // on). The weights stream through memory in order — one stream per thread,
@@ -346,27 +398,94 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
         Decode<F>(row + off, tab, w);
         acc = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sbuf, g), acc);
       }
-      a.out[t * a.out_stride + (n - a.row_begin)] = _mm512_reduce_add_ps(acc);
+      a.out[t * a.out_stride + (n - a.row_begin)] = ReduceTree(acc);
     }
   }
 }
 
-// Prefill path (T ≥ 2), cache-blocked:
-//   for each panel of kPanelRows rows: decode it once (bf16, [P, K], L2) with
-//   its scale vectors;
+// Folded scales. An e8m0 scale is a power of two 2^(e − 127), so a weight
+// times its scale is again exactly a bf16 while it stays a normal number, and
+// scaling by a power of two commutes with rounding. So with the scale folded
+// into the decoded weights (an integer add to their exponent fields), a
+// group's dot products give exactly t · scale, and acc + t is exactly the
+// decode path's FMA t · scale + acc — unless a partial sum of the group comes
+// within the shift of the subnormal range, which vdpbf16ps flushes (partial
+// sums below 2^-94 in magnitude with the range below). The prefill tiles
+// fold rows whose scales all lie in that range: a vaddps, which on Zen 5
+// issues beside the dot products, replaces the FMA, which competes with them.
+inline constexpr int kFoldMinE = 127 - 32, kFoldMaxE = 127 + 32;
+
+// Whether every byte of p[0, n) lies in [lo, hi].
+DSV4_BF16DOT_TARGET bool BytesInRange(const uint8_t* p, int64_t n, int lo, int hi) {
+  const __m512i vlo = _mm512_set1_epi8(static_cast<char>(lo));
+  const __m512i vhi = _mm512_set1_epi8(static_cast<char>(hi));
+  for (int64_t i = 0; i < n; i += 64) {
+    const __mmask64 m = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(m, p + i);
+    if ((_mm512_mask_cmplt_epu8_mask(m, v, vlo) | _mm512_mask_cmpgt_epu8_mask(m, v, vhi)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Row n's e8m0 scale bytes (scale rows contiguous): FP8 its 128-row block's
+// row of the scale tensor (one per group), FP4 its own (four per group).
+template <Format F>
+inline const uint8_t* ScaleBytes(const TensorView& scale, int64_t n) {
+  return static_cast<const uint8_t*>(scale.data) + ScaleKey<F>(n) * scale.strides[0];
+}
+
+// FP8: LoadTables' hi/lo byte tables of the magnitudes times 2^(e − 127).
+DSV4_BF16DOT_TARGET void FoldedFp8Tables(int e, __m512i tab[4]) {
+  const Tables& tb = GetTables();
+  const __m512i off = _mm512_set1_epi16(static_cast<int16_t>((e - 127) * 128));
+  __m512i words[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m512i b = _mm512_load_si512(tb.fp8_words + 32 * q);
+    words[q] = _mm512_mask_add_epi16(b, q == 0 ? 0xfffffffeu : 0xffffffffu, b, off);  // 0 stays 0
+  }
+  const __m512i even = _mm512_load_si512(tb.even_bytes), odd = _mm512_load_si512(tb.odd_bytes);
+  tab[0] = _mm512_permutex2var_epi8(words[0], odd, words[1]);
+  tab[1] = _mm512_permutex2var_epi8(words[2], odd, words[3]);
+  tab[2] = _mm512_permutex2var_epi8(words[0], even, words[1]);
+  tab[3] = _mm512_permutex2var_epi8(words[2], even, words[3]);
+}
+
+// FP4: decoded weights w times their blocks' scales, the four e8m0 bytes at e4
+// (block L's weights are in 128-bit lane L): (e − 127) · 128 added to the
+// bf16 word of every nonzero weight.
+DSV4_BF16DOT_TARGET inline void FoldFp4(const uint8_t* e4, __m512i w[4]) {
+  uint32_t u;
+  std::memcpy(&u, e4, 4);
+  const __m512i lane_byte = _mm512_load_si512(GetTables().fp4_lane_byte);
+  const __m512i words = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, lane_byte,
+                                                       _mm512_set1_epi32(static_cast<int>(u)));
+  const __m512i off = _mm512_slli_epi16(_mm512_sub_epi16(words, _mm512_set1_epi16(127)), 7);
+  const __m512i mag = _mm512_set1_epi16(0x7fff);
+  for (int v = 0; v < 4; ++v) {
+    w[v] = _mm512_mask_add_epi16(w[v], _mm512_test_epi16_mask(w[v], mag), w[v], off);
+  }
+}
+
+// Prefill path (T ≥ kMinTileTokens), cache-blocked:
+//   for each panel of kPanelRows rows: decode it once (bf16, [P, K], L2) —
+//   scales folded in where they fold, scale vectors beside it where not;
 //     for each tile of kTileTokens tokens:
 //       for each K-block of kKcGroups groups (x of the tile there: L1):
 //         for each pair of rows (their weights there: L1): a micro-tile of
-//         2 rows × MT tokens runs the decode path's arithmetic, per group the
-//         pair's 8 weight vectors in registers and each token's 4 x vectors
-//         loaded; accumulators carried from K-block to K-block in scratch;
-//       then each output is the horizontal sum of its accumulator.
+//         2 rows × MT tokens, per group the pair's 8 weight vectors in
+//         registers and each token's 4 x vectors loaded: t = the four dot
+//         products from zero, acc = acc + t (both rows folded) or the decode
+//         path's FMA (a folded row's scale vector is 1); accumulators carried
+//         from K-block to K-block in scratch;
+//       then Tree16 sums 16 outputs at a time.
 // Storing and reloading an accumulator is exact, so every output takes the
-// same operations in the same order as in the decode path.
+// decode path's operations in its order (up to the folding caveat above).
 inline constexpr int64_t kPanelRows = 32;  // even: rows go in pairs
-inline constexpr int64_t kKcGroups = 8;    // 1024 inputs per K-block
+inline constexpr int64_t kKcGroups = 16;   // 2048 inputs per K-block
 
-template <int MT>
+template <int MT, bool kFolded>
 DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w1p,
                                           const float* s0p, const float* s1p, int64_t ng,
                                           const uint16_t* xp, int64_t x_stride, float* accp,
@@ -374,7 +493,7 @@ DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w
   __m512 acc[2][MT];
   for (int r = 0; r < 2; ++r) {
     for (int t = 0; t < MT; ++t) {
-      acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(accp + (r * MT + t) * 16);
+      acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(accp + (t * kPanelRows + r) * 16);
     }
   }
   for (int64_t g = 0; g < ng; ++g) {
@@ -383,38 +502,45 @@ DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w
       w0[v] = _mm512_load_si512(w0p + g * kGroup + 32 * v);
       w1[v] = _mm512_load_si512(w1p + g * kGroup + 32 * v);
     }
-    const __m512 s0 = _mm512_load_ps(s0p + g * 16), s1 = _mm512_load_ps(s1p + g * 16);
 #pragma GCC unroll 8
     for (int t = 0; t < MT; ++t) {
       __m512i x[4];
       for (int v = 0; v < 4; ++v) {
         x[v] = _mm512_load_si512(xp + t * x_stride + g * kGroup + 32 * v);
       }
-      acc[0][t] = _mm512_fmadd_ps(GroupDot(w0, x), s0, acc[0][t]);
-      acc[1][t] = _mm512_fmadd_ps(GroupDot(w1, x), s1, acc[1][t]);
+      if constexpr (kFolded) {
+        acc[0][t] = _mm512_add_ps(acc[0][t], GroupDot(w0, x));
+        acc[1][t] = _mm512_add_ps(acc[1][t], GroupDot(w1, x));
+      } else {
+        acc[0][t] = _mm512_fmadd_ps(GroupDot(w0, x), _mm512_load_ps(s0p + g * 16), acc[0][t]);
+        acc[1][t] = _mm512_fmadd_ps(GroupDot(w1, x), _mm512_load_ps(s1p + g * 16), acc[1][t]);
+      }
     }
   }
   for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < MT; ++t) _mm512_store_ps(accp + (r * MT + t) * 16, acc[r][t]);
+    for (int t = 0; t < MT; ++t) _mm512_store_ps(accp + (t * kPanelRows + r) * 16, acc[r][t]);
   }
 }
 
-template <int MT>
+template <int MT, bool kFolded>
 DSV4_BF16DOT_TARGET void MicroTileN(int mt, const uint16_t* w0p, const uint16_t* w1p,
                                     const float* s0p, const float* s1p, int64_t ng,
                                     const uint16_t* xp, int64_t x_stride, float* accp, bool first) {
   if constexpr (MT > 1) {
-    if (mt < MT) return MicroTileN<MT - 1>(mt, w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
+    if (mt < MT) {
+      return MicroTileN<MT - 1, kFolded>(mt, w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
+    }
   }
-  MicroTile<MT>(w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
+  MicroTile<MT, kFolded>(w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
 }
 
 // Scratch of the tile path (floats and bf16 words), per thread.
 struct TileScratch {
-  uint16_t* w;  // [kPanelRows, K] decoded weights
-  float* sv;    // [kPanelRows, groups, 16] scale vectors
-  float* sf;    // [groups · 4] one row's f32 scales
-  float* acc;   // [kPanelRows / 2, 2, kTileTokens, 16] accumulators
+  uint16_t* w;    // [kPanelRows, K] decoded weights
+  float* sv;      // [kPanelRows, groups, 16] scale vectors (1 where folded)
+  float* sf;      // [groups · 4] one row's f32 scales
+  float* acc;     // [kTileTokens, kPanelRows, 16] accumulators
+  __m512i* ftab;  // [groups, 4] FP8's folded tables of one 128-row block
 };
 
 template <Format F>
@@ -422,20 +548,37 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  const bool can_fold = a.scale.dtype == DType::kE8m0 && a.scale.strides[1] == 1;
   constexpr int kMT = bf16dot::kTileTokens;
   __m512i tab[4];
   LoadTables<F>(tab);
+  int64_t ftab_key = -1;  // FP8: the 128-row block whose folded tables ftab holds
   for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += kPanelRows) {
     const int64_t rows_here = std::min<int64_t>(kPanelRows, a.row_end - n0);
     const int64_t pairs = (rows_here + 1) / 2;
+    bool folded[kPanelRows];
     for (int64_t r = 0; r < 2 * pairs; ++r) {  // an odd last row is repeated; dropped below
       const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);
       const uint8_t* row = base + n * row_bytes;
-      RowScales(F, a.scale, n, groups, ts.sf);
+      const uint8_t* e = can_fold ? ScaleBytes<F>(a.scale, n) : nullptr;
+      folded[r] = can_fold && BytesInRange(e, F == Format::kFp8 ? groups : 4 * groups,
+                                           kFoldMinE, kFoldMaxE);
+      if (folded[r] && F == Format::kFp8 && ScaleKey<F>(n) != ftab_key) {
+        for (int64_t g = 0; g < groups; ++g) FoldedFp8Tables(e[g], ts.ftab + 4 * g);
+        ftab_key = ScaleKey<F>(n);
+      }
+      if (!folded[r]) RowScales(F, a.scale, n, groups, ts.sf);
       for (int64_t g = 0; g < groups; ++g) {
-        _mm512_store_ps(ts.sv + (r * groups + g) * 16, ScaleVector<F>(ts.sf, g));
+        const __m512 one = _mm512_set1_ps(1.0f);
+        _mm512_store_ps(ts.sv + (r * groups + g) * 16,
+                        folded[r] ? one : ScaleVector<F>(ts.sf, g));
         __m512i w[4];
-        Decode<F>(row + g * kGroupBytes<F>, tab, w);
+        if constexpr (F == Format::kFp8) {
+          Decode<F>(row + g * kGroupBytes<F>, folded[r] ? ts.ftab + 4 * g : tab, w);
+        } else {
+          Decode<F>(row + g * kGroupBytes<F>, tab, w);
+          if (folded[r]) FoldFp4(e + 4 * g, w);
+        }
         for (int v = 0; v < 4; ++v) {
           _mm512_store_si512(ts.w + r * k_size + g * kGroup + 32 * v, w[v]);
         }
@@ -447,20 +590,25 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
         const int64_t ng = std::min<int64_t>(kKcGroups, groups - g0);
         for (int64_t pr = 0; pr < pairs; ++pr) {
           const int64_t r0 = 2 * pr;
-          MicroTileN<kMT>(mt, ts.w + r0 * k_size + g0 * kGroup,
-                          ts.w + (r0 + 1) * k_size + g0 * kGroup, ts.sv + (r0 * groups + g0) * 16,
-                          ts.sv + ((r0 + 1) * groups + g0) * 16, ng, xb + t0 * k_size + g0 * kGroup,
-                          k_size, ts.acc + pr * 2 * kMT * 16, g0 == 0);
+          const uint16_t* w0 = ts.w + r0 * k_size + g0 * kGroup;
+          const float* s0 = ts.sv + (r0 * groups + g0) * 16;
+          const uint16_t* x = xb + t0 * k_size + g0 * kGroup;
+          float* acc = ts.acc + r0 * 16;
+          if (folded[r0] && folded[r0 + 1]) {
+            MicroTileN<kMT, true>(mt, w0, w0 + k_size, s0, s0 + groups * 16, ng, x, k_size, acc,
+                                  g0 == 0);
+          } else {
+            MicroTileN<kMT, false>(mt, w0, w0 + k_size, s0, s0 + groups * 16, ng, x, k_size, acc,
+                                   g0 == 0);
+          }
         }
       }
-      for (int64_t pr = 0; pr < pairs; ++pr) {
-        for (int64_t r = 0; r < 2 && 2 * pr + r < rows_here; ++r) {
-          for (int64_t t = 0; t < mt; ++t) {
-            // MicroTile<mt> lays a pair's accumulators out as [2, mt, 16].
-            const float* v = ts.acc + pr * 2 * kMT * 16 + (r * mt + t) * 16;
-            a.out[(t0 + t) * a.out_stride + (n0 - a.row_begin) + 2 * pr + r] =
-                _mm512_reduce_add_ps(_mm512_load_ps(v));
-          }
+      for (int64_t t = 0; t < mt; ++t) {
+        float* out = a.out + (t0 + t) * a.out_stride + (n0 - a.row_begin);
+        for (int64_t i0 = 0; i0 < rows_here; i0 += 16) {
+          const int64_t cnt = std::min<int64_t>(16, rows_here - i0);
+          _mm512_mask_storeu_ps(out + i0, static_cast<__mmask16>((1u << cnt) - 1),
+                                Tree16(ts.acc + (t * kPanelRows + i0) * 16));
         }
       }
     }
@@ -509,13 +657,16 @@ bool TryMatMul(const MatMulArgs& a) {
       MatVec<F>(b, xb, Grow(s.s, groups * 4));  // one row's f32 scales
     } else {
       const int64_t sv_floats = kPanelRows * groups * 16;
-      const int64_t sf_floats = (groups * 4 + 15) / 16 * 16;
-      float* f = Grow(s.s, sv_floats + sf_floats + kPanelRows * bf16dot::kTileTokens * 16);
+      const int64_t sf_floats = (groups * 4 + 15) / 16 * 16, ftab_floats = groups * 4 * 16;
+      const int64_t acc_floats = bf16dot::kTileTokens * kPanelRows * 16;
+      float* f = Grow(s.s, sv_floats + sf_floats + ftab_floats + acc_floats);
       Tiles<F>(b, xb,
                TileScratch{.w = Grow(s.w, kPanelRows * k_size),
                            .sv = f,
                            .sf = f + sv_floats,
-                           .acc = f + sv_floats + sf_floats});
+                           .acc = f + sv_floats + sf_floats,
+                           .ftab = reinterpret_cast<__m512i*>(f + sv_floats + sf_floats +
+                                                              acc_floats)});
     }
   }
   return true;

@@ -78,6 +78,15 @@ float Dot(const float* a, const float* b, int64_t n);
 float Sum(const float* x, int64_t n);
 // y[i] += alpha · x[i] (attention value accumulation).
 void Axpy(float* y, float alpha, const float* x, int64_t n);
+// Many queries against many keys (MQA attention scores), register-blocked:
+// out[h · n_keys + i] = Dot(q + h · q_stride, keys[i], n), bit for bit.
+void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
+             int64_t n_keys, int64_t n, float* out);
+// Many rows of y each accumulating many x rows (MQA attention output),
+// register-blocked: for h < n_y, i = 0 … n_keys − 1 in order,
+// Axpy(y + h · y_stride, alpha[h · n_keys + i], x[i], n), bit for bit.
+void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
+              int64_t n_keys, int64_t n);
 
 // FP8 e4m3 quantise-dequantise of activations per block of `block` values
 // (n a multiple of block), bit for bit ops::ref::QuantizeDequantizeFp8.

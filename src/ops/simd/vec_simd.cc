@@ -1,8 +1,10 @@
 // ops/simd elementwise kernels (rmsnorm, softmax, SwiGLU, interleaved RoPE,
-// dot, axpy), one copy per Highway target, picked at run time. Semantics are
-// those of the ops/ref twins; sums run lane-parallel, exp is Highway's
-// polynomial (contrib/math, ≤ a few ulp), so results match to the fp32
-// elementwise tolerance (NMSE ≤ 1e-7), not bit for bit.
+// dot, axpy and their register-blocked many-row forms), one copy per Highway
+// target, picked at run time. Semantics are those of the ops/ref twins; sums
+// run lane-parallel, exp is Highway's polynomial (contrib/math, ≤ a few ulp),
+// so results match to the fp32 elementwise tolerance (NMSE ≤ 1e-7), not bit
+// for bit. DotMany and AxpyMany do match Dot and Axpy bit for bit (same
+// operations in the same order per output), so batching them changes nothing.
 #ifndef DSV4_OPS_SIMD_VEC_SIMD_ONCE_
 #define DSV4_OPS_SIMD_VEC_SIMD_ONCE_
 #include <algorithm>
@@ -37,6 +39,16 @@ using VF = hn::Vec<DF>;
 
 HWY_INLINE float SumVec(DF d, VF v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
 
+// The end of a dot product: lane sum of s0 + s1, plus the scalar tail
+// a[i, n) · b[i, n) summed in order. Shared by DotImpl and DotManyImpl so
+// that their results agree bit for bit.
+HWY_INLINE float FinishDot(DF d, VF s0, VF s1, const float* a, const float* b, int64_t i,
+                           int64_t n) {
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return SumVec(d, hn::Add(s0, s1)) + tail;
+}
+
 float DotImpl(const float* a, const float* b, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -47,9 +59,7 @@ float DotImpl(const float* a, const float* b, int64_t n) {
     s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
   }
   for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return SumVec(d, hn::Add(s0, s1)) + tail;
+  return FinishDot(d, s0, s1, a, b, i, n);
 }
 
 float SumImpl(const float* x, int64_t n) {
@@ -69,6 +79,12 @@ float SumImpl(const float* x, int64_t n) {
   return SumVec(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))) + tail;
 }
 
+// Axpy's scalar tail, y[i, n) += alpha · x[i, n); shared by AxpyImpl and
+// AxpyManyImpl so that their results agree bit for bit.
+HWY_INLINE void AxpyTail(float* y, float alpha, const float* x, int64_t i, int64_t n) {
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
 void AxpyImpl(float* y, float alpha, const float* x, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -77,7 +93,257 @@ void AxpyImpl(float* y, float alpha, const float* x, int64_t n) {
   for (; i + N <= n; i += N) {
     hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
   }
-  for (; i < n; ++i) y[i] += alpha * x[i];
+  AxpyTail(y, alpha, x, i, n);
+}
+
+// DotMany / AxpyMany register blocking: 4 queries (rows of y) fit the 32
+// registers of AVX-512 (and NEON/SVE): DotTile holds 16 accumulators, 4 key
+// vectors and 2 query vectors, AxpyTile 16 accumulators, 4 x vectors and an
+// alpha. x86 targets with 16 registers take 2.
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kManyRows = 2;
+#else
+constexpr int kManyRows = 4;
+#endif
+// Keys per DotMany pass over the query tiles: 8 keys of 512 floats (16 KiB)
+// stay in L1 while every query tile reads them. On Zen 5 with 64 heads × 640
+// keys, passes of 2 or 32 keys ran 10–30% slower; with 16 heads all were alike.
+constexpr int64_t kDotKeyChunk = 8;
+
+// A vector loaded once for several FMAs. GCC would otherwise fold the load
+// into each FMA that uses it as a memory operand, loading it again for every
+// key (20 loads per 16 FMAs in DotTile instead of 12); an empty asm makes the
+// value opaque, so it stays in a register. The bits are untouched.
+HWY_INLINE VF LoadReused(DF d, const float* p) {
+  VF v = hn::LoadU(d, p);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSSE3
+  asm("" : "+v"(v.raw));
+#endif
+  return v;
+}
+
+// DotImpl's two accumulators for query r against key k: s<r><k>0 (even
+// vectors and the remainder vector) and s<r><k>1 (odd vectors). Plain
+// variables, not an array: scalable vectors cannot form arrays.
+#define DSV4_DOT_ACC(r) VF s##r##00 = z, s##r##01 = z, s##r##10 = z, s##r##11 = z
+// DotImpl's two-vector step at i for query r against keys 0 and 1.
+#define DSV4_DOT_STEP2(r)                         \
+  do {                                            \
+    if constexpr (MQ > r) {                       \
+      const VF a0 = LoadReused(d, qp##r + i);     \
+      const VF a1 = LoadReused(d, qp##r + i + N); \
+      s##r##00 = hn::MulAdd(a0, b00, s##r##00);   \
+      s##r##01 = hn::MulAdd(a1, b01, s##r##01);   \
+      if constexpr (MK > 1) {                     \
+        s##r##10 = hn::MulAdd(a0, b10, s##r##10); \
+        s##r##11 = hn::MulAdd(a1, b11, s##r##11); \
+      }                                           \
+    }                                             \
+  } while (0)
+// DotImpl's remainder vector at i, into the first accumulator.
+#define DSV4_DOT_STEP1(r)                                             \
+  do {                                                                \
+    if constexpr (MQ > r) {                                           \
+      const VF a0 = LoadReused(d, qp##r + i);                         \
+      s##r##00 = hn::MulAdd(a0, b00, s##r##00);                       \
+      if constexpr (MK > 1) s##r##10 = hn::MulAdd(a0, b10, s##r##10); \
+    }                                                                 \
+  } while (0)
+#define DSV4_DOT_FINISH(r)                                                            \
+  do {                                                                                \
+    if constexpr (MQ > r) {                                                           \
+      out[r * out_stride] = FinishDot(d, s##r##00, s##r##01, qp##r, kp0, i, n);       \
+      if constexpr (MK > 1) {                                                         \
+        out[r * out_stride + 1] = FinishDot(d, s##r##10, s##r##11, qp##r, kp1, i, n); \
+      }                                                                               \
+    }                                                                                 \
+  } while (0)
+
+// out[r · out_stride + k] = DotImpl(q + r · q_stride, keys[k], n) for MQ
+// queries r × MK keys k (MQ ≤ 4, MK ≤ 2), bit for bit: each product runs
+// DotImpl's own sequence (two accumulators over alternating vectors, the
+// remainder vector into the first, FinishDot), while every loaded vector
+// feeds MK or MQ of them.
+template <int MQ, int MK>
+HWY_INLINE void DotTile(DF d, const float* q, int64_t q_stride, const float* const* keys, int64_t n,
+                        float* out, int64_t out_stride) {
+  static_assert(MQ >= 1 && MQ <= 4 && MK >= 1 && MK <= 2);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF z = hn::Zero(d);
+  const float* qp0 = q;
+  const float* qp1 = q + (MQ > 1 ? q_stride : 0);
+  const float* qp2 = q + (MQ > 2 ? 2 * q_stride : 0);
+  const float* qp3 = q + (MQ > 3 ? 3 * q_stride : 0);
+  const float* kp0 = keys[0];
+  const float* kp1 = keys[MK - 1];
+  DSV4_DOT_ACC(0);
+  DSV4_DOT_ACC(1);
+  DSV4_DOT_ACC(2);
+  DSV4_DOT_ACC(3);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const VF b00 = hn::LoadU(d, kp0 + i), b01 = hn::LoadU(d, kp0 + i + N);
+    const VF b10 = MK > 1 ? hn::LoadU(d, kp1 + i) : z;
+    const VF b11 = MK > 1 ? hn::LoadU(d, kp1 + i + N) : z;
+    DSV4_DOT_STEP2(0);
+    DSV4_DOT_STEP2(1);
+    DSV4_DOT_STEP2(2);
+    DSV4_DOT_STEP2(3);
+  }
+  for (; i + N <= n; i += N) {
+    const VF b00 = hn::LoadU(d, kp0 + i);
+    const VF b10 = MK > 1 ? hn::LoadU(d, kp1 + i) : z;
+    DSV4_DOT_STEP1(0);
+    DSV4_DOT_STEP1(1);
+    DSV4_DOT_STEP1(2);
+    DSV4_DOT_STEP1(3);
+  }
+  DSV4_DOT_FINISH(0);
+  DSV4_DOT_FINISH(1);
+  DSV4_DOT_FINISH(2);
+  DSV4_DOT_FINISH(3);
+}
+#undef DSV4_DOT_ACC
+#undef DSV4_DOT_STEP2
+#undef DSV4_DOT_STEP1
+#undef DSV4_DOT_FINISH
+
+// DotTile for mq ≤ MQ queries.
+template <int MQ, int MK>
+HWY_INLINE void DotTileN(DF d, int64_t mq, const float* q, int64_t q_stride,
+                         const float* const* keys, int64_t n, float* out, int64_t out_stride) {
+  if constexpr (MQ > 1) {
+    if (mq < MQ) return DotTileN<MQ - 1, MK>(d, mq, q, q_stride, keys, n, out, out_stride);
+  }
+  DotTile<MQ, MK>(d, q, q_stride, keys, n, out, out_stride);
+}
+
+void DotManyImpl(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
+                 int64_t n_keys, int64_t n, float* out) {
+  const DF d;
+  for (int64_t k0 = 0; k0 < n_keys; k0 += kDotKeyChunk) {
+    const int64_t k1 = std::min(n_keys, k0 + kDotKeyChunk);
+    for (int64_t h = 0; h < n_q; h += kManyRows) {
+      const int64_t mq = std::min<int64_t>(kManyRows, n_q - h);
+      const float* qh = q + h * q_stride;
+      float* oh = out + h * n_keys;
+      int64_t k = k0;
+      for (; k + 2 <= k1; k += 2) {
+        DotTileN<kManyRows, 2>(d, mq, qh, q_stride, keys + k, n, oh + k, n_keys);
+      }
+      if (k < k1) DotTileN<kManyRows, 1>(d, mq, qh, q_stride, keys + k, n, oh + k, n_keys);
+    }
+  }
+}
+
+// Row r's accumulators: y vectors at j, j + N, j + 2N, j + 3N.
+#define DSV4_AXPY_ACC(r) VF c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
+#define DSV4_AXPY_LOAD(r)                                       \
+  do {                                                          \
+    if constexpr (MY > r) {                                     \
+      const float* yr = y + r * y_stride + j;                   \
+      c##r##0 = hn::LoadU(d, yr);                               \
+      if constexpr (MV > 1) c##r##1 = hn::LoadU(d, yr + N);     \
+      if constexpr (MV > 2) c##r##2 = hn::LoadU(d, yr + 2 * N); \
+      if constexpr (MV > 3) c##r##3 = hn::LoadU(d, yr + 3 * N); \
+    }                                                           \
+  } while (0)
+// AxpyImpl's MulAdd(alpha, x, y) of key i on row r.
+#define DSV4_AXPY_FMA(r)                                           \
+  do {                                                             \
+    if constexpr (MY > r) {                                        \
+      const VF va = hn::Set(d, alpha[r * n_keys + i]);             \
+      c##r##0 = hn::MulAdd(va, x0, c##r##0);                       \
+      if constexpr (MV > 1) c##r##1 = hn::MulAdd(va, x1, c##r##1); \
+      if constexpr (MV > 2) c##r##2 = hn::MulAdd(va, x2, c##r##2); \
+      if constexpr (MV > 3) c##r##3 = hn::MulAdd(va, x3, c##r##3); \
+    }                                                              \
+  } while (0)
+#define DSV4_AXPY_STORE(r)                                      \
+  do {                                                          \
+    if constexpr (MY > r) {                                     \
+      float* yr = y + r * y_stride + j;                         \
+      hn::StoreU(c##r##0, d, yr);                               \
+      if constexpr (MV > 1) hn::StoreU(c##r##1, d, yr + N);     \
+      if constexpr (MV > 2) hn::StoreU(c##r##2, d, yr + 2 * N); \
+      if constexpr (MV > 3) hn::StoreU(c##r##3, d, yr + 3 * N); \
+    }                                                           \
+  } while (0)
+
+// y[r · y_stride + j, + MV·N) += Σ_i alpha[r · n_keys + i] · x[i][j, + MV·N)
+// for MY rows r (MY ≤ 4, MV ≤ 4 vectors), the tile held in registers across
+// all keys, which run in order: each y value sees the MulAdds of n_keys
+// AxpyImpl calls, in their order, and each x vector is loaded once per tile.
+template <int MY, int MV>
+HWY_INLINE void AxpyTile(DF d, float* y, int64_t y_stride, const float* alpha,
+                         const float* const* x, int64_t n_keys, int64_t j) {
+  static_assert(MY >= 1 && MY <= 4 && MV >= 1 && MV <= 4);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF z = hn::Zero(d);
+  DSV4_AXPY_ACC(0);
+  DSV4_AXPY_ACC(1);
+  DSV4_AXPY_ACC(2);
+  DSV4_AXPY_ACC(3);
+  DSV4_AXPY_LOAD(0);
+  DSV4_AXPY_LOAD(1);
+  DSV4_AXPY_LOAD(2);
+  DSV4_AXPY_LOAD(3);
+  for (int64_t i = 0; i < n_keys; ++i) {
+    const float* xi = x[i] + j;
+    const VF x0 = hn::LoadU(d, xi);
+    const VF x1 = MV > 1 ? hn::LoadU(d, xi + N) : z;
+    const VF x2 = MV > 2 ? hn::LoadU(d, xi + 2 * N) : z;
+    const VF x3 = MV > 3 ? hn::LoadU(d, xi + 3 * N) : z;
+    DSV4_AXPY_FMA(0);
+    DSV4_AXPY_FMA(1);
+    DSV4_AXPY_FMA(2);
+    DSV4_AXPY_FMA(3);
+  }
+  DSV4_AXPY_STORE(0);
+  DSV4_AXPY_STORE(1);
+  DSV4_AXPY_STORE(2);
+  DSV4_AXPY_STORE(3);
+}
+#undef DSV4_AXPY_ACC
+#undef DSV4_AXPY_LOAD
+#undef DSV4_AXPY_FMA
+#undef DSV4_AXPY_STORE
+
+// AxpyTile for my ≤ MY rows.
+template <int MY, int MV>
+HWY_INLINE void AxpyTileN(DF d, int64_t my, float* y, int64_t y_stride, const float* alpha,
+                          const float* const* x, int64_t n_keys, int64_t j) {
+  if constexpr (MY > 1) {
+    if (my < MY) return AxpyTileN<MY - 1, MV>(d, my, y, y_stride, alpha, x, n_keys, j);
+  }
+  AxpyTile<MY, MV>(d, y, y_stride, alpha, x, n_keys, j);
+}
+
+void AxpyManyImpl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                  const float* const* x, int64_t n_keys, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  // Column tiles outermost: every row tile reads the same slice of the x
+  // rows, which stays in cache between them.
+  int64_t j = 0;
+  for (; j + 4 * N <= n; j += 4 * N) {
+    for (int64_t h = 0; h < n_y; h += kManyRows) {
+      AxpyTileN<kManyRows, 4>(d, std::min<int64_t>(kManyRows, n_y - h), y + h * y_stride, y_stride,
+                              alpha + h * n_keys, x, n_keys, j);
+    }
+  }
+  for (; j + N <= n; j += N) {
+    for (int64_t h = 0; h < n_y; h += kManyRows) {
+      AxpyTileN<kManyRows, 1>(d, std::min<int64_t>(kManyRows, n_y - h), y + h * y_stride, y_stride,
+                              alpha + h * n_keys, x, n_keys, j);
+    }
+  }
+  if (j == n) return;
+  for (int64_t h = 0; h < n_y; ++h) {
+    for (int64_t i = 0; i < n_keys; ++i) {
+      AxpyTail(y + h * y_stride, alpha[h * n_keys + i], x[i], j, n);
+    }
+  }
 }
 
 void RmsNormImpl(float* out, const float* x, const float* weight, int64_t n, float eps) {
@@ -262,6 +528,8 @@ namespace dsv4::ops::simd {
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(SumImpl);
 HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(DotManyImpl);
+HWY_EXPORT(AxpyManyImpl);
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
@@ -275,6 +543,14 @@ float Dot(const float* a, const float* b, int64_t n) {
 float Sum(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumImpl)(x, n); }
 void Axpy(float* y, float alpha, const float* x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AxpyImpl)(y, alpha, x, n);
+}
+void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
+             int64_t n_keys, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(DotManyImpl)(q, n_q, q_stride, keys, n_keys, n, out);
+}
+void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
+              int64_t n_keys, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(AxpyManyImpl)(y, n_y, y_stride, alpha, x, n_keys, n);
 }
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(out, x, weight, n, eps);
