@@ -189,9 +189,8 @@ TEST(BF16Dot, FoldedAndUnfoldedRowsMix) {
     Weight w = MakeWeight(dt, 300, 512, 41);
     for (int64_t r = 0; r < w.scale_rows; ++r) {
       // FP4: rows 3, 4 (a pair), 9 and every 7th from 40; FP8: block 1 of 3.
-      const bool out_of_range = dt == DType::kFp8E4m3
-                                    ? r == 1
-                                    : r == 3 || r == 4 || r == 9 || (r >= 40 && r % 7 == 0);
+      const bool out_of_range =
+          dt == DType::kFp8E4m3 ? r == 1 : r == 3 || r == 4 || r == 9 || (r >= 40 && r % 7 == 0);
       if (!out_of_range) continue;
       for (int64_t c = 0; c < w.scale_cols; ++c) {
         w.scale_bytes[r * w.scale_cols + c] = static_cast<uint8_t>(r % 2 == 0 ? 87 : 167);

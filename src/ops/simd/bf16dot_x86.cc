@@ -460,7 +460,7 @@ DSV4_BF16DOT_TARGET inline void FoldFp4(const uint8_t* e4, __m512i w[4]) {
   std::memcpy(&u, e4, 4);
   const __m512i lane_byte = _mm512_load_si512(GetTables().fp4_lane_byte);
   const __m512i words = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, lane_byte,
-                                                       _mm512_set1_epi32(static_cast<int>(u)));
+                                                      _mm512_set1_epi32(static_cast<int>(u)));
   const __m512i off = _mm512_slli_epi16(_mm512_sub_epi16(words, _mm512_set1_epi16(127)), 7);
   const __m512i mag = _mm512_set1_epi16(0x7fff);
   for (int v = 0; v < 4; ++v) {
@@ -561,8 +561,8 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
       const int64_t n = n0 + std::min<int64_t>(r, rows_here - 1);
       const uint8_t* row = base + n * row_bytes;
       const uint8_t* e = can_fold ? ScaleBytes<F>(a.scale, n) : nullptr;
-      folded[r] = can_fold && BytesInRange(e, F == Format::kFp8 ? groups : 4 * groups,
-                                           kFoldMinE, kFoldMaxE);
+      folded[r] = can_fold &&
+                  BytesInRange(e, F == Format::kFp8 ? groups : 4 * groups, kFoldMinE, kFoldMaxE);
       if (folded[r] && F == Format::kFp8 && ScaleKey<F>(n) != ftab_key) {
         for (int64_t g = 0; g < groups; ++g) FoldedFp8Tables(e[g], ts.ftab + 4 * g);
         ftab_key = ScaleKey<F>(n);
@@ -570,8 +570,7 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
       if (!folded[r]) RowScales(F, a.scale, n, groups, ts.sf);
       for (int64_t g = 0; g < groups; ++g) {
         const __m512 one = _mm512_set1_ps(1.0f);
-        _mm512_store_ps(ts.sv + (r * groups + g) * 16,
-                        folded[r] ? one : ScaleVector<F>(ts.sf, g));
+        _mm512_store_ps(ts.sv + (r * groups + g) * 16, folded[r] ? one : ScaleVector<F>(ts.sf, g));
         __m512i w[4];
         if constexpr (F == Format::kFp8) {
           Decode<F>(row + g * kGroupBytes<F>, folded[r] ? ts.ftab + 4 * g : tab, w);
@@ -660,13 +659,13 @@ bool TryMatMul(const MatMulArgs& a) {
       const int64_t sf_floats = (groups * 4 + 15) / 16 * 16, ftab_floats = groups * 4 * 16;
       const int64_t acc_floats = bf16dot::kTileTokens * kPanelRows * 16;
       float* f = Grow(s.s, sv_floats + sf_floats + ftab_floats + acc_floats);
-      Tiles<F>(b, xb,
-               TileScratch{.w = Grow(s.w, kPanelRows * k_size),
-                           .sv = f,
-                           .sf = f + sv_floats,
-                           .acc = f + sv_floats + sf_floats,
-                           .ftab = reinterpret_cast<__m512i*>(f + sv_floats + sf_floats +
-                                                              acc_floats)});
+      Tiles<F>(
+          b, xb,
+          TileScratch{.w = Grow(s.w, kPanelRows * k_size),
+                      .sv = f,
+                      .sf = f + sv_floats,
+                      .acc = f + sv_floats + sf_floats,
+                      .ftab = reinterpret_cast<__m512i*>(f + sv_floats + sf_floats + acc_floats)});
     }
   }
   return true;
