@@ -61,9 +61,20 @@ simd::MatMulArgs Args(float* out, int64_t out_stride, const float* x, const Tens
 }
 
 // Runs `fn` over all rows of w, split across the pool; out rows are N apart.
+// A matrix with too few rows for one grain per thread (DeepSeek-V4's
+// indexer weights_proj, mHC's mixers) splits its tokens instead, when there
+// are enough: every kernel computes a token's outputs the same way whatever
+// tokens share its call, so the results do not change.
 void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, const TensorView& w,
               const TensorView& scale, int64_t n_tokens) {
-  const int64_t n_out = w.sizes[0];
+  const int64_t n_out = w.sizes[0], k_size = w.sizes[1];
+  const int64_t threads = pool.size(), grain = RowGrain(k_size * n_tokens);
+  if (threads > 1 && n_out < threads * grain && n_tokens >= 4 * threads) {
+    pool.ParallelFor(n_tokens, [&](int64_t begin, int64_t end, int) {
+      fn(Args(out + begin * n_out, n_out, x + begin * k_size, w, scale, end - begin, 0, n_out));
+    });
+    return;
+  }
   pool.ParallelFor(
       n_out,
       [&](int64_t begin, int64_t end, int) {

@@ -274,27 +274,31 @@ TEST(SimdMatMul, RowRangesAndOutputStride) {
   });
 }
 
-// The pooled entry points split rows across threads and agree with the
-// single-call kernels exactly (each row is computed by the same code).
+// The pooled entry points split rows across threads (or, for a matrix with
+// fewer rows than threads × 32 and at least 4 tokens per thread, tokens) and
+// agree with the single-call kernels exactly (each output is computed by the
+// same code).
 TEST(SimdMatMul, PooledEntryPointsMatchRowKernels) {
   ThreadPool pool(3);
-  for (DType dt : {DType::kF32, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
-    const int64_t n = 517, k = 256;
-    const Weight w = MakeWeight(dt, n, k, 11);
-    const auto x = RandomFloats(5 * k, 4);
-    for (int64_t t : {1, 5}) {
-      std::vector<float> pooled(t * n), rows(t * n), want(t * n);
-      if (dt == DType::kFp8E4m3) {
-        ops::MatMulFp8Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
-      } else if (dt == DType::kFp4E2m1) {
-        ops::MatMulFp4Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
-      } else {
-        ops::MatMul(pool, pooled.data(), x.data(), w.view(), t);
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
+    for (int64_t n : {int64_t{517}, int64_t{20}}) {
+      const int64_t k = 256;
+      const Weight w = MakeWeight(dt, n, k, 11);
+      const auto x = RandomFloats(40 * k, 4);
+      for (int64_t t : {1, 5, 12, 40}) {
+        std::vector<float> pooled(t * n), rows(t * n), want(t * n);
+        if (dt == DType::kFp8E4m3) {
+          ops::MatMulFp8Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+        } else if (dt == DType::kFp4E2m1) {
+          ops::MatMulFp4Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+        } else {
+          ops::MatMul(pool, pooled.data(), x.data(), w.view(), t);
+        }
+        SimdRows(w, rows.data(), n, x.data(), t, 0, n);
+        RefRows(w, want.data(), n, x.data(), t, 0, n);
+        EXPECT_EQ(std::memcmp(pooled.data(), rows.data(), rows.size() * 4), 0) << Describe(w, t);
+        ExpectMatMulClose(pooled, want, Describe(w, t));
       }
-      SimdRows(w, rows.data(), n, x.data(), t, 0, n);
-      RefRows(w, want.data(), n, x.data(), t, 0, n);
-      EXPECT_EQ(std::memcmp(pooled.data(), rows.data(), rows.size() * 4), 0) << DTypeName(dt);
-      ExpectMatMulClose(pooled, want, Describe(w, t));
     }
   }
 }

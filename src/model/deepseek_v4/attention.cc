@@ -201,24 +201,23 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   float* q = s.q.data() + row0 * H * A;      // [T, H, A]
   float* kv = s.kv.data() + row0 * A;        // [T, A]
 
-  // Per-head unweighted RMS norm of q, then RoPE on the trailing R dims.
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      float* qh = q + (t * H + h) * A;
-      RmsNorm(qh, qh, nullptr, A, eps);
-      rope.Rotate(qh + nope, pos0 + t, /*inverse=*/false);
+  // Per-head unweighted RMS norm of q, then RoPE on the trailing R dims;
+  // kv = kv_norm(wkv · x), RoPE on the last R. Token by token on the pool.
+  pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        float* qh = q + (t * H + h) * A;
+        RmsNorm(qh, qh, nullptr, A, eps);
+        rope.Rotate(qh + nope, pos0 + t, /*inverse=*/false);
+      }
+      float* kvt = kv + t * A;
+      RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);
+      rope.Rotate(kvt + nope, pos0 + t, /*inverse=*/false);
+      // QAT: FP8-simulate the nope dims in blocks of 64; rope dims stay exact (§4.1).
+      if (opts.kv_quant) ops::QuantizeDequantizeFp8(kvt, nope, 64);
     }
-  }
+  });
   trace("attn.q", layer, q, {T, H, A});
-
-  // kv = kv_norm(wkv · x), RoPE on the last R.
-  for (int64_t t = 0; t < T; ++t) {
-    float* kvt = kv + t * A;
-    RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);
-    rope.Rotate(kvt + nope, pos0 + t, /*inverse=*/false);
-    // QAT: FP8-simulate the nope dims in blocks of 64; rope dims stay exact (§4.1).
-    if (opts.kv_quant) ops::QuantizeDequantizeFp8(kvt, nope, 64);
-  }
   trace("attn.kv", layer, kv, {T, A});
   // ---- Compressed keys (§4.4, §4.5): entries completed by these tokens come first ----
   const int64_t r = plan.compress_ratio;

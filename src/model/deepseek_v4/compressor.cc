@@ -67,73 +67,92 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
   // k = wkv · x, g = wgate · x, both fp32 (the reference upcasts x and the weights).
   ops::MatMul(pool, s.kv.data(), x, w.wkv, T);       // [T, c·Wd]
   ops::MatMul(pool, s.score.data(), x, w.wgate, T);  // [T, c·Wd]
-
-  if (static_cast<int64_t>(s.slots.size()) < 2 * r) s.slots.resize(2 * r);
-  if (static_cast<int64_t>(s.entry.size()) < Wd) s.entry.resize(Wd);
-  float* slot_score = s.slots.data();  // [2r]
-  float* entry = s.entry.data();       // [Wd]
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t p = pos0 + t;
-    const float* kt = s.kv.data() + t * CW;
-    const float* gt = s.score.data() + t * CW;
-    const float* ape = w.ape.data() + (p % r) * CW;
-    float* row = st.rows.Append(p);  // [k | g + ape]
-    for (int64_t i = 0; i < CW; ++i) {
-      row[i] = kt[i];
-      row[CW + i] = gt[i] + ape[i];
+  // Row of position p: [k | g + ape[p mod r]]; this call's rows stay in the
+  // scratch until the windows are pooled, earlier ones are in st.rows.
+  pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* gt = s.score.data() + t * CW;
+      const float* ape = w.ape.data() + ((pos0 + t) % r) * CW;
+      for (int64_t i = 0; i < CW; ++i) gt[i] += ape[i];
     }
-    if ((p + 1) % r != 0) continue;
+  });
+  const auto row_k = [&](int64_t p) {
+    return p >= pos0 ? s.kv.data() + (p - pos0) * CW : st.row_k(p);
+  };
+  const auto row_g = [&](int64_t p) {
+    return p >= pos0 ? s.score.data() + (p - pos0) * CW : st.row_g(p);
+  };
 
-    // ---- Pool window i = p div r, per channel (spec §4.4) ----
-    // CSA slots: the previous window's first halves [0, Wd) (value 0, gate −inf
-    // before window 0), then this window's second halves [Wd, 2·Wd); HCA: this
-    // window's r rows.
-    const int64_t first = p + 1 - r;  // the window's first position
-    const bool has_prev = overlap && first >= r;
-    const int64_t n_slots = overlap ? 2 * r : r;
-    for (int64_t d = 0; d < Wd; ++d) {
-      for (int64_t j = 0; j < n_slots; ++j) {
-        if (!overlap) {
-          slot_score[j] = st.row_g(first + j)[d];
-        } else if (j < r) {
-          slot_score[j] = has_prev ? st.row_g(first - r + j)[d] : -INFINITY;
-        } else {
-          slot_score[j] = st.row_g(first + j - r)[Wd + d];
-        }
-      }
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, slot_score[j]);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < n_slots; ++j) {
-        slot_score[j] = std::exp(slot_score[j] - mx);
-        sum += slot_score[j];
-      }
-      float acc = 0.0f;
-      for (int64_t j = 0; j < n_slots; ++j) {
-        float value;
-        if (!overlap) {
-          value = st.row_k(first + j)[d];
-        } else if (j < r) {
-          value = has_prev ? st.row_k(first - r + j)[d] : 0.0f;
-        } else {
-          value = st.row_k(first + j - r)[Wd + d];
-        }
-        acc += value * (slot_score[j] / sum);
-      }
-      entry[d] = acc;
-    }
-
-    // ---- Post-process: norm, RoPE at the window's first position, QAT sims ----
-    RmsNorm(entry, entry, w.norm.data(), Wd, eps);
-    rope.Rotate(entry + Wd - rope_dim, p + 1 - r, /*inverse=*/false);
-    if (kind == CompressorKind::kMain) {
-      if (opts.kv_quant) ops::QuantizeDequantizeFp8(entry, Wd - rope_dim, 64);
-    } else {
-      HadamardRotate(entry, Wd);
-      if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(entry, Wd, 32);
-    }
-    st.entries.insert(st.entries.end(), entry, entry + Wd);
+  // Windows i0 .. i1 − 1 end in this call (window i: tokens [i·r, (i+1)·r)).
+  const int64_t i0 = (pos0 + r) / r - 1, i1 = (pos0 + T) / r;
+  CHECK(i0 == st.n_entries(), "compressor at position %lld holds %lld entries",
+        static_cast<long long>(pos0), static_cast<long long>(st.n_entries()));
+  const int64_t n_slots = overlap ? 2 * r : r;
+  if (static_cast<int64_t>(s.slots.size()) < pool.size() * n_slots) {
+    s.slots.resize(pool.size() * n_slots);
   }
+  if (static_cast<int64_t>(s.entry.size()) < (i1 - i0) * Wd) s.entry.resize((i1 - i0) * Wd);
+  pool.ParallelFor(i1 - i0, [&](int64_t b, int64_t e, int thread) {
+    float* slot_score = s.slots.data() + thread * n_slots;  // [n_slots]
+    for (int64_t i = i0 + b; i < i0 + e; ++i) {
+      float* entry = s.entry.data() + (i - i0) * Wd;  // [Wd]
+      // ---- Pool window i per channel (spec §4.4) ----
+      // CSA slots: the previous window's first halves [0, Wd) (value 0, gate
+      // −inf before window 0), then this window's second halves [Wd, 2·Wd);
+      // HCA: this window's r rows.
+      const int64_t first = i * r;  // the window's first position
+      const bool has_prev = overlap && first >= r;
+      for (int64_t d = 0; d < Wd; ++d) {
+        for (int64_t j = 0; j < n_slots; ++j) {
+          if (!overlap) {
+            slot_score[j] = row_g(first + j)[d];
+          } else if (j < r) {
+            slot_score[j] = has_prev ? row_g(first - r + j)[d] : -INFINITY;
+          } else {
+            slot_score[j] = row_g(first + j - r)[Wd + d];
+          }
+        }
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, slot_score[j]);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n_slots; ++j) {
+          slot_score[j] = std::exp(slot_score[j] - mx);
+          sum += slot_score[j];
+        }
+        float acc = 0.0f;
+        for (int64_t j = 0; j < n_slots; ++j) {
+          float value;
+          if (!overlap) {
+            value = row_k(first + j)[d];
+          } else if (j < r) {
+            value = has_prev ? row_k(first - r + j)[d] : 0.0f;
+          } else {
+            value = row_k(first + j - r)[Wd + d];
+          }
+          acc += value * (slot_score[j] / sum);
+        }
+        entry[d] = acc;
+      }
+
+      // ---- Post-process: norm, RoPE at the window's first position, QAT sims ----
+      RmsNorm(entry, entry, w.norm.data(), Wd, eps);
+      rope.Rotate(entry + Wd - rope_dim, first, /*inverse=*/false);
+      if (kind == CompressorKind::kMain) {
+        if (opts.kv_quant) ops::QuantizeDequantizeFp8(entry, Wd - rope_dim, 64);
+      } else {
+        HadamardRotate(entry, Wd);
+        if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(entry, Wd, 32);
+      }
+    }
+  });
+
+  // The rows and entries join the state in order.
+  for (int64_t t = 0; t < T; ++t) {
+    float* row = st.rows.Append(pos0 + t);
+    std::copy_n(s.kv.data() + t * CW, CW, row);
+    std::copy_n(s.score.data() + t * CW, CW, row + CW);
+  }
+  st.entries.insert(st.entries.end(), s.entry.data(), s.entry.data() + (i1 - i0) * Wd);
 }
 
 }  // namespace dsv4::deepseek_v4

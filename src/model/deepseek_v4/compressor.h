@@ -66,8 +66,8 @@ struct CompressorState {
 struct CompressorScratch {
   std::vector<float> kv;     // [T, c·Wd]
   std::vector<float> score;  // [T, c·Wd]
-  std::vector<float> slots;  // [2r] one channel's pooling weights
-  std::vector<float> entry;  // [Wd] the entry being built
+  std::vector<float> slots;  // [threads, 2r] one channel's pooling weights per thread
+  std::vector<float> entry;  // [windows, Wd] the entries this call completes
 };
 
 // Feeds T tokens at positions pos0 .. pos0+T−1 (x: [T, D], the attention

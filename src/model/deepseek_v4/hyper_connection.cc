@@ -1,6 +1,7 @@
 // mHC coefficient computation, collapse, expansion and head (see hyper_connection.h).
 #include "model/deepseek_v4/hyper_connection.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/matmul.h"
@@ -98,12 +99,17 @@ void HcExpand(const HcParams& p, float* x, const float* y, const float* post, co
     const float* yt = y + t * D;         // [D] sublayer output
     const float* cb = comb + t * C * C;  // [C(src j), C(dst k)]
     for (int64_t k = 0; k < C; ++k) {
+      // out[d] = post_k · y[d] + Σ_j comb[j, k] · x_j[d], the sum from 0 in
+      // order of j; d innermost so that the loops vectorise.
       float* out = scratch + k * D;
-      for (int64_t d = 0; d < D; ++d) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < C; ++j) acc += cb[j * C + k] * xt[j * D + d];
-        out[d] = post[t * C + k] * yt[d] + acc;
+      std::fill_n(out, D, 0.0f);
+      for (int64_t j = 0; j < C; ++j) {
+        const float c = cb[j * C + k];
+        const float* xj = xt + j * D;
+        for (int64_t d = 0; d < D; ++d) out[d] += c * xj[d];
       }
+      const float pk = post[t * C + k];
+      for (int64_t d = 0; d < D; ++d) out[d] = pk * yt[d] + out[d];
     }
     std::copy_n(scratch, C * D, xt);
   }

@@ -63,14 +63,16 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   if (static_cast<int64_t>(s.q.size()) < T * IH * ID) s.q.resize(T * IH * ID);
   float* q = s.q.data();
   Linear(pool, q, LinearInput(pool, qr, T, w.wq_b, opts, s.act), w.wq_b, T);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < IH; ++h) {
-      float* qh = q + (t * IH + h) * ID;
-      rope.Rotate(qh + ID - R, pos0 + t, /*inverse=*/false);
-      HadamardRotate(qh, ID);
-      if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(qh, ID, 32);
+  pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      for (int64_t h = 0; h < IH; ++h) {
+        float* qh = q + (t * IH + h) * ID;
+        rope.Rotate(qh + ID - R, pos0 + t, /*inverse=*/false);
+        HadamardRotate(qh, ID);
+        if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(qh, ID, 32);
+      }
     }
-  }
+  });
 
   // ---- Head weights: w = weights_proj · x · ID^−½ · IH^−½ ----
   if (static_cast<int64_t>(s.head_weight.size()) < T * IH) s.head_weight.resize(T * IH);
