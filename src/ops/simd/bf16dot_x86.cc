@@ -67,9 +67,10 @@ inline constexpr int64_t kPrefetchBytes = 9 * 1024;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
 // decode into scratch would cost more than it saves). Tuned on Zen 5 by
-// editing it and running `matmul_bench 1 16 5 fp4_e2m1 2048 prefill:T:1024`:
-// T = 8 decode path 156 vs tiles 133 GFLOP/s; T = 12: 151 vs 211.
-inline constexpr int64_t kMinTileTokens = 10;
+// editing it and running `matmul_bench 1 16 5 FORMAT 2048 prefill:T:1024`
+// (GFLOP/s, decode path vs tiles): T = 4 FP4 160 vs 119, FP8 110 vs 115;
+// T = 6 FP4 158 vs 162, FP8 106 vs 153; T = 8 FP4 127 vs 172, FP8 115 vs 169.
+inline constexpr int64_t kMinTileTokens = 6;
 // Scratch for one block of x as bf16 (per thread); longer calls go block by block.
 inline constexpr int64_t kXBlockBytes = int64_t{4} << 20;
 
