@@ -1,5 +1,7 @@
 // MappedFile: a whole file mapped read-only into memory. Weights are views into
-// such a mapping, so a model's pages are read from disk only when touched.
+// such a mapping, so a model's pages are read from disk only when touched —
+// in 2 MiB units where the kernel supports huge pages for the file's page
+// cache (MADV_HUGEPAGE; DSV4_THP=0 turns that off).
 #ifndef DSV4_BASE_MAPPED_FILE_H_
 #define DSV4_BASE_MAPPED_FILE_H_
 
