@@ -493,7 +493,8 @@ class LinePrefetch {
       : p_(p), lines_(lines), steps_(std::max<int64_t>(steps, 1)) {}
   void Step() {
     const int64_t upto = lines_ * ++step_ / steps_;
-    for (; done_ < upto; ++done_) _mm_prefetch(reinterpret_cast<const char*>(p_ + 64 * done_), _MM_HINT_T1);
+    for (; done_ < upto; ++done_)
+      _mm_prefetch(reinterpret_cast<const char*>(p_ + 64 * done_), _MM_HINT_T1);
   }
 
  private:
@@ -604,8 +605,9 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
     // (its decode above would otherwise wait on memory: 16% of the FP4 tile
     // time in a 512-token prefill), a share per micro-tile.
     const int64_t next_rows = std::clamp<int64_t>(a.row_end - n0 - kPanelRows, 0, kPanelRows);
-    LinePrefetch next{base + (n0 + kPanelRows) * row_bytes, (next_rows * row_bytes + 63) / 64,
-                      (a.n_tokens + kMT - 1) / kMT * ((groups + kKcGroups - 1) / kKcGroups) * pairs};
+    LinePrefetch next{
+        base + (n0 + kPanelRows) * row_bytes, (next_rows * row_bytes + 63) / 64,
+        (a.n_tokens + kMT - 1) / kMT * ((groups + kKcGroups - 1) / kKcGroups) * pairs};
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMT) {
       const int mt = static_cast<int>(std::min<int64_t>(kMT, a.n_tokens - t0));
       for (int64_t g0 = 0; g0 < groups; g0 += kKcGroups) {
