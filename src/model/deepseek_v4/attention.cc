@@ -325,9 +325,15 @@ void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const Attentio
   float* og = s.o_group.data();  // [G, T, (H/G)·A]
   float* z = s.z.data();         // [T, G·O]
   s.o_jobs.clear();
+  pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      for (int64_t g = 0; g < G; ++g) {
+        std::copy_n(o + (t * H + g * HG) * A, HG * A, og + (g * T + t) * HG * A);
+      }
+    }
+  });
   for (int64_t g = 0; g < G; ++g) {
     float* x = og + g * T * HG * A;
-    for (int64_t t = 0; t < T; ++t) std::copy_n(o + (t * H + g * HG) * A, HG * A, x + t * HG * A);
     s.o_jobs.push_back(LinearJob{.w = &w.wo_a,
                                  .x = x,
                                  .out = z + g * O,

@@ -99,6 +99,7 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   active.resize(E);
   first.resize(E);
   count.resize(E);
+  cursor.resize(E);
   jobs.reserve(2 * (E + 1));
   job_rows.reserve(2 * (E + 1) + 1);
 }
@@ -192,28 +193,34 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
   // owns rows [first[i], first[i] + count[i]) of xe/gate/up/down), then the
   // shared expert's T rows after them. Every expert then runs as part of three
   // pooled steps (w1 and w3 for all, SwiGLU, w2 for all), one fork-join each.
+  // A counting sort: picks per expert, then each pick's row (in order of
+  // token, then pick), then the inputs copied on the pool.
   const int64_t F = c.moe_intermediate_size;
+  std::fill_n(s.cursor.data(), E, 0);
+  for (int64_t i = 0; i < T * k; ++i) ++s.cursor[r.experts[i]];
   int64_t n_active = 0, n_rows = 0;
   for (int64_t e = 0; e < E; ++e) {
-    const int64_t first = n_rows;
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t j = 0; j < k; ++j) {
-        if (r.experts[t * k + j] != e) continue;
-        s.rows[n_rows] = static_cast<int32_t>(t);
-        s.row_weight[n_rows] = r.weights[t * k + j];
-        std::copy_n(x + t * D, D, s.xe.data() + n_rows * D);
-        ++n_rows;
-      }
-    }
-    if (n_rows > first) {
-      s.active[n_active] = static_cast<int32_t>(e);
-      s.first[n_active] = first;
-      s.count[n_active] = n_rows - first;
-      ++n_active;
-    }
+    const int64_t picks = s.cursor[e];
+    s.cursor[e] = n_rows;
+    if (picks == 0) continue;
+    s.active[n_active] = static_cast<int32_t>(e);
+    s.first[n_active] = n_rows;
+    s.count[n_active] = picks;
+    ++n_active;
+    n_rows += picks;
   }
-  std::copy_n(x, T * D, s.xe.data() + n_rows * D);  // the shared expert's rows
+  for (int64_t i = 0; i < T * k; ++i) {
+    const int64_t row = s.cursor[r.experts[i]]++;
+    s.rows[row] = static_cast<int32_t>(i / k);
+    s.row_weight[row] = r.weights[i];
+  }
   const int64_t n_all = n_rows + T;
+  pool.ParallelFor(n_all, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {  // rows from n_rows on: the shared expert's
+      const int64_t t = i < n_rows ? s.rows[i] : i - n_rows;
+      std::copy_n(x + t * D, D, s.xe.data() + i * D);
+    }
+  });
   const auto weights_of = [&](int64_t i) -> const ExpertWeights& {
     return i < n_active ? w.experts[s.active[i]] : w.shared;
   };

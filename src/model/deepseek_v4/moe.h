@@ -52,6 +52,7 @@ struct MoeScratch {
   std::vector<int32_t> active;    // [E] experts with picks this step, ascending
   std::vector<int64_t> first;     // [E] their first gathered row
   std::vector<int64_t> count;     // [E] their rows
+  std::vector<int64_t> cursor;    // [E] by expert id: picks, then the next row to fill
   std::vector<LinearJob> jobs;    // [2·(E + 1)] one pooled step's products
   std::vector<int64_t> job_rows;  // LinearMany's row offsets
 };
