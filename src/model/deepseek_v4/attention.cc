@@ -244,69 +244,73 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   // ---- Attention with a per-head sink over window ∪ compressed keys (§4.6) ----
   // Window keys of position p: positions max(0, p − W + 1) .. p; those before
   // pos0 come from the ring, the rest from this call's kv. (Token, head)
-  // pairs run in parallel — whole tokens per chunk in prefill, heads in
+  // pairs run in parallel — whole tokens in prefill, heads in
   // decode — each thread with its own key list and scores. A chunk's heads
   // of one token share that token's keys (MQA), so they run as one block:
   // one DotMany for their scores, one AxpyMany for their outputs, each
   // bit for bit the per-head Dot and Axpy calls.
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(A));
   float* o = s.o.data() + row0 * H * A;  // [T, H, A]
-  const int64_t pair_grain = T >= n_threads ? H : 1;
-  pool.ParallelFor(
-      T * H,
-      [&](int64_t i_begin, int64_t i_end, int thread) {
-        float* scores = s.scores.data() + thread * H * max_keys;  // [heads of a block, n_keys]
-        const float** keys = s.keys.data() + thread * max_keys;
-        for (int64_t item = i_begin; item < i_end;) {
-          // The block: heads h0 .. h1 − 1 of token t.
-          const int64_t t = item / H, h0 = item % H;
-          const int64_t h1 = std::min(H, h0 + (i_end - item));
-          item += h1 - h0;
-          const int64_t p = pos0 + t;
-          int64_t n_keys = 0;
-          for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
-            keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
+  const auto run_items = [&](int64_t i_begin, int64_t i_end, int thread) {
+    float* scores = s.scores.data() + thread * H * max_keys;  // [heads of a block, n_keys]
+    const float** keys = s.keys.data() + thread * max_keys;
+    for (int64_t item = i_begin; item < i_end;) {
+      // The block: heads h0 .. h1 − 1 of token t.
+      const int64_t t = item / H, h0 = item % H;
+      const int64_t h1 = std::min(H, h0 + (i_end - item));
+      item += h1 - h0;
+      const int64_t p = pos0 + t;
+      int64_t n_keys = 0;
+      for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+        keys[n_keys++] = j < pos0 ? state.ring.Row(j) : kv + (j - pos0) * A;
+      }
+      if (r > 0) {
+        const int64_t n_visible = (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
+        if (plan.has_indexer) {
+          for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = s.top[t * k + j];
+            if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
           }
-          if (r > 0) {
-            const int64_t n_visible =
-                (p + 1) / r;  // entry i is complete once token (i+1)·r − 1 is in
-            if (plan.has_indexer) {
-              for (int64_t j = 0; j < k; ++j) {
-                const int32_t e = s.top[t * k + j];
-                if (e >= 0) keys[n_keys++] = state.compressed.entry(e);
-              }
-            } else {
-              for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
-            }
-          }
-          ops::DotMany(q + (t * H + h0) * A, h1 - h0, A, keys, n_keys, A, scores);
-          // Per head: softmax weights in place, scores -> alpha = p_i / denom.
-          for (int64_t h = h0; h < h1; ++h) {
-            float* sh = scores + (h - h0) * n_keys;
-            float mx = -INFINITY;
-            for (int64_t i = 0; i < n_keys; ++i) {
-              sh[i] *= softmax_scale;
-              mx = std::max(mx, sh[i]);
-            }
-            // The sink only adds to the denominator; the max is over the real logits.
-            float sum = 0.0f;
-            for (int64_t i = 0; i < n_keys; ++i) {
-              sh[i] = std::exp(sh[i] - mx);
-              sum += sh[i];
-            }
-            const float denom = sum + std::exp(w.attn_sink[h] - mx);
-            for (int64_t i = 0; i < n_keys; ++i) sh[i] /= denom;
-          }
-          float* ob = o + (t * H + h0) * A;  // [h1 − h0, A]
-          std::fill_n(ob, (h1 - h0) * A, 0.0f);
-          ops::AxpyMany(ob, h1 - h0, A, scores, keys, n_keys, A);
-          // V = K carries rotated dims: undo the rotation at the query position (§4.2).
-          for (int64_t h = h0; h < h1; ++h) {
-            rope.Rotate(ob + (h - h0) * A + nope, p, /*inverse=*/true);
-          }
+        } else {
+          for (int64_t e = 0; e < n_visible; ++e) keys[n_keys++] = state.compressed.entry(e);
         }
-      },
-      pair_grain);
+      }
+      ops::DotMany(q + (t * H + h0) * A, h1 - h0, A, keys, n_keys, A, scores);
+      // Per head: softmax weights in place, scores -> alpha = p_i / denom.
+      for (int64_t h = h0; h < h1; ++h) {
+        float* sh = scores + (h - h0) * n_keys;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < n_keys; ++i) {
+          sh[i] *= softmax_scale;
+          mx = std::max(mx, sh[i]);
+        }
+        // The sink only adds to the denominator; the max is over the real logits.
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n_keys; ++i) {
+          sh[i] = std::exp(sh[i] - mx);
+          sum += sh[i];
+        }
+        const float denom = sum + std::exp(w.attn_sink[h] - mx);
+        for (int64_t i = 0; i < n_keys; ++i) sh[i] /= denom;
+      }
+      float* ob = o + (t * H + h0) * A;  // [h1 − h0, A]
+      std::fill_n(ob, (h1 - h0) * A, 0.0f);
+      ops::AxpyMany(ob, h1 - h0, A, scores, keys, n_keys, A);
+      // V = K carries rotated dims: undo the rotation at the query position (§4.2).
+      for (int64_t h = h0; h < h1; ++h) {
+        rope.Rotate(ob + (h - h0) * A + nope, p, /*inverse=*/true);
+      }
+    }
+  };
+  if (T >= n_threads) {
+    // Later tokens see more keys, so thread i takes tokens i, i + n, … (not a
+    // contiguous run, which would leave the first threads idle).
+    pool.ParallelFor(n_threads, [&](int64_t, int64_t, int thread) {
+      for (int64_t t = thread; t < T; t += n_threads) run_items(t * H, (t + 1) * H, thread);
+    });
+  } else {
+    pool.ParallelFor(T * H, run_items);
+  }
   trace("attn.o", layer, o, {T, H, A});
   // The window now ends at pos0 + T − 1 (rows kept by position, cache.h).
   for (int64_t t = 0; t < T; ++t) std::copy_n(kv + t * A, A, state.ring.Append(pos0 + t));
