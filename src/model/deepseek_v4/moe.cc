@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -258,17 +259,17 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
       [&](int64_t r0, int64_t r1, int) {
         for (int64_t row = r0; row < r1; ++row) {
           float* g = s.gate.data() + row * F;
-          const float* u = s.up.data() + row * F;
-          const float rw = row < n_rows ? s.row_weight[row] : 1.0f;
-          for (int64_t f = 0; f < F; ++f) {
-            float gv = g[f], uv = u[f];
-            if (limit > 0.0f) {
-              uv = std::clamp(uv, -limit, limit);
-              gv = std::min(gv, limit);
+          float* u = s.up.data() + row * F;
+          if (limit > 0.0f) {
+            for (int64_t f = 0; f < F; ++f) {
+              g[f] = std::min(g[f], limit);
+              u[f] = std::clamp(u[f], -limit, limit);
             }
-            float h = ops::ref::Silu(gv) * uv;
-            if (row < n_rows) h *= rw;
-            g[f] = h;
+          }
+          ops::SwiGlu(g, g, u, F);  // silu(g) · u (SIMD exp)
+          if (row < n_rows) {
+            const float rw = s.row_weight[row];
+            for (int64_t f = 0; f < F; ++f) g[f] *= rw;
           }
         }
       },
