@@ -427,9 +427,12 @@ inline constexpr int64_t kPrefetchInputs = 512;
 // Inputs per prefetch chunk of a dense format (a multiple of every step).
 inline constexpr int64_t kDenseChunk = 256;
 
+// next: the first of the next four rows (next_bytes of them), fetched along
+// the way; nullptr for none.
 template <class Fmt>
 HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scales[4],
-                     const float* x, int64_t k_size, float out[4]) {
+                     const float* x, int64_t k_size, float out[4], const uint8_t* next,
+                     int64_t next_bytes) {
   const int64_t step = StepOf(d, kTwo<Fmt>);
   const int64_t k_vec = k_size / step * step;
   // Dense formats walk K in chunks too, so that the prefetch runs ahead of them.
@@ -457,6 +460,16 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
         __builtin_prefetch(p1 + ahead + off);
         __builtin_prefetch(p2 + ahead + off);
         __builtin_prefetch(p3 + ahead + off);
+      }
+      // The row-ahead fetches stop at each row's end, so the next four rows
+      // would start cold: fetch them along too, as one sequential stream at
+      // the same pace (non-temporal). bf16 on 2 threads 41 → 47 GB/s, FP8
+      // 35 → 48 (`matmul_bench 2 256 3 FORMAT 2048 decode`, Zen 5).
+      if (next != nullptr) {
+        const int64_t b0 = 4 * static_cast<int64_t>(here - reinterpret_cast<uintptr_t>(rows[0]));
+        for (int64_t off = b0; off < std::min(next_bytes, b0 + 4 * bytes); off += 64) {
+          __builtin_prefetch(next + off, 0, 0);
+        }
       }
     }
     if constexpr (std::is_same_v<Fmt, Fp8Fmt>) {
@@ -537,9 +550,13 @@ void MatVecRows(const MatMulArgs& a) {
         scales[r] = scales[0];
       }
     }
+    // The next group of rows, fetched along (one stream ahead of the four).
+    const int64_t next_rows = std::clamp<int64_t>(a.row_end - n0 - 4, 0, 4);
+    const uint8_t* next = next_rows > 0 ? base + (n0 + 4) * row_bytes : nullptr;
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       float res[4];
-      Dot4<Fmt>(d, rows, scales, a.x + t * k_size, k_size, res);
+      Dot4<Fmt>(d, rows, scales, a.x + t * k_size, k_size, res, t == 0 ? next : nullptr,
+                next_rows * row_bytes);
       float* o = a.out + t * a.out_stride + (n0 - a.row_begin);
       for (int64_t r = 0; r < rows_here; ++r) o[r] = res[r];
     }
