@@ -12,6 +12,7 @@
 #ifndef DSV4_BASE_THREAD_POOL_H_
 #define DSV4_BASE_THREAD_POOL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -54,6 +55,21 @@ class ThreadPool {
   // multiples of `grain` (except the last). Not re-entrant. `fn` must outlive
   // the call (it does: ParallelFor returns when every chunk is done).
   void ParallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1);
+
+  // fn(item, thread) for every item of [0, n), dealt round-robin: with
+  // m = min(n, size()) chunks, chunk j takes items j, j + m, j + 2m, … in
+  // order. For items whose cost grows with the index (attention over a
+  // prompt: later tokens see more keys), where contiguous chunks would leave
+  // the first threads idle.
+  template <typename F>
+  void ParallelForStrided(int64_t n, const F& fn) {
+    const int64_t m = std::min<int64_t>(n, n_threads_);
+    ParallelFor(m, [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t j = begin; j < end; ++j) {
+        for (int64_t item = j; item < n; item += m) fn(item, thread);
+      }
+    });
+  }
 
   // Threads to use by default: hardware concurrency.
   static int DefaultThreads();

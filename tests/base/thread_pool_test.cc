@@ -70,6 +70,29 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
   }
 }
 
+// ParallelForStrided: every item once, each chunk's items j, j + m, … in
+// order on one thread (m = min(n, threads)).
+TEST(ThreadPoolTest, StridedCoversEveryItemRoundRobin) {
+  for (int n_threads : {1, 2, 3, 8}) {
+    ThreadPool pool(n_threads);
+    for (int64_t n : {0, 1, 2, 5, 8, 9, 100}) {
+      const int64_t m = std::min<int64_t>(n, n_threads);
+      std::vector<int> hits(static_cast<size_t>(n), 0);
+      std::vector<std::vector<int64_t>> order(static_cast<size_t>(n_threads));
+      pool.ParallelForStrided(n, [&](int64_t item, int thread) {
+        ++hits[static_cast<size_t>(item)];
+        order[static_cast<size_t>(thread)].push_back(item);
+      });
+      for (int h : hits) EXPECT_EQ(h, 1) << n_threads << " threads, n = " << n;
+      for (const auto& items : order) {
+        for (size_t i = 1; i < items.size(); ++i) {
+          EXPECT_EQ(items[i] - items[i - 1], m) << n_threads << " threads, n = " << n;
+        }
+      }
+    }
+  }
+}
+
 TEST(ThreadPoolTest, FewerItemsThanThreads) {
   ThreadPool pool(8);
   for (int64_t n = 0; n < 8; ++n) CheckCoverage(pool, n, 1);

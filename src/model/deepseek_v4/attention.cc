@@ -303,13 +303,9 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
     }
   };
   if (T >= n_threads) {
-    // Later tokens see more keys, so thread i takes tokens i, i + n, … (not a
-    // contiguous run, which would leave the first threads idle).
-    pool.ParallelFor(n_threads, [&](int64_t i_begin, int64_t i_end, int thread) {
-      for (int64_t i = i_begin; i < i_end; ++i) {
-        for (int64_t t = i; t < T; t += n_threads) run_items(t * H, (t + 1) * H, thread);
-      }
-    });
+    // Later tokens see more keys: tokens go round-robin, whole per item.
+    pool.ParallelForStrided(T,
+                            [&](int64_t t, int thread) { run_items(t * H, (t + 1) * H, thread); });
   } else {
     pool.ParallelFor(T * H, run_items);
   }

@@ -104,29 +104,23 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
       ops::MatMul(pool, s.dots.data(), q + t0 * IH * ID, keys_view, tb * IH);
     }
     // Per query (in parallel, per-thread buffers): scores, then top-k. Later
-    // queries see more entries, so thread i takes queries i, i + n, ….
-    const int64_t n_par = std::min(n_threads, tb);
-    pool.ParallelFor(n_par, [&](int64_t i_begin, int64_t i_end, int thread) {
+    // queries see more entries, so they go round-robin.
+    pool.ParallelForStrided(tb, [&](int64_t i, int thread) {
       float* sc = s.scores.data() + thread * n_end;
       int32_t* heap = s.heap.data() + thread * k;
-      for (int64_t i = i_begin; i < i_end; ++i) {
-        for (int64_t t = t0 + i; t < t0 + tb; t += n_par) {
-          const int64_t p = pos0 + t;
-          const int64_t n_visible =
-              (p + 1) / r;  // entry e is complete once token (e+1)·r − 1 is in
-          std::fill_n(sc, n_visible, 0.0f);
-          for (int64_t h = 0; h < IH; ++h) {
-            const float* d = dots + ((t - t0) * IH + h) * n_block;
-            const float wh = hw[t * IH + h];
-            for (int64_t e = 0; e < n_visible; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
-          }
-          if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
-          int32_t* row = top + t * k;
-          const int64_t n_pick = std::min(k, n_visible);
-          TopKInto(sc, n_visible, n_pick, heap, row);
-          std::fill(row + n_pick, row + k, -1);
-        }
+      const int64_t t = t0 + i, p = pos0 + t;
+      const int64_t n_visible = (p + 1) / r;  // entry e is complete once token (e+1)·r − 1 is in
+      std::fill_n(sc, n_visible, 0.0f);
+      for (int64_t h = 0; h < IH; ++h) {
+        const float* d = dots + (i * IH + h) * n_block;
+        const float wh = hw[t * IH + h];
+        for (int64_t e = 0; e < n_visible; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
       }
+      if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
+      int32_t* row = top + t * k;
+      const int64_t n_pick = std::min(k, n_visible);
+      TopKInto(sc, n_visible, n_pick, heap, row);
+      std::fill(row + n_pick, row + k, -1);
     });
   }
   if (trace.on()) {
