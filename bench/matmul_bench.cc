@@ -14,9 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "ops/bandwidth.h"
@@ -28,10 +31,14 @@ namespace {
 using dsv4::DType;
 using dsv4::TensorView;
 
+// The weights on 2 MiB pages, as a model's mapped checkpoint is read
+// (base/mapped_file.h): on 4 KiB pages the kernels' rates differ.
 struct Weight {
   DType dtype;
   int64_t n, k;
-  std::vector<uint8_t> bytes, scale;
+  std::shared_ptr<dsv4::HugePageBuffer> mem;
+  std::span<uint8_t> bytes;
+  std::vector<uint8_t> scale;
   TensorView view() const { return TensorView::Contiguous(bytes.data(), dtype, {n, k}); }
   TensorView scale_view() const {
     if (dtype == DType::kFp8E4m3) {
@@ -43,8 +50,10 @@ struct Weight {
 
 // Random codes with realistic spreads (no NaN codes), e8m0 scales near 2^-8.
 Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
-  Weight w{dtype, n, k, {}, {}};
-  w.bytes.resize(static_cast<size_t>(dsv4::DTypeBytes(dtype, n * k)));
+  Weight w{dtype, n, k, {}, {}, {}};
+  w.mem = std::make_shared<dsv4::HugePageBuffer>(
+      static_cast<size_t>(dsv4::DTypeBytes(dtype, n * k)));
+  w.bytes = w.mem->bytes();
   uint64_t s = 0x9e3779b97f4a7c15ull;
   for (auto& b : w.bytes) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;

@@ -144,8 +144,11 @@ int Run(const BenchArgs& a) {
     const int threads = a.load.threads > 0 ? a.load.threads : 0;
     const ReadBandwidth bw = MeasureReadBandwidth(threads, a.probe_mib << 20);
     bandwidth = bw.gb_per_s;
-    std::printf("memory read bandwidth: %.2f GB/s (STREAM-style sum of %lld MiB, median of %d)\n",
-                bandwidth, static_cast<long long>(a.probe_mib), bw.repeats);
+    std::printf(
+        "memory read bandwidth: %.2f GB/s (STREAM-style sum of %lld MiB, median of %d: plain "
+        "loads %.2f, behind a software prefetch %.2f)\n",
+        bandwidth, static_cast<long long>(a.probe_mib), bw.repeats, bw.plain_gb_per_s,
+        bw.ahead_gb_per_s);
   }
   // The compute roof: prefill FLOP/s of the weight math against the peak of
   // its dtype mix (fp32 FMA and, for FP8/FP4 weights with bf16-exact inputs,

@@ -41,7 +41,11 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes, int repeats) {
   ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
   const ops::BandwidthResult r = ops::MeasureReadBandwidth(pool, bytes, repeats);
-  return ReadBandwidth{.gb_per_s = r.gb_per_s, .bytes = r.bytes, .repeats = r.repeats};
+  return ReadBandwidth{.gb_per_s = r.gb_per_s,
+                       .plain_gb_per_s = r.plain_gb_per_s,
+                       .ahead_gb_per_s = r.ahead_gb_per_s,
+                       .bytes = r.bytes,
+                       .repeats = r.repeats};
 }
 
 PeakFlops MeasurePeakFlops(int threads, int repeats) {

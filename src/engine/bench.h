@@ -14,14 +14,17 @@
 namespace dsv4 {
 
 struct ReadBandwidth {
-  double gb_per_s = 0.0;  // median over the repeats, 1 GB = 1e9 bytes
-  int64_t bytes = 0;      // bytes read per repeat
+  double gb_per_s = 0.0;        // the larger of the two below; 1 GB = 1e9 bytes
+  double plain_gb_per_s = 0.0;  // median over the repeats: plain loads
+  double ahead_gb_per_s = 0.0;  // median over the repeats: loads behind a prefetch
+  int64_t bytes = 0;            // bytes read per repeat
   int repeats = 0;
 };
 
 // Sums a `bytes`-long buffer (several times the last-level cache; 1 GiB by
 // default) `repeats` times on `threads` threads (0: all hardware threads),
-// after one warm-up pass, and reports the median read bandwidth.
+// after one warm-up pass, in two read patterns (ops/bandwidth.h), and reports
+// the median read bandwidth of each and the faster.
 ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes = int64_t{1} << 30, int repeats = 5);
 
 struct PeakFlops {

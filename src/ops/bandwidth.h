@@ -1,7 +1,9 @@
 // Roofline probes. MeasureReadBandwidth: a STREAM-style probe of the machine's memory read
 // bandwidth — the roofline decode speed is measured against. Sums a buffer much
 // larger than the last-level cache with the SIMD kernel (ops::Sum), split over
-// the pool the way matmuls split weight rows.
+// the pool the way matmuls split weight rows; and again with a software
+// prefetch running ahead (simd::SumAhead), as the matvecs read their weights.
+// The faster of the two is the machine's bandwidth.
 #ifndef DSV4_OPS_BANDWIDTH_H_
 #define DSV4_OPS_BANDWIDTH_H_
 
@@ -12,13 +14,16 @@
 namespace dsv4::ops {
 
 struct BandwidthResult {
-  double gb_per_s = 0.0;  // median over the repeats, 1 GB = 1e9 bytes
-  int64_t bytes = 0;      // bytes read per repeat
+  double gb_per_s = 0.0;        // the larger of the two below; 1 GB = 1e9 bytes
+  double plain_gb_per_s = 0.0;  // median over the repeats: plain loads
+  double ahead_gb_per_s = 0.0;  // median over the repeats: loads behind a prefetch
+  int64_t bytes = 0;            // bytes read per repeat
   int repeats = 0;
 };
 
 // Reads `bytes` (rounded down to whole floats, at least 64 MiB recommended:
-// several times the last-level cache) `repeats` times after one warm-up pass.
+// several times the last-level cache) `repeats` times in each pattern after
+// one warm-up pass of each.
 BandwidthResult MeasureReadBandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30,
                                      int repeats = 5);
 

@@ -199,6 +199,15 @@ DSV4_BF16DOT_TARGET void ConvertX(Format f, const float* x, int64_t k_size, uint
   }
 }
 
+// v as a value the compiler cannot trace back to memory: it would otherwise
+// load a weight vector again for each instruction that overwrites a copy of
+// it (vpermi2b its index, vpsrlw), and each extra load of a line still on its
+// way from memory holds a load-queue entry until it lands.
+DSV4_BF16DOT_TARGET inline __m512i Opaque(__m512i v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
 DSV4_BF16DOT_TARGET inline __m512bh AsBh(__m512i v) {
   return (__m512bh)v;  // NOLINT(google-readability-casting): a vector bit cast
 }
@@ -207,7 +216,7 @@ DSV4_BF16DOT_TARGET inline __m512bh AsBh(__m512i v) {
 DSV4_BF16DOT_TARGET inline void DecodeFp8(const uint8_t* p, const __m512i tab[4], __m512i w[4]) {
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int h = 0; h < 2; ++h) {
-    const __m512i b = _mm512_loadu_si512(p + 64 * h);
+    const __m512i b = Opaque(_mm512_loadu_si512(p + 64 * h));
     __m512i hi = _mm512_permutex2var_epi8(tab[0], b, tab[1]);
     const __m512i lo = _mm512_permutex2var_epi8(tab[2], b, tab[3]);
     hi = _mm512_ternarylogic_epi32(hi, b, sign, 0xf8);  // hi | (b & 0x80)
@@ -217,7 +226,7 @@ DSV4_BF16DOT_TARGET inline void DecodeFp8(const uint8_t* p, const __m512i tab[4]
 }
 
 DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[2], __m512i w[4]) {
-  const __m512i b = _mm512_loadu_si512(p);
+  const __m512i b = Opaque(_mm512_loadu_si512(p));
   const __m512i h = _mm512_srli_epi16(b, 4);  // high nibbles to bits 0..3 (vpermb reads 6 bits)
   const __m512i ll = _mm512_permutexvar_epi8(b, tab[1]), lh = _mm512_permutexvar_epi8(b, tab[0]);
   const __m512i hl = _mm512_permutexvar_epi8(h, tab[1]), hh = _mm512_permutexvar_epi8(h, tab[0]);

@@ -76,6 +76,9 @@ void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_di
 float Dot(const float* a, const float* b, int64_t n);
 // Σ x[i] (four lane-parallel partial sums; also the memory-bandwidth probe).
 float Sum(const float* x, int64_t n);
+// Sum, bit for bit, with a non-temporal software prefetch 8 KiB ahead: the
+// other read pattern of the bandwidth probe (the matvecs read memory so).
+float SumAhead(const float* x, int64_t n);
 // y[i] += alpha · x[i] (attention value accumulation).
 void Axpy(float* y, float alpha, const float* x, int64_t n);
 // Many queries against many keys (MQA attention scores), register-blocked:

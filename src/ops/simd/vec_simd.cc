@@ -62,12 +62,19 @@ float DotImpl(const float* a, const float* b, int64_t n) {
   return FinishDot(d, s0, s1, a, b, i, n);
 }
 
-float SumImpl(const float* x, int64_t n) {
+// kAhead > 0: each step also fetches the line kAhead bytes on, non-temporal
+// (only fetched, never read, past the end). The sums are the same either way.
+template <int64_t kAhead>
+HWY_INLINE float SumWith(const float* x, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   int64_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
+    if constexpr (kAhead > 0) {
+      const char* ahead = reinterpret_cast<const char*>(x + i) + kAhead;
+      for (int64_t b = 0; b < 16 * N; b += 64) __builtin_prefetch(ahead + b, 0, 0);
+    }
     s0 = hn::Add(s0, hn::LoadU(d, x + i));
     s1 = hn::Add(s1, hn::LoadU(d, x + i + N));
     s2 = hn::Add(s2, hn::LoadU(d, x + i + 2 * N));
@@ -78,6 +85,9 @@ float SumImpl(const float* x, int64_t n) {
   for (; i < n; ++i) tail += x[i];
   return SumVec(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))) + tail;
 }
+
+float SumImpl(const float* x, int64_t n) { return SumWith<0>(x, n); }
+float SumAheadImpl(const float* x, int64_t n) { return SumWith<8192>(x, n); }
 
 // Axpy's scalar tail, y[i, n) += alpha · x[i, n); shared by AxpyImpl and
 // AxpyManyImpl so that their results agree bit for bit.
@@ -527,6 +537,7 @@ namespace dsv4::ops::simd {
 
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(SumImpl);
+HWY_EXPORT(SumAheadImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(DotManyImpl);
 HWY_EXPORT(AxpyManyImpl);
@@ -541,6 +552,7 @@ float Dot(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n);
 }
 float Sum(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumImpl)(x, n); }
+float SumAhead(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumAheadImpl)(x, n); }
 void Axpy(float* y, float alpha, const float* x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AxpyImpl)(y, alpha, x, n);
 }
