@@ -16,8 +16,8 @@ namespace {
 constexpr int64_t kNarrowHeadDim = 32;
 
 // The KV cache of one sequence, f32. Values are transposed per kv head,
-// [G, E, S], so that a head's value mix Σ_s a[s] v[s] is a matrix-vector
-// product over contiguous rows of length S. Keys are [S, G*E] rows, or
+// [G, E, S], so that a head's value mix Σ_s a[s] v[s] is E dot products over
+// contiguous rows of length S. Keys are [S, G*E] rows, or
 // [G, E, S] like the values for heads narrower than kNarrowHeadDim.
 class LlamaCache final : public SequenceCache {
  public:
@@ -197,7 +197,8 @@ std::unique_ptr<SequenceCache> LlamaModel::NewCache(int64_t max_tokens) const {
 void LlamaModel::EnsureScratch(int64_t n) {
   const size_t scores_size = static_cast<size_t>(pool_->size()) *
                              (config_.n_heads / config_.n_kv_heads) * config_.max_context;
-  if (n <= scratch_tokens_ && scores_.size() >= scores_size) {
+  const size_t rows_size = static_cast<size_t>(pool_->size()) * 2 * config_.head_dim();
+  if (n <= scratch_tokens_ && scores_.size() >= scores_size && attn_rows_.size() >= rows_size) {
     return;
   }
   n = std::max(n, scratch_tokens_);
@@ -211,7 +212,8 @@ void LlamaModel::EnsureScratch(int64_t n) {
   att_out_.resize(n * c.d_model);
   hb_.resize(n * c.d_ff);
   hb2_.resize(n * c.d_ff);
-  scores_.resize(scores_size);  // [threads, H/G, S]
+  scores_.resize(scores_size);   // [threads, H/G, S]
+  attn_rows_.resize(rows_size);  // [threads, 2, E]
 }
 
 Status LlamaModel::CheckCall(std::span<const int32_t> tokens, const SequenceCache& seq,
@@ -338,14 +340,17 @@ void LlamaModel::Run(std::span<const Segment> segments) {
     // [0, pos0 + t]. Work items are (row, kv-head) pairs split over the pool.
     // Per query head, the scores against all visible keys are one
     // matrix-vector product with the strided key rows as the weight (narrow
-    // heads: E axpys over the transposed keys), and the output one product of
-    // the transposed values [E, n_keys] with the probabilities (single-token
-    // products: no per-thread tile buffer that grows with the context). Each
-    // thread scores into its own [H/G, S] slice of scores_. Scores are scaled
+    // heads: E axpys over the transposed keys, the group's heads together),
+    // and the output the dot products of the probabilities with the E
+    // transposed value rows, the group's heads together (no per-thread tile
+    // buffer that grows with the context). Each thread scores into its own
+    // [H/G, S] slice of scores_. Scores are scaled
     // by 1/√E (llama2.c divides by √E; both agree to an ulp).
     const int64_t heads_per_group = H / G;
     auto attend = [&](int64_t begin, int64_t end, int thread) {
       float* att = scores_.data() + thread * heads_per_group * c.max_context;
+      const float** key_rows = attn_rows_.data() + thread * 2 * E;  // [E] rows of [S]
+      const float** value_rows = key_rows + E;                      // [E] rows of [S]
       for (int64_t item = begin; item < end; ++item) {
         // Rows zigzag (0, T-1, 1, T-2, ...) so that every contiguous chunk
         // of items has about the same number of keys to score.
@@ -359,13 +364,12 @@ void LlamaModel::Run(std::span<const Segment> segments) {
         const int64_t n_keys = sg.pos0 + (row - sg.row0) + 1;
         const float* q_group = q_.data() + row * D + g * heads_per_group * E;  // [H/G, E]
         if (cache.keys_transposed()) {
+          // a_j = Σ_e q_j[e] · kt[e], e in order: E axpys per head, the
+          // group's heads register-blocked (AxpyMany, bit for bit).
           const float* kt = key_cache + g * E * S;  // [E, S]
-          for (int64_t j = 0; j < heads_per_group; ++j) {
-            float* a = att + j * n_keys;
-            const float* qj = q_group + j * E;
-            std::fill_n(a, n_keys, 0.0f);
-            for (int64_t e = 0; e < E; ++e) ops::Axpy(a, qj[e], kt + e * S, n_keys);
-          }
+          for (int64_t e = 0; e < E; ++e) key_rows[e] = kt + e * S;
+          std::fill_n(att, heads_per_group * n_keys, 0.0f);
+          ops::AxpyMany(att, heads_per_group, n_keys, q_group, key_rows, E, n_keys);
         } else {
           const TensorView keys = RowsView(key_cache + g * E, n_keys, E, KVD);  // [n_keys, E]
           for (int64_t j = 0; j < heads_per_group; ++j) {
@@ -377,11 +381,12 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           for (int64_t s = 0; s < n_keys; ++s) a[s] *= inv_sqrt_e;
           ops::Softmax(a, n_keys);
         }
-        const TensorView values = RowsView(values_t + g * E * S, E, n_keys, S);  // [E, n_keys]
-        float* out = att_out_.data() + row * D + g * heads_per_group * E;        // [H/G, E]
-        for (int64_t j = 0; j < heads_per_group; ++j) {
-          ops::MatMulRows(out + j * E, E, att + j * n_keys, values, 1, 0, E);
-        }
+        // out[j, e] = Dot(p_j, vt[e]) over the visible keys: every head of
+        // the group against every value row at once (DotMany).
+        const float* vt = values_t + g * E * S;                            // [E, S]
+        float* out = att_out_.data() + row * D + g * heads_per_group * E;  // [H/G, E]
+        for (int64_t e = 0; e < E; ++e) value_rows[e] = vt + e * S;
+        ops::DotMany(att, heads_per_group, n_keys, value_rows, E, n_keys, out);
       }
     };
     const int64_t macs_per_item = 2 * heads_per_group * max_keys * E;

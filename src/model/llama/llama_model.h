@@ -109,6 +109,9 @@ class LlamaModel final : public Model {
   int64_t scratch_tokens_ = 0;
   // scores_ is [threads, H/G, max_context]: attention rows per pool thread.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
+  // attn_rows_ is [threads, 2, head_dim]: a thread's key and value row
+  // pointers for the register-blocked attention products.
+  std::vector<const float*> attn_rows_;
   // Batches only (grown, never shrunk): the segments and the classifier's
   // [rows needing logits, V] output before it is scattered to the entries.
   std::vector<Segment> batch_;
