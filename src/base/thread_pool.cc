@@ -4,6 +4,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "base/check.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,7 +21,9 @@
 
 namespace dsv4 {
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)), cpu_(new std::atomic<int>[n_threads_]) {
+  for (int i = 0; i < n_threads_; ++i) cpu_[i].store(-1, std::memory_order_relaxed);
   chunks_.resize(n_threads_);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -47,17 +53,31 @@ int64_t ThreadPool::SpinMicros() {
   return micros;
 }
 
+bool ThreadPool::SharesCpu(int self) {
+#if defined(__linux__)
+  const int mine = sched_getcpu();
+#else
+  const int mine = -1;
+#endif
+  cpu_[self].store(mine, std::memory_order_relaxed);
+  if (mine < 0) return false;
+  for (int i = 0; i < n_threads_; ++i) {
+    if (i != self && cpu_[i].load(std::memory_order_relaxed) == mine) return true;
+  }
+  return false;
+}
+
 template <typename Pred>
-bool ThreadPool::SpinFor(const Pred& pred) {
+bool ThreadPool::SpinFor(int self, const Pred& pred) {
   using Clock = std::chrono::steady_clock;
   const int64_t spin_micros = SpinMicros();
   if (spin_micros == 0) return pred();
   const auto deadline = Clock::now() + std::chrono::microseconds(spin_micros);
   // Pure spinning for the first kPureSpinMicros (the gaps between a decoded
-  // token's fork-joins are mostly shorter), ...
+  // token's fork-joins are mostly shorter) while this CPU is ours alone, ...
   const auto pure_deadline =
       Clock::now() + std::chrono::microseconds(std::min(spin_micros, kPureSpinMicros));
-  for (;;) {
+  while (!SharesCpu(self)) {
     for (int i = 0; i < 64; ++i) {
       if (pred()) return true;
       DSV4_CPU_RELAX();
@@ -98,7 +118,7 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
   }
   fn(chunks_[0].first, chunks_[0].second, 0);
   const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!SpinFor(all_done)) {
+  if (!SpinFor(0, all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);
   }
@@ -112,7 +132,8 @@ void ThreadPool::WorkerLoop(int index) {
       return stop_.load(std::memory_order_acquire) ||
              generation_.load(std::memory_order_acquire) != seen;
     };
-    if (!SpinFor(has_work)) {
+    if (!SpinFor(index, has_work)) {
+      cpu_[index].store(-1, std::memory_order_relaxed);  // asleep: shares no CPU
       std::unique_lock<std::mutex> lock(mu_);
       ++sleepers_;
       work_cv_.wait(lock, has_work);
@@ -122,6 +143,7 @@ void ThreadPool::WorkerLoop(int index) {
     seen = generation_.load(std::memory_order_acquire);
     const std::pair<int64_t, int64_t> chunk = chunks_[index];
     const RangeFn* fn = fn_;
+    SharesCpu(index);  // where this chunk runs, for the caller's wait
     if (chunk.first < chunk.second) (*fn)(chunk.first, chunk.second, index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The caller may be blocked on done_cv_: notify under mu_ so the wake-up

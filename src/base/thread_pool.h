@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -76,9 +77,17 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
-  // Spins until pred() or SpinMicros() have passed; returns pred().
+  // Thread `self` spins until pred() or SpinMicros() have passed; returns
+  // pred(). It spins purely (no yield) only while no other thread of the pool
+  // was last seen on its CPU: two threads sharing one CPU (the other CPU
+  // busy with another process) would otherwise each burn their time slice
+  // waiting for the one that cannot run, and a fork-join would cost a whole
+  // pure-spin period instead of a yield.
   template <typename Pred>
-  static bool SpinFor(const Pred& pred);
+  bool SpinFor(int self, const Pred& pred);
+  // Records thread `self`'s current CPU; whether another thread of the pool
+  // was last seen there (false where the CPU cannot be asked).
+  bool SharesCpu(int self);
   static int64_t SpinMicros();
   static constexpr int64_t kDefaultSpinMicros = 200;
   static constexpr int64_t kPureSpinMicros = 50;
@@ -95,6 +104,9 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   int sleepers_ = 0;  // workers blocked on work_cv_ (under mu_)
+  // The CPU each thread (0: the caller of ParallelFor) was last seen on while
+  // running or spinning, −1 while blocked or not yet known.
+  std::unique_ptr<std::atomic<int>[]> cpu_;
 };
 
 }  // namespace dsv4

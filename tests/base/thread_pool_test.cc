@@ -5,6 +5,10 @@
 
 #include <chrono>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,6 +176,34 @@ TEST(ThreadPoolTest, ManyShortCallsSeeEveryWrite) {
     for (int64_t i = 0; i < 64; i += 21) ASSERT_EQ(out[i], round + i) << "round " << round;
   }
 }
+
+#if defined(__linux__)
+// Every thread of the pool on one CPU (as when the other CPUs are busy): the
+// threads see that they share it and yield instead of spinning; the calls
+// still cover every item and order every write.
+TEST(ThreadPoolTest, ThreadsSharingOneCpu) {
+  cpu_set_t old_mask, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(old_mask), &old_mask), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &old_mask)) ++cpu;
+  ASSERT_LT(cpu, CPU_SETSIZE);
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // workers inherit it
+  {
+    ThreadPool pool(3);
+    std::vector<int64_t> out(48);
+    for (int round = 0; round < 2000; ++round) {
+      pool.ParallelFor(48, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) out[i] = round + i;
+      });
+      for (int64_t i = 0; i < 48; i += 7) ASSERT_EQ(out[i], round + i) << "round " << round;
+    }
+    CheckCoverage(pool, 1000, 3);
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(old_mask), &old_mask), 0);
+}
+#endif
 
 TEST(ThreadPoolTest, NonPositiveThreadCountMeansOne) {
   ThreadPool pool(0);
