@@ -68,7 +68,16 @@ simd::MatMulArgs Args(float* out, int64_t out_stride, const float* x, const Tens
 void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, const TensorView& w,
               const TensorView& scale, int64_t n_tokens) {
   const int64_t n_out = w.sizes[0], k_size = w.sizes[1];
-  const int64_t threads = pool.size(), grain = RowGrain(k_size * n_tokens);
+  const int64_t threads = pool.size();
+  int64_t grain = RowGrain(k_size * n_tokens);
+  if (n_tokens == 1) {
+    // A decode-shaped product is memory-bound: a chunk costs its bytes, not
+    // its multiply-adds. Wide rows split in 4-row grains of at least
+    // kMinDecodeChunkBytes (mHC's [24, 8192] f32 mixers ran on one thread).
+    const int64_t row_bytes = std::max<int64_t>(1, DTypeBytes(w.dtype, k_size));
+    const int64_t rows = (kMinDecodeChunkBytes + row_bytes - 1) / row_bytes;
+    grain = std::min(grain, std::max<int64_t>(4, (rows + 3) / 4 * 4));
+  }
   if (threads > 1 && n_out < threads * grain && n_tokens >= 4 * threads) {
     pool.ParallelFor(n_tokens, [&](int64_t begin, int64_t end, int) {
       fn(Args(out + begin * n_out, n_out, x + begin * k_size, w, scale, end - begin, 0, n_out));
@@ -80,7 +89,7 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
       [&](int64_t begin, int64_t end, int) {
         fn(Args(out + begin, n_out, x, w, scale, n_tokens, begin, end));
       },
-      RowGrain(w.sizes[1] * n_tokens));
+      grain);
 }
 
 // FP8/FP4: the bf16 dot-product kernels where the CPU has them and they take

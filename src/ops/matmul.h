@@ -17,6 +17,9 @@ namespace dsv4::ops {
 // Multiply-adds a pool chunk must have to be worth splitting work over
 // threads (below it, the hand-off costs as much as the work).
 inline constexpr int64_t kMinMacsPerChunk = int64_t{1} << 17;
+// The least weight bytes per thread chunk of a one-token product (memory-
+// bound: a few microseconds of streaming against about one of a fork-join).
+inline constexpr int64_t kMinDecodeChunkBytes = int64_t{64} << 10;
 
 // Rows per chunk when splitting a product's output rows over the pool, for
 // rows of macs_per_row multiply-adds each: at least kMinMacsPerChunk per
