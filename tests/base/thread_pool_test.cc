@@ -163,18 +163,23 @@ TEST(ThreadPoolTest, CallsAfterTheWorkersFellAsleep) {
   }
 }
 
-// Many short calls back to back (the spinning path), with per-chunk results
-// the caller reads right after the call returns: checks the hand-off orders
-// the workers' writes before ParallelFor returns.
-TEST(ThreadPoolTest, ManyShortCallsSeeEveryWrite) {
-  ThreadPool pool(4);
-  std::vector<int64_t> out(64);
-  for (int round = 0; round < 20000; ++round) {
-    pool.ParallelFor(64, [&](int64_t b, int64_t e, int) {
+// `rounds` short calls back to back over n items, each writing round + i to
+// item i; the caller reads a few right after each call returns.
+void CheckShortCalls(ThreadPool& pool, int rounds, int64_t n) {
+  std::vector<int64_t> out(n);
+  for (int round = 0; round < rounds; ++round) {
+    pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) out[i] = round + i;
     });
-    for (int64_t i = 0; i < 64; i += 21) ASSERT_EQ(out[i], round + i) << "round " << round;
+    for (int64_t i = 0; i < n; i += 7) ASSERT_EQ(out[i], round + i) << "round " << round;
   }
+}
+
+// Many short calls back to back (the spinning path): checks the hand-off
+// orders the workers' writes before ParallelFor returns.
+TEST(ThreadPoolTest, ManyShortCallsSeeEveryWrite) {
+  ThreadPool pool(4);
+  CheckShortCalls(pool, 20000, 64);
 }
 
 #if defined(__linux__)
@@ -192,13 +197,7 @@ TEST(ThreadPoolTest, ThreadsSharingOneCpu) {
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // workers inherit it
   {
     ThreadPool pool(3);
-    std::vector<int64_t> out(48);
-    for (int round = 0; round < 2000; ++round) {
-      pool.ParallelFor(48, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) out[i] = round + i;
-      });
-      for (int64_t i = 0; i < 48; i += 7) ASSERT_EQ(out[i], round + i) << "round " << round;
-    }
+    CheckShortCalls(pool, 2000, 48);
     CheckCoverage(pool, 1000, 3);
   }
   ASSERT_EQ(sched_setaffinity(0, sizeof(old_mask), &old_mask), 0);
