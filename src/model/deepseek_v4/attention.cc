@@ -202,13 +202,16 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   float* kv = s.kv.data() + row0 * A;        // [T, A]
 
   // Per-head unweighted RMS norm of q, then RoPE on the trailing R dims;
-  // kv = kv_norm(wkv · x), RoPE on the last R. Token by token on the pool.
-  pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int) {
-    for (int64_t t = t_begin; t < t_end; ++t) {
-      for (int64_t h = 0; h < H; ++h) {
+  // kv = kv_norm(wkv · x), RoPE on the last R. On the pool by (token, head),
+  // item H of a token its kv row, so that a decoded token's heads split too.
+  pool.ParallelFor(T * (H + 1), [&](int64_t i_begin, int64_t i_end, int) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const int64_t t = i / (H + 1), h = i % (H + 1);
+      if (h < H) {
         float* qh = q + (t * H + h) * A;
         RmsNorm(qh, qh, nullptr, A, eps);
         rope.Rotate(qh + nope, pos0 + t, /*inverse=*/false);
+        continue;
       }
       float* kvt = kv + t * A;
       RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);

@@ -63,14 +63,12 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   if (static_cast<int64_t>(s.q.size()) < T * IH * ID) s.q.resize(T * IH * ID);
   float* q = s.q.data();
   Linear(pool, q, LinearInput(pool, qr, T, w.wq_b, opts, s.act), w.wq_b, T);
-  pool.ParallelFor(T, [&](int64_t t_begin, int64_t t_end, int) {
-    for (int64_t t = t_begin; t < t_end; ++t) {
-      for (int64_t h = 0; h < IH; ++h) {
-        float* qh = q + (t * IH + h) * ID;
-        rope.Rotate(qh + ID - R, pos0 + t, /*inverse=*/false);
-        HadamardRotate(qh, ID);
-        if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(qh, ID, 32);
-      }
+  pool.ParallelFor(T * IH, [&](int64_t i_begin, int64_t i_end, int) {
+    for (int64_t i = i_begin; i < i_end; ++i) {  // i = t · IH + h
+      float* qh = q + i * ID;
+      rope.Rotate(qh + ID - R, pos0 + i / IH, /*inverse=*/false);
+      HadamardRotate(qh, ID);
+      if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(qh, ID, 32);
     }
   });
 
