@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -124,6 +125,13 @@ int Write(const std::string& dir) {
   }
   std::string h = header.dump();
   while (h.size() % 8 != 0) h += ' ';
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "%s: cannot create the directory: %s\n", dir.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
   std::ofstream f(dir + "/model.safetensors", std::ios::binary);
   const uint64_t n = h.size();
   f.write(reinterpret_cast<const char*>(&n), 8);
@@ -131,10 +139,17 @@ int Write(const std::string& dir) {
   for (const auto& [name, t] : by_name) {
     f.write(static_cast<const char*>(t->data), static_cast<std::streamsize>(t->nbytes));
   }
-  std::ofstream(dir + "/config.json") << ConfigJson(c).dump(2) << "\n";
+  std::ofstream config(dir + "/config.json");
+  config << ConfigJson(c).dump(2) << "\n";
+  f.close();
+  config.close();
+  if (!f || !config) {
+    std::fprintf(stderr, "%s: cannot write model.safetensors or config.json\n", dir.c_str());
+    return 1;
+  }
   std::printf("wrote %s: %lld tensors, %.1f MiB of weights\n", dir.c_str(),
               static_cast<long long>(by_name.size()), static_cast<double>(offset) / (1 << 20));
-  return f.good() ? 0 : 1;
+  return 0;
 }
 
 // VmRSS / VmHWM of this process, bytes.

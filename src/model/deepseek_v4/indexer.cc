@@ -9,6 +9,7 @@
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
+#include "ops/topk.h"
 #include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
@@ -16,32 +17,6 @@ namespace {
 
 // Scratch budget of one block of query-entry dot products (floats).
 constexpr int64_t kDotsBudget = int64_t{1} << 20;
-
-// `a` ranks above `b`: the larger score, the lower id on ties (ops::ref::TopK).
-inline bool Better(const float* x, int32_t a, int32_t b) {
-  return x[a] > x[b] || (x[a] == x[b] && a < b);
-}
-
-// The ids of the k best of x[0, n), best first, through a k-heap (no
-// allocation; `heap` has room for k).
-void TopKInto(const float* x, int64_t n, int64_t k, int32_t* heap, int32_t* out) {
-  if (k <= 0) return;
-  // Min-heap on Better: heap[0] is the worst of the best k so far.
-  auto worse = [x](int32_t a, int32_t b) { return Better(x, a, b); };
-  int64_t size = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    if (size < k) {
-      heap[size++] = i;
-      std::push_heap(heap, heap + size, worse);
-    } else if (Better(x, i, heap[0])) {
-      std::pop_heap(heap, heap + size, worse);
-      heap[size - 1] = i;
-      std::push_heap(heap, heap + size, worse);
-    }
-  }
-  std::sort_heap(heap, heap + size, worse);  // best first
-  std::copy_n(heap, size, out);
-}
 
 }  // namespace
 
@@ -90,6 +65,11 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   const int64_t n_threads = pool.size();
   if (static_cast<int64_t>(s.scores.size()) < n_threads * n_end) s.scores.resize(n_threads * n_end);
   if (static_cast<int64_t>(s.heap.size()) < n_threads * k) s.heap.resize(n_threads * k);
+  // ops::TopK's scratch for the full k, so that it never grows as the
+  // visible entries do.
+  if (static_cast<int64_t>(s.topk.size()) < n_threads * (2 * k + 2)) {
+    s.topk.resize(n_threads * (2 * k + 2));
+  }
   std::vector<float> traced;  // [T, n_end], only when tracing
   if (trace.on()) traced.assign(T * n_end, -INFINITY);
   for (int64_t t0 = 0; t0 < T; t0 += block) {
@@ -100,6 +80,29 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
       const TensorView keys_view =
           TensorView::Contiguous(keys.entries.data(), DType::kF32, {n_block, ID});
       ops::MatMul(pool, s.dots.data(), q + t0 * IH * ID, keys_view, tb * IH);
+    }
+    if (tb == 1) {
+      // One query (a decoded token): its entries split over the pool, for
+      // the scores and then the top-k (which is what grows with the context).
+      const int64_t t = t0, n_visible = (pos0 + t + 1) / r;
+      float* sc = s.scores.data();
+      pool.ParallelFor(
+          n_visible,
+          [&](int64_t e0, int64_t e1, int) {
+            std::fill(sc + e0, sc + e1, 0.0f);
+            for (int64_t h = 0; h < IH; ++h) {
+              const float* d = dots + h * n_block;
+              const float wh = hw[t * IH + h];
+              for (int64_t e = e0; e < e1; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
+            }
+          },
+          ops::kTopKGrain);
+      if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
+      int32_t* row = top + t * k;
+      const int64_t n_pick = std::min(k, n_visible);
+      ops::TopK(pool, sc, n_visible, n_pick, row, s.topk);
+      std::fill(row + n_pick, row + k, -1);
+      continue;
     }
     // Per query (in parallel, per-thread buffers): scores, then top-k. Later
     // queries see more entries, so they go round-robin.
@@ -117,7 +120,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
       if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
       int32_t* row = top + t * k;
       const int64_t n_pick = std::min(k, n_visible);
-      TopKInto(sc, n_visible, n_pick, heap, row);
+      ops::TopKRange(sc, 0, n_visible, n_pick, heap, row);
       std::fill(row + n_pick, row + k, -1);
     });
   }

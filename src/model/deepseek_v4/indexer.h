@@ -31,6 +31,7 @@ struct IndexerScratch {
   std::vector<float> dots;         // [Tb, IH, n] a block of queries' dots with every key
   std::vector<float> scores;       // [threads, n] one query's index scores per thread
   std::vector<int32_t> heap;       // [threads, k] top-k selection
+  std::vector<int32_t> topk;       // one query's pooled top-k (ops::TopK)
   std::vector<float> act;          // activation-quant copies
   CompressorScratch compressor;
 };
