@@ -29,8 +29,8 @@ TEST(TopK, PooledEqualsRefWithTies) {
   for (int threads : {1, 2, 3, 4}) {
     ThreadPool pool(threads);
     std::vector<int32_t> scratch;
-    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{600}, ops::kTopKGrain + 1,
-                      int64_t{20000}}) {
+    for (int64_t n :
+         {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{600}, ops::kTopKGrain + 1, int64_t{20000}}) {
       for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{512}, n + 3}) {
         for (int levels : {3, 1000}) {
           const std::vector<float> x =

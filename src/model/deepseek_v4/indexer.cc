@@ -81,22 +81,23 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
           TensorView::Contiguous(keys.entries.data(), DType::kF32, {n_block, ID});
       ops::MatMul(pool, s.dots.data(), q + t0 * IH * ID, keys_view, tb * IH);
     }
+    // Query i of the block: sc[e] = Σ_h w[t, h] · ReLU(dots[i, h, e]) for
+    // entries [e0, e1), the heads in order.
+    const auto score = [&](int64_t i, int64_t e0, int64_t e1, float* sc) {
+      std::fill(sc + e0, sc + e1, 0.0f);
+      for (int64_t h = 0; h < IH; ++h) {
+        const float* d = dots + (i * IH + h) * n_block;
+        const float wh = hw[(t0 + i) * IH + h];
+        for (int64_t e = e0; e < e1; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
+      }
+    };
     if (tb == 1) {
       // One query (a decoded token): its entries split over the pool, for
       // the scores and then the top-k (which is what grows with the context).
       const int64_t t = t0, n_visible = (pos0 + t + 1) / r;
       float* sc = s.scores.data();
       pool.ParallelFor(
-          n_visible,
-          [&](int64_t e0, int64_t e1, int) {
-            std::fill(sc + e0, sc + e1, 0.0f);
-            for (int64_t h = 0; h < IH; ++h) {
-              const float* d = dots + h * n_block;
-              const float wh = hw[t * IH + h];
-              for (int64_t e = e0; e < e1; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
-            }
-          },
-          ops::kTopKGrain);
+          n_visible, [&](int64_t e0, int64_t e1, int) { score(0, e0, e1, sc); }, ops::kTopKGrain);
       if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
       int32_t* row = top + t * k;
       const int64_t n_pick = std::min(k, n_visible);
@@ -111,12 +112,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
       int32_t* heap = s.heap.data() + thread * k;
       const int64_t t = t0 + i, p = pos0 + t;
       const int64_t n_visible = (p + 1) / r;  // entry e is complete once token (e+1)·r − 1 is in
-      std::fill_n(sc, n_visible, 0.0f);
-      for (int64_t h = 0; h < IH; ++h) {
-        const float* d = dots + (i * IH + h) * n_block;
-        const float wh = hw[t * IH + h];
-        for (int64_t e = 0; e < n_visible; ++e) sc[e] += std::max(d[e], 0.0f) * wh;
-      }
+      score(i, 0, n_visible, sc);
       if (!traced.empty()) std::copy_n(sc, n_visible, traced.data() + t * n_end);
       int32_t* row = top + t * k;
       const int64_t n_pick = std::min(k, n_visible);
