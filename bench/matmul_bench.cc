@@ -7,8 +7,11 @@
 //   cmake --build build/release --target matmul_bench
 //   build/release/tests/ops/matmul_bench [THREADS] [DECODE_MB] [REPEAT] [FORMAT] [K] [decode]
 // FORMAT "" runs every format; K (default 4096) is the row length; "decode"
-// skips the prefill products, "prefill:T:N" runs only a prefill product of T
-// tokens and N rows.
+// skips the prefill products ("decode:C": the decode product as consecutive
+// calls of C MB each, one parallel region per call, as a model's decode runs
+// its many small matrices), "prefill:T:N" runs only a prefill product of T
+// tokens and N rows. DSV4_BENCH_X=f32 gives x full f32 mantissas (as
+// DeepSeek-V4's wo_a and head see them) instead of bf16-exact values.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -87,9 +90,17 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
 // Inputs as a DeepSeek-V4 FP8/FP4 linear sees them after its FP8 activation
 // quantisation: e4m3 values (here multiples of 1/64 up to ±1.5), exactly bf16,
 // so the bf16 dot-product kernels take them where the CPU has those.
+// With DSV4_BENCH_X=f32 the inputs have full f32 mantissas instead (as
+// DeepSeek-V4's wo_a and head see them), which the bf16 dot-product kernels
+// must take as a sum of bf16 parts.
 std::vector<float> MakeX(int64_t n) {
+  const char* kind = std::getenv("DSV4_BENCH_X");
+  const bool f32 = kind != nullptr && std::string(kind) == "f32";
   std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 193 - 96) / 64.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>((i * 37) % 193 - 96) / 64.0f;
+    if (f32) x[i] *= 1.0f + static_cast<float>(i % 1009) * 1.3e-5f;
+  }
   return x;
 }
 
@@ -102,18 +113,29 @@ double CpuSeconds() {
 // Median wall seconds of `repeat` runs; *cpu_secs: the median CPU seconds of
 // the process over the same runs (on a loaded machine, the figure that says
 // what the kernel costs rather than how much of the core it got).
+// chunk_rows > 0: the product runs as consecutive calls of that many rows
+// (one parallel region each), as a model's decode runs many small matrices.
 double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const std::vector<float>& x,
-                 std::vector<float>& out, int64_t t, int repeat, double* cpu_secs = nullptr) {
+                 std::vector<float>& out, int64_t t, int repeat, double* cpu_secs = nullptr,
+                 int64_t chunk_rows = 0) {
   std::vector<double> secs, cpus;
+  const int64_t step = chunk_rows > 0 ? chunk_rows : w.n;
   for (int r = 0; r <= repeat; ++r) {
     dsv4::Timer timer;
     const double cpu0 = CpuSeconds();
-    if (w.dtype == DType::kFp8E4m3) {
-      dsv4::ops::MatMulFp8Block(pool, out.data(), x.data(), w.view(), w.scale_view(), t);
-    } else if (w.dtype == DType::kFp4E2m1) {
-      dsv4::ops::MatMulFp4Block(pool, out.data(), x.data(), w.view(), w.scale_view(), t);
-    } else {
-      dsv4::ops::MatMul(pool, out.data(), x.data(), w.view(), t);
+    for (int64_t r0 = 0; r0 < w.n; r0 += step) {
+      const int64_t r1 = std::min(w.n, r0 + step);
+      const TensorView v = w.view().Slice(r0, r1);
+      float* o = out.data() + r0 * t;
+      if (w.dtype == DType::kFp8E4m3) {
+        // Scale rows follow the 128-row blocks (chunks are multiples of 128).
+        const TensorView s = w.scale_view().Slice(r0 / 128, (r1 + 127) / 128);
+        dsv4::ops::MatMulFp8Block(pool, o, x.data(), v, s, t);
+      } else if (w.dtype == DType::kFp4E2m1) {
+        dsv4::ops::MatMulFp4Block(pool, o, x.data(), v, w.scale_view().Slice(r0, r1), t);
+      } else {
+        dsv4::ops::MatMul(pool, o, x.data(), v, t);
+      }
     }
     if (r > 0) {  // r == 0 warms up
       secs.push_back(timer.Seconds());
@@ -134,7 +156,10 @@ int main(int argc, char** argv) {
   const int repeat = argc > 3 ? std::atoi(argv[3]) : 5;
   const std::string only = argc > 4 ? argv[4] : "";  // one format's name, e.g. fp8_e4m3
   const int64_t k = argc > 5 ? std::atoll(argv[5]) : 4096;  // inputs per row
-  const bool decode_only = argc > 6 && std::string(argv[6]) == "decode";
+  // "decode" or "decode:C": decode only, C = MB per call (default: one call).
+  const bool decode_only = argc > 6 && std::string(argv[6]).rfind("decode", 0) == 0;
+  double chunk_mb = 0;
+  if (decode_only) std::sscanf(argv[6], "decode:%lf", &chunk_mb);
   // "prefill:T:N": the prefill product with T tokens and N rows instead of 512 × 4096.
   int64_t prefill_t = 512, prefill_n = 4096;
   const bool prefill_only = argc > 6 && std::string(argv[6]).rfind("prefill:", 0) == 0;
@@ -162,7 +187,11 @@ int main(int argc, char** argv) {
       const Weight w = MakeWeight(dt, n, k);
       std::vector<float> x = MakeX(k), out(n);
       double cpu = 0;
-      const double s = RunMedian(pool, w, x, out, 1, repeat, &cpu);
+      const int64_t chunk_rows =
+          chunk_mb > 0 ? std::max<int64_t>(1, static_cast<int64_t>(chunk_mb * 1e6) / row_bytes /
+                                                  128) * 128
+                       : 0;
+      const double s = RunMedian(pool, w, x, out, 1, repeat, &cpu, chunk_rows);
       const double gbs = static_cast<double>(w.bytes.size()) / s / 1e9;
       std::printf(
           "decode  %-9s [%lld, %lld] T=1:   %8.3f ms  %6.1f GB/s  %5.1f%% of bandwidth  "

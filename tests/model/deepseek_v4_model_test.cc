@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -86,6 +87,94 @@ TEST(DeepSeekV4Blocks, HcCollapseDoesNotRenormalisePre) {
   EXPECT_FLOAT_EQ(u[1], 0.9f * 2.0f + 0.8f * 4.0f);
 }
 
+// The pooled collapse and expansion split a decoded token's features over
+// the threads (and prefill's tokens): bit for bit the serial ones, which sum
+// each feature from 0 in order of the streams.
+TEST(DeepSeekV4Blocks, HcPooledEqualsSerialBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (const int64_t D : {2048, 600, 100}) {
+    const HcParams p{.streams = 4, .hidden = D};
+    const int64_t C = p.streams;
+    for (const int64_t T : {1, 2, 3, 5}) {
+      std::vector<float> x(T * C * D), y(T * D), pre(T * C), post(T * C), comb(T * C * C);
+      for (auto* v : {&x, &y, &pre, &post, &comb}) {
+        for (float& f : *v) f = normal(rng);
+      }
+      // The defining sums, written out.
+      std::vector<float> u_def(T * D), x_def = x;
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t d = 0; d < D; ++d) {
+          float acc = 0.0f;
+          for (int64_t c = 0; c < C; ++c) acc += pre[t * C + c] * x[(t * C + c) * D + d];
+          u_def[t * D + d] = acc;
+          for (int64_t k = 0; k < C; ++k) {
+            float o = 0.0f;
+            for (int64_t j = 0; j < C; ++j) o += comb[(t * C + j) * C + k] * x[(t * C + j) * D + d];
+            x_def[(t * C + k) * D + d] = post[t * C + k] * y[t * D + d] + o;
+          }
+        }
+      }
+      for (const int threads : {1, 2, 3, 4}) {
+        ThreadPool pool(threads);
+        std::vector<float> u(T * D, -1.0f), xe = x, scratch(threads * C * D);
+        HcCollapse(pool, p, x.data(), pre.data(), T, u.data());
+        HcExpand(pool, p, xe.data(), y.data(), post.data(), comb.data(), T, scratch.data());
+        EXPECT_EQ(std::memcmp(u.data(), u_def.data(), u.size() * 4), 0)
+            << "collapse D " << D << " T " << T << " threads " << threads;
+        EXPECT_EQ(std::memcmp(xe.data(), x_def.data(), xe.size() * 4), 0)
+            << "expand D " << D << " T " << T << " threads " << threads;
+      }
+    }
+  }
+}
+
+// LinearMany splits its jobs by their cost (bytes for a decoded token, so
+// that FP4 and FP8 rows mix): whatever the split, each output is the one
+// Linear computes.
+TEST(DeepSeekV4Blocks, LinearManyEqualsLinearPerJob) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal;
+  const int64_t K = 256;
+  // FP8 [384, K] with 128×128 e8m0 scales; FP4 [160, K] with per-32 scales.
+  std::vector<uint8_t> w8(384 * K), s8(3 * 2, 120), w4(160 * K / 2), s4(160 * K / 32);
+  for (auto& b : w8) b = static_cast<uint8_t>(byte(rng) & 0x7e);  // no NaN codes
+  for (auto& b : w4) b = static_cast<uint8_t>(byte(rng));
+  for (auto& b : s4) b = static_cast<uint8_t>(118 + byte(rng) % 8);
+  LinearWeight fp8{TensorView::Contiguous(w8.data(), DType::kFp8E4m3, {384, K}),
+                   TensorView::Contiguous(s8.data(), DType::kE8m0, {3, 2}),
+                   LinearFormat::kFp8Block};
+  LinearWeight fp4{TensorView::Contiguous(w4.data(), DType::kFp4E2m1, {160, K}),
+                   TensorView::Contiguous(s4.data(), DType::kE8m0, {160, K / 32}),
+                   LinearFormat::kFp4Block};
+  for (const int64_t T : {1, 3, 40}) {
+    std::vector<float> x(T * K);
+    for (float& v : x) v = normal(rng);
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> want8(T * 384), want4(T * 160), want4_rows(T * 64);
+      Linear(pool, want8.data(), x.data(), fp8, T);
+      Linear(pool, want4.data(), x.data(), fp4, T);
+      LinearRows(pool, want4_rows.data(), 64, x.data(), fp4, T, 50, 114);
+      std::vector<float> got8(T * 384), got4(T * 160), got4_rows(T * 64);
+      const LinearJob jobs[] = {{.w = &fp4, .x = x.data(), .out = got4.data(), .n_tokens = T},
+                                {.w = &fp8, .x = x.data(), .out = got8.data(), .n_tokens = T},
+                                {.w = &fp4,
+                                 .x = x.data(),
+                                 .out = got4_rows.data(),
+                                 .n_tokens = T,
+                                 .row_begin = 50,
+                                 .row_end = 114}};
+      std::vector<int64_t> offsets;
+      LinearMany(pool, jobs, offsets);
+      EXPECT_EQ(got8, want8) << "T " << T << " threads " << threads;
+      EXPECT_EQ(got4, want4) << "T " << T << " threads " << threads;
+      EXPECT_EQ(got4_rows, want4_rows) << "T " << T << " threads " << threads;
+    }
+  }
+}
+
 // ---- compressor / indexer pieces ----
 
 TEST(DeepSeekV4Blocks, HadamardRotation) {
@@ -135,6 +224,30 @@ TEST(DeepSeekV4Blocks, RopeRotatesAdjacentPairs) {
   EXPECT_NEAR(x[1], std::sin(1.0f), 1e-6f);
   EXPECT_NEAR(x[2], -std::sin(0.01f), 1e-6f);
   EXPECT_NEAR(x[3], std::cos(0.01f), 1e-6f);
+}
+
+// The per-thread cache of a position's angles rotates bit for bit as
+// Rotate, across position changes, both directions, and for R beyond the
+// cache (no caching there).
+TEST(DeepSeekV4Blocks, RotationCacheEqualsRotateBitForBit) {
+  YarnScaling yarn;
+  for (const int64_t r : {64, 512}) {
+    const RopeFrequencies rope(r, 160000.0, &yarn);
+    RotationCache cache(rope);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    const std::pair<int64_t, bool> calls[] = {{5, false}, {5, false}, {5, true},  {9, false},
+                                              {5, false}, {0, true},  {0, false}, {70000, true}};
+    for (const auto& [pos, inverse] : calls) {
+      std::vector<float> a(r);
+      for (float& v : a) v = normal(rng);
+      std::vector<float> b = a;
+      rope.Rotate(a.data(), pos, inverse);
+      cache.Rotate(b.data(), pos, inverse);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+          << "R " << r << " pos " << pos << " inverse " << inverse;
+    }
+  }
 }
 
 TEST(DeepSeekV4Blocks, YarnRampMatchesSpec) {

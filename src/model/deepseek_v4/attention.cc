@@ -54,6 +54,29 @@ void RopeFrequencies::Rotate(float* x, int64_t pos, bool inverse) const {
   }
 }
 
+void RotationCache::Rotate(float* x, int64_t pos, bool inverse) {
+  const size_t n = f_.omega_.size();
+  if (n > kMaxPairs) {
+    f_.Rotate(x, pos, inverse);
+    return;
+  }
+  if (pos != pos_) {
+    const float p = static_cast<float>(pos);
+    for (size_t i = 0; i < n; ++i) {
+      const float angle = p * f_.omega_[i];  // as RopeFrequencies::Rotate
+      cos_[i] = std::cos(angle);
+      sin_[i] = std::sin(angle);
+    }
+    pos_ = pos;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float c = cos_[i], s = inverse ? -sin_[i] : sin_[i];
+    const float x0 = x[2 * i], x1 = x[2 * i + 1];
+    x[2 * i] = x0 * c - x1 * s;
+    x[2 * i + 1] = x0 * s + x1 * c;
+  }
+}
+
 void AttentionState::Init(const DeepSeekV4Config& c, const LayerPlan& plan, int64_t history) {
   spec = plan.cache;
   const bool all = history == RollbackOptions::kAll;
@@ -205,17 +228,18 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   // kv = kv_norm(wkv · x), RoPE on the last R. On the pool by (token, head),
   // item H of a token its kv row, so that a decoded token's heads split too.
   pool.ParallelFor(T * (H + 1), [&](int64_t i_begin, int64_t i_end, int) {
+    RotationCache rot(rope);
     for (int64_t i = i_begin; i < i_end; ++i) {
       const int64_t t = i / (H + 1), h = i % (H + 1);
       if (h < H) {
         float* qh = q + (t * H + h) * A;
         RmsNorm(qh, qh, nullptr, A, eps);
-        rope.Rotate(qh + nope, pos0 + t, /*inverse=*/false);
+        rot.Rotate(qh + nope, pos0 + t, /*inverse=*/false);
         continue;
       }
       float* kvt = kv + t * A;
       RmsNorm(kvt, kvt, w.kv_norm.data(), A, eps);
-      rope.Rotate(kvt + nope, pos0 + t, /*inverse=*/false);
+      rot.Rotate(kvt + nope, pos0 + t, /*inverse=*/false);
       // QAT: FP8-simulate the nope dims in blocks of 64; rope dims stay exact (§4.1).
       if (opts.kv_quant) ops::QuantizeDequantizeFp8(kvt, nope, 64);
     }
@@ -300,9 +324,8 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
       std::fill_n(ob, (h1 - h0) * A, 0.0f);
       ops::AxpyMany(ob, h1 - h0, A, scores, keys, n_keys, A);
       // V = K carries rotated dims: undo the rotation at the query position (§4.2).
-      for (int64_t h = h0; h < h1; ++h) {
-        rope.Rotate(ob + (h - h0) * A + nope, p, /*inverse=*/true);
-      }
+      RotationCache rot(rope);
+      for (int64_t h = h0; h < h1; ++h) rot.Rotate(ob + (h - h0) * A + nope, p, /*inverse=*/true);
     }
   };
   if (T >= n_threads) {

@@ -45,7 +45,25 @@ class RopeFrequencies {
   const std::vector<float>& omega() const { return omega_; }  // [R/2]
 
  private:
+  friend class RotationCache;
   std::vector<float> omega_;
+};
+
+// Rotate for many vectors at few positions (a token's heads): keeps the cos
+// and sin of the last position asked for, so that they are computed once per
+// position instead of once per vector (R/2 sincos calls each; at one decoded
+// token they were most of the q/kv norm step). Bit for bit Rotate. One per
+// thread (it is scratch).
+class RotationCache {
+ public:
+  explicit RotationCache(const RopeFrequencies& f) : f_(f) {}
+  void Rotate(float* x, int64_t pos, bool inverse);
+
+ private:
+  static constexpr size_t kMaxPairs = 128;  // larger R: no caching
+  const RopeFrequencies& f_;
+  int64_t pos_ = -1;
+  float cos_[kMaxPairs], sin_[kMaxPairs];
 };
 
 // Per-sequence attention state of one layer (what its CacheSpec describes).

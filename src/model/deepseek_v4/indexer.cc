@@ -39,9 +39,10 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   float* q = s.q.data();
   Linear(pool, q, LinearInput(pool, qr, T, w.wq_b, opts, s.act), w.wq_b, T);
   pool.ParallelFor(T * IH, [&](int64_t i_begin, int64_t i_end, int) {
+    RotationCache rot(rope);
     for (int64_t i = i_begin; i < i_end; ++i) {  // i = t · IH + h
       float* qh = q + i * ID;
-      rope.Rotate(qh + ID - R, pos0 + i / IH, /*inverse=*/false);
+      rot.Rotate(qh + ID - R, pos0 + i / IH, /*inverse=*/false);
       HadamardRotate(qh, ID);
       if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(qh, ID, 32);
     }

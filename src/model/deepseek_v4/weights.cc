@@ -173,13 +173,39 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
       grain);
 }
 
+namespace {
+
+// What one row of w costs a LinearMany call of n_tokens tokens, in quarter
+// multiply-adds: its multiply-adds, or, where more, its bytes (weights and
+// block scales). A product of a few tokens is bound by memory: a decoded
+// token's FP8 shared expert reads twice the bytes of an FP4 routed expert for
+// the same multiply-adds, and splitting by multiply-adds left one thread 12%
+// of the MoE step behind the other.
+int64_t RowCost(const LinearWeight& w, int64_t n_tokens) {
+  if (n_tokens == 0) return 0;  // nothing to compute, nothing read
+  // The 2-thread matvec reads about 80 GB/s where the tiles run about 350 G
+  // multiply-adds/s (docs/benchmarks.md): a byte costs about 4 multiply-adds.
+  // An FP4 row also converts its K/32 scales (FP8 rows share theirs per 128
+  // rows): fitted to the two MoE steps of a decoded token (FP4 rows of 2048
+  // and 1024 inputs beside FP8 rows, 2 threads), that costs as much as 128
+  // more bytes; by bytes alone the FP4 side finished 2% and 7% later.
+  const int64_t k = w.cols();
+  int64_t bytes = DTypeBytes(w.weight.dtype, k);
+  if (w.format == LinearFormat::kFp4Block) bytes += k / 32 + 128;
+  const int64_t byte_cost = 16 * bytes;
+  return std::max(4 * k * n_tokens, byte_cost);
+}
+
+}  // namespace
+
 void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
                 std::vector<int64_t>& row_offsets) {
-  // The jobs' multiply-adds laid end to end: job i covers [start[i],
-  // start[i + 1]), row r of it starts at start[i] + r · (its MACs per row).
-  // The pool splits that range evenly, so threads get equal work even when
-  // the jobs' token counts differ (a MoE step in prefill); a row goes to the
-  // thread whose range holds its first multiply-add.
+  // The jobs' costs laid end to end: job i covers [start[i], start[i + 1]),
+  // row r of it starts at start[i] + r · (its cost per row, RowCost). The
+  // pool splits that range evenly, so threads get equal work even when the
+  // jobs' token counts or weight formats differ (a MoE step in prefill, the
+  // FP8 shared expert beside FP4 routed ones in decode); a row goes to the
+  // thread whose range holds the start of its cost.
   std::vector<int64_t>& start = row_offsets;
   start.resize(jobs.size() + 1);
   start[0] = 0;
@@ -189,7 +215,7 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
     CHECK(0 <= j.row_begin && j.row_begin <= end && end <= j.w->rows(),
           "LinearMany: rows [%lld, %lld) of %s", static_cast<long long>(j.row_begin),
           static_cast<long long>(end), j.w->weight.ShapeString().c_str());
-    start[i + 1] = start[i] + (end - j.row_begin) * j.w->cols() * j.n_tokens;
+    start[i + 1] = start[i] + (end - j.row_begin) * RowCost(*j.w, j.n_tokens);
   }
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
@@ -199,9 +225,9 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
         for (size_t i = 0; i < jobs.size(); ++i) {
           if (start[i + 1] == start[i] || start[i + 1] <= b || start[i] >= e) continue;
           const LinearJob& j = jobs[i];
-          const int64_t per_row = j.w->cols() * j.n_tokens;
+          const int64_t per_row = RowCost(*j.w, j.n_tokens);
           const int64_t rows = (start[i + 1] - start[i]) / per_row;
-          // First rows whose first multiply-add is at or after b, and after e.
+          // First rows whose cost starts at or after b, and at or after e.
           const auto first_at = [&](int64_t at) {
             return std::clamp<int64_t>((at - start[i] + per_row - 1) / per_row, 0, rows);
           };
@@ -213,7 +239,7 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
                          j.row_begin + hi);
         }
       },
-      ops::kMinMacsPerChunk);
+      4 * ops::kMinMacsPerChunk);  // RowCost counts quarter multiply-adds
 }
 
 // ---------------------------------------------------------------------------
