@@ -87,9 +87,8 @@ TEST(DeepSeekV4Blocks, HcCollapseDoesNotRenormalisePre) {
   EXPECT_FLOAT_EQ(u[1], 0.9f * 2.0f + 0.8f * 4.0f);
 }
 
-// The pooled collapse and expansion split a decoded token's features over
-// the threads (and prefill's tokens): bit for bit the serial ones, which sum
-// each feature from 0 in order of the streams.
+// The collapse and expansion, serial and split over the pool by tokens, sum
+// each feature from 0 in order of the streams: bit for bit the definition.
 TEST(DeepSeekV4Blocks, HcPooledEqualsSerialBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;

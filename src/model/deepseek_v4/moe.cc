@@ -253,7 +253,8 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
   LinearMany(pool, jobs, s.job_rows);
   // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed
   // experts' weight scales h before w2, the reference's order, §11 item 3).
-  // Rows over the pool.
+  // Rows over the pool in prefill (a decoded token's few rows stay inline:
+  // split over 2 threads, they took as long, fork-join included).
   pool.ParallelFor(
       n_all,
       [&](int64_t r0, int64_t r1, int) {
@@ -273,8 +274,7 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
           }
         }
       },
-      // A decoded token's k + 1 rows split too (6 µs inline before).
-      std::max<int64_t>(1, std::min(kRowsPerChunk, n_all / pool.size())));
+      kRowsPerChunk);
   const float* hin = quantised_input(s.gate.data(), n_all, &ExpertWeights::w2, s.act);
   jobs.clear();
   for (int64_t i = 0; i <= n_active; ++i) {

@@ -102,9 +102,7 @@ inline const float* LinearInput(ThreadPool& pool, const float* x, int64_t n_toke
           ops::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
         }
       },
-      // Rows in grains of 8, fewer where that leaves a thread idle (a
-      // decoded token's k + 1 MoE rows).
-      std::max<int64_t>(1, std::min<int64_t>(8, n_tokens / pool.size())));
+      8);
   return scratch.data();
 }
 
