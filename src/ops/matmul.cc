@@ -93,10 +93,14 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
 }
 
 // FP8/FP4: the bf16 dot-product kernels where the CPU has them and they take
-// the call (x exactly bf16, K % 128 == 0), else the fp32 kernels.
+// the call (x exactly bf16, K % 128 == 0), else the fp32 kernels (FP8, one
+// token: their matvec's twin with table decoding where the CPU has VBMI).
 void Fp8Kernel(const simd::MatMulArgs& a) {
   static const simd::TryMatMulFn dot = simd::Fp8Bf16DotKernel();
-  if (dot == nullptr || !dot(a)) simd::Fp8BlockMatMulKernel()(a);
+  static const simd::TryMatMulFn f32_matvec = simd::Fp8F32MatVecKernel();
+  if (dot != nullptr && dot(a)) return;
+  if (f32_matvec != nullptr && f32_matvec(a)) return;
+  simd::Fp8BlockMatMulKernel()(a);
 }
 void Fp4Kernel(const simd::MatMulArgs& a) {
   static const simd::TryMatMulFn dot = simd::Fp4Bf16DotKernel();

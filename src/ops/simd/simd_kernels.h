@@ -61,6 +61,13 @@ MatMulFn KQuantMatMulKernel(DType w_dtype);
 using TryMatMulFn = bool (*)(const MatMulArgs& args);
 TryMatMulFn Fp8Bf16DotKernel();
 TryMatMulFn Fp4Bf16DotKernel();
+// FP8 × f32 matvec (one token) on AVX-512 with VBMI (ops/simd/fp8_f32_x86.cc):
+// bit for bit Fp8BlockMatMulKernel's, with the weights decoded by byte table
+// lookups instead of through f16. Declines (false, nothing written) unless
+// n_tokens == 1, K % 128 == 0 and the scales are e8m0; the caller then runs
+// Fp8BlockMatMulKernel. nullptr when the CPU lacks the instructions or
+// DSV4_FP8_F32_MATVEC=0.
+TryMatMulFn Fp8F32MatVecKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
 // 0 where those kernels are not available.

@@ -1,0 +1,151 @@
+// The FP8 × f32 matvec with table decoding (ops/simd/fp8_f32_x86.cc) against
+// the Highway matvec it stands in for (Fp8BlockMatMulKernel), bit for bit:
+// K of 1 to 16 blocks of 128, N with short last quads, row ranges starting
+// anywhere (quads straddling 128-row blocks), unaligned weights and x, x with
+// zeros, signs and a wide range of magnitudes, e8m0 scales with the extremes
+// 0 and 254 and a NaN (255) block, every e4m3 code (NaN codes included); and
+// declining, writing nothing, for T != 1, K % 128 != 0 and f32 scales.
+//
+// The kernel exists only on x86-64 CPUs with AVX512-VBMI; elsewhere its tests
+// are reported as skipped with the reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../common/matmul_fixtures.h"
+#include "base/float_types.h"
+#include "ops/simd/simd_kernels.h"
+
+namespace dsv4 {
+namespace {
+
+namespace simd = ::dsv4::ops::simd;
+using ::dsv4::testing::MakeWeight;
+using ::dsv4::testing::Weight;
+
+#define DSV4_REQUIRE_FP8_F32()                                                               \
+  do {                                                                                       \
+    if (simd::Fp8F32MatVecKernel() == nullptr) {                                             \
+      GTEST_SKIP() << "this CPU lacks AVX512-VBMI (or DSV4_FP8_F32_MATVEC=0): no kernel to " \
+                      "test; ops:: runs the Highway matvec";                                 \
+    }                                                                                        \
+  } while (0)
+
+// x with full f32 mantissas: normal values, some zeros and sign flips, and
+// magnitudes from 1e-30 to 1e4.
+std::vector<float> WideX(int64_t k, uint32_t seed, size_t offset) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> pick(0, 15);
+  std::vector<float> x(static_cast<size_t>(k) + offset);
+  for (int64_t i = 0; i < k; ++i) {
+    float v = normal(rng);
+    switch (pick(rng)) {
+      case 0:
+        v = 0.0f;
+        break;
+      case 1:
+        v *= 1e-30f;
+        break;
+      case 2:
+        v *= 1e4f;
+        break;
+      case 3:
+        v = -0.0f;
+        break;
+      default:
+        break;
+    }
+    x[offset + static_cast<size_t>(i)] = v;
+  }
+  return x;
+}
+
+simd::MatMulArgs Args(const Weight& w, float* out, const float* x, int64_t n_tokens,
+                      int64_t row_begin, int64_t row_end) {
+  simd::MatMulArgs a;
+  a.out = out;
+  a.out_stride = row_end - row_begin;
+  a.x = x;
+  a.n_tokens = n_tokens;
+  a.w = w.view();
+  a.scale = w.scale();
+  a.row_begin = row_begin;
+  a.row_end = row_end;
+  return a;
+}
+
+// Rows [b, e) of w · x by both kernels; equal bits expected.
+void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
+                    const std::string& what) {
+  std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
+  simd::Fp8BlockMatMulKernel()(Args(w, want.data(), x, 1, b, e));
+  ASSERT_TRUE(simd::Fp8F32MatVecKernel()(Args(w, got.data(), x, 1, b, e))) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    uint32_t a, c;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&c, &got[i], 4);
+    if (a != c) {
+      ADD_FAILURE() << what << " row " << b + static_cast<int64_t>(i) << ": " << got[i]
+                    << " vs Highway " << want[i];
+      return;
+    }
+  }
+}
+
+TEST(Fp8F32MatVec, EqualsHighwayMatVecBitForBit) {
+  DSV4_REQUIRE_FP8_F32();
+  uint32_t seed = 1;
+  for (const int64_t k : {128, 256, 640, 2048}) {
+    for (const int64_t n : {1, 3, 4, 130, 261}) {
+      for (const size_t offset : {size_t{0}, size_t{3}}) {
+        Weight w = MakeWeight(DType::kFp8E4m3, n, k, ++seed, offset);
+        const std::vector<float> xv = WideX(k, ++seed, offset);
+        const float* x = xv.data() + offset;
+        const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " offset " +
+                                 std::to_string(offset);
+        ExpectSameBits(w, x, 0, n, what);
+        for (const int64_t b : {int64_t{1}, int64_t{2}, int64_t{126}, int64_t{127}}) {
+          if (b < n) ExpectSameBits(w, x, b, n, what + " from row " + std::to_string(b));
+        }
+      }
+    }
+  }
+}
+
+TEST(Fp8F32MatVec, EveryCodeAndScaleExtremeEqualsHighway) {
+  DSV4_REQUIRE_FP8_F32();
+  const int64_t n = 384, k = 256;  // three 128-row blocks
+  Weight w = MakeWeight(DType::kFp8E4m3, n, k, 77);
+  uint8_t* p = w.bytes.data() + w.offset;
+  for (int64_t i = 0; i < n * k; ++i) p[i] = static_cast<uint8_t>(i * 7 % 256);  // NaN codes too
+  // Block 0: scales 2^-127 (code 0) and 2^127 (254); block 1: normal; block 2:
+  // a NaN scale (Highway compares scales: the kernel hands that block back).
+  w.scale_bytes = {0, 254, 120, 130, 127, 255};
+  const std::vector<float> x = WideX(k, 5, 0);
+  ExpectSameBits(w, x.data(), 0, n, "codes/extremes");
+  ExpectSameBits(w, x.data(), 125, 260, "codes/extremes from row 125");
+}
+
+TEST(Fp8F32MatVec, DeclinesWritingNothing) {
+  DSV4_REQUIRE_FP8_F32();
+  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
+    const std::vector<float> x = WideX(w.k * t, 3, 0);
+    std::vector<float> out(static_cast<size_t>(w.n * t), 42.0f);
+    simd::MatMulArgs a = Args(w, out.data(), x.data(), t, 0, w.n);
+    a.out_stride = w.n;
+    EXPECT_FALSE(simd::Fp8F32MatVecKernel()(a)) << what;
+    for (float v : out) ASSERT_EQ(v, 42.0f) << what;
+  };
+  check(MakeWeight(DType::kFp8E4m3, 8, 256, 1), 2, "two tokens");
+  check(MakeWeight(DType::kFp8E4m3, 8, 192, 2), 1, "K % 128 != 0");
+  check(MakeWeight(DType::kFp8E4m3, 8, 256, 3, 0, DType::kF32), 1, "f32 scales");
+}
+
+}  // namespace
+}  // namespace dsv4
