@@ -186,6 +186,7 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   o_group.resize(c.o_groups * n * c.heads_per_group() * A);
   o_jobs.reserve(c.o_groups);
   o_job_rows.reserve(c.o_groups + 1);
+  proj_job_rows.reserve(3);
   z.resize(n * c.o_groups * c.o_lora_rank);
   top.resize(n * c.index_topk);
 }
@@ -197,13 +198,22 @@ void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const Attenti
   const float eps = static_cast<float>(c.rms_norm_eps);
   s.Reserve(c, N);
   // ---- Low-rank query (§4.1): qr = q_norm(wq_a · x); q = wq_b · qr -> [N, H, A] ----
+  // ---- and the shared K=V head: kv = wkv · x -> [N, A] (norm and RoPE in AttentionCore) ----
+  // Both read x: one pooled step when they take the same input (both
+  // block-quantised or both dense), else two.
   float* qr = s.qr.data();  // [N, Q]
-  Linear(pool, qr, LinearInput(pool, x, N, w.wq_a, opts, s.act), w.wq_a, N);
+  const float* xq = LinearInput(pool, x, N, w.wq_a, opts, s.act);
+  if ((w.wq_a.format == LinearFormat::kDense) == (w.wkv.format == LinearFormat::kDense)) {
+    const LinearJob jobs[] = {{.w = &w.wq_a, .x = xq, .out = qr, .n_tokens = N},
+                              {.w = &w.wkv, .x = xq, .out = s.kv.data(), .n_tokens = N}};
+    LinearMany(pool, jobs, s.proj_job_rows);
+  } else {
+    Linear(pool, qr, xq, w.wq_a, N);
+    Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.act), w.wkv, N);
+  }
   for (int64_t t = 0; t < N; ++t) RmsNorm(qr + t * Q, qr + t * Q, w.q_norm.data(), Q, eps);
   trace("attn.qr", layer, qr, {N, Q});
   Linear(pool, s.q.data(), LinearInput(pool, qr, N, w.wq_b, opts, s.act), w.wq_b, N);
-  // ---- Shared K=V head: kv = wkv · x -> [N, A] (norm and RoPE in AttentionCore) ----
-  Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.act), w.wkv, N);
 }
 
 void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,

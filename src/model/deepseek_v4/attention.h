@@ -103,18 +103,19 @@ struct AttentionScratch {
   void ReserveContext(const DeepSeekV4Config& c, std::span<const LayerPlan> plans,
                       int64_t max_tokens, int n_threads);
   int64_t n_tokens = 0;
-  std::vector<float> qr;            // [T, Q]
-  std::vector<float> q;             // [T, H·A]
-  std::vector<float> kv;            // [T, A]
-  std::vector<float> o;             // [T, H·A]
-  std::vector<float> o_group;       // [G, T, (H/G)·A] each output group's heads
-  std::vector<LinearJob> o_jobs;    // [G] the grouped output products (LinearMany)
-  std::vector<int64_t> o_job_rows;  // LinearMany's row offsets
-  std::vector<float> z;             // [T, G·O]
-  std::vector<float> scores;        // [threads, H, W + compressed keys] one token's heads' logits
-  std::vector<const float*> keys;   // [threads, W + compressed keys] its key rows
-  std::vector<float> act;           // activation-quant copies of linear inputs
-  std::vector<int32_t> top;         // [T, k] CSA: indexer picks
+  std::vector<float> qr;               // [T, Q]
+  std::vector<float> q;                // [T, H·A]
+  std::vector<float> kv;               // [T, A]
+  std::vector<float> o;                // [T, H·A]
+  std::vector<float> o_group;          // [G, T, (H/G)·A] each output group's heads
+  std::vector<LinearJob> o_jobs;       // [G] the grouped output products (LinearMany)
+  std::vector<int64_t> o_job_rows;     // LinearMany's row offsets
+  std::vector<int64_t> proj_job_rows;  // wq_a and wkv as one LinearMany
+  std::vector<float> z;                // [T, G·O]
+  std::vector<float> scores;       // [threads, H, W + compressed keys] one token's heads' logits
+  std::vector<const float*> keys;  // [threads, W + compressed keys] its key rows
+  std::vector<float> act;          // activation-quant copies of linear inputs
+  std::vector<int32_t> top;        // [T, k] CSA: indexer picks
   CompressorScratch compressor;
   IndexerScratch indexer;
 };
