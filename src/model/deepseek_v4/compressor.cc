@@ -63,10 +63,16 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
   if (static_cast<int64_t>(s.kv.size()) < T * CW) {
     s.kv.resize(T * CW);
     s.score.resize(T * CW);
+    s.job_rows.reserve(3);
   }
-  // k = wkv · x, g = wgate · x, both fp32 (the reference upcasts x and the weights).
-  ops::MatMul(pool, s.kv.data(), x, w.wkv, T);       // [T, c·Wd]
-  ops::MatMul(pool, s.score.data(), x, w.wgate, T);  // [T, c·Wd]
+  // k = wkv · x, g = wgate · x, both fp32 (the reference upcasts x and the
+  // weights); one pooled step for the two.
+  const LinearWeight wkv{.weight = w.wkv, .scale = {}, .format = LinearFormat::kDense};
+  const LinearWeight wgate{.weight = w.wgate, .scale = {}, .format = LinearFormat::kDense};
+  const LinearJob jobs[] = {
+      {.w = &wkv, .x = x, .out = s.kv.data(), .n_tokens = T},        // [T, c·Wd]
+      {.w = &wgate, .x = x, .out = s.score.data(), .n_tokens = T}};  // [T, c·Wd]
+  LinearMany(pool, jobs, s.job_rows);
   // Row of position p: [k | g + ape[p mod r]]; this call's rows stay in the
   // scratch until the windows are pooled, earlier ones are in st.rows.
   pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {

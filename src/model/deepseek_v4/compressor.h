@@ -64,10 +64,11 @@ struct CompressorState {
 };
 
 struct CompressorScratch {
-  std::vector<float> kv;     // [T, c·Wd]
-  std::vector<float> score;  // [T, c·Wd]
-  std::vector<float> slots;  // [threads, 2r] one channel's pooling weights per thread
-  std::vector<float> entry;  // [windows, Wd] the entries this call completes
+  std::vector<float> kv;          // [T, c·Wd]
+  std::vector<float> score;       // [T, c·Wd]
+  std::vector<float> slots;       // [threads, 2r] one channel's pooling weights per thread
+  std::vector<float> entry;       // [windows, Wd] the entries this call completes
+  std::vector<int64_t> job_rows;  // wkv and wgate as one LinearMany
 };
 
 // Feeds T tokens at positions pos0 .. pos0+T−1 (x: [T, D], the attention
