@@ -60,9 +60,12 @@ namespace dsv4::ops::simd {
 namespace bf16dot {
 
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
-// Matvec: bytes its non-temporal software prefetch runs ahead of the weight
-// stream. Tuned on Zen 5 by editing it and running `matmul_bench 2 256 3
-// fp8_e4m3 2048 decode`: 4–16 KiB within noise with 2 threads, 2 KiB −6%.
+// Matvec: bytes its software prefetch runs ahead of the weight stream. Tuned
+// on Zen 5 by editing it and running `matmul_bench 2 256 3 fp8_e4m3 2048
+// decode`: 4–16 KiB within noise with 2 threads, 2 KiB −6%. The prefetch
+// fetches into L1 (T0): against a non-temporal hint, model decode on 2
+// threads read 105 vs 100 tok/s where memory was fast (82–85 GB/s probe, 5
+// alternations) and the same where it was slow; 1 thread +1%.
 inline constexpr int64_t kPrefetchBytes = 9 * 1024;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
@@ -376,7 +379,7 @@ DSV4_BF16DOT_TARGET inline __m512 Tree16(const float* v) {
 // Decode path (one token, or a few): one row at a time, decoded in
 // registers, for each token in turn (the row stays in L1 from the first token
 // on). The weights stream through memory in order — one stream per thread,
-// with a non-temporal software prefetch kPrefetchBytes ahead — which on Zen 5
+// with a software prefetch kPrefetchBytes ahead — which on Zen 5
 // reads 20–40% more GB/s with 2 threads than four rows side by side
 // (docs/benchmarks.md); x (bf16, ≤ 16 KiB) stays in L1 for every row.
 template <Format F>
@@ -401,7 +404,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
         // An address past the matrix is only prefetched, never read.
         const uintptr_t ahead = reinterpret_cast<uintptr_t>(row) + off + bf16dot::kPrefetchBytes;
         for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_NTA);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
         }
         __m512i x[4], w[4];
         for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + g * kGroup + 32 * v);
