@@ -152,9 +152,11 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   tab[2] = _mm512_load_si512(tb.lo);
   tab[3] = _mm512_load_si512(tb.lo + 64);
   tab[4] = _mm512_load_si512(tb.order);
+  // xs on a 64-byte boundary (loads straddling cache lines slow the matvec).
   thread_local Scratch s;
-  if (s.xs.size() < static_cast<size_t>(k_size)) s.xs.resize(static_cast<size_t>(k_size));
-  float* xs = s.xs.data();
+  if (s.xs.size() < static_cast<size_t>(k_size + 16)) s.xs.resize(static_cast<size_t>(k_size + 16));
+  float* xs =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.xs.data()) + 63) & ~uintptr_t{63});
   const int64_t row_bytes = a.w.strides[0];  // fp8: one byte per element
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   const uint8_t* scales = static_cast<const uint8_t*>(a.scale.data);
