@@ -1,7 +1,7 @@
 // Test fixtures shared by the matmul kernel tests (simd_kernels_test,
-// bf16dot_test): random weights in every stored format with their block
-// scales, and the kernel tolerance of oracles/README.md (matmul NMSE ≤ 5e-4,
-// max-abs ≤ 1e-4·max|ref|).
+// bf16dot_test, fp8_f32_test): random weights in every stored format with
+// their block scales, a kernel call's arguments, and the kernel tolerance of oracles/README.md
+// (matmul NMSE ≤ 5e-4, max-abs ≤ 1e-4·max|ref|).
 #ifndef DSV4_TESTS_COMMON_MATMUL_FIXTURES_H_
 #define DSV4_TESTS_COMMON_MATMUL_FIXTURES_H_
 
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/float_types.h"
+#include "ops/simd/simd_kernels.h"
 #include "tensor/tensor.h"
 
 namespace dsv4::testing {
@@ -71,6 +72,22 @@ struct Weight {
   }
   bool blocked() const { return dtype == DType::kFp8E4m3 || dtype == DType::kFp4E2m1; }
 };
+
+// One kernel call on rows [row_begin, row_end) of w: out[t · out_stride + (n − row_begin)].
+inline ops::simd::MatMulArgs KernelArgs(const Weight& w, float* out, int64_t out_stride,
+                                        const float* x, int64_t n_tokens, int64_t row_begin,
+                                        int64_t row_end) {
+  ops::simd::MatMulArgs a;
+  a.out = out;
+  a.out_stride = out_stride;
+  a.x = x;
+  a.n_tokens = n_tokens;
+  a.w = w.view();
+  a.scale = w.scale();
+  a.row_begin = row_begin;
+  a.row_end = row_end;
+  return a;
+}
 
 inline void FillScales(Weight& w, int64_t rows, int64_t cols, DType dtype, std::mt19937& rng) {
   w.scale_dtype = dtype;

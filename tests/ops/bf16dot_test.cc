@@ -35,6 +35,7 @@ namespace {
 
 namespace simd = ::dsv4::ops::simd;
 using ::dsv4::testing::ExpectMatMulClose;
+using ::dsv4::testing::KernelArgs;
 using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::RandomFloats;
 using ::dsv4::testing::Weight;
@@ -58,20 +59,6 @@ void RefRows(const Weight& w, float* out, int64_t out_stride, const float* x, in
   } else {
     ops::ref::MatMulFp4Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
   }
-}
-
-simd::MatMulArgs Args(const Weight& w, float* out, int64_t out_stride, const float* x,
-                      int64_t n_tokens, int64_t row_begin, int64_t row_end) {
-  simd::MatMulArgs a;
-  a.out = out;
-  a.out_stride = out_stride;
-  a.x = x;
-  a.n_tokens = n_tokens;
-  a.w = w.view();
-  a.scale = w.scale();
-  a.row_begin = row_begin;
-  a.row_end = row_end;
-  return a;
 }
 
 std::string Describe(const Weight& w, int64_t t, const std::string& extra = "") {
@@ -99,12 +86,12 @@ void CheckCase(const Weight& w, int64_t n_tokens, uint32_t seed) {
   const std::vector<float> x = QuantizedX(n_tokens, w.k, seed);
   std::vector<float> want(n_tokens * w.n), got(n_tokens * w.n, -7.0f);
   RefRows(w, want.data(), w.n, x.data(), n_tokens, 0, w.n);
-  ASSERT_TRUE(kernel(Args(w, got.data(), w.n, x.data(), n_tokens, 0, w.n)))
+  ASSERT_TRUE(kernel(KernelArgs(w, got.data(), w.n, x.data(), n_tokens, 0, w.n)))
       << Describe(w, n_tokens);
   ExpectMatMulClose(got, want, Describe(w, n_tokens));
   for (int64_t t = 0; t < n_tokens && n_tokens > 1; ++t) {
     std::vector<float> one(w.n, -9.0f);
-    ASSERT_TRUE(kernel(Args(w, one.data(), w.n, x.data() + t * w.k, 1, 0, w.n)));
+    ASSERT_TRUE(kernel(KernelArgs(w, one.data(), w.n, x.data() + t * w.k, 1, 0, w.n)));
     EXPECT_EQ(0, std::memcmp(one.data(), got.data() + t * w.n, 4 * w.n))
         << Describe(w, n_tokens, " token " + std::to_string(t) + ": decode != prefill");
   }
@@ -135,7 +122,7 @@ TEST(BF16Dot, MisalignedWeightsAndInputs) {
         std::copy(xs.begin(), xs.end(), xbuf.begin() + 1);  // x one float off
         std::vector<float> want(t * w.n), got(t * w.n);
         RefRows(w, want.data(), w.n, xs.data(), t, 0, w.n);
-        ASSERT_TRUE(KernelFor(dt)(Args(w, got.data(), w.n, xbuf.data() + 1, t, 0, w.n)));
+        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, xbuf.data() + 1, t, 0, w.n)));
         ExpectMatMulClose(got, want, Describe(w, t, " offset " + std::to_string(offset)));
       }
     }
@@ -167,7 +154,7 @@ TEST(BF16Dot, ExtremeScales) {
       for (float& v : x) v *= shift;
       std::vector<float> want(w.n), got(w.n);
       RefRows(w, want.data(), w.n, x.data(), 1, 0, w.n);
-      ASSERT_TRUE(kernel(Args(w, got.data(), w.n, x.data(), 1, 0, w.n)));
+      ASSERT_TRUE(kernel(KernelArgs(w, got.data(), w.n, x.data(), 1, 0, w.n)));
       if (code == 0) {
         // Products of 2^-127-scaled weights are subnormal: the kernel flushes
         // them, as the fp32 path would not. Both are within 1e-35 of zero.
@@ -211,16 +198,16 @@ TEST(BF16Dot, LongCallsGoBlockByBlock) {
     std::vector<float> x = QuantizedX(t, w.k, 12);
     std::vector<float> want(t * w.n), got(t * w.n);
     RefRows(w, want.data(), w.n, x.data(), t, 0, w.n);
-    ASSERT_TRUE(KernelFor(dt)(Args(w, got.data(), w.n, x.data(), t, 0, w.n)));
+    ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, x.data(), t, 0, w.n)));
     ExpectMatMulClose(got, want, Describe(w, t));
     for (int64_t tok : {int64_t{0}, int64_t{16383}, int64_t{16384}, t - 1}) {
       std::vector<float> one(w.n);
-      ASSERT_TRUE(KernelFor(dt)(Args(w, one.data(), w.n, x.data() + tok * w.k, 1, 0, w.n)));
+      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, one.data(), w.n, x.data() + tok * w.k, 1, 0, w.n)));
       EXPECT_EQ(0, std::memcmp(one.data(), got.data() + tok * w.n, 4 * w.n)) << "token " << tok;
     }
     x[(t - 1) * w.k + 7] = std::nextafter(1.0f, 2.0f);
     std::vector<float> out(t * w.n, -5.0f);
-    EXPECT_FALSE(KernelFor(dt)(Args(w, out.data(), w.n, x.data(), t, 0, w.n)));
+    EXPECT_FALSE(KernelFor(dt)(KernelArgs(w, out.data(), w.n, x.data(), t, 0, w.n)));
     for (float v : out) ASSERT_EQ(v, -5.0f);
   }
 }
@@ -235,7 +222,7 @@ TEST(BF16Dot, RowRangeAndStride) {
       const std::vector<float> x = QuantizedX(t, w.k, 4);
       std::vector<float> want(t * stride, -3.0f), got(t * stride, -3.0f);
       RefRows(w, want.data(), stride, x.data(), t, begin, end);
-      ASSERT_TRUE(KernelFor(dt)(Args(w, got.data(), stride, x.data(), t, begin, end)));
+      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), stride, x.data(), t, begin, end)));
       for (int64_t tok = 0; tok < t; ++tok) {
         for (int64_t i = 0; i < stride; ++i) {
           const float g = got[tok * stride + i], r = want[tok * stride + i];
@@ -264,7 +251,7 @@ TEST(BF16Dot, Declines) {
       std::vector<float> out(3 * w.n, -5.0f);
       for (int64_t t : {1, 3}) {
         const float* xt = t == 1 ? x.data() + 2 * w.k : x.data();
-        EXPECT_FALSE(KernelFor(dt)(Args(w, out.data(), w.n, xt, t, 0, w.n)))
+        EXPECT_FALSE(KernelFor(dt)(KernelArgs(w, out.data(), w.n, xt, t, 0, w.n)))
             << Describe(w, t, bad == 0 ? " inexact x" : " subnormal x");
       }
       for (float v : out) EXPECT_EQ(v, -5.0f);
@@ -272,7 +259,7 @@ TEST(BF16Dot, Declines) {
     const Weight odd = MakeWeight(dt, 4, dt == DType::kFp8E4m3 ? 200 : 96, 3);
     const std::vector<float> x = QuantizedX(1, 256, 1);
     std::vector<float> out(odd.n, -5.0f);
-    EXPECT_FALSE(KernelFor(dt)(Args(odd, out.data(), odd.n, x.data(), 1, 0, odd.n)));
+    EXPECT_FALSE(KernelFor(dt)(KernelArgs(odd, out.data(), odd.n, x.data(), 1, 0, odd.n)));
     for (float v : out) EXPECT_EQ(v, -5.0f);
   }
 }
@@ -296,7 +283,7 @@ TEST(BF16Dot, OpsDispatch) {
           ops::MatMulFp4BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n);
         }
         const simd::TryMatMulFn dot = KernelFor(dt);
-        const simd::MatMulArgs a = Args(w, want.data(), w.n, x.data(), t, 0, w.n);
+        const simd::MatMulArgs a = KernelArgs(w, want.data(), w.n, x.data(), t, 0, w.n);
         const bool took = dot != nullptr && dot(a);
         EXPECT_EQ(took, exact && Available()) << Describe(w, t);
         if (!took) fp32(a);

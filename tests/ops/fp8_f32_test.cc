@@ -25,6 +25,7 @@ namespace dsv4 {
 namespace {
 
 namespace simd = ::dsv4::ops::simd;
+using ::dsv4::testing::KernelArgs;
 using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::Weight;
 
@@ -66,26 +67,12 @@ std::vector<float> WideX(int64_t k, uint32_t seed, size_t offset) {
   return x;
 }
 
-simd::MatMulArgs Args(const Weight& w, float* out, const float* x, int64_t n_tokens,
-                      int64_t row_begin, int64_t row_end) {
-  simd::MatMulArgs a;
-  a.out = out;
-  a.out_stride = row_end - row_begin;
-  a.x = x;
-  a.n_tokens = n_tokens;
-  a.w = w.view();
-  a.scale = w.scale();
-  a.row_begin = row_begin;
-  a.row_end = row_end;
-  return a;
-}
-
 // Rows [b, e) of w · x by both kernels; equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
                     const std::string& what) {
   std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
-  simd::Fp8BlockMatMulKernel()(Args(w, want.data(), x, 1, b, e));
-  ASSERT_TRUE(simd::Fp8F32MatVecKernel()(Args(w, got.data(), x, 1, b, e))) << what;
+  simd::Fp8BlockMatMulKernel()(KernelArgs(w, want.data(), e - b, x, 1, b, e));
+  ASSERT_TRUE(simd::Fp8F32MatVecKernel()(KernelArgs(w, got.data(), e - b, x, 1, b, e))) << what;
   for (size_t i = 0; i < want.size(); ++i) {
     uint32_t a, c;
     std::memcpy(&a, &want[i], 4);
@@ -137,8 +124,7 @@ TEST(Fp8F32MatVec, DeclinesWritingNothing) {
   const auto check = [](const Weight& w, int64_t t, const std::string& what) {
     const std::vector<float> x = WideX(w.k * t, 3, 0);
     std::vector<float> out(static_cast<size_t>(w.n * t), 42.0f);
-    simd::MatMulArgs a = Args(w, out.data(), x.data(), t, 0, w.n);
-    a.out_stride = w.n;
+    const simd::MatMulArgs a = KernelArgs(w, out.data(), w.n, x.data(), t, 0, w.n);
     EXPECT_FALSE(simd::Fp8F32MatVecKernel()(a)) << what;
     for (float v : out) ASSERT_EQ(v, 42.0f) << what;
   };

@@ -167,15 +167,8 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
     const int rows = static_cast<int>(std::min<int64_t>(4, a.row_end - n0));
     const int64_t block = n0 / kBlock;
     float* out = a.out + (n0 - a.row_begin);
-    if ((n0 + rows - 1) / kBlock != block) {  // straddles two blocks: Highway's own path
-      MatMulArgs q = a;
-      q.row_begin = n0;
-      q.row_end = n0 + rows;
-      q.out = out;
-      highway(q);
-      continue;
-    }
-    if (block != xs_block && xs_block != -2 - block) {
+    const bool straddles = (n0 + rows - 1) / kBlock != block;
+    if (!straddles && block != xs_block && xs_block != -2 - block) {
       // xs = x · (s · 256), as the Highway matvec scales x for a quad.
       const uint8_t* e = scales + block * a.scale.strides[0];
       bool nan = false;
@@ -188,7 +181,9 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
       }
       xs_block = nan ? -2 - block : block;
     }
-    if (xs_block != block) {  // a NaN scale: Highway compares scales, keep its path
+    if (straddles || xs_block != block) {
+      // Rows in two 128-row blocks, or a NaN scale: the Highway kernel's own
+      // quad (it compares the rows' scales per input block).
       MatMulArgs q = a;
       q.row_begin = n0;
       q.row_end = n0 + rows;
