@@ -50,7 +50,9 @@
 #include <immintrin.h>
 // GCC 12 flags the self-initialised "undefined" vectors inside its AVX-512
 // intrinsic headers (_mm512_undefined_epi32) as (maybe-)uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #else
 #define DSV4_HAVE_BF16DOT 0

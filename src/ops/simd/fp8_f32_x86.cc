@@ -36,7 +36,9 @@
 #include <immintrin.h>
 // GCC 12 flags the self-initialised "undefined" vectors inside its AVX-512
 // intrinsic headers as (maybe-)uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #else
 #define DSV4_HAVE_FP8_F32 0
