@@ -32,6 +32,11 @@ def oai(server):
 
 def chat(server, content, **kw):
     kw.setdefault("max_tokens", 200)
+    # Greedy: where the constraint refuses the echo script's token, every
+    # allowed token has the same logit, and sampling among them could write a
+    # non-JSON value into a string="false" parameter (the constraint does not
+    # check values) about one run in five.
+    kw.setdefault("temperature", 0)
     return oai(server).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": content}], tools=TOOLS, **kw)
 
@@ -167,6 +172,7 @@ A_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["descrip
 
 def messages(server, content, **kw):
     c = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=60)
+    kw.setdefault("temperature", 0)  # greedy, as chat()
     return c.messages.create(model=MODEL, max_tokens=200, tools=A_TOOLS,
                              messages=[{"role": "user", "content": content}], **kw)
 
@@ -187,7 +193,7 @@ def test_anthropic_named_tool(echo_server):
 
 def test_anthropic_named_tool_streaming(echo_server):
     c = anthropic.Anthropic(base_url=echo_server.url, api_key="unused", max_retries=0, timeout=60)
-    with c.messages.stream(model=MODEL, max_tokens=200, tools=A_TOOLS,
+    with c.messages.stream(model=MODEL, max_tokens=200, tools=A_TOOLS, temperature=0,
                            tool_choice={"type": "tool", "name": "get_time"},
                            messages=[{"role": "user", "content": "Hello there"}]) as s:
         final = s.get_final_message()
