@@ -279,7 +279,7 @@ class CountingModel final : public Model {
     return Status::Ok();
   }
   void SetThreads(int) override {}
-  ModelInfo info_{.vocab_size = 2};
+  ModelInfo info_{.architecture = "fake", .vocab_size = 2};
   int calls_ = 0;
 };
 

@@ -163,9 +163,15 @@ void ExpectSpecKvTotal(const std::string& file, int64_t n_csa, int64_t n_hca, in
   EXPECT_NEAR(gib, spec_gib, 0.005) << file;
   // Per kind: CSA 320 B and HCA 8 B per token and layer.
   for (const KvCacheKind& k : kv.kinds) {
-    if (k.name == "csa") EXPECT_DOUBLE_EQ(k.bytes_per_token, 320.0 * n_csa);
-    if (k.name == "hca r=128") EXPECT_DOUBLE_EQ(k.bytes_per_token, 8.0 * n_hca);
-    if (k.name == "window" || k.name == "mtp") EXPECT_EQ(k.bytes_per_token, 0.0);
+    if (k.name == "csa") {
+      EXPECT_DOUBLE_EQ(k.bytes_per_token, 320.0 * n_csa);
+    }
+    if (k.name == "hca r=128") {
+      EXPECT_DOUBLE_EQ(k.bytes_per_token, 8.0 * n_hca);
+    }
+    if (k.name == "window" || k.name == "mtp") {
+      EXPECT_EQ(k.bytes_per_token, 0.0);
+    }
   }
   auto report = InspectPath(DataDir() + "/" + file, {4096, S});
   ASSERT_TRUE(report.ok());

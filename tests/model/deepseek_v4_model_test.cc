@@ -258,7 +258,9 @@ TEST(DeepSeekV4Blocks, YarnRampMatchesSpec) {
     const float w = plain.omega()[i];
     const float ramp = std::clamp((i - 15.0f) / 10.0f, 0.0f, 1.0f);
     EXPECT_FLOAT_EQ(scaled.omega()[i], w / 16.0f * ramp + w * (1.0f - ramp)) << i;
-    if (i <= 15) EXPECT_EQ(scaled.omega()[i], w) << i;
+    if (i <= 15) {
+      EXPECT_EQ(scaled.omega()[i], w) << i;
+    }
   }
   EXPECT_FLOAT_EQ(plain.omega()[1], std::pow(160000.0f, -2.0f / 64.0f));
 }
@@ -287,18 +289,18 @@ struct TinyMoe {
     w3 = {1.0f, 0.0f};  // up = x0
     w2 = {1.0f, 0.0f};  // down: out[0] = h, out[1] = 0  ([D, F] = [2, 1])
     for (int e = 0; e < 4; ++e) {
-      w.experts.push_back(
-          ExpertWeights{.w1 = {.weight = TensorView::Contiguous(w1.data(), DType::kF32, {1, 2})},
-                        .w3 = {.weight = TensorView::Contiguous(w3.data(), DType::kF32, {1, 2})},
-                        .w2 = {.weight = TensorView::Contiguous(w2.data(), DType::kF32, {2, 1})}});
+      w.experts.push_back(ExpertWeights{
+          .w1 = {.weight = TensorView::Contiguous(w1.data(), DType::kF32, {1, 2}), .scale = {}},
+          .w3 = {.weight = TensorView::Contiguous(w3.data(), DType::kF32, {1, 2}), .scale = {}},
+          .w2 = {.weight = TensorView::Contiguous(w2.data(), DType::kF32, {2, 1}), .scale = {}}});
     }
     sw1 = {0.0f, 0.0f};  // the shared expert contributes 0
     sw3 = {0.0f, 0.0f};
     sw2 = {0.0f, 0.0f};
-    w.shared =
-        ExpertWeights{.w1 = {.weight = TensorView::Contiguous(sw1.data(), DType::kF32, {1, 2})},
-                      .w3 = {.weight = TensorView::Contiguous(sw3.data(), DType::kF32, {1, 2})},
-                      .w2 = {.weight = TensorView::Contiguous(sw2.data(), DType::kF32, {2, 1})}};
+    w.shared = ExpertWeights{
+        .w1 = {.weight = TensorView::Contiguous(sw1.data(), DType::kF32, {1, 2}), .scale = {}},
+        .w3 = {.weight = TensorView::Contiguous(sw3.data(), DType::kF32, {1, 2}), .scale = {}},
+        .w2 = {.weight = TensorView::Contiguous(sw2.data(), DType::kF32, {2, 1}), .scale = {}}};
     plan.router = RouterKind::kScored;
   }
 };
