@@ -95,7 +95,7 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
 int64_t Argmax(const float* x) { return std::max_element(x, x + kVocab) - x; }
 
 LoadedModel LoadQuantized(int threads) {
-  auto m = LoadModel({.model_path = kModel, .threads = threads});
+  auto m = LoadModel({.model_path = kModel, .tokenizer_path = "", .threads = threads});
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return std::move(m).value();
 }

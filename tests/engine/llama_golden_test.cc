@@ -22,7 +22,7 @@ const std::string kData = std::string(DSV4_TEST_DATA_DIR) + "/stories260K/";
 constexpr int kVocab = 512;
 
 LoadedModel Load(const std::string& file, int threads = 1) {
-  auto r = LoadModel({.model_path = kModels + file, .threads = threads});
+  auto r = LoadModel({.model_path = kModels + file, .tokenizer_path = "", .threads = threads});
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return std::move(r).value();
 }

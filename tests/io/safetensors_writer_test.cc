@@ -63,7 +63,9 @@ void ExpectReadsBack(const std::string& path, const Case& c,
     EXPECT_EQ((*file)->StoredDType(t->name), c.entries[i].dtype);
     EXPECT_EQ(t->shape, c.entries[i].shape);
     ASSERT_EQ(t->nbytes, static_cast<int64_t>(c.data[i].size()));
-    if (t->nbytes > 0) EXPECT_EQ(std::memcmp(t->data, c.data[i].data(), t->nbytes), 0);
+    if (t->nbytes > 0) {
+      EXPECT_EQ(std::memcmp(t->data, c.data[i].data(), t->nbytes), 0);
+    }
   }
 }
 

@@ -78,7 +78,10 @@ std::vector<Case> LoadCases(const std::string& stem) {
 
 std::string Ids(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t id : ids) s += " " + std::to_string(id);
+  for (int32_t id : ids) {
+    s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 
