@@ -11,8 +11,11 @@
 // calls of C MB each, one parallel region per call, as a model's decode runs
 // its many small matrices), "prefill:T:N" runs only a prefill product of T
 // tokens and N rows. DSV4_BENCH_X=f32 gives x full f32 mantissas (as
-// DeepSeek-V4's wo_a and head see them) instead of bf16-exact values.
+// DeepSeek-V4's wo_a and head see them) instead of bf16-exact values;
+// DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary (a model's
+// activations are 16-byte aligned).
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,8 +94,8 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
 // quantisation: e4m3 values (here multiples of 1/64 up to ±1.5), exactly bf16,
 // so the bf16 dot-product kernels take them where the CPU has those.
 // With DSV4_BENCH_X=f32 the inputs have full f32 mantissas instead (as
-// DeepSeek-V4's wo_a and head see them), which the bf16 dot-product kernels
-// must take as a sum of bf16 parts.
+// DeepSeek-V4's wo_a and head see them): the bf16 dot-product kernels decline
+// them and the f32-input kernels run.
 std::vector<float> MakeX(int64_t n) {
   const char* kind = std::getenv("DSV4_BENCH_X");
   const bool f32 = kind != nullptr && std::string(kind) == "f32";
@@ -115,8 +118,7 @@ double CpuSeconds() {
 // what the kernel costs rather than how much of the core it got).
 // chunk_rows > 0: the product runs as consecutive calls of that many rows
 // (one parallel region each), as a model's decode runs many small matrices.
-double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const std::vector<float>& x,
-                 std::vector<float>& out, int64_t t, int repeat, double* cpu_secs = nullptr,
+double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const float* x, std::vector<float>& out, int64_t t, int repeat, double* cpu_secs = nullptr,
                  int64_t chunk_rows = 0) {
   std::vector<double> secs, cpus;
   const int64_t step = chunk_rows > 0 ? chunk_rows : w.n;
@@ -130,11 +132,11 @@ double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const std::vector<floa
       if (w.dtype == DType::kFp8E4m3) {
         // Scale rows follow the 128-row blocks (chunks are multiples of 128).
         const TensorView s = w.scale_view().Slice(r0 / 128, (r1 + 127) / 128);
-        dsv4::ops::MatMulFp8Block(pool, o, x.data(), v, s, t);
+        dsv4::ops::MatMulFp8Block(pool, o, x, v, s, t);
       } else if (w.dtype == DType::kFp4E2m1) {
-        dsv4::ops::MatMulFp4Block(pool, o, x.data(), v, w.scale_view().Slice(r0, r1), t);
+        dsv4::ops::MatMulFp4Block(pool, o, x, v, w.scale_view().Slice(r0, r1), t);
       } else {
-        dsv4::ops::MatMul(pool, o, x.data(), v, t);
+        dsv4::ops::MatMul(pool, o, x, v, t);
       }
     }
     if (r > 0) {  // r == 0 warms up
@@ -185,7 +187,15 @@ int main(int argc, char** argv) {
     const int64_t n = decode_mb * 1000000 / row_bytes / 128 * 128;
     if (!prefill_only) {
       const Weight w = MakeWeight(dt, n, k);
-      std::vector<float> x = MakeX(k), out(n);
+      // x at DSV4_BENCH_X_OFFSET floats past a 64-byte boundary (default 0).
+      const char* off_env = std::getenv("DSV4_BENCH_X_OFFSET");
+      const int64_t x_off = off_env != nullptr ? std::clamp<int64_t>(std::atoll(off_env), 0, 15) : 0;
+      const std::vector<float> x0 = MakeX(k);
+      std::vector<float> xbuf(static_cast<size_t>(k + 32)), out(n);
+      float* x = reinterpret_cast<float*>(
+                     (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) & ~uintptr_t{63}) +
+                 x_off;
+      std::copy(x0.begin(), x0.end(), x);
       double cpu = 0;
       const int64_t chunk_rows =
           chunk_mb > 0 ? std::max<int64_t>(1, static_cast<int64_t>(chunk_mb * 1e6) / row_bytes /
@@ -204,7 +214,7 @@ int main(int argc, char** argv) {
       const int64_t t = prefill_t, np = prefill_n;
       const Weight w = MakeWeight(dt, np, k);
       std::vector<float> x = MakeX(t * k), out(t * np);
-      const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
+      const double s = RunMedian(pool, w, x.data(), out, t, std::max(1, repeat / 2));
       const double gflops = 2.0 * t * np * k / s / 1e9;
       const bool dot = dot_peak.gflops > 0 && k % 128 == 0 &&
                        (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1);

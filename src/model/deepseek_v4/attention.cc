@@ -55,7 +55,8 @@ void RopeFrequencies::Rotate(float* x, int64_t pos, bool inverse) const {
 }
 
 void RotationCache::Rotate(float* x, int64_t pos, bool inverse) {
-  const size_t n = f_.omega_.size();
+  const std::vector<float>& omega = f_.omega();
+  const size_t n = omega.size();
   if (n > kMaxPairs) {
     f_.Rotate(x, pos, inverse);
     return;
@@ -63,7 +64,7 @@ void RotationCache::Rotate(float* x, int64_t pos, bool inverse) {
   if (pos != pos_) {
     const float p = static_cast<float>(pos);
     for (size_t i = 0; i < n; ++i) {
-      const float angle = p * f_.omega_[i];  // as RopeFrequencies::Rotate
+      const float angle = p * omega[i];  // as RopeFrequencies::Rotate
       cos_[i] = std::cos(angle);
       sin_[i] = std::sin(angle);
     }

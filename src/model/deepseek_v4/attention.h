@@ -45,7 +45,6 @@ class RopeFrequencies {
   const std::vector<float>& omega() const { return omega_; }  // [R/2]
 
  private:
-  friend class RotationCache;
   std::vector<float> omega_;
 };
 

@@ -15,9 +15,11 @@
 // Here the weights are decoded by two byte table lookups (vpermi2b) into
 // bf16 of e4m3/256 — the same value the Highway path gets through f16 — and
 // widened by unpacking with zero; one vpermb first orders each 64 bytes so
-// that the unpacks give inputs in natural lane order. That is 10 shuffles and
-// 4 FMAs per 64 weights where the f16 route takes 14 conversions and shifts:
-// wo_a was bound by instructions, not memory (26 GB/s per core).
+// that the unpacks give inputs in natural lane order: 10 shuffles and 4 FMAs
+// per 64 weights where the f16 route takes 14 conversions and shifts. The
+// rows are prefetched into L1 as one stream (kAheadBytes): with the new
+// decoding but a non-temporal prefetch, one core read the same 26.7 GB/s as
+// the Highway matvec; with both, 40–42 (docs/benchmarks.md).
 // Quads whose rows straddle two 128-row blocks, or whose block has a NaN
 // scale (e8m0 255), run on the Highway kernel itself.
 //
@@ -154,7 +156,7 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   tab[2] = _mm512_load_si512(tb.lo);
   tab[3] = _mm512_load_si512(tb.lo + 64);
   tab[4] = _mm512_load_si512(tb.order);
-  // xs on a 64-byte boundary (loads straddling cache lines slow the matvec).
+  // xs on a 64-byte boundary (its four loads per step then stay within lines).
   thread_local Scratch s;
   if (s.xs.size() < static_cast<size_t>(k_size + 16)) s.xs.resize(static_cast<size_t>(k_size + 16));
   float* xs =

@@ -534,20 +534,6 @@ template <class Fmt>
 void MatVecRows(const MatMulArgs& a) {
   const DF d;
   const int64_t k_size = a.w.sizes[1];
-  // x on a 64-byte boundary: each quad reloads all of x from L1, and loads
-  // that straddle two cache lines cost the matvec 15–40% of its rate (bf16
-  // head on 2 threads, Zen 5: 67 → 79–94 GB/s). A model's activations are
-  // only 16-byte aligned, so an unaligned x is copied once per call.
-  const float* x = a.x;
-  if (reinterpret_cast<uintptr_t>(x) % 64 != 0) {
-    thread_local std::vector<float> aligned;
-    const size_t n = static_cast<size_t>(a.n_tokens * k_size);
-    if (aligned.size() < n + 16) aligned.resize(n + 16);
-    float* dst = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(aligned.data()) + 63) &
-                                          ~uintptr_t{63});
-    std::copy_n(a.x, n, dst);
-    x = dst;
-  }
   const int64_t row_bytes = detail::RowBytes(a.w);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   HWY_ALIGN float scale_buf[4][Fmt::kBlock > 0 ? detail::kMaxScaleBlocks : 1];
@@ -569,7 +555,7 @@ void MatVecRows(const MatMulArgs& a) {
     const uint8_t* next = next_rows > 0 ? base + (n0 + 4) * row_bytes : nullptr;
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       float res[4];
-      Dot4<Fmt>(d, rows, scales, x + t * k_size, k_size, res, t == 0 ? next : nullptr,
+      Dot4<Fmt>(d, rows, scales, a.x + t * k_size, k_size, res, t == 0 ? next : nullptr,
                 next_rows * row_bytes);
       float* o = a.out + t * a.out_stride + (n0 - a.row_begin);
       for (int64_t r = 0; r < rows_here; ++r) o[r] = res[r];
