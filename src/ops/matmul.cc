@@ -107,9 +107,16 @@ void Fp4Kernel(const simd::MatMulArgs& a) {
   if (dot == nullptr || !dot(a)) simd::Fp4BlockMatMulKernel()(a);
 }
 
+// bf16: the one-token twin of the Highway kernel where the CPU has AVX-512.
+void Bf16Kernel(const simd::MatMulArgs& a) {
+  static const simd::TryMatMulFn matvec = simd::Bf16F32MatVecKernel();
+  if (matvec == nullptr || !matvec(a)) simd::DenseMatMulKernel(DType::kBF16)(a);
+}
+
 // The SIMD kernel for a weight without a separate scale tensor: the dense
 // formats, then the GGUF k-quants; nullptr means ops/ref.
 simd::MatMulFn PlainKernel(DType t) {
+  if (t == DType::kBF16 && simd::DenseMatMulKernel(t) != nullptr) return &Bf16Kernel;
   if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
   return simd::KQuantMatMulKernel(t);
 }

@@ -28,6 +28,7 @@ namespace simd = ::dsv4::ops::simd;
 using ::dsv4::testing::KernelArgs;
 using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::Weight;
+using ::dsv4::testing::WideX;
 
 #define DSV4_REQUIRE_FP8_F32()                                                               \
   do {                                                                                       \
@@ -36,36 +37,6 @@ using ::dsv4::testing::Weight;
                       "test; ops:: runs the Highway matvec";                                 \
     }                                                                                        \
   } while (0)
-
-// x with full f32 mantissas: normal values, some zeros and sign flips, and
-// magnitudes from 1e-30 to 1e4.
-std::vector<float> WideX(int64_t k, uint32_t seed, size_t offset) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::uniform_int_distribution<int> pick(0, 15);
-  std::vector<float> x(static_cast<size_t>(k) + offset);
-  for (int64_t i = 0; i < k; ++i) {
-    float v = normal(rng);
-    switch (pick(rng)) {
-      case 0:
-        v = 0.0f;
-        break;
-      case 1:
-        v *= 1e-30f;
-        break;
-      case 2:
-        v *= 1e4f;
-        break;
-      case 3:
-        v = -0.0f;
-        break;
-      default:
-        break;
-    }
-    x[offset + static_cast<size_t>(i)] = v;
-  }
-  return x;
-}
 
 // Rows [b, e) of w · x by both kernels; equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,

@@ -68,6 +68,12 @@ TryMatMulFn Fp4Bf16DotKernel();
 // Fp8BlockMatMulKernel. nullptr when the CPU lacks the instructions or
 // DSV4_FP8_F32_MATVEC=0.
 TryMatMulFn Fp8F32MatVecKernel();
+// bf16 × f32 matvec (one token) on AVX-512 (ops/simd/bf16_f32_x86.cc): bit for
+// bit DenseMatMulKernel(kBF16)'s, with two staggered rows read as one stream.
+// Declines (false, nothing written) unless n_tokens == 1 and K % 64 == 0; the
+// caller then runs DenseMatMulKernel. nullptr when the CPU lacks AVX-512 or
+// DSV4_BF16_F32_MATVEC=0.
+TryMatMulFn Bf16F32MatVecKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
 // 0 where those kernels are not available.

@@ -1,0 +1,103 @@
+// The bf16 × f32 matvec with staggered rows (ops/simd/bf16_f32_x86.cc) against
+// the Highway matvec it stands in for (DenseMatMulKernel(kBF16)), bit for bit:
+// K of 64 to 4096 (a half row of one chunk up to 64), N from 1 (no second
+// row to stagger) to 261, row ranges starting anywhere, unaligned weights and
+// x, x with zeros, signs and a wide range of magnitudes, every bf16 bit
+// pattern (infinities, NaNs and subnormals included) as a weight; and
+// declining, writing nothing, for T != 1 and K % 64 != 0.
+//
+// The kernel exists only on x86-64 CPUs with AVX-512; elsewhere its tests are
+// reported as skipped with the reason.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../common/matmul_fixtures.h"
+#include "ops/simd/simd_kernels.h"
+
+namespace dsv4 {
+namespace {
+
+namespace simd = ::dsv4::ops::simd;
+using ::dsv4::testing::KernelArgs;
+using ::dsv4::testing::MakeWeight;
+using ::dsv4::testing::Weight;
+using ::dsv4::testing::WideX;
+
+#define DSV4_REQUIRE_BF16_F32()                                                           \
+  do {                                                                                    \
+    if (simd::Bf16F32MatVecKernel() == nullptr) {                                         \
+      GTEST_SKIP() << "this CPU lacks AVX-512 (or DSV4_BF16_F32_MATVEC=0): no kernel to " \
+                      "test; ops:: runs the Highway matvec";                              \
+    }                                                                                     \
+  } while (0)
+
+// Rows [b, e) of w · x by both kernels; equal bits expected.
+void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
+                    const std::string& what) {
+  std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
+  simd::DenseMatMulKernel(DType::kBF16)(KernelArgs(w, want.data(), e - b, x, 1, b, e));
+  ASSERT_TRUE(simd::Bf16F32MatVecKernel()(KernelArgs(w, got.data(), e - b, x, 1, b, e))) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    uint32_t a, c;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&c, &got[i], 4);
+    if (a != c) {
+      ADD_FAILURE() << what << " row " << b + static_cast<int64_t>(i) << ": " << got[i]
+                    << " vs Highway " << want[i];
+      return;
+    }
+  }
+}
+
+TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
+  DSV4_REQUIRE_BF16_F32();
+  uint32_t seed = 1;
+  for (const int64_t k : {64, 128, 192, 2048, 4096}) {
+    for (const int64_t n : {1, 2, 3, 4, 5, 130, 261}) {
+      for (const size_t offset : {size_t{0}, size_t{3}}) {
+        Weight w = MakeWeight(DType::kBF16, n, k, ++seed, offset);
+        const std::vector<float> xv = WideX(k, ++seed, offset);
+        const float* x = xv.data() + offset;
+        const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " offset " +
+                                 std::to_string(offset);
+        ExpectSameBits(w, x, 0, n, what);
+        for (const int64_t b : {int64_t{1}, int64_t{2}, int64_t{127}}) {
+          if (b < n) ExpectSameBits(w, x, b, n, what + " from row " + std::to_string(b));
+          if (b + 1 < n) ExpectSameBits(w, x, b, b + 1, what + " row " + std::to_string(b));
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16F32MatVec, EveryBitPatternEqualsHighway) {
+  DSV4_REQUIRE_BF16_F32();
+  const int64_t n = 512, k = 128;  // 65536 weights: each bf16 pattern once
+  Weight w = MakeWeight(DType::kBF16, n, k, 9);
+  uint16_t* p = reinterpret_cast<uint16_t*>(w.bytes.data() + w.offset);
+  for (int64_t i = 0; i < n * k; ++i)
+    p[i] = static_cast<uint16_t>(i * 40503u);  // odd: a permutation
+  const std::vector<float> x = WideX(k, 5, 0);
+  ExpectSameBits(w, x.data(), 0, n, "bit patterns");
+  ExpectSameBits(w, x.data(), 7, 300, "bit patterns from row 7");
+}
+
+TEST(Bf16F32MatVec, DeclinesWritingNothing) {
+  DSV4_REQUIRE_BF16_F32();
+  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
+    const std::vector<float> x = WideX(w.k * t, 3, 0);
+    std::vector<float> out(static_cast<size_t>(w.n * t), 42.0f);
+    const simd::MatMulArgs a = KernelArgs(w, out.data(), w.n, x.data(), t, 0, w.n);
+    EXPECT_FALSE(simd::Bf16F32MatVecKernel()(a)) << what;
+    for (float v : out) ASSERT_EQ(v, 42.0f) << what;
+  };
+  check(MakeWeight(DType::kBF16, 8, 256, 1), 2, "two tokens");
+  check(MakeWeight(DType::kBF16, 8, 96, 2), 1, "K % 64 != 0");
+  check(MakeWeight(DType::kBF16, 8, 32, 3), 1, "K = 32");
+}
+
+}  // namespace
+}  // namespace dsv4
