@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -22,8 +25,13 @@
 namespace dsv4 {
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::max(1, n_threads)), cpu_(new std::atomic<int>[n_threads_]) {
-  for (int i = 0; i < n_threads_; ++i) cpu_[i].store(-1, std::memory_order_relaxed);
+    : n_threads_(std::max(1, n_threads)),
+      cpu_(new std::atomic<int>[n_threads_]),
+      done_ns_(new std::atomic<int64_t>[n_threads_]) {
+  for (int i = 0; i < n_threads_; ++i) {
+    cpu_[i].store(-1, std::memory_order_relaxed);
+    done_ns_[i].store(0, std::memory_order_relaxed);
+  }
   chunks_.resize(n_threads_);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -93,6 +101,104 @@ bool ThreadPool::SpinFor(int self, const Pred& pred) {
   }
 }
 
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool ThreadPool::BalanceEnabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("DSV4_BALANCE");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
+}
+
+int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used) {
+  const int64_t n_grains = (n + grain - 1) / grain;
+  if (used != n_threads_ || n_threads_ > kMaxBalancedThreads ||
+      n_grains < kMinBalancedGrains * used || !BalanceEnabled()) {
+    for (int i = 0; i < n_threads_; ++i) {
+      const int64_t b = std::min(n, (n_grains * i / used) * grain);
+      const int64_t e = std::min(n, (n_grains * (i + 1) / used) * grain);
+      chunks_[i] = i < used ? std::make_pair(b, e) : std::make_pair(n, n);
+    }
+    return -1;
+  }
+  if (shapes_.empty()) shapes_.resize(kShapeSlots);
+  uint64_t h = static_cast<uint64_t>(fn.type_id()) * 0x9E3779B97F4A7C15ull;
+  h ^= static_cast<uint64_t>(n) * 0xC2B2AE3D27D4EB4Full + static_cast<uint64_t>(grain);
+  h ^= h >> 29;
+  // The shape's slot among kShapeWays from its hash; a new shape takes the
+  // least recently used of them, with equal speeds.
+  const int64_t first = static_cast<int64_t>(h % (kShapeSlots / kShapeWays)) * kShapeWays;
+  int64_t slot = first;
+  for (int64_t j = first; j < first + kShapeWays; ++j) {
+    const Shape& c = shapes_[static_cast<size_t>(j)];
+    if (c.type == fn.type_id() && c.n == n && c.grain == grain) {
+      slot = j;
+      break;
+    }
+    if (c.last_use < shapes_[static_cast<size_t>(slot)].last_use) slot = j;
+  }
+  Shape& s = shapes_[static_cast<size_t>(slot)];
+  if (s.type != fn.type_id() || s.n != n || s.grain != grain) {
+    s.type = fn.type_id();
+    s.n = n;
+    s.grain = grain;
+    std::fill(s.speed, s.speed + kMaxBalancedThreads, 1.0f);
+  }
+  s.last_use = ++shape_clock_;
+  float total = 0.0f;
+  for (int i = 0; i < n_threads_; ++i) total += s.speed[i];
+  // Thread i takes grains [G·(speeds before i)/total, G·(speeds up to i)/total).
+  float before = 0.0f;
+  int64_t b = 0;
+  for (int i = 0; i < n_threads_; ++i) {
+    before += s.speed[i];
+    const int64_t e =
+        i == n_threads_ - 1
+            ? n_grains
+            : std::clamp<int64_t>(std::llround(static_cast<double>(n_grains) * before / total), b,
+                                  n_grains);
+    chunks_[i] = std::make_pair(std::min(n, b * grain), std::min(n, e * grain));
+    b = e;
+  }
+  return slot;
+}
+
+void ThreadPool::LearnSpeeds(int64_t slot, int64_t start_ns) {
+  Shape& s = shapes_[static_cast<size_t>(slot)];
+  float rate[kMaxBalancedThreads];
+  int64_t t_min = INT64_MAX, t_max = 0;
+  for (int i = 0; i < n_threads_; ++i) {
+    const int64_t t = done_ns_[i].load(std::memory_order_relaxed) - start_ns;
+    const int64_t items = chunks_[i].second - chunks_[i].first;
+    if (t <= 0 || items <= 0) return;
+    t_min = std::min(t_min, t);
+    t_max = std::max(t_max, t);
+    rate[i] = static_cast<float>(items) / static_cast<float>(t);
+  }
+  // A thread that was descheduled, or woke from its sleep, measured not its
+  // speed but the scheduler's.
+  if (t_max > 2 * t_min) return;
+  float mean = 0.0f;
+  for (int i = 0; i < n_threads_; ++i) mean += rate[i] / static_cast<float>(n_threads_);
+  float sum = 0.0f;
+  for (int i = 0; i < n_threads_; ++i) {
+    s.speed[i] = 0.75f * s.speed[i] + 0.25f * rate[i] / mean;
+    sum += s.speed[i];
+  }
+  for (int i = 0; i < n_threads_; ++i) {
+    s.speed[i] = std::clamp(s.speed[i] * static_cast<float>(n_threads_) / sum, 0.5f, 2.0f);
+  }
+}
+
 void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
   if (n <= 0) return;
   CHECK(grain > 0);
@@ -102,13 +208,10 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
     fn(0, n, 0);
     return;
   }
-  for (int i = 0; i < n_threads_; ++i) {
-    int64_t b = std::min(n, (n_grains * i / used) * grain);
-    int64_t e = std::min(n, (n_grains * (i + 1) / used) * grain);
-    chunks_[i] = i < used ? std::make_pair(b, e) : std::make_pair(n, n);
-  }
+  const int64_t shape = PlanChunks(n, fn, grain, used);
   fn_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  const int64_t start_ns = shape >= 0 ? NowNs() : 0;
   {
     // Bumping the generation under mu_ closes the race with a worker that is
     // about to block: it re-checks the generation under mu_ before waiting.
@@ -117,11 +220,13 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
     if (sleepers_ > 0) work_cv_.notify_all();
   }
   fn(chunks_[0].first, chunks_[0].second, 0);
+  if (shape >= 0) done_ns_[0].store(NowNs(), std::memory_order_relaxed);
   const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!SpinFor(0, all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);
   }
+  if (shape >= 0) LearnSpeeds(shape, start_ns);
   fn_ = nullptr;
 }
 
@@ -145,6 +250,7 @@ void ThreadPool::WorkerLoop(int index) {
     const RangeFn* fn = fn_;
     SharesCpu(index);  // where this chunk runs, for the caller's wait
     if (chunk.first < chunk.second) (*fn)(chunk.first, chunk.second, index);
+    done_ns_[index].store(NowNs(), std::memory_order_relaxed);  // published by pending_
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The caller may be blocked on done_cv_: notify under mu_ so the wake-up
       // cannot fall between its predicate check and its wait.

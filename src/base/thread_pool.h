@@ -39,6 +39,8 @@ class ThreadPool {
     void operator()(int64_t begin, int64_t end, int thread) const {
       call_(ctx_, begin, end, thread);
     }
+    // The same for every callable of one type (one call site, mostly).
+    uintptr_t type_id() const { return reinterpret_cast<uintptr_t>(call_); }
 
    private:
     const void* ctx_;
@@ -55,6 +57,15 @@ class ThreadPool {
   // Runs fn over [0, n) split into at most size() chunks whose boundaries are
   // multiples of `grain` (except the last). Not re-entrant. `fn` must outlive
   // the call (it does: ParallelFor returns when every chunk is done).
+  //
+  // Balancing. Chunks start equal. A call of at least kMinBalancedGrains
+  // grains on every thread (a decoded token's big matrix products) then
+  // splits by each thread's measured speed in the last calls of the same
+  // shape (fn's type, n and grain): the caller starts its chunk at once
+  // while a worker first wakes, and on a machine whose cores are each
+  // bandwidth-bound a few percent of speed decide when the call ends. Every
+  // user must therefore give the same results for any split into chunks (as
+  // they do for any thread count). DSV4_BALANCE=0 keeps the chunks equal.
   void ParallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
   // fn(item, thread) for every item of [0, n), dealt round-robin: with
@@ -89,6 +100,12 @@ class ThreadPool {
   // was last seen there (false where the CPU cannot be asked).
   bool SharesCpu(int self);
   static int64_t SpinMicros();
+  // The chunk bounds of a call (into chunks_) and, when it is balanced, its
+  // shape's entry in shapes_ (else −1).
+  int64_t PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used);
+  // Feeds the measured chunk times of a balanced call back into its shape.
+  void LearnSpeeds(int64_t shape, int64_t start_ns);
+  static bool BalanceEnabled();
   static constexpr int64_t kDefaultSpinMicros = 200;
   static constexpr int64_t kPureSpinMicros = 50;
 
@@ -107,6 +124,25 @@ class ThreadPool {
   // The CPU each thread (0: the caller of ParallelFor) was last seen on while
   // running or spinning, −1 while blocked or not yet known.
   std::unique_ptr<std::atomic<int>[]> cpu_;
+
+  // Balancing (see ParallelFor): per shape, each thread's speed relative to
+  // the others (mean 1), learnt from its chunk times. Only pools of up to
+  // kMaxBalancedThreads, in a table of kShapeSlots shapes: kShapeWays slots
+  // per hash, the least recently used of them replaced.
+  static constexpr int kMaxBalancedThreads = 16;
+  static constexpr int kShapeSlots = 512;
+  static constexpr int kShapeWays = 8;
+  static constexpr int64_t kMinBalancedGrains = 32;
+  struct Shape {
+    uintptr_t type = 0;
+    int64_t n = 0, grain = 0;
+    uint64_t last_use = 0;
+    float speed[kMaxBalancedThreads];
+  };
+  std::vector<Shape> shapes_;
+  uint64_t shape_clock_ = 0;
+  // When each thread's chunk of the current call finished (steady clock, ns).
+  std::unique_ptr<std::atomic<int64_t>[]> done_ns_;
 };
 
 }  // namespace dsv4

@@ -74,6 +74,53 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
   }
 }
 
+// Balancing: a call shape run again and again, thread 1 taking 1.6× as long
+// per item as the caller, shifts items to the caller (toward 1.6 : 1), and
+// every call still covers [0, n) exactly once in grain-aligned chunks. A
+// shape too small to balance keeps equal chunks.
+void BusyMicros(double us) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+TEST(ThreadPoolTest, BalancesTowardTheFasterThread) {
+  ThreadPool pool(2);
+  constexpr int64_t kN = 640, kGrain = 5;  // 128 grains: balanced
+  int64_t items[2] = {0, 0};
+  bool shifted = false;
+  for (int call = 0; call < 300 && !shifted; ++call) {
+    std::vector<std::atomic<int>> hits(kN);
+    for (auto& h : hits) h.store(0);
+    pool.ParallelFor(
+        kN,
+        [&](int64_t begin, int64_t end, int thread) {
+          EXPECT_EQ(begin % kGrain, 0);
+          for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+          items[thread] = end - begin;
+          BusyMicros(static_cast<double>(end - begin) * (thread == 0 ? 5.0 : 8.0));
+        },
+        kGrain);
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[i].load(), 1) << "call " << call;
+    ASSERT_EQ(items[0] + items[1], kN);
+    shifted = items[0] >= 1.2 * static_cast<double>(items[1]);
+  }
+  EXPECT_TRUE(shifted) << "last split " << items[0] << " : " << items[1];
+
+  // 30 grains: below the balancing threshold, equal halves however slow.
+  for (int call = 0; call < 50; ++call) {
+    pool.ParallelFor(
+        30,
+        [&](int64_t begin, int64_t end, int thread) {
+          items[thread] = end - begin;
+          BusyMicros(static_cast<double>(end - begin) * (thread == 0 ? 5.0 : 10.0));
+        },
+        1);
+    ASSERT_EQ(items[0], 15);
+    ASSERT_EQ(items[1], 15);
+  }
+}
+
 // ParallelForStrided: every item once, each chunk's items j, j + m, … in
 // order on one thread (m = min(n, threads)).
 TEST(ThreadPoolTest, StridedCoversEveryItemRoundRobin) {
