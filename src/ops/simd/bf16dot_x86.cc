@@ -117,8 +117,8 @@ using bf16dot::kGroup;
 struct Tables {
   alignas(64) uint8_t fp8_hi[128];  // high byte of bf16(e4m3 magnitude code)
   alignas(64) uint8_t fp8_lo[128];  // low byte
-  alignas(64) uint8_t fp4_hi[64];   // high byte of bf16(e2m1 code & 15), × 4
-  alignas(64) uint8_t fp4_lo[64];
+  alignas(64) uint16_t fp4_words[32];  // bf16(e2m1 code & 15), × 2
+  alignas(64) uint8_t fp4_place[2][64];  // vpermb: word 8L + j takes byte 16L + 8u + j
   // x permutation per format: vector v, half h (words 16h … 16h + 15) from
   // natural vectors pair[f][v][h] and + 1, word indices idx[f][v][h][0, 32).
   alignas(64) uint16_t idx[2][4][2][32];
@@ -155,10 +155,12 @@ const Tables& GetTables() {
       t.odd_bytes[j] = static_cast<uint8_t>(2 * j + 1);
       t.fp4_lane_byte[j] = static_cast<uint8_t>(j / 16);  // byte j is in word j / 2, lane j / 16
     }
-    for (int c = 0; c < 64; ++c) {
-      const uint16_t b = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
-      t.fp4_hi[c] = static_cast<uint8_t>(b >> 8);
-      t.fp4_lo[c] = static_cast<uint8_t>(b & 0xff);
+    for (int c = 0; c < 32; ++c) t.fp4_words[c] = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
+    for (int u = 0; u < 2; ++u) {
+      for (int w = 0; w < 32; ++w) {  // word w = 8L + j; its high byte is masked to zero
+        t.fp4_place[u][2 * w] = static_cast<uint8_t>(16 * (w / 8) + 8 * u + w % 8);
+        t.fp4_place[u][2 * w + 1] = 0;
+      }
     }
     for (int f = 0; f < 2; ++f) {
       for (int v = 0; v < 4; ++v) {
@@ -230,15 +232,19 @@ DSV4_BF16DOT_TARGET inline void DecodeFp8(const uint8_t* p, const __m512i tab[4]
   }
 }
 
-DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[2], __m512i w[4]) {
+DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[3], __m512i w[4]) {
+  // Bytes 16L + j and 16L + 8 + j (j < 8) of the 64 at p to the low bytes of
+  // words 8L + j of a and c; then a word table lookup (vpermw reads 5 bits:
+  // the table repeats) of each word's low nibble, and of its high nibble
+  // shifted down. Six shuffles where unpacking byte lookups took eight.
   const __m512i b = Opaque(_mm512_loadu_si512(p));
-  const __m512i h = _mm512_srli_epi16(b, 4);  // high nibbles to bits 0..3 (vpermb reads 6 bits)
-  const __m512i ll = _mm512_permutexvar_epi8(b, tab[1]), lh = _mm512_permutexvar_epi8(b, tab[0]);
-  const __m512i hl = _mm512_permutexvar_epi8(h, tab[1]), hh = _mm512_permutexvar_epi8(h, tab[0]);
-  w[0] = _mm512_unpacklo_epi8(ll, lh);
-  w[1] = _mm512_unpackhi_epi8(ll, lh);
-  w[2] = _mm512_unpacklo_epi8(hl, hh);
-  w[3] = _mm512_unpackhi_epi8(hl, hh);
+  constexpr __mmask64 kLowBytes = 0x5555555555555555ull;
+  const __m512i a = _mm512_maskz_permutexvar_epi8(kLowBytes, tab[1], b);
+  const __m512i c = _mm512_maskz_permutexvar_epi8(kLowBytes, tab[2], b);
+  w[0] = _mm512_permutexvar_epi16(a, tab[0]);
+  w[1] = _mm512_permutexvar_epi16(c, tab[0]);
+  w[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(a, 4), tab[0]);
+  w[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(c, 4), tab[0]);
 }
 
 // t = the group's four dot products, from zero, in order.
@@ -323,8 +329,9 @@ DSV4_BF16DOT_TARGET inline void LoadTables(__m512i tab[4]) {
     tab[2] = _mm512_load_si512(tb.fp8_lo);
     tab[3] = _mm512_load_si512(tb.fp8_lo + 64);
   } else {
-    tab[0] = _mm512_load_si512(tb.fp4_hi);
-    tab[1] = _mm512_load_si512(tb.fp4_lo);
+    tab[0] = _mm512_load_si512(tb.fp4_words);
+    tab[1] = _mm512_load_si512(tb.fp4_place[0]);
+    tab[2] = _mm512_load_si512(tb.fp4_place[1]);
   }
 }
 
