@@ -2,7 +2,11 @@
 // bytes read per decoded token, the machine's measured read bandwidth, decode
 // efficiency = achieved weight bytes/s ÷ bandwidth), peak RSS, and with
 // --speculative K the greedy decode speed with MTP self-speculation
-// (acceptance rate, speed-up). Each figure is the median of --repeat runs. The
+// (acceptance rate, speed-up). Each figure is the median of --repeat runs; the
+// bandwidth probe runs after each decode run, and decode efficiency is the
+// median of each run against the probe after it (so a shared host whose memory
+// speed changes from second to second compares each run with its own moment;
+// the runs and probes are listed when the probes differ by over 15%). The
 // last line is machine-readable:
 //   prefill_tps=… decode_tps=… weight_bytes_per_token=… bandwidth_gbs=…
 //   decode_efficiency=… peak_rss_mb=… prefill_gflops=… peak_gflops=… prefill_efficiency=…
@@ -79,6 +83,9 @@ int Run(const BenchArgs& a) {
   auto cache = model.NewCache(info.max_context);
   std::vector<float> logits(info.vocab_size);
   std::vector<double> prefill_tps, decode_tps;
+  std::vector<ReadBandwidth> probes;  // one after each decode run
+  const int threads = a.load.threads > 0 ? a.load.threads : 0;
+  double peak_rss_mb = 0.0;  // of the model runs, without the probe's buffer
   for (int r = 0; r < a.repeat; ++r) {
     cache->Truncate(0);
     Timer t;
@@ -94,7 +101,15 @@ int Run(const BenchArgs& a) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
+    if (a.probe_mib > 0) {
+      // The probe right after each decode run: a machine whose memory
+      // bandwidth changes from one second to the next (a shared host) is
+      // then compared with itself at about the same time.
+      if (r == 0) peak_rss_mb = PeakRssMiB();  // before the probe's buffer adds to it
+      probes.push_back(MeasureReadBandwidth(threads, a.probe_mib << 20));
+    }
   }
+  if (a.probe_mib == 0) peak_rss_mb = PeakRssMiB();
   const double p = Median(prefill_tps), d = Median(decode_tps);
   std::printf("model: %s (%s, %lld params)\n", loaded->path.c_str(), info.architecture.c_str(),
               static_cast<long long>(info.n_params));
@@ -137,18 +152,37 @@ int Run(const BenchArgs& a) {
     std::printf("spec_decode_tps=%.2f acceptance=%.4f speedup=%.3f\n", sd, last.acceptance_rate(),
                 sd / d);
   }
-  // Peak RSS of the model runs, before the probe's buffer adds to it.
-  const double peak_rss_mb = PeakRssMiB();
-  double bandwidth = 0.0;
-  if (a.probe_mib > 0) {
-    const int threads = a.load.threads > 0 ? a.load.threads : 0;
-    const ReadBandwidth bw = MeasureReadBandwidth(threads, a.probe_mib << 20);
-    bandwidth = bw.gb_per_s;
+  // The bandwidth: the median of the probes; the efficiency: the median of
+  // each decode run against the probe right after it.
+  double bandwidth = 0.0, efficiency = 0.0;
+  if (!probes.empty()) {
+    std::vector<double> bws, effs;
+    for (size_t r = 0; r < probes.size(); ++r) {
+      bws.push_back(probes[r].gb_per_s);
+      if (wbpt > 0 && probes[r].gb_per_s > 0) {
+        effs.push_back(decode_tps[r] * wbpt / 1e9 / probes[r].gb_per_s);
+      }
+    }
+    bandwidth = Median(bws);
+    if (!effs.empty()) efficiency = Median(effs);
+    const ReadBandwidth& mid = probes[probes.size() / 2];
     std::printf(
-        "memory read bandwidth: %.2f GB/s (STREAM-style sum of %lld MiB, median of %d: plain "
-        "loads %.2f, behind a software prefetch %.2f)\n",
-        bandwidth, static_cast<long long>(a.probe_mib), bw.repeats, bw.plain_gb_per_s,
-        bw.ahead_gb_per_s);
+        "memory read bandwidth: %.2f GB/s (median of %zu probes, one after each decode run; each "
+        "a STREAM-style sum of %lld MiB, median of %d: plain loads %.2f, behind a software "
+        "prefetch %.2f)\n",
+        bandwidth, probes.size(), static_cast<long long>(a.probe_mib), mid.repeats,
+        mid.plain_gb_per_s, mid.ahead_gb_per_s);
+    const auto [lo, hi] = std::minmax_element(bws.begin(), bws.end());
+    if (*hi > 1.15 * *lo) {
+      std::printf(
+          "note: the bandwidth changed between runs (%.2f to %.2f GB/s); each decode run is "
+          "compared with the probe after it:",
+          *lo, *hi);
+      for (size_t r = 0; r < probes.size(); ++r) {
+        std::printf(" %.1f tok/s at %.2f GB/s;", decode_tps[r], bws[r]);
+      }
+      std::printf("\n");
+    }
   }
   // The compute roof: prefill FLOP/s of the weight math against the peak of
   // its dtype mix (fp32 FMA and, for FP8/FP4 weights with bf16-exact inputs,
@@ -160,7 +194,6 @@ int Run(const BenchArgs& a) {
       macs.ok() && dot_macs.ok() && *macs > 0 ? static_cast<double>(*dot_macs) / *macs : 0.0;
   double peak_gflops = 0.0, peak_fp32 = 0.0, peak_dot = 0.0;
   if (a.probe_mib > 0) {
-    const int threads = a.load.threads > 0 ? a.load.threads : 0;
     const auto report = [](const char* what, const char* chains, const PeakFlops& r) {
       std::printf("peak %s: %.1f GFLOP/s (register-only %s chains on every thread, median of %d)\n",
                   what, r.gflops, chains, r.repeats);
@@ -184,7 +217,6 @@ int Run(const BenchArgs& a) {
     }
     std::printf("\n");
   }
-  const double efficiency = bandwidth > 0 && wbpt > 0 ? d * wbpt / 1e9 / bandwidth : 0.0;
   if (efficiency > 0) {
     std::printf("decode efficiency: %.1f%% of the bandwidth (%.2f GB/s of weights)\n",
                 100.0 * efficiency, d * wbpt / 1e9);

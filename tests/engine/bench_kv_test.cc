@@ -1,7 +1,8 @@
 // `dsv4 bench` KV-pruner figures, through the CLI on the tiny seed checkpoints
 // (tests/data/seed): the machine-readable last line keeps its leading fields
 // and appends kv_entries, kv_entries_unpruned, kv_bytes, kv_bytes_unpruned and
-// kv_peak_entries for models whose caches can evict entries.
+// kv_peak_entries for models whose caches can evict entries. Also the
+// bandwidth probe's placement (after each decode run).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -20,10 +21,10 @@ struct BenchOut {
   std::vector<std::string> keys;            // in order
 };
 
-BenchOut RunBench(const std::string& profile, const std::string& extra) {
+// dir: a checkpoint directory under tests/data.
+BenchOut RunBenchArgs(const std::string& dir, const std::string& args) {
   const std::string cmd =
-      std::string(DSV4_BIN) + " bench -m " + DSV4_TEST_DATA_DIR + "/seed/" + profile +
-      " --prompt-len 10 --gen 6 --repeat 1 --probe-mib 0 --threads 1 " + extra + " 2>&1";
+      std::string(DSV4_BIN) + " bench -m " + DSV4_TEST_DATA_DIR + "/" + dir + " " + args + " 2>&1";
   BenchOut out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
@@ -44,6 +45,11 @@ BenchOut RunBench(const std::string& profile, const std::string& extra) {
     out.last[f.substr(0, eq)] = f.substr(eq + 1);
   }
   return out;
+}
+
+BenchOut RunBench(const std::string& profile, const std::string& extra) {
+  return RunBenchArgs("seed/" + profile,
+                      "--prompt-len 10 --gen 6 --repeat 1 --probe-mib 0 --threads 1 " + extra);
 }
 
 int64_t Int(const BenchOut& b, const std::string& key) {
@@ -99,6 +105,19 @@ TEST(BenchKv, ModelWithoutPrunerReportsItsFullCacheAndRefusesPrunerOn) {
   const BenchOut on = RunBench("P-V4", "--kv-pruner on");
   EXPECT_NE(on.rc, 0);
   EXPECT_NE(on.text.find("no SemanticKVPruner"), std::string::npos) << on.text;
+}
+
+// With the probe on, it runs after each decode run, and the efficiency
+// compares each run with the probe after it (a DeepSeek-V4 checkpoint: its
+// weight bytes per token are known).
+TEST(BenchKv, ProbesAfterEveryDecodeRun) {
+  const BenchOut b = RunBenchArgs("deepseek_v4/swa_fp8",
+                                  "--prompt-len 10 --gen 6 --repeat 3 --probe-mib 16 --threads 1");
+  ASSERT_EQ(b.rc, 0) << b.text;
+  EXPECT_NE(b.text.find("median of 3 probes, one after each decode run"), std::string::npos)
+      << b.text;
+  EXPECT_GT(std::stod(b.last.at("bandwidth_gbs")), 0.0) << b.text;
+  EXPECT_GT(std::stod(b.last.at("decode_efficiency")), 0.0) << b.text;
 }
 
 TEST(BenchKv, BadPrunerPolicyIsAnError) {

@@ -115,9 +115,9 @@ using bf16dot::kGroup;
 
 // Tables, built once.
 struct Tables {
-  alignas(64) uint8_t fp8_hi[128];  // high byte of bf16(e4m3 magnitude code)
-  alignas(64) uint8_t fp8_lo[128];  // low byte
-  alignas(64) uint16_t fp4_words[32];  // bf16(e2m1 code & 15), × 2
+  alignas(64) uint8_t fp8_hi[128];       // high byte of bf16(e4m3 magnitude code)
+  alignas(64) uint8_t fp8_lo[128];       // low byte
+  alignas(64) uint16_t fp4_words[32];    // bf16(e2m1 code & 15), × 2
   alignas(64) uint8_t fp4_place[2][64];  // vpermb: word 8L + j takes byte 16L + 8u + j
   // x permutation per format: vector v, half h (words 16h … 16h + 15) from
   // natural vectors pair[f][v][h] and + 1, word indices idx[f][v][h][0, 32).
@@ -155,7 +155,8 @@ const Tables& GetTables() {
       t.odd_bytes[j] = static_cast<uint8_t>(2 * j + 1);
       t.fp4_lane_byte[j] = static_cast<uint8_t>(j / 16);  // byte j is in word j / 2, lane j / 16
     }
-    for (int c = 0; c < 32; ++c) t.fp4_words[c] = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
+    for (int c = 0; c < 32; ++c)
+      t.fp4_words[c] = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
     for (int u = 0; u < 2; ++u) {
       for (int w = 0; w < 32; ++w) {  // word w = 8L + j; its high byte is masked to zero
         t.fp4_place[u][2 * w] = static_cast<uint8_t>(16 * (w / 8) + 8 * u + w % 8);
