@@ -195,6 +195,36 @@ inline Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed, size_
   return w;
 }
 
+// Rows [b, e) of w · x (one token) by a reference kernel and a kernel that
+// may decline: the second must take the call and give the same bits.
+inline void ExpectSameBits(ops::simd::MatMulFn want_fn, ops::simd::TryMatMulFn got_fn,
+                           const Weight& w, const float* x, int64_t b, int64_t e,
+                           const std::string& what) {
+  std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
+  want_fn(KernelArgs(w, want.data(), e - b, x, 1, b, e));
+  ASSERT_TRUE(got_fn(KernelArgs(w, got.data(), e - b, x, 1, b, e))) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    uint32_t a, c;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&c, &got[i], 4);
+    if (a != c) {
+      ADD_FAILURE() << what << " row " << b + static_cast<int64_t>(i) << ": " << got[i]
+                    << " vs reference " << want[i];
+      return;
+    }
+  }
+}
+
+// A kernel that must decline the call (t tokens of wide x): false, and
+// nothing written.
+inline void ExpectDeclines(ops::simd::TryMatMulFn fn, const Weight& w, int64_t t,
+                           const std::string& what) {
+  const std::vector<float> x = WideX(w.k * t, 3, 0);
+  std::vector<float> out(static_cast<size_t>(w.n * t), 42.0f);
+  EXPECT_FALSE(fn(KernelArgs(w, out.data(), w.n, x.data(), t, 0, w.n))) << what;
+  for (float v : out) ASSERT_EQ(v, 42.0f) << what;
+}
+
 }  // namespace dsv4::testing
 
 #endif  // DSV4_TESTS_COMMON_MATMUL_FIXTURES_H_

@@ -21,7 +21,6 @@ namespace dsv4 {
 namespace {
 
 namespace simd = ::dsv4::ops::simd;
-using ::dsv4::testing::KernelArgs;
 using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::Weight;
 using ::dsv4::testing::WideX;
@@ -37,19 +36,8 @@ using ::dsv4::testing::WideX;
 // Rows [b, e) of w · x by both kernels; equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
                     const std::string& what) {
-  std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
-  simd::DenseMatMulKernel(DType::kBF16)(KernelArgs(w, want.data(), e - b, x, 1, b, e));
-  ASSERT_TRUE(simd::Bf16F32MatVecKernel()(KernelArgs(w, got.data(), e - b, x, 1, b, e))) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    uint32_t a, c;
-    std::memcpy(&a, &want[i], 4);
-    std::memcpy(&c, &got[i], 4);
-    if (a != c) {
-      ADD_FAILURE() << what << " row " << b + static_cast<int64_t>(i) << ": " << got[i]
-                    << " vs Highway " << want[i];
-      return;
-    }
-  }
+  ::dsv4::testing::ExpectSameBits(simd::DenseMatMulKernel(DType::kBF16),
+                                  simd::Bf16F32MatVecKernel(), w, x, b, e, what);
 }
 
 TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
@@ -88,11 +76,7 @@ TEST(Bf16F32MatVec, EveryBitPatternEqualsHighway) {
 TEST(Bf16F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_BF16_F32();
   const auto check = [](const Weight& w, int64_t t, const std::string& what) {
-    const std::vector<float> x = WideX(w.k * t, 3, 0);
-    std::vector<float> out(static_cast<size_t>(w.n * t), 42.0f);
-    const simd::MatMulArgs a = KernelArgs(w, out.data(), w.n, x.data(), t, 0, w.n);
-    EXPECT_FALSE(simd::Bf16F32MatVecKernel()(a)) << what;
-    for (float v : out) ASSERT_EQ(v, 42.0f) << what;
+    ::dsv4::testing::ExpectDeclines(simd::Bf16F32MatVecKernel(), w, t, what);
   };
   check(MakeWeight(DType::kBF16, 8, 256, 1), 2, "two tokens");
   check(MakeWeight(DType::kBF16, 8, 96, 2), 1, "K % 64 != 0");

@@ -25,7 +25,6 @@ namespace dsv4 {
 namespace {
 
 namespace simd = ::dsv4::ops::simd;
-using ::dsv4::testing::KernelArgs;
 using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::Weight;
 using ::dsv4::testing::WideX;
@@ -41,19 +40,8 @@ using ::dsv4::testing::WideX;
 // Rows [b, e) of w · x by both kernels; equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
                     const std::string& what) {
-  std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
-  simd::Fp8BlockMatMulKernel()(KernelArgs(w, want.data(), e - b, x, 1, b, e));
-  ASSERT_TRUE(simd::Fp8F32MatVecKernel()(KernelArgs(w, got.data(), e - b, x, 1, b, e))) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    uint32_t a, c;
-    std::memcpy(&a, &want[i], 4);
-    std::memcpy(&c, &got[i], 4);
-    if (a != c) {
-      ADD_FAILURE() << what << " row " << b + static_cast<int64_t>(i) << ": " << got[i]
-                    << " vs Highway " << want[i];
-      return;
-    }
-  }
+  ::dsv4::testing::ExpectSameBits(simd::Fp8BlockMatMulKernel(), simd::Fp8F32MatVecKernel(), w, x, b,
+                                  e, what);
 }
 
 TEST(Fp8F32MatVec, EqualsHighwayMatVecBitForBit) {
@@ -93,11 +81,7 @@ TEST(Fp8F32MatVec, EveryCodeAndScaleExtremeEqualsHighway) {
 TEST(Fp8F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_FP8_F32();
   const auto check = [](const Weight& w, int64_t t, const std::string& what) {
-    const std::vector<float> x = WideX(w.k * t, 3, 0);
-    std::vector<float> out(static_cast<size_t>(w.n * t), 42.0f);
-    const simd::MatMulArgs a = KernelArgs(w, out.data(), w.n, x.data(), t, 0, w.n);
-    EXPECT_FALSE(simd::Fp8F32MatVecKernel()(a)) << what;
-    for (float v : out) ASSERT_EQ(v, 42.0f) << what;
+    ::dsv4::testing::ExpectDeclines(simd::Fp8F32MatVecKernel(), w, t, what);
   };
   check(MakeWeight(DType::kFp8E4m3, 8, 256, 1), 2, "two tokens");
   check(MakeWeight(DType::kFp8E4m3, 8, 192, 2), 1, "K % 128 != 0");
