@@ -51,6 +51,13 @@ inline void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha
   simd::AxpyMany(y, n_y, y_stride, alpha, x, n_keys, n);
 }
 
+// out[j] = Σ_i c[i] · x[i][j] for j < n, the sum from 0 in order of the n_x
+// rows, each product rounded before its add (no FMA): bit for bit
+// ops::ref::LinearCombine. out must not overlap the x rows.
+inline void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x,
+                          int64_t n) {
+  simd::LinearCombine(out, x, c, n_x, n);
+}
 // FP8 e4m3 quantise-dequantise per block (DeepSeek-V4's simulated activation
 // quantisation): bit for bit ops::ref::QuantizeDequantizeFp8.
 inline void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/matmul.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -90,39 +91,36 @@ void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnecti
 
 void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_tokens, float* u) {
   const int64_t C = p.streams, D = p.hidden;
+  CHECK(C <= kMaxStreams, "mHC: %lld streams, at most %lld", static_cast<long long>(C),
+        static_cast<long long>(kMaxStreams));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* xt = x + t * C * D;
-    float* ut = u + t * D;
-    // Per feature the sum from 0 in order of c; c outer, so that the d loop
-    // vectorises (d outer took 3 µs per decoded token and site).
-    std::fill_n(ut, D, 0.0f);
-    for (int64_t c = 0; c < C; ++c) {
-      const float pc = pre[t * C + c];
-      const float* xc = xt + c * D;
-      for (int64_t d = 0; d < D; ++d) ut[d] += pc * xc[d];
-    }
+    // Per feature Σ_c pre_c · x_c from 0 in order of c (ops::LinearCombine:
+    // the plain loops' bits, vectorised).
+    const float* rows[kMaxStreams];
+    for (int64_t c = 0; c < C; ++c) rows[c] = x + (t * C + c) * D;
+    ops::LinearCombine(u + t * D, rows, pre + t * C, C, D);
   }
 }
 
 void HcExpand(const HcParams& p, float* x, const float* y, const float* post, const float* comb,
               int64_t n_tokens, float* scratch) {
   const int64_t C = p.streams, D = p.hidden;
+  CHECK(C <= kMaxStreams, "mHC: %lld streams, at most %lld", static_cast<long long>(C),
+        static_cast<long long>(kMaxStreams));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* xt = x + t * C * D;           // [C, D], read as the old residual
-    const float* yt = y + t * D;         // [D] sublayer output
     const float* cb = comb + t * C * C;  // [C(src j), C(dst k)]
+    // out_k[d] = post_k · y[d] + Σ_j comb[j, k] · x_j[d]: the sum from 0 in
+    // order of j, then the post term added (ops::LinearCombine over the rows
+    // x_0 … x_{C−1}, y).
+    const float* rows[kMaxStreams + 1];
+    for (int64_t j = 0; j < C; ++j) rows[j] = xt + j * D;
+    rows[C] = y + t * D;
     for (int64_t k = 0; k < C; ++k) {
-      // out[d] = post_k · y[d] + Σ_j comb[j, k] · x_j[d], the sum from 0 in
-      // order of j; d innermost so that the loops vectorise.
-      float* out = scratch + k * D;
-      std::fill_n(out, D, 0.0f);
-      for (int64_t j = 0; j < C; ++j) {
-        const float c = cb[j * C + k];
-        const float* xj = xt + j * D;
-        for (int64_t d = 0; d < D; ++d) out[d] += c * xj[d];
-      }
-      const float pk = post[t * C + k];
-      for (int64_t d = 0; d < D; ++d) out[d] = pk * yt[d] + out[d];
+      float coef[kMaxStreams + 1];
+      for (int64_t j = 0; j < C; ++j) coef[j] = cb[j * C + k];
+      coef[C] = post[t * C + k];
+      ops::LinearCombine(scratch + k * D, rows, coef, C + 1, D);
     }
     std::copy_n(scratch, C * D, xt);
   }

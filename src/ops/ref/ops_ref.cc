@@ -87,6 +87,17 @@ void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const
   }
 }
 
+void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n_x; ++i) {
+      const float product = c[i] * x[i][j];
+      acc += product;
+    }
+    out[j] = acc;
+  }
+}
+
 int64_t Argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {

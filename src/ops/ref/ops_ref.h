@@ -45,6 +45,11 @@ void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* 
 void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
               int64_t n_keys, int64_t n);
 
+// out[j] = (…((0 + c[0]·x[0][j]) + c[1]·x[1][j]) + …) + c[n_x − 1]·x[n_x − 1][j]
+// for j < n: each product rounded, then added (no fused multiply-add), the
+// sum from 0 in order of the rows. out must not overlap the x rows.
+void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n);
+
 // Index of the largest value; the lowest index wins ties.
 int64_t Argmax(const float* x, int64_t n);
 

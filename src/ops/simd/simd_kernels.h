@@ -103,6 +103,10 @@ void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* 
 // Axpy(y + h · y_stride, alpha[h · n_keys + i], x[i], n), bit for bit.
 void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
               int64_t n_keys, int64_t n);
+// Σ over rows i in order, from 0, of the rounded products c[i] · x[i][j]
+// (multiply, then add: no fused multiply-add), bit for bit
+// ops::ref::LinearCombine (mHC's stream collapse and expansion).
+void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n);
 
 // FP8 e4m3 quantise-dequantise of activations per block of `block` values
 // (n a multiple of block), bit for bit ops::ref::QuantizeDequantizeFp8.
