@@ -63,6 +63,11 @@ inline void LinearCombine(float* out, const float* const* x, const float* c, int
 inline void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {
   simd::QuantizeDequantizeFp8(x, n, block);
 }
+// FP4 e2m1 quantise-dequantise per block (DeepSeek-V4's index_quant): bit
+// for bit ops::ref::QuantizeDequantizeFp4 for inputs without NaN.
+inline void QuantizeDequantizeFp4(float* x, int64_t n, int64_t block) {
+  simd::QuantizeDequantizeFp4(x, n, block);
+}
 
 }  // namespace dsv4::ops
 

@@ -395,6 +395,40 @@ TEST(SimdVec, QuantizeDequantizeFp8BitForBit) {
   });
 }
 
+// FP4 (e2m1) quantise-dequantise, bit for bit the scalar twin: magnitudes
+// from 2^-40 to 2^20 with random mantissas, zeros of both signs, and every
+// tie of the e2m1 grid (q = 0.25, 0.75, …, 5) against a block max of 6.
+TEST(SimdVec, QuantizeDequantizeFp4BitForBit) {
+  ForEachTarget([] {
+    for (int64_t block : {32, 16, 64, 7}) {
+      for (int64_t n_blocks : {1, 3}) {
+        const int64_t n = block * n_blocks;
+        std::vector<float> x(n);
+        uint64_t st = 0x7654321ull + static_cast<uint64_t>(block);
+        for (int64_t i = 0; i < n; ++i) {
+          st = st * 6364136223846793005ull + 1442695040888963407ull;
+          const float mag = std::ldexp(1.0f, static_cast<int>((st >> 33) % 60) - 40);
+          const float frac = static_cast<float>((st >> 12) & 0xfffff) / 1048576.0f;
+          x[i] = ((st >> 63) ? -1.0f : 1.0f) * mag * (1.0f + frac);
+        }
+        if (block >= 16) {  // block 0: max 6, so q = x; the ties and the grid
+          const float ties[] = {6.0f,   0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f,    5.0f,
+                                -0.25f, -5.0f, 0.0f,  -0.0f, 1.0f,  0.5f, -1e-30f, 5.999f};
+          for (int j = 0; j < 16; ++j) x[j] = ties[j];
+        }
+        std::vector<float> want = x, got = x;
+        ops::ref::QuantizeDequantizeFp4(want.data(), n, block);
+        ops::QuantizeDequantizeFp4(got.data(), n, block);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "block " << block << " i " << i << " x " << x[i] << ": " << got[i] << " vs "
+              << want[i];
+        }
+      }
+    }
+  });
+}
+
 TEST(SimdVec, RopeMatchesRef) {
   ForEachTarget([] {
     for (int64_t head_dim : {2, 8, 14, 32, 34, 50, 64, 128}) {

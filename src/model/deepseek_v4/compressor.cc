@@ -147,7 +147,7 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
         if (opts.kv_quant) ops::QuantizeDequantizeFp8(entry, Wd - rope_dim, 64);
       } else {
         HadamardRotate(entry, Wd);
-        if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(entry, Wd, 32);
+        if (opts.index_quant) ops::QuantizeDequantizeFp4(entry, Wd, 32);
       }
     }
   });

@@ -44,7 +44,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
       float* qh = q + i * ID;
       rot.Rotate(qh + ID - R, pos0 + i / IH, /*inverse=*/false);
       HadamardRotate(qh, ID);
-      if (opts.index_quant) ops::ref::QuantizeDequantizeFp4(qh, ID, 32);
+      if (opts.index_quant) ops::QuantizeDequantizeFp4(qh, ID, 32);
     }
   });
 

@@ -19,8 +19,7 @@ namespace dsv4::ops::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void LinearCombineImpl(float* out, const float* const* x, const float* c, int64_t n_x,
-                       int64_t n) {
+void LinearCombineImpl(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n) {
   const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t j = 0;

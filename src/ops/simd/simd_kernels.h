@@ -111,6 +111,9 @@ void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_
 // FP8 e4m3 quantise-dequantise of activations per block of `block` values
 // (n a multiple of block), bit for bit ops::ref::QuantizeDequantizeFp8.
 void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block);
+// FP4 e2m1 quantise-dequantise per block of `block` values (n a multiple of
+// block), bit for bit ops::ref::QuantizeDequantizeFp4 for inputs without NaN.
+void QuantizeDequantizeFp4(float* x, int64_t n, int64_t block);
 
 // The FLOP/s probe's body: about `fmas` lane-FMAs on 16 independent
 // register accumulators; *done gets the exact number of lane-FMAs run. Returns

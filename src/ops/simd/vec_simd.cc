@@ -502,6 +502,53 @@ void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
   }
 }
 
+// FP4 e2m1 quantise-dequantise per block (DeepSeek-V4's indexer and its
+// compressor, index_quant): scale s = 2^ceil(log2(amax / 6)), q = x / s
+// clamped to ±6 and rounded to e2m1 to nearest even (magnitudes ≥ 1: one
+// mantissa bit, by the carry trick of the FP8 kernel above; below 1: steps of
+// 0.5 by Round), times s. s is a power of two whose inverse is a normal
+// float, so x · (1/s) is x / s exactly. Bit for bit ops::ref for inputs
+// without NaN.
+void QuantizeDequantizeFp4Impl(float* x, int64_t n, int64_t block) {
+  CHECK(block > 0 && n % block == 0, "FP4 act quant: %lld values, block %lld",
+        static_cast<long long>(n), static_cast<long long>(block));
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const float kMinAmax = 6.0f * std::ldexp(1.0f, -126);
+  const VF lim = hn::Set(d, 6.0f), one_f = hn::Set(d, 1.0f);
+  const VF k2 = hn::Set(d, 2.0f), k1_2 = hn::Set(d, 0.5f);
+  const auto round_bias = hn::Set(du, 0x1fffffu), keep = hn::Set(du, ~0x3fffffu);
+  const auto one = hn::Set(du, 1u);
+  for (int64_t b = 0; b < n; b += block) {
+    float* p = x + b;
+    VF vmax = hn::Set(d, kMinAmax);
+    int64_t i = 0;
+    for (; i + N <= block; i += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(d, p + i)));
+    float amax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    for (; i < block; ++i) amax = std::max(amax, std::fabs(p[i]));
+    const float scale = ops::ref::Pow2Ceil(amax * (1.0f / 6.0f));
+    const float inv = 1.0f / scale;
+    const VF vs = hn::Set(d, scale), vinv = hn::Set(d, inv);
+    i = 0;
+    for (; i + N <= block; i += N) {
+      const VF q = hn::Min(hn::Max(hn::Mul(hn::LoadU(d, p + i), vinv), hn::Neg(lim)), lim);
+      const VF a = hn::Abs(q);
+      const auto au = hn::BitCast(du, a);
+      const auto rounded =
+          hn::And(hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<22>(au), one))), keep);
+      const VF normal = hn::BitCast(d, rounded);
+      const VF sub = hn::Mul(hn::Round(hn::Mul(a, k2)), k1_2);
+      const VF mag = hn::IfThenElse(hn::Lt(a, one_f), sub, normal);
+      hn::StoreU(hn::Mul(hn::CopySignToAbs(mag, q), vs), d, p + i);
+    }
+    for (; i < block; ++i) {
+      const float q = std::clamp(p[i] * inv, -6.0f, 6.0f);
+      p[i] = Fp4E2m1ToF32(F32ToFp4E2m1(q)) * scale;
+    }
+  }
+}
+
 float FmaLoopImpl(int64_t fmas, int64_t* done) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -550,6 +597,7 @@ HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(RopeInterleavedImpl);
 HWY_EXPORT(QuantizeDequantizeFp8Impl);
+HWY_EXPORT(QuantizeDequantizeFp4Impl);
 HWY_EXPORT(FmaLoopImpl);
 
 float Dot(const float* a, const float* b, int64_t n) {
@@ -582,6 +630,10 @@ void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_di
 
 void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {
   HWY_DYNAMIC_DISPATCH(QuantizeDequantizeFp8Impl)(x, n, block);
+}
+
+void QuantizeDequantizeFp4(float* x, int64_t n, int64_t block) {
+  HWY_DYNAMIC_DISPATCH(QuantizeDequantizeFp4Impl)(x, n, block);
 }
 
 float FmaLoop(int64_t fmas, int64_t* done) { return HWY_DYNAMIC_DISPATCH(FmaLoopImpl)(fmas, done); }
