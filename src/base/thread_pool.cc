@@ -37,11 +37,11 @@ ThreadPool::ThreadPool(int n_threads)
 }
 
 ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_seq_cst);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_.store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mu_);  // a worker between its check and its wait
+    work_cv_.notify_all();
   }
-  work_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -212,19 +212,28 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
   fn_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   const int64_t start_ns = shape >= 0 ? NowNs() : 0;
-  {
-    // Bumping the generation under mu_ closes the race with a worker that is
-    // about to block: it re-checks the generation under mu_ before waiting.
+  // Hand-off without the mutex while every worker spins. A worker about to
+  // block counts itself in sleepers_ and then re-checks the generation; the
+  // caller bumps the generation and then reads sleepers_ (all sequentially
+  // consistent): either the worker sees the new generation, or the caller
+  // sees the sleeper and notifies under mu_, which the worker holds from its
+  // count until its wait.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
-    if (sleepers_ > 0) work_cv_.notify_all();
+    work_cv_.notify_all();
   }
   fn(chunks_[0].first, chunks_[0].second, 0);
   if (shape >= 0) done_ns_[0].store(NowNs(), std::memory_order_relaxed);
   const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!SpinFor(0, all_done)) {
+    // The same handshake the other way: the caller counts itself in
+    // done_waiters_ before its last check; the last worker decrements
+    // pending_ before it reads done_waiters_.
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, all_done);
+    done_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [this] { return pending_.load(std::memory_order_seq_cst) == 0; });
+    done_waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
   if (shape >= 0) LearnSpeeds(shape, start_ns);
   fn_ = nullptr;
@@ -240,9 +249,12 @@ void ThreadPool::WorkerLoop(int index) {
     if (!SpinFor(index, has_work)) {
       cpu_[index].store(-1, std::memory_order_relaxed);  // asleep: shares no CPU
       std::unique_lock<std::mutex> lock(mu_);
-      ++sleepers_;
-      work_cv_.wait(lock, has_work);
-      --sleepers_;
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);  // then the check (ParallelFor)
+      work_cv_.wait(lock, [&] {
+        return stop_.load(std::memory_order_seq_cst) ||
+               generation_.load(std::memory_order_seq_cst) != seen;
+      });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
@@ -251,9 +263,10 @@ void ThreadPool::WorkerLoop(int index) {
     SharesCpu(index);  // where this chunk runs, for the caller's wait
     if (chunk.first < chunk.second) (*fn)(chunk.first, chunk.second, index);
     done_ns_[index].store(NowNs(), std::memory_order_relaxed);  // published by pending_
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // The caller may be blocked on done_cv_: notify under mu_ so the wake-up
-      // cannot fall between its predicate check and its wait.
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        done_waiters_.load(std::memory_order_seq_cst) > 0) {
+      // The caller is blocking on done_cv_ (see ParallelFor): notify under
+      // mu_, which it holds from its count until its wait.
       std::lock_guard<std::mutex> lock(mu_);
       done_cv_.notify_one();
     }

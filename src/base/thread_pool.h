@@ -111,7 +111,7 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;  // guards the sleeps (sleepers_, the condition variables)
+  std::mutex mu_;  // held from counting a sleep to waiting, and to notify
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   // Published before generation_ is bumped (release), read after (acquire).
@@ -120,7 +120,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
-  int sleepers_ = 0;  // workers blocked on work_cv_ (under mu_)
+  std::atomic<int> sleepers_{0};      // workers blocking on work_cv_
+  std::atomic<int> done_waiters_{0};  // the caller blocking on done_cv_
   // The CPU each thread (0: the caller of ParallelFor) was last seen on while
   // running or spinning, −1 while blocked or not yet known.
   std::unique_ptr<std::atomic<int>[]> cpu_;
