@@ -151,52 +151,67 @@ int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int 
     s.type = fn.type_id();
     s.n = n;
     s.grain = grain;
-    std::fill(s.speed, s.speed + kMaxBalancedThreads, 1.0f);
+    s.split.Reset(n_threads_);
   }
   s.last_use = ++shape_clock_;
-  float total = 0.0f;
-  for (int i = 0; i < n_threads_; ++i) total += s.speed[i];
-  // Thread i takes grains [G·(speeds before i)/total, G·(speeds up to i)/total).
-  float before = 0.0f;
-  int64_t b = 0;
+  int64_t bounds[kMaxBalancedThreads + 1];
+  s.split.Plan(n_threads_, n_grains, bounds);
   for (int i = 0; i < n_threads_; ++i) {
-    before += s.speed[i];
-    const int64_t e =
-        i == n_threads_ - 1
-            ? n_grains
-            : std::clamp<int64_t>(std::llround(static_cast<double>(n_grains) * before / total), b,
-                                  n_grains);
-    chunks_[i] = std::make_pair(std::min(n, b * grain), std::min(n, e * grain));
-    b = e;
+    chunks_[i] = std::make_pair(std::min(n, bounds[i] * grain), std::min(n, bounds[i + 1] * grain));
   }
   return slot;
 }
 
 void ThreadPool::LearnSpeeds(int64_t slot, int64_t start_ns) {
-  Shape& s = shapes_[static_cast<size_t>(slot)];
-  float rate[kMaxBalancedThreads];
+  int64_t items[kMaxBalancedThreads], t_ns[kMaxBalancedThreads];
+  for (int i = 0; i < n_threads_; ++i) {
+    items[i] = chunks_[i].second - chunks_[i].first;
+    t_ns[i] = done_ns_[i].load(std::memory_order_relaxed) - start_ns;
+  }
+  shapes_[static_cast<size_t>(slot)].split.Learn(n_threads_, items, t_ns);
+}
+
+void SpeedSplit::Reset(int threads) {
+  CHECK(threads >= 1 && threads <= kMaxThreads);
+  std::fill(speed, speed + threads, 1.0f);
+}
+
+void SpeedSplit::Plan(int threads, int64_t n_grains, int64_t* bounds) const {
+  float total = 0.0f;
+  for (int i = 0; i < threads; ++i) total += speed[i];
+  float before = 0.0f;
+  bounds[0] = 0;
+  for (int i = 0; i < threads; ++i) {
+    before += speed[i];
+    bounds[i + 1] =
+        i == threads - 1
+            ? n_grains
+            : std::clamp<int64_t>(std::llround(static_cast<double>(n_grains) * before / total),
+                                  bounds[i], n_grains);
+  }
+}
+
+bool SpeedSplit::Learn(int threads, const int64_t* items, const int64_t* t_ns) {
+  float rate[kMaxThreads];
   int64_t t_min = INT64_MAX, t_max = 0;
-  for (int i = 0; i < n_threads_; ++i) {
-    const int64_t t = done_ns_[i].load(std::memory_order_relaxed) - start_ns;
-    const int64_t items = chunks_[i].second - chunks_[i].first;
-    if (t <= 0 || items <= 0) return;
-    t_min = std::min(t_min, t);
-    t_max = std::max(t_max, t);
-    rate[i] = static_cast<float>(items) / static_cast<float>(t);
+  for (int i = 0; i < threads; ++i) {
+    if (t_ns[i] <= 0 || items[i] <= 0) return false;
+    t_min = std::min(t_min, t_ns[i]);
+    t_max = std::max(t_max, t_ns[i]);
+    rate[i] = static_cast<float>(items[i]) / static_cast<float>(t_ns[i]);
   }
-  // A thread that was descheduled, or woke from its sleep, measured not its
-  // speed but the scheduler's.
-  if (t_max > 2 * t_min) return;
+  if (t_max > 2 * t_min) return false;
   float mean = 0.0f;
-  for (int i = 0; i < n_threads_; ++i) mean += rate[i] / static_cast<float>(n_threads_);
+  for (int i = 0; i < threads; ++i) mean += rate[i] / static_cast<float>(threads);
   float sum = 0.0f;
-  for (int i = 0; i < n_threads_; ++i) {
-    s.speed[i] = 0.75f * s.speed[i] + 0.25f * rate[i] / mean;
-    sum += s.speed[i];
+  for (int i = 0; i < threads; ++i) {
+    speed[i] = (1.0f - kLearnRate) * speed[i] + kLearnRate * rate[i] / mean;
+    sum += speed[i];
   }
-  for (int i = 0; i < n_threads_; ++i) {
-    s.speed[i] = std::clamp(s.speed[i] * static_cast<float>(n_threads_) / sum, 0.5f, 2.0f);
+  for (int i = 0; i < threads; ++i) {
+    speed[i] = std::clamp(speed[i] * static_cast<float>(threads) / sum, 0.5f, 2.0f);
   }
+  return true;
 }
 
 void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {

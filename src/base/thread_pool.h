@@ -24,6 +24,28 @@
 
 namespace dsv4 {
 
+// The balancing arithmetic of ThreadPool::ParallelFor (see there), apart so
+// that it can be tested without clocks: each thread's speed relative to the
+// others (mean 1, clamped to [0.5, 2]), the split of a call's grains in
+// proportion to them, and learning from the items each thread did and the
+// time it took (an exponential moving average, weight kLearnRate).
+struct SpeedSplit {
+  static constexpr int kMaxThreads = 16;
+  static constexpr float kLearnRate = 0.25f;
+  float speed[kMaxThreads];
+
+  // Equal speeds for `threads` ≤ kMaxThreads.
+  void Reset(int threads);
+  // Thread i takes grains [bounds[i], bounds[i + 1]) of n_grains; bounds has
+  // threads + 1 entries, bounds[0] = 0 and bounds[threads] = n_grains.
+  void Plan(int threads, int64_t n_grains, int64_t* bounds) const;
+  // Thread i did items[i] in t_ns[i]. Returns false, learning nothing, when
+  // a time or an item count is not positive or one time exceeds twice
+  // another (a descheduled or sleeping thread measures the scheduler, not
+  // its speed).
+  bool Learn(int threads, const int64_t* items, const int64_t* t_ns);
+};
+
 class ThreadPool {
  public:
   // fn(begin, end, thread_index) handles items [begin, end). A non-owning
@@ -130,7 +152,7 @@ class ThreadPool {
   // the others (mean 1), learnt from its chunk times. Only pools of up to
   // kMaxBalancedThreads, in a table of kShapeSlots shapes: kShapeWays slots
   // per hash, the least recently used of them replaced.
-  static constexpr int kMaxBalancedThreads = 16;
+  static constexpr int kMaxBalancedThreads = SpeedSplit::kMaxThreads;
   static constexpr int kShapeSlots = 512;
   static constexpr int kShapeWays = 8;
   static constexpr int64_t kMinBalancedGrains = 32;
@@ -138,7 +160,7 @@ class ThreadPool {
     uintptr_t type = 0;
     int64_t n = 0, grain = 0;
     uint64_t last_use = 0;
-    float speed[kMaxBalancedThreads];
+    SpeedSplit split;
   };
   std::vector<Shape> shapes_;
   uint64_t shape_clock_ = 0;

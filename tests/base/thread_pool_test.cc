@@ -74,22 +74,81 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
   }
 }
 
-// Balancing: a call shape run again and again, thread 1 taking 1.6× as long
-// per item as the caller, shifts items to the caller (toward 1.6 : 1), and
-// every call still covers [0, n) exactly once in grain-aligned chunks. A
-// shape too small to balance keeps equal chunks.
+// Balancing arithmetic (SpeedSplit, no clocks): a thread 1.6× slower per item
+// ends up with about 1 / 1.6 of the other's items; times a descheduled thread
+// would give are ignored; speeds stay within [0.5, 2]; three threads too.
+TEST(SpeedSplitTest, LearnsTheRatioOfSpeeds) {
+  SpeedSplit s;
+  s.Reset(2);
+  int64_t bounds[3];
+  s.Plan(2, 128, bounds);
+  EXPECT_EQ(bounds[0], 0);
+  EXPECT_EQ(bounds[1], 64);
+  EXPECT_EQ(bounds[2], 128);
+  for (int call = 0; call < 40; ++call) {
+    s.Plan(2, 1000, bounds);
+    const int64_t items[2] = {bounds[1] - bounds[0], bounds[2] - bounds[1]};
+    const int64_t t_ns[2] = {items[0] * 1000, items[1] * 1600};
+    ASSERT_TRUE(s.Learn(2, items, t_ns));
+  }
+  s.Plan(2, 1000, bounds);
+  EXPECT_NEAR(static_cast<double>(bounds[1]) / static_cast<double>(bounds[2] - bounds[1]), 1.6,
+              0.05);
+  EXPECT_EQ(bounds[2], 1000);
+}
+
+TEST(SpeedSplitTest, IgnoresOutliersAndBadInput) {
+  SpeedSplit s;
+  s.Reset(2);
+  const int64_t items[2] = {50, 50};
+  const int64_t outlier[2] = {1000, 2001};  // over twice: a thread was not running
+  EXPECT_FALSE(s.Learn(2, items, outlier));
+  const int64_t zero_time[2] = {1000, 0};
+  EXPECT_FALSE(s.Learn(2, items, zero_time));
+  const int64_t no_items[2] = {0, 100};
+  const int64_t t_ns[2] = {1000, 1000};
+  EXPECT_FALSE(s.Learn(2, no_items, t_ns));
+  EXPECT_EQ(s.speed[0], 1.0f);
+  EXPECT_EQ(s.speed[1], 1.0f);
+  const int64_t within[2] = {1000, 2000};  // exactly twice: learnt
+  EXPECT_TRUE(s.Learn(2, items, within));
+  EXPECT_GT(s.speed[0], s.speed[1]);
+}
+
+TEST(SpeedSplitTest, SpeedsStayClampedAndEveryThreadKeepsWork) {
+  SpeedSplit s;
+  s.Reset(3);
+  int64_t bounds[4];
+  for (int call = 0; call < 200; ++call) {
+    s.Plan(3, 96, bounds);
+    const int64_t items[3] = {bounds[1] - bounds[0], bounds[2] - bounds[1], bounds[3] - bounds[2]};
+    // Thread 2 is 1.9× slower per item than thread 0, thread 1 1.3×.
+    const int64_t t_ns[3] = {items[0] * 100, items[1] * 130, items[2] * 190};
+    if (!s.Learn(3, items, t_ns)) break;
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GE(s.speed[i], 0.5f);
+    EXPECT_LE(s.speed[i], 2.0f);
+    EXPECT_GT(bounds[i + 1], bounds[i]) << "thread " << i << " got no grains";
+  }
+  EXPECT_GT(bounds[1] - bounds[0], bounds[3] - bounds[2]);
+  EXPECT_EQ(bounds[3], 96);
+}
+
+// The pool with balancing at work (a call shape run again and again, thread
+// 1 slower per item): every call still covers [0, n) exactly once in
+// grain-aligned chunks. A shape too small to balance keeps equal chunks.
 void BusyMicros(double us) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
   while (std::chrono::steady_clock::now() < end) {
   }
 }
 
-TEST(ThreadPoolTest, BalancesTowardTheFasterThread) {
+TEST(ThreadPoolTest, BalancedCallsCoverEveryIndexOnce) {
   ThreadPool pool(2);
   constexpr int64_t kN = 640, kGrain = 5;  // 128 grains: balanced
   int64_t items[2] = {0, 0};
-  bool shifted = false;
-  for (int call = 0; call < 300 && !shifted; ++call) {
+  for (int call = 0; call < 100; ++call) {
     std::vector<std::atomic<int>> hits(kN);
     for (auto& h : hits) h.store(0);
     pool.ParallelFor(
@@ -98,15 +157,12 @@ TEST(ThreadPoolTest, BalancesTowardTheFasterThread) {
           EXPECT_EQ(begin % kGrain, 0);
           for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
           items[thread] = end - begin;
-          BusyMicros(static_cast<double>(end - begin) * (thread == 0 ? 5.0 : 8.0));
+          BusyMicros(static_cast<double>(end - begin) * (thread == 0 ? 1.0 : 1.6));
         },
         kGrain);
     for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[i].load(), 1) << "call " << call;
     ASSERT_EQ(items[0] + items[1], kN);
-    shifted = items[0] >= 1.2 * static_cast<double>(items[1]);
   }
-  EXPECT_TRUE(shifted) << "last split " << items[0] << " : " << items[1];
-
   // 30 grains: below the balancing threshold, equal halves however slow.
   for (int call = 0; call < 50; ++call) {
     pool.ParallelFor(
