@@ -364,19 +364,26 @@ TEST(SimdVec, RmsNormSoftmaxSwiGluMatchRef) {
 // Activation FP8 quantise-dequantise: bit for bit the scalar twin, over
 // magnitudes from the subnormal-e4m3 range to the clamp, exact ties, zeros of
 // both signs, and block sizes with and without a vector remainder.
+// n values ±2^e · (1 + f), e uniform in [lo, lo + spread), f a random
+// 20-bit fraction (an LCG from seed).
+std::vector<float> WideRange(int64_t n, uint64_t seed, int spread, int lo) {
+  std::vector<float> x(n);
+  uint64_t st = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    const float mag = std::ldexp(1.0f, static_cast<int>((st >> 33) % spread) + lo);
+    const float frac = static_cast<float>((st >> 12) & 0xfffff) / 1048576.0f;
+    x[i] = ((st >> 63) ? -1.0f : 1.0f) * mag * (1.0f + frac);
+  }
+  return x;
+}
+
 TEST(SimdVec, QuantizeDequantizeFp8BitForBit) {
   ForEachTarget([] {
     for (int64_t block : {64, 128, 24, 7}) {
       for (int64_t n_blocks : {1, 3}) {
         const int64_t n = block * n_blocks;
-        std::vector<float> x(n);
-        uint64_t st = 0x1234567ull + static_cast<uint64_t>(block);
-        for (int64_t i = 0; i < n; ++i) {
-          st = st * 6364136223846793005ull + 1442695040888963407ull;
-          const float mag = std::ldexp(1.0f, static_cast<int>((st >> 33) % 40) - 30);
-          const float frac = static_cast<float>((st >> 12) & 0xfffff) / 1048576.0f;
-          x[i] = ((st >> 63) ? -1.0f : 1.0f) * mag * (1.0f + frac);
-        }
+        std::vector<float> x = WideRange(n, 0x1234567ull + static_cast<uint64_t>(block), 40, -30);
         // Ties: values halfway between e4m3 neighbours relative to a block max of 448.
         if (block >= 7) {
           x[0] = 448.0f, x[1] = 9.0f, x[2] = 0.0f, x[3] = -0.0f;
@@ -403,14 +410,7 @@ TEST(SimdVec, QuantizeDequantizeFp4BitForBit) {
     for (int64_t block : {32, 16, 64, 7}) {
       for (int64_t n_blocks : {1, 3}) {
         const int64_t n = block * n_blocks;
-        std::vector<float> x(n);
-        uint64_t st = 0x7654321ull + static_cast<uint64_t>(block);
-        for (int64_t i = 0; i < n; ++i) {
-          st = st * 6364136223846793005ull + 1442695040888963407ull;
-          const float mag = std::ldexp(1.0f, static_cast<int>((st >> 33) % 60) - 40);
-          const float frac = static_cast<float>((st >> 12) & 0xfffff) / 1048576.0f;
-          x[i] = ((st >> 63) ? -1.0f : 1.0f) * mag * (1.0f + frac);
-        }
+        std::vector<float> x = WideRange(n, 0x7654321ull + static_cast<uint64_t>(block), 60, -40);
         if (block >= 16) {  // block 0: max 6, so q = x; the ties and the grid
           const float ties[] = {6.0f,   0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f,    5.0f,
                                 -0.25f, -5.0f, 0.0f,  -0.0f, 1.0f,  0.5f, -1e-30f, 5.999f};

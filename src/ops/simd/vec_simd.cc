@@ -459,75 +459,37 @@ void RopeInterleavedImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t ro
   }
 }
 
-// FP8 e4m3 quantise-dequantise per block (ops::ref::QuantizeDequantizeFp8,
-// bit for bit): s = 2^ceil(log2(amax/448)); x = e4m3(clamp(x/s, ±448))·s.
-// Rounding to e4m3 in f32 bits: normals keep 3 mantissa bits (round to
-// nearest even on the 20 dropped bits); below 2^-6 the grid is 2^-9 steps.
-void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
-  CHECK(block > 0 && n % block == 0, "FP8 act quant: %lld values, block %lld",
-        static_cast<long long>(n), static_cast<long long>(block));
+// Activation quantise-dequantise per block to a small float format with
+// kMantissa mantissa bits, no infinities, largest magnitude `max_value`,
+// smallest normal `min_normal` (the ops::ref twins, bit for bit for inputs
+// without NaN): s = 2^ceil(log2(max(amax, amax_floor) / max_value)); x =
+// format(clamp(x / s, ±max_value)) · s. s is a power of two whose inverse is
+// a normal float, so x · (1/s) is x / s exactly. Rounding in f32 bits:
+// normals keep kMantissa bits (round to nearest even on the 23 − kMantissa
+// dropped bits, the carry running into the exponent); below min_normal the
+// grid is steps of min_normal / 2^kMantissa (Round, to nearest even).
+// `scalar(q)` rounds one value for the block's tail.
+template <int kMantissa, class Scalar>
+HWY_INLINE void QuantizeDequantizeMini(float* x, int64_t n, int64_t block, float max_value,
+                                       float min_normal, float amax_floor, const Scalar& scalar) {
   const DF d;
   const hn::RebindToUnsigned<DF> du;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const VF lim = hn::Set(d, 448.0f), min_normal = hn::Set(d, 0.015625f);  // 2^-6
-  const VF k512 = hn::Set(d, 512.0f), k1_512 = hn::Set(d, 1.0f / 512.0f);
-  const auto round_bias = hn::Set(du, 0x7ffffu), keep = hn::Set(du, ~0xfffffu);
+  constexpr int kDropped = 23 - kMantissa;
+  const float step = std::ldexp(min_normal, -kMantissa);
+  const VF lim = hn::Set(d, max_value), vmin_normal = hn::Set(d, min_normal);
+  const VF inv_step = hn::Set(d, 1.0f / step), vstep = hn::Set(d, step);
+  const auto round_bias = hn::Set(du, (1u << (kDropped - 1)) - 1);
+  const auto keep = hn::Set(du, ~((1u << kDropped) - 1));
   const auto one = hn::Set(du, 1u);
   for (int64_t b = 0; b < n; b += block) {
     float* p = x + b;
-    VF vmax = hn::Set(d, 1e-4f);
+    VF vmax = hn::Set(d, amax_floor);
     int64_t i = 0;
     for (; i + N <= block; i += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(d, p + i)));
     float amax = hn::GetLane(hn::MaxOfLanes(d, vmax));
     for (; i < block; ++i) amax = std::max(amax, std::fabs(p[i]));
-    const float scale = ops::ref::Pow2Ceil(amax * (1.0f / 448.0f));
-    const float inv = 1.0f / scale;  // exact: a power of two within range (amax ≥ 1e-4)
-    const VF vs = hn::Set(d, scale), vinv = hn::Set(d, inv);
-    i = 0;
-    for (; i + N <= block; i += N) {
-      const VF q = hn::Min(hn::Max(hn::Mul(hn::LoadU(d, p + i), vinv), hn::Neg(lim)), lim);
-      const VF a = hn::Abs(q);
-      const auto au = hn::BitCast(du, a);
-      const auto rounded =
-          hn::And(hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<20>(au), one))), keep);
-      const VF normal = hn::BitCast(d, rounded);
-      const VF sub = hn::Mul(hn::Round(hn::Mul(a, k512)), k1_512);
-      const VF mag = hn::IfThenElse(hn::Lt(a, min_normal), sub, normal);
-      hn::StoreU(hn::Mul(hn::CopySignToAbs(mag, q), vs), d, p + i);
-    }
-    for (; i < block; ++i) {
-      const float q = std::clamp(p[i] * inv, -448.0f, 448.0f);
-      p[i] = Fp8E4m3ToF32(F32ToFp8E4m3(q)) * scale;
-    }
-  }
-}
-
-// FP4 e2m1 quantise-dequantise per block (DeepSeek-V4's indexer and its
-// compressor, index_quant): scale s = 2^ceil(log2(amax / 6)), q = x / s
-// clamped to ±6 and rounded to e2m1 to nearest even (magnitudes ≥ 1: one
-// mantissa bit, by the carry trick of the FP8 kernel above; below 1: steps of
-// 0.5 by Round), times s. s is a power of two whose inverse is a normal
-// float, so x · (1/s) is x / s exactly. Bit for bit ops::ref for inputs
-// without NaN.
-void QuantizeDequantizeFp4Impl(float* x, int64_t n, int64_t block) {
-  CHECK(block > 0 && n % block == 0, "FP4 act quant: %lld values, block %lld",
-        static_cast<long long>(n), static_cast<long long>(block));
-  const DF d;
-  const hn::RebindToUnsigned<DF> du;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const float kMinAmax = 6.0f * std::ldexp(1.0f, -126);
-  const VF lim = hn::Set(d, 6.0f), one_f = hn::Set(d, 1.0f);
-  const VF k2 = hn::Set(d, 2.0f), k1_2 = hn::Set(d, 0.5f);
-  const auto round_bias = hn::Set(du, 0x1fffffu), keep = hn::Set(du, ~0x3fffffu);
-  const auto one = hn::Set(du, 1u);
-  for (int64_t b = 0; b < n; b += block) {
-    float* p = x + b;
-    VF vmax = hn::Set(d, kMinAmax);
-    int64_t i = 0;
-    for (; i + N <= block; i += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(d, p + i)));
-    float amax = hn::GetLane(hn::MaxOfLanes(d, vmax));
-    for (; i < block; ++i) amax = std::max(amax, std::fabs(p[i]));
-    const float scale = ops::ref::Pow2Ceil(amax * (1.0f / 6.0f));
+    const float scale = ops::ref::Pow2Ceil(amax * (1.0f / max_value));
     const float inv = 1.0f / scale;
     const VF vs = hn::Set(d, scale), vinv = hn::Set(d, inv);
     i = 0;
@@ -535,18 +497,34 @@ void QuantizeDequantizeFp4Impl(float* x, int64_t n, int64_t block) {
       const VF q = hn::Min(hn::Max(hn::Mul(hn::LoadU(d, p + i), vinv), hn::Neg(lim)), lim);
       const VF a = hn::Abs(q);
       const auto au = hn::BitCast(du, a);
-      const auto rounded =
-          hn::And(hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<22>(au), one))), keep);
+      const auto rounded = hn::And(
+          hn::Add(au, hn::Add(round_bias, hn::And(hn::ShiftRight<kDropped>(au), one))), keep);
       const VF normal = hn::BitCast(d, rounded);
-      const VF sub = hn::Mul(hn::Round(hn::Mul(a, k2)), k1_2);
-      const VF mag = hn::IfThenElse(hn::Lt(a, one_f), sub, normal);
+      const VF sub = hn::Mul(hn::Round(hn::Mul(a, inv_step)), vstep);
+      const VF mag = hn::IfThenElse(hn::Lt(a, vmin_normal), sub, normal);
       hn::StoreU(hn::Mul(hn::CopySignToAbs(mag, q), vs), d, p + i);
     }
-    for (; i < block; ++i) {
-      const float q = std::clamp(p[i] * inv, -6.0f, 6.0f);
-      p[i] = Fp4E2m1ToF32(F32ToFp4E2m1(q)) * scale;
-    }
+    for (; i < block; ++i) p[i] = scalar(std::clamp(p[i] * inv, -max_value, max_value)) * scale;
   }
+}
+
+// FP8 e4m3 (ops::ref::QuantizeDequantizeFp8): 3 mantissa bits, max 448,
+// smallest normal 2^-6, amax at least 1e-4.
+void QuantizeDequantizeFp8Impl(float* x, int64_t n, int64_t block) {
+  CHECK(block > 0 && n % block == 0, "FP8 act quant: %lld values, block %lld",
+        static_cast<long long>(n), static_cast<long long>(block));
+  QuantizeDequantizeMini<3>(x, n, block, 448.0f, 0.015625f, 1e-4f,
+                            [](float q) { return Fp8E4m3ToF32(F32ToFp8E4m3(q)); });
+}
+
+// FP4 e2m1 (ops::ref::QuantizeDequantizeFp4; DeepSeek-V4's indexer and its
+// compressor, index_quant): 1 mantissa bit, max 6, smallest normal 1, amax
+// at least 6 · 2^-126.
+void QuantizeDequantizeFp4Impl(float* x, int64_t n, int64_t block) {
+  CHECK(block > 0 && n % block == 0, "FP4 act quant: %lld values, block %lld",
+        static_cast<long long>(n), static_cast<long long>(block));
+  QuantizeDequantizeMini<1>(x, n, block, 6.0f, 1.0f, 6.0f * std::ldexp(1.0f, -126),
+                            [](float q) { return Fp4E2m1ToF32(F32ToFp4E2m1(q)); });
 }
 
 float FmaLoopImpl(int64_t fmas, int64_t* done) {
