@@ -18,6 +18,15 @@
 #include "ops/simd/simd_kernels.h"
 #include "tensor/tensor.h"
 
+// Skips the test, saying why, where `kernel` (a TryMatMulFn getter's result)
+// is nullptr: the CPU lacks its instructions or the environment turned it off.
+#define DSV4_REQUIRE_KERNEL(kernel, why)                                           \
+  do {                                                                             \
+    if ((kernel) == nullptr) {                                                     \
+      GTEST_SKIP() << why << ": no kernel to test; ops:: runs the Highway matvec"; \
+    }                                                                              \
+  } while (0)
+
 namespace dsv4::testing {
 
 inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {

@@ -25,13 +25,9 @@ using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::Weight;
 using ::dsv4::testing::WideX;
 
-#define DSV4_REQUIRE_BF16_F32()                                                           \
-  do {                                                                                    \
-    if (simd::Bf16F32MatVecKernel() == nullptr) {                                         \
-      GTEST_SKIP() << "this CPU lacks AVX-512 (or DSV4_BF16_F32_MATVEC=0): no kernel to " \
-                      "test; ops:: runs the Highway matvec";                              \
-    }                                                                                     \
-  } while (0)
+#define DSV4_REQUIRE_BF16_F32()                    \
+  DSV4_REQUIRE_KERNEL(simd::Bf16F32MatVecKernel(), \
+                      "this CPU lacks AVX-512 (or DSV4_BF16_F32_MATVEC=0)")
 
 // Rows [b, e) of w · x by both kernels; equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
