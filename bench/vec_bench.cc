@@ -1,7 +1,8 @@
 // A decoded token's small vector steps, SIMD kernel against its scalar twin
 // (not a test; docs/benchmarks.md). Each line: microseconds per call (the
 // median of 15 rounds of 1000 calls, one thread) of ops:: and of ops::ref::
-// at DeepSeek-V4 decode shapes, and their ratio. Built on demand:
+// at DeepSeek-V4 decode shapes, and their ratio; then the MQA attention
+// kernels (DotMany, AxpyMany) at a decode shape in GFLOP/s. Built on demand:
 //   cmake --build build/release --target vec_bench
 //   build/release/tests/ops/vec_bench [D]      (D: hidden size, default 4096)
 #include <algorithm>
@@ -66,5 +67,23 @@ int main(int argc, char** argv) {
                 static_cast<long long>(D));
   Report(what, MicrosPerCall([&] { refill(), ops::QuantizeDequantizeFp8(q.data(), D, 128); }),
          MicrosPerCall([&] { refill(), ops::ref::QuantizeDequantizeFp8(q.data(), D, 128); }));
+  // MQA attention of a decoded token on one thread: 8 heads of 512 dims
+  // against 256 keys (a 128-token window and 128 compressed entries), scores
+  // then the weighted sum of the values (the keys again).
+  const int64_t heads = 8, dim = 512, keys = 256;
+  std::vector<float> qs(heads * dim), kv(keys * dim), scores(heads * keys), acc(heads * dim);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<float>(i % 31) * 0.01f;
+  for (size_t i = 0; i < qs.size(); ++i) qs[i] = static_cast<float>(i % 17) * 0.02f;
+  std::vector<const float*> key_rows(keys);
+  for (int64_t i = 0; i < keys; ++i) key_rows[i] = kv.data() + i * dim;
+  const double macs = static_cast<double>(heads * keys * dim);
+  const double dot_us = MicrosPerCall([&] {
+    ops::DotMany(qs.data(), heads, dim, key_rows.data(), keys, dim, scores.data());
+  });
+  const double axpy_us = MicrosPerCall([&] {
+    ops::AxpyMany(acc.data(), heads, dim, scores.data(), key_rows.data(), keys, dim);
+  });
+  std::printf("DotMany 8 heads x 256 keys x 512: %.2f us (%.1f GFLOP/s); AxpyMany: %.2f us (%.1f GFLOP/s)\n",
+              dot_us, 2e-3 * macs / dot_us, axpy_us, 2e-3 * macs / axpy_us);
   return 0;
 }
