@@ -193,19 +193,20 @@ void SpeedSplit::Plan(int threads, int64_t n_grains, int64_t* bounds) const {
 
 bool SpeedSplit::Learn(int threads, const int64_t* items, const int64_t* t_ns) {
   float rate[kMaxThreads];
-  int64_t t_min = INT64_MAX, t_max = 0;
+  float mean = 0.0f;
   for (int i = 0; i < threads; ++i) {
     if (t_ns[i] <= 0 || items[i] <= 0) return false;
-    t_min = std::min(t_min, t_ns[i]);
-    t_max = std::max(t_max, t_ns[i]);
     rate[i] = static_cast<float>(items[i]) / static_cast<float>(t_ns[i]);
+    mean += rate[i] / static_cast<float>(threads);
   }
-  if (t_max > 2 * t_min) return false;
-  float mean = 0.0f;
-  for (int i = 0; i < threads; ++i) mean += rate[i] / static_cast<float>(threads);
   float sum = 0.0f;
   for (int i = 0; i < threads; ++i) {
-    speed[i] = (1.0f - kLearnRate) * speed[i] + kLearnRate * rate[i] / mean;
+    // A measured speed beyond half or twice the current one counts as that
+    // bound: a descheduled thread moves its speed one bounded step, while a
+    // split that has drifted far from the truth still moves back (rejecting
+    // such measurements instead once left a split stuck at 3 : 1).
+    const float measured = std::clamp(rate[i] / mean, 0.5f * speed[i], 2.0f * speed[i]);
+    speed[i] = (1.0f - kLearnRate) * speed[i] + kLearnRate * measured;
     sum += speed[i];
   }
   for (int i = 0; i < threads; ++i) {

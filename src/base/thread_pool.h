@@ -39,10 +39,10 @@ struct SpeedSplit {
   // Thread i takes grains [bounds[i], bounds[i + 1]) of n_grains; bounds has
   // threads + 1 entries, bounds[0] = 0 and bounds[threads] = n_grains.
   void Plan(int threads, int64_t n_grains, int64_t* bounds) const;
-  // Thread i did items[i] in t_ns[i]. Returns false, learning nothing, when
-  // a time or an item count is not positive or one time exceeds twice
-  // another (a descheduled or sleeping thread measures the scheduler, not
-  // its speed).
+  // Thread i did items[i] in t_ns[i]. A measured relative speed counts at
+  // most twice and at least half the current one (a descheduled or sleeping
+  // thread measures the scheduler, not its speed: one bounded step). Returns
+  // false, learning nothing, when a time or an item count is not positive.
   bool Learn(int threads, const int64_t* items, const int64_t* t_ns);
 };
 
