@@ -119,7 +119,8 @@ bool ThreadPool::BalanceEnabled() {
   return on;
 }
 
-int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used) {
+int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used,
+                               const void* site) {
   const int64_t n_grains = (n + grain - 1) / grain;
   if (used != n_threads_ || n_threads_ > kMaxBalancedThreads ||
       n_grains < kMinBalancedGrains * used || !BalanceEnabled()) {
@@ -133,6 +134,7 @@ int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int 
   if (shapes_.empty()) shapes_.resize(kShapeSlots);
   uint64_t h = static_cast<uint64_t>(fn.type_id()) * 0x9E3779B97F4A7C15ull;
   h ^= static_cast<uint64_t>(n) * 0xC2B2AE3D27D4EB4Full + static_cast<uint64_t>(grain);
+  h ^= static_cast<uint64_t>(reinterpret_cast<uintptr_t>(site)) * 0x165667B19E3779F9ull;
   h ^= h >> 29;
   // The shape's slot among kShapeWays from its hash; a new shape takes the
   // least recently used of them, with equal speeds.
@@ -140,15 +142,16 @@ int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int 
   int64_t slot = first;
   for (int64_t j = first; j < first + kShapeWays; ++j) {
     const Shape& c = shapes_[static_cast<size_t>(j)];
-    if (c.type == fn.type_id() && c.n == n && c.grain == grain) {
+    if (c.type == fn.type_id() && c.site == site && c.n == n && c.grain == grain) {
       slot = j;
       break;
     }
     if (c.last_use < shapes_[static_cast<size_t>(slot)].last_use) slot = j;
   }
   Shape& s = shapes_[static_cast<size_t>(slot)];
-  if (s.type != fn.type_id() || s.n != n || s.grain != grain) {
+  if (s.type != fn.type_id() || s.site != site || s.n != n || s.grain != grain) {
     s.type = fn.type_id();
+    s.site = site;
     s.n = n;
     s.grain = grain;
     s.split.Reset(n_threads_);
@@ -215,7 +218,7 @@ bool SpeedSplit::Learn(int threads, const int64_t* items, const int64_t* t_ns) {
   return true;
 }
 
-void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
+void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain, const void* site) {
   if (n <= 0) return;
   CHECK(grain > 0);
   const int64_t n_grains = (n + grain - 1) / grain;
@@ -224,7 +227,7 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
     fn(0, n, 0);
     return;
   }
-  const int64_t shape = PlanChunks(n, fn, grain, used);
+  const int64_t shape = PlanChunks(n, fn, grain, used, site);
   fn_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   const int64_t start_ns = shape >= 0 ? NowNs() : 0;

@@ -83,12 +83,16 @@ class ThreadPool {
   // Balancing. Chunks start equal. A call of at least kMinBalancedGrains
   // grains on every thread (a decoded token's big matrix products) then
   // splits by each thread's measured speed in the last calls of the same
-  // shape (fn's type, n and grain): the caller starts its chunk at once
+  // shape (fn's type, n, grain and site): the caller starts its chunk at once
   // while a worker first wakes, and on a machine whose cores are each
   // bandwidth-bound a few percent of speed decide when the call ends. Every
   // user must therefore give the same results for any split into chunks (as
   // they do for any thread count). DSV4_BALANCE=0 keeps the chunks equal.
-  void ParallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1);
+  //
+  // `site` (optional) tells apart calls of one shape that should split
+  // differently: a matrix product passes its weights, so that each matrix
+  // learns its own split.
+  void ParallelFor(int64_t n, const RangeFn& fn, int64_t grain = 1, const void* site = nullptr);
 
   // fn(item, thread) for every item of [0, n), dealt round-robin: with
   // m = min(n, size()) chunks, chunk j takes items j, j + m, j + 2m, … in
@@ -124,7 +128,7 @@ class ThreadPool {
   static int64_t SpinMicros();
   // The chunk bounds of a call (into chunks_) and, when it is balanced, its
   // shape's entry in shapes_ (else −1).
-  int64_t PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used);
+  int64_t PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used, const void* site);
   // Feeds the measured chunk times of a balanced call back into its shape.
   void LearnSpeeds(int64_t shape, int64_t start_ns);
   static bool BalanceEnabled();
@@ -158,6 +162,7 @@ class ThreadPool {
   static constexpr int64_t kMinBalancedGrains = 32;
   struct Shape {
     uintptr_t type = 0;
+    const void* site = nullptr;
     int64_t n = 0, grain = 0;
     uint64_t last_use = 0;
     SpeedSplit split;

@@ -89,7 +89,7 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
       [&](int64_t begin, int64_t end, int) {
         fn(Args(out + begin, n_out, x, w, scale, n_tokens, begin, end));
       },
-      grain);
+      grain, w.data);  // each matrix balances its own split
 }
 
 // FP8/FP4: the bf16 dot-product kernels where the CPU has them and they take

@@ -240,7 +240,8 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
                          j.row_begin + hi);
         }
       },
-      4 * ops::kMinMacsPerChunk);  // RowCost counts quarter multiply-adds
+      4 * ops::kMinMacsPerChunk,     // RowCost counts quarter multiply-adds
+      jobs.front().w->weight.data);  // each set of matrices balances its own split
 }
 
 // ---------------------------------------------------------------------------
