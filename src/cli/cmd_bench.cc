@@ -165,7 +165,10 @@ int Run(const BenchArgs& a) {
     }
     bandwidth = Median(bws);
     if (!effs.empty()) efficiency = Median(effs);
-    const ReadBandwidth& mid = probes[probes.size() / 2];
+    // The plain and prefetched figures of the median probe.
+    const ReadBandwidth& mid =
+        *std::find_if(probes.begin(), probes.end(),
+                      [&](const ReadBandwidth& b) { return b.gb_per_s == bandwidth; });
     std::printf(
         "memory read bandwidth: %.2f GB/s (median of %zu probes, one after each decode run; each "
         "a STREAM-style sum of %lld MiB, median of %d: plain loads %.2f, behind a software "

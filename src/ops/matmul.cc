@@ -110,7 +110,8 @@ void Fp4Kernel(const simd::MatMulArgs& a) {
 // bf16: the one-token twin of the Highway kernel where the CPU has AVX-512.
 void Bf16Kernel(const simd::MatMulArgs& a) {
   static const simd::TryMatMulFn matvec = simd::Bf16F32MatVecKernel();
-  if (matvec == nullptr || !matvec(a)) simd::DenseMatMulKernel(DType::kBF16)(a);
+  static const simd::MatMulFn highway = simd::DenseMatMulKernel(DType::kBF16);
+  if (matvec == nullptr || !matvec(a)) highway(a);
 }
 
 // The SIMD kernel for a weight without a separate scale tensor: the dense

@@ -378,6 +378,20 @@ std::vector<float> WideRange(int64_t n, uint64_t seed, int spread, int lo) {
   return x;
 }
 
+// A quantise-dequantise kernel against its scalar twin on x, bit for bit.
+void ExpectQuantiserBits(const std::vector<float>& x, int64_t block,
+                         void (*ref)(float*, int64_t, int64_t),
+                         void (*fast)(float*, int64_t, int64_t)) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> want = x, got = x;
+  ref(want.data(), n, block);
+  fast(got.data(), n, block);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << "block " << block << " i " << i << " x " << x[i] << ": " << got[i] << " vs " << want[i];
+  }
+}
+
 TEST(SimdVec, QuantizeDequantizeFp8BitForBit) {
   ForEachTarget([] {
     for (int64_t block : {64, 128, 24, 7}) {
@@ -389,14 +403,7 @@ TEST(SimdVec, QuantizeDequantizeFp8BitForBit) {
           x[0] = 448.0f, x[1] = 9.0f, x[2] = 0.0f, x[3] = -0.0f;
           x[4] = 3.0f / 1024.0f, x[5] = 1.0f / 1024.0f, x[6] = -0.0146484375f;
         }
-        std::vector<float> want = x, got = x;
-        ops::ref::QuantizeDequantizeFp8(want.data(), n, block);
-        ops::QuantizeDequantizeFp8(got.data(), n, block);
-        for (int64_t i = 0; i < n; ++i) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-              << "block " << block << " i " << i << " x " << x[i] << ": " << got[i] << " vs "
-              << want[i];
-        }
+        ExpectQuantiserBits(x, block, ops::ref::QuantizeDequantizeFp8, ops::QuantizeDequantizeFp8);
       }
     }
   });
@@ -416,14 +423,7 @@ TEST(SimdVec, QuantizeDequantizeFp4BitForBit) {
                                 -0.25f, -5.0f, 0.0f,  -0.0f, 1.0f,  0.5f, -1e-30f, 5.999f};
           for (int j = 0; j < 16; ++j) x[j] = ties[j];
         }
-        std::vector<float> want = x, got = x;
-        ops::ref::QuantizeDequantizeFp4(want.data(), n, block);
-        ops::QuantizeDequantizeFp4(got.data(), n, block);
-        for (int64_t i = 0; i < n; ++i) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-              << "block " << block << " i " << i << " x " << x[i] << ": " << got[i] << " vs "
-              << want[i];
-        }
+        ExpectQuantiserBits(x, block, ops::ref::QuantizeDequantizeFp4, ops::QuantizeDequantizeFp4);
       }
     }
   });

@@ -574,7 +574,9 @@ Status DeepSeekV4Config::Validate() const {
                                        : "index_topk",
                  Str(std::min({index_n_heads, index_head_dim, index_topk})), "a positive integer");
   }
-  if (hc_mult > 64) return Field("hc_mult", Str(hc_mult), "1..64 (V4 uses 4)");
+  if (hc_mult > kMaxHcMult) {
+    return Field("hc_mult", Str(hc_mult), "1.." + Str(kMaxHcMult) + " (V4 uses 4)");
+  }
   if (hc_sinkhorn_iters > 10000) {
     return Field("hc_sinkhorn_iters", Str(hc_sinkhorn_iters), "1..10000 (V4 uses 20)");
   }

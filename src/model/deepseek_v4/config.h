@@ -50,6 +50,10 @@ struct QuantizationConfig {
   std::string activation_scheme = "dynamic";
 };
 
+// The most residual streams (hc_mult) a config may ask for: Validate's cap,
+// and the size of mHC's per-token row tables (hyper_connection.cc).
+inline constexpr int64_t kMaxHcMult = 64;
+
 struct DeepSeekV4Config {
   std::string model_type = "deepseek_v4";
 

@@ -91,12 +91,12 @@ void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnecti
 
 void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_tokens, float* u) {
   const int64_t C = p.streams, D = p.hidden;
-  CHECK(C <= kMaxStreams, "mHC: %lld streams, at most %lld", static_cast<long long>(C),
-        static_cast<long long>(kMaxStreams));
+  CHECK(C <= kMaxHcMult, "mHC: %lld streams, at most %lld", static_cast<long long>(C),
+        static_cast<long long>(kMaxHcMult));
   for (int64_t t = 0; t < n_tokens; ++t) {
     // Per feature Σ_c pre_c · x_c from 0 in order of c (ops::LinearCombine:
     // the plain loops' bits, vectorised).
-    const float* rows[kMaxStreams];
+    const float* rows[kMaxHcMult];
     for (int64_t c = 0; c < C; ++c) rows[c] = x + (t * C + c) * D;
     ops::LinearCombine(u + t * D, rows, pre + t * C, C, D);
   }
@@ -105,19 +105,19 @@ void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_t
 void HcExpand(const HcParams& p, float* x, const float* y, const float* post, const float* comb,
               int64_t n_tokens, float* scratch) {
   const int64_t C = p.streams, D = p.hidden;
-  CHECK(C <= kMaxStreams, "mHC: %lld streams, at most %lld", static_cast<long long>(C),
-        static_cast<long long>(kMaxStreams));
+  CHECK(C <= kMaxHcMult, "mHC: %lld streams, at most %lld", static_cast<long long>(C),
+        static_cast<long long>(kMaxHcMult));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* xt = x + t * C * D;           // [C, D], read as the old residual
     const float* cb = comb + t * C * C;  // [C(src j), C(dst k)]
     // out_k[d] = post_k · y[d] + Σ_j comb[j, k] · x_j[d]: the sum from 0 in
     // order of j, then the post term added (ops::LinearCombine over the rows
     // x_0 … x_{C−1}, y).
-    const float* rows[kMaxStreams + 1];
+    const float* rows[kMaxHcMult + 1];
     for (int64_t j = 0; j < C; ++j) rows[j] = xt + j * D;
     rows[C] = y + t * D;
     for (int64_t k = 0; k < C; ++k) {
-      float coef[kMaxStreams + 1];
+      float coef[kMaxHcMult + 1];
       for (int64_t j = 0; j < C; ++j) coef[j] = cb[j * C + k];
       coef[C] = post[t * C + k];
       ops::LinearCombine(scratch + k * D, rows, coef, C + 1, D);

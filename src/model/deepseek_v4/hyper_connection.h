@@ -18,10 +18,6 @@
 
 namespace dsv4::deepseek_v4 {
 
-// The most streams the per-token mixing loops take (config validation caps
-// hc_mult at this; DeepSeek-V4 uses 4).
-inline constexpr int64_t kMaxStreams = 64;
-
 struct HcParams {
   int64_t streams = 4;  // C
   int64_t hidden = 0;   // D

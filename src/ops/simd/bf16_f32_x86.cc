@@ -21,11 +21,10 @@
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "ops/simd/simd_kernels.h"
+#include "ops/simd/x86_util.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DSV4_HAVE_BF16_F32 1
@@ -54,17 +53,10 @@ namespace {
 // within noise.
 constexpr int64_t kAheadBytes = 6 * 1024;
 
-// v as a value the compiler cannot trace back to memory, so that each weight
-// line is loaded once (see bf16dot_x86.cc).
-DSV4_BF16F32_TARGET inline __m512i Opaque(__m512i v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
 // acc after the 32 weights at w (bf16) against inputs xe (even) and xo (odd).
 DSV4_BF16F32_TARGET inline __m512 Step(const uint16_t* w, const float* xe, const float* xo,
                                        __m512 acc) {
-  const __m512i u = Opaque(_mm512_loadu_si512(w));
+  const __m512i u = x86::Opaque(_mm512_loadu_si512(w));
   const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
   const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(0xffff0000u)));
   acc = _mm512_fmadd_ps(even, _mm512_loadu_ps(xe), acc);
@@ -148,19 +140,10 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   return true;
 }
 
-bool CpuHasAvx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-}
-
 }  // namespace
 
 TryMatMulFn Bf16F32MatVecKernel() {
-  static const bool on = [] {
-    const char* env = std::getenv("DSV4_BF16_F32_MATVEC");
-    return CpuHasAvx512() && !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_BF16_F32_MATVEC");
   return on ? &TryMatVec : nullptr;
 }
 

@@ -44,6 +44,7 @@
 #include "base/float_types.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
+#include "ops/simd/x86_util.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DSV4_HAVE_BF16DOT 1
@@ -207,15 +208,6 @@ DSV4_BF16DOT_TARGET void ConvertX(Format f, const float* x, int64_t k_size, uint
   }
 }
 
-// v as a value the compiler cannot trace back to memory: it would otherwise
-// load a weight vector again for each instruction that overwrites a copy of
-// it (vpermi2b its index, vpsrlw), and each extra load of a line still on its
-// way from memory holds a load-queue entry until it lands.
-DSV4_BF16DOT_TARGET inline __m512i Opaque(__m512i v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
 DSV4_BF16DOT_TARGET inline __m512bh AsBh(__m512i v) {
   return (__m512bh)v;  // NOLINT(google-readability-casting): a vector bit cast
 }
@@ -224,7 +216,7 @@ DSV4_BF16DOT_TARGET inline __m512bh AsBh(__m512i v) {
 DSV4_BF16DOT_TARGET inline void DecodeFp8(const uint8_t* p, const __m512i tab[4], __m512i w[4]) {
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int h = 0; h < 2; ++h) {
-    const __m512i b = Opaque(_mm512_loadu_si512(p + 64 * h));
+    const __m512i b = x86::Opaque(_mm512_loadu_si512(p + 64 * h));
     __m512i hi = _mm512_permutex2var_epi8(tab[0], b, tab[1]);
     const __m512i lo = _mm512_permutex2var_epi8(tab[2], b, tab[3]);
     hi = _mm512_ternarylogic_epi32(hi, b, sign, 0xf8);  // hi | (b & 0x80)
@@ -238,7 +230,7 @@ DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[3]
   // words 8L + j of a and c; then a word table lookup (vpermw reads 5 bits:
   // the table repeats) of each word's low nibble, and of its high nibble
   // shifted down. Six shuffles where unpacking byte lookups took eight.
-  const __m512i b = Opaque(_mm512_loadu_si512(p));
+  const __m512i b = x86::Opaque(_mm512_loadu_si512(p));
   constexpr __mmask64 kLowBytes = 0x5555555555555555ull;
   const __m512i a = _mm512_maskz_permutexvar_epi8(kLowBytes, tab[1], b);
   const __m512i c = _mm512_maskz_permutexvar_epi8(kLowBytes, tab[2], b);
@@ -736,18 +728,9 @@ DSV4_BF16DOT_TARGET float DotLoop(int64_t macs, int64_t* done) {
   return _mm512_reduce_add_ps(sum);
 }
 
-bool CpuHasBf16Dot() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
-}
-
 bool Enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("DSV4_BF16_DOT");
-    return CpuHasBf16Dot() && !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vbmi") &&
+                         __builtin_cpu_supports("avx512bf16") && !x86::TurnedOff("DSV4_BF16_DOT");
   return on;
 }
 

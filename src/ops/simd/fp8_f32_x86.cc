@@ -26,12 +26,12 @@
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "base/float_types.h"
 #include "ops/simd/simd_kernels.h"
+#include "ops/simd/x86_util.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DSV4_HAVE_FP8_F32 1
@@ -85,17 +85,10 @@ const Tables& GetTables() {
   return t;
 }
 
-// v as a value the compiler cannot trace back to memory, so that each weight
-// line is loaded once (see bf16dot_x86.cc).
-DSV4_FP8F32_TARGET inline __m512i Opaque(__m512i v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
 // The f32 weights (÷256) of inputs [0, 16), [16, 32), [32, 48), [48, 64) of
 // the 64 bytes at p.
 DSV4_FP8F32_TARGET inline void Decode(const uint8_t* p, const __m512i tab[5], __m512 w[4]) {
-  const __m512i b = _mm512_permutexvar_epi8(tab[4], Opaque(_mm512_loadu_si512(p)));
+  const __m512i b = _mm512_permutexvar_epi8(tab[4], x86::Opaque(_mm512_loadu_si512(p)));
   __m512i hi = _mm512_permutex2var_epi8(tab[0], b, tab[1]);
   const __m512i lo = _mm512_permutex2var_epi8(tab[2], b, tab[3]);
   hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8(static_cast<char>(0x80)), 0xf8);
@@ -204,20 +197,11 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   return true;
 }
 
-bool CpuHasVbmi() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512vbmi");
-}
-
 }  // namespace
 
 TryMatMulFn Fp8F32MatVecKernel() {
-  static const bool on = [] {
-    const char* env = std::getenv("DSV4_FP8_F32_MATVEC");
-    return CpuHasVbmi() && !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vbmi") &&
+                         !x86::TurnedOff("DSV4_FP8_F32_MATVEC");
   return on ? &TryMatVec : nullptr;
 }
 
