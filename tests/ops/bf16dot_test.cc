@@ -4,10 +4,11 @@
 // (both paths, partial token tiles), a call longer than one x block, unaligned
 // weights and x, row sub-ranges with a wider output stride, e8m0/f32/bf16
 // scales with the e8m0 extremes, rows with folded and unfolded e8m0 scales
-// side by side; decode (T = 1) equal bit for bit to each
-// token of a multi-token call; declining (and writing nothing) for inputs that
-// are not exactly bf16 or K not a multiple of 128; and ops::MatMulFp8Block /
-// Fp4Block taking them for bf16-exact inputs and the fp32 kernels otherwise.
+// side by side; one-token row ranges equal to one-row calls bit for bit;
+// decode (T = 1) equal bit for bit to each token of a multi-token call;
+// declining (and writing nothing) for inputs that are not exactly bf16 or K
+// not a multiple of 128; and ops::MatMulFp8Block / Fp4Block taking them for
+// bf16-exact inputs and the fp32 kernels otherwise.
 //
 // The kernels exist only on x86-64 CPUs with AVX512-BF16 and AVX512-VBMI;
 // elsewhere the kernel tests are reported as skipped (with the reason) and the
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/matmul_fixtures.h"
@@ -232,6 +234,30 @@ TEST(BF16Dot, RowRangeAndStride) {
             EXPECT_NEAR(g, r, 1e-4 * std::fabs(r) + 1e-4) << Describe(w, t) << " row " << i;
           }
         }
+      }
+    }
+  }
+}
+
+// One token over row ranges that start on odd rows and straddle FP8 128-row
+// scale blocks: every row equals a call of that row alone, bit for bit (how a
+// product is split over threads never changes its rows).
+TEST(BF16Dot, RowRangesEqualSingleRows) {
+  DSV4_REQUIRE_BF16DOT();
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const Weight w = MakeWeight(dt, 260, 384, 23);
+    const std::vector<float> x = QuantizedX(1, w.k, 5);
+    for (const auto& [begin, end] :
+         {std::pair<int64_t, int64_t>{0, 260}, {1, 260}, {127, 130}, {3, 4}, {126, 257}}) {
+      std::vector<float> got(end - begin, -5.0f);
+      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, x.data(), 1, begin, end)));
+      for (int64_t n = begin; n < end; ++n) {
+        float one = -6.0f;
+        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, &one, w.n, x.data(), 1, n, n + 1)));
+        EXPECT_EQ(0, std::memcmp(&one, &got[n - begin], 4))
+            << Describe(w, 1,
+                        " rows [" + std::to_string(begin) + ", " + std::to_string(end) + "): row " +
+                            std::to_string(n) + " differs from a one-row call");
       }
     }
   }

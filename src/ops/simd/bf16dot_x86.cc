@@ -15,11 +15,12 @@
 //
 // Why it is fast. Weights are decoded by byte table lookups on 64 bytes at
 // once: FP8 by two vpermi2b (a 128-entry table of the high and of the low
-// byte of each magnitude's bf16) and a sign merge, FP4 by four vpermb (a
-// 16-entry table, replicated) on the low and high nibbles; byte unpacks then
-// pair the halves into bf16 words, and one vdpbf16ps does 32 multiply-adds.
-// That is about half the instructions per weight of the FP8 path and a third
-// of the FP4 path of the fp32 kernels.
+// byte of each magnitude's bf16) and a sign merge, byte unpacks then pairing
+// the halves into bf16 words; FP4 by one vpermw (a 16-entry word table,
+// replicated) per nibble position of the 16-bit words, the input order
+// following the nibbles. One vdpbf16ps does 32 multiply-adds. That is about
+// half the instructions per weight of the FP8 path and a quarter of the FP4
+// path of the fp32 kernels.
 //
 // Order of the sums, for every output (both paths below, so that a token's
 // result does not depend on how many tokens share the call): per group of 128
@@ -85,13 +86,14 @@ enum class Format { kFp8, kFp4 };
 // The input (offset within its group) that word w ∈ [0, 128) of a group's
 // four bf16 vectors holds: vector w / 32, 128-bit lane L, word j in the lane.
 //   FP8: vector 2h + u unpacks bytes [64h, 64h + 64): lane L, half u.
-//   FP4: bytes [0, 64) hold inputs 2i (low nibble) and 2i + 1 (high); lane L
-//        of the 64 bytes is block L; vectors 0, 1 unpack the low nibbles
-//        (halves u = 0, 1 of each lane), vectors 2, 3 the high nibbles.
+//   FP4: bytes [0, 64) hold inputs 2i (low nibble) and 2i + 1 (high), so
+//        word j of them inputs 4j … 4j + 3; vector v takes nibble v of every
+//        word: word j of vector v is input 4j + v. Lane L (words 8L … 8L + 7)
+//        is then block L (inputs 32L … 32L + 31) in every vector.
 inline int InputOf(Format f, int w) {
   const int v = w / 32, lane = (w % 32) / 8, j = w % 8;
   if (f == Format::kFp8) return 64 * (v / 2) + 16 * lane + 8 * (v % 2) + j;
-  return 32 * lane + 2 * (8 * (v % 2) + j) + v / 2;
+  return 4 * (w % 32) + v;
 }
 
 // Whether v is exactly bf16: no f32 mantissa bits below bf16's, and not a
@@ -116,10 +118,9 @@ using bf16dot::kGroup;
 
 // Tables, built once.
 struct Tables {
-  alignas(64) uint8_t fp8_hi[128];       // high byte of bf16(e4m3 magnitude code)
-  alignas(64) uint8_t fp8_lo[128];       // low byte
-  alignas(64) uint16_t fp4_words[32];    // bf16(e2m1 code & 15), × 2
-  alignas(64) uint8_t fp4_place[2][64];  // vpermb: word 8L + j takes byte 16L + 8u + j
+  alignas(64) uint8_t fp8_hi[128];     // high byte of bf16(e4m3 magnitude code)
+  alignas(64) uint8_t fp8_lo[128];     // low byte
+  alignas(64) uint16_t fp4_words[32];  // bf16(e2m1 code & 15), × 2
   // x permutation per format: vector v, half h (words 16h … 16h + 15) from
   // natural vectors pair[f][v][h] and + 1, word indices idx[f][v][h][0, 32).
   alignas(64) uint16_t idx[2][4][2][32];
@@ -158,12 +159,6 @@ const Tables& GetTables() {
     }
     for (int c = 0; c < 32; ++c)
       t.fp4_words[c] = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
-    for (int u = 0; u < 2; ++u) {
-      for (int w = 0; w < 32; ++w) {  // word w = 8L + j; its high byte is masked to zero
-        t.fp4_place[u][2 * w] = static_cast<uint8_t>(16 * (w / 8) + 8 * u + w % 8);
-        t.fp4_place[u][2 * w + 1] = 0;
-      }
-    }
     for (int f = 0; f < 2; ++f) {
       for (int v = 0; v < 4; ++v) {
         for (int h = 0; h < 2; ++h) {
@@ -225,19 +220,16 @@ DSV4_BF16DOT_TARGET inline void DecodeFp8(const uint8_t* p, const __m512i tab[4]
   }
 }
 
-DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[3], __m512i w[4]) {
-  // Bytes 16L + j and 16L + 8 + j (j < 8) of the 64 at p to the low bytes of
-  // words 8L + j of a and c; then a word table lookup (vpermw reads 5 bits:
-  // the table repeats) of each word's low nibble, and of its high nibble
-  // shifted down. Six shuffles where unpacking byte lookups took eight.
+DSV4_BF16DOT_TARGET inline void DecodeFp4(const uint8_t* p, const __m512i tab[1], __m512i w[4]) {
+  // Word j of the 64 bytes at p holds inputs 4j … 4j + 3, a nibble each;
+  // vector s looks up nibble s of every word (vpermw reads the word's low 5
+  // bits: the table repeats). Four shuffles and three shifts per 128 weights,
+  // where placing bytes into words first took six shuffles.
   const __m512i b = x86::Opaque(_mm512_loadu_si512(p));
-  constexpr __mmask64 kLowBytes = 0x5555555555555555ull;
-  const __m512i a = _mm512_maskz_permutexvar_epi8(kLowBytes, tab[1], b);
-  const __m512i c = _mm512_maskz_permutexvar_epi8(kLowBytes, tab[2], b);
-  w[0] = _mm512_permutexvar_epi16(a, tab[0]);
-  w[1] = _mm512_permutexvar_epi16(c, tab[0]);
-  w[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(a, 4), tab[0]);
-  w[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(c, 4), tab[0]);
+  w[0] = _mm512_permutexvar_epi16(b, tab[0]);
+  w[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), tab[0]);
+  w[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(b, 8), tab[0]);
+  w[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(b, 12), tab[0]);
 }
 
 // t = the group's four dot products, from zero, in order.
@@ -323,8 +315,6 @@ DSV4_BF16DOT_TARGET inline void LoadTables(__m512i tab[4]) {
     tab[3] = _mm512_load_si512(tb.fp8_lo + 64);
   } else {
     tab[0] = _mm512_load_si512(tb.fp4_words);
-    tab[1] = _mm512_load_si512(tb.fp4_place[0]);
-    tab[2] = _mm512_load_si512(tb.fp4_place[1]);
   }
 }
 
