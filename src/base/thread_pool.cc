@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -26,10 +27,12 @@ namespace dsv4 {
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(std::max(1, n_threads)),
       cpu_(new std::atomic<int>[n_threads_]),
-      done_ns_(new std::atomic<int64_t>[n_threads_]) {
+      done_ns_(new std::atomic<int64_t>[n_threads_]),
+      start_ns_(new std::atomic<int64_t>[n_threads_]) {
   for (int i = 0; i < n_threads_; ++i) {
     cpu_[i].store(-1, std::memory_order_relaxed);
     done_ns_[i].store(0, std::memory_order_relaxed);
+    start_ns_[i].store(0, std::memory_order_relaxed);
   }
   chunks_.resize(n_threads_);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -42,6 +45,22 @@ ThreadPool::~ThreadPool() {
     work_cv_.notify_all();
   }
   for (auto& t : workers_) t.join();
+#if DSV4_POOL_TRACE
+  // One line per ParallelFor that used more than one thread, in call order;
+  // times in ns of the steady clock. tools/bench/pool_regions.py reads it.
+  const char* path = std::getenv("DSV4_POOL_TRACE_FILE");
+  if (path == nullptr || trace_.empty()) return;
+  std::FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return;
+  std::fprintf(f, "n,start_ns,caller_end_ns,end_ns,workers_start_ns,workers_end_ns\n");
+  for (const TraceRecord& r : trace_) {
+    std::fprintf(f, "%lld,%lld,%lld,%lld,%lld,%lld\n", static_cast<long long>(r.n),
+                 static_cast<long long>(r.start_ns), static_cast<long long>(r.caller_end_ns),
+                 static_cast<long long>(r.end_ns), static_cast<long long>(r.workers_start_ns),
+                 static_cast<long long>(r.workers_end_ns));
+  }
+  std::fclose(f);
+#endif
 }
 
 int ThreadPool::DefaultThreads() {
@@ -227,6 +246,9 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain, const 
     return;
   }
   const int64_t shape = PlanChunks(n, fn, grain, used, site);
+#if DSV4_POOL_TRACE
+  const int64_t trace_start_ns = NowNs();
+#endif
   fn_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   const int64_t start_ns = shape >= 0 ? NowNs() : 0;
@@ -243,6 +265,9 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain, const 
   }
   fn(chunks_[0].first, chunks_[0].second, 0);
   if (shape >= 0) done_ns_[0].store(NowNs(), std::memory_order_relaxed);
+#if DSV4_POOL_TRACE
+  const int64_t trace_caller_end_ns = NowNs();
+#endif
   const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!SpinFor(0, all_done)) {
     // The same handshake the other way: the caller counts itself in
@@ -255,6 +280,15 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain, const 
   }
   if (shape >= 0) LearnSpeeds(shape, start_ns);
   fn_ = nullptr;
+#if DSV4_POOL_TRACE
+  TraceRecord r{n, trace_start_ns, trace_caller_end_ns, NowNs(), INT64_MAX, 0};
+  for (int i = 1; i < n_threads_; ++i) {
+    r.workers_start_ns = std::min(r.workers_start_ns, start_ns_[i].load(std::memory_order_relaxed));
+    r.workers_end_ns = std::max(r.workers_end_ns, done_ns_[i].load(std::memory_order_relaxed));
+  }
+  if (trace_.capacity() == 0) trace_.reserve(size_t{1} << 20);
+  trace_.push_back(r);
+#endif
 }
 
 void ThreadPool::WorkerLoop(int index) {
@@ -279,6 +313,9 @@ void ThreadPool::WorkerLoop(int index) {
     const std::pair<int64_t, int64_t> chunk = chunks_[index];
     const RangeFn* fn = fn_;
     SharesCpu(index);  // where this chunk runs, for the caller's wait
+#if DSV4_POOL_TRACE
+    start_ns_[index].store(NowNs(), std::memory_order_relaxed);  // published by pending_
+#endif
     if (chunk.first < chunk.second) (*fn)(chunk.first, chunk.second, index);
     done_ns_[index].store(NowNs(), std::memory_order_relaxed);  // published by pending_
     if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&

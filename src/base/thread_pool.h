@@ -171,6 +171,17 @@ class ThreadPool {
   uint64_t shape_clock_ = 0;
   // When each thread's chunk of the current call finished (steady clock, ns).
   std::unique_ptr<std::atomic<int64_t>[]> done_ns_;
+
+  // Region trace (built with -DDSV4_POOL_TRACE=ON; see thread_pool.cc): when
+  // each worker started its chunk of the current call, and one record per
+  // call, written to $DSV4_POOL_TRACE_FILE when the pool is destroyed. The
+  // members exist in every build (the define is private to base/, so the
+  // class's layout must not depend on it); only the trace build fills them.
+  struct TraceRecord {
+    int64_t n, start_ns, caller_end_ns, end_ns, workers_start_ns, workers_end_ns;
+  };
+  std::unique_ptr<std::atomic<int64_t>[]> start_ns_;
+  std::vector<TraceRecord> trace_;
 };
 
 }  // namespace dsv4
