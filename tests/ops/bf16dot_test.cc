@@ -241,7 +241,9 @@ TEST(BF16Dot, RowRangeAndStride) {
 
 // One token over row ranges that start on odd rows and straddle FP8 128-row
 // scale blocks: every row equals a call of that row alone, bit for bit (how a
-// product is split over threads never changes its rows).
+// product is split over threads never changes its rows). FP4 ranges of two
+// rows or more take the paired path (Fp4RowPairs: rows i and i + half, the
+// odd row last), one-row calls the single-row path.
 TEST(BF16Dot, RowRangesEqualSingleRows) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
