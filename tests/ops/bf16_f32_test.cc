@@ -1,16 +1,19 @@
-// The bf16 × f32 matvec with staggered rows (ops/simd/bf16_f32_x86.cc) against
-// the Highway matvec it stands in for (DenseMatMulKernel(kBF16)), bit for bit:
-// K of 64 to 4096 (a half row of one chunk up to 64), N from 1 (no second
-// row to stagger) to 261, row ranges starting anywhere, unaligned weights and
-// x, x with zeros, signs and a wide range of magnitudes, every bf16 bit
-// pattern (infinities, NaNs and subnormals included) as a weight; and
-// declining, writing nothing, for T != 1 and K % 64 != 0.
+// The bf16 × f32 and f32 × f32 matvecs with staggered rows
+// (ops/simd/bf16_f32_x86.cc) against the Highway matvecs they stand in for
+// (DenseMatMulKernel(kBF16), DenseMatMulKernel(kF32)), bit for bit: K of 32
+// or 64 to 8192 (a half row of one step up to 64), N from 1 (no second row to
+// stagger) to 261, row ranges starting anywhere, unaligned weights and x, x
+// with zeros, signs and a wide range of magnitudes, every bf16 bit pattern
+// and random f32 ones (infinities, NaNs and subnormals included) as weights;
+// and declining, writing nothing, for T != 1 and K % 64 != 0 (bf16) or
+// K % 32 != 0 (f32).
 //
 // The kernel exists only on x86-64 CPUs with AVX-512; elsewhere its tests are
 // reported as skipped with the reason.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -28,21 +31,25 @@ using ::dsv4::testing::WideX;
 #define DSV4_REQUIRE_BF16_F32()                    \
   DSV4_REQUIRE_KERNEL(simd::Bf16F32MatVecKernel(), \
                       "this CPU lacks AVX-512 (or DSV4_BF16_F32_MATVEC=0)")
+#define DSV4_REQUIRE_F32_F32() \
+  DSV4_REQUIRE_KERNEL(simd::F32F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_F32_MATVEC=0)")
 
-// Rows [b, e) of w · x by both kernels; equal bits expected.
+// Rows [b, e) of w · x by both kernels (w's dtype picks the pair); equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
                     const std::string& what) {
-  ::dsv4::testing::ExpectSameBits(simd::DenseMatMulKernel(DType::kBF16),
-                                  simd::Bf16F32MatVecKernel(), w, x, b, e, what);
+  ::dsv4::testing::ExpectSameBits(
+      simd::DenseMatMulKernel(w.dtype),
+      w.dtype == DType::kBF16 ? simd::Bf16F32MatVecKernel() : simd::F32F32MatVecKernel(), w, x, b,
+      e, what);
 }
 
-TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
-  DSV4_REQUIRE_BF16_F32();
+// Every K, N, offset and row range of EqualsHighwayMatVecBitForBit.
+void ExpectSameBitsAcrossShapes(DType dt, std::initializer_list<int64_t> ks) {
   uint32_t seed = 1;
-  for (const int64_t k : {64, 128, 192, 2048, 4096}) {
+  for (const int64_t k : ks) {
     for (const int64_t n : {1, 2, 3, 4, 5, 130, 261}) {
       for (const size_t offset : {size_t{0}, size_t{3}}) {
-        Weight w = MakeWeight(DType::kBF16, n, k, ++seed, offset);
+        Weight w = MakeWeight(dt, n, k, ++seed, offset);
         const std::vector<float> xv = WideX(k, ++seed, offset);
         const float* x = xv.data() + offset;
         const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " offset " +
@@ -55,6 +62,36 @@ TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
       }
     }
   }
+}
+
+TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
+  DSV4_REQUIRE_BF16_F32();
+  ExpectSameBitsAcrossShapes(DType::kBF16, {64, 128, 192, 2048, 4096});
+}
+
+TEST(F32F32MatVec, EqualsHighwayMatVecBitForBit) {
+  DSV4_REQUIRE_F32_F32();
+  ExpectSameBitsAcrossShapes(DType::kF32, {32, 64, 96, 2048, 8192});
+}
+
+// Random bit patterns as f32 weights: every exponent, the special values
+// among them, and each sign.
+TEST(F32F32MatVec, RandomBitPatternsEqualHighway) {
+  DSV4_REQUIRE_F32_F32();
+  const int64_t n = 300, k = 224;
+  Weight w = MakeWeight(DType::kF32, n, k, 9);
+  uint32_t* p = reinterpret_cast<uint32_t*>(w.bytes.data() + w.offset);
+  uint32_t r = 12345;
+  for (int64_t i = 0; i < n * k; ++i) {
+    r = r * 1664525u + 1013904223u;
+    p[i] = r;
+  }
+  p[0] = 0x7f800000u;  // +inf
+  p[1] = 0xffc00000u;  // NaN
+  p[2] = 0x00000001u;  // the smallest subnormal
+  const std::vector<float> x = WideX(k, 5, 0);
+  ExpectSameBits(w, x.data(), 0, n, "bit patterns");
+  ExpectSameBits(w, x.data(), 7, 300, "bit patterns from row 7");
 }
 
 TEST(Bf16F32MatVec, EveryBitPatternEqualsHighway) {
@@ -77,6 +114,16 @@ TEST(Bf16F32MatVec, DeclinesWritingNothing) {
   check(MakeWeight(DType::kBF16, 8, 256, 1), 2, "two tokens");
   check(MakeWeight(DType::kBF16, 8, 96, 2), 1, "K % 64 != 0");
   check(MakeWeight(DType::kBF16, 8, 32, 3), 1, "K = 32");
+}
+
+TEST(F32F32MatVec, DeclinesWritingNothing) {
+  DSV4_REQUIRE_F32_F32();
+  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
+    ::dsv4::testing::ExpectDeclines(simd::F32F32MatVecKernel(), w, t, what);
+  };
+  check(MakeWeight(DType::kF32, 8, 256, 1), 2, "two tokens");
+  check(MakeWeight(DType::kF32, 8, 48, 2), 1, "K % 32 != 0");
+  check(MakeWeight(DType::kF32, 8, 16, 3), 1, "K = 16");
 }
 
 }  // namespace

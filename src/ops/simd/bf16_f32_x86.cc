@@ -1,22 +1,24 @@
-// ops/simd bf16 × f32 matvec on AVX-512: the decode path of a bf16 weight
-// (DeepSeek-V4's head, its compressors' wkv and wgate, the MoE gate) for one
+// ops/simd bf16 × f32 and f32 × f32 matvecs on AVX-512: the decode path of a
+// bf16 weight (DeepSeek-V4's head, its compressors' wkv and wgate, the MoE
+// gate) or an f32 one (DeepSeek-V4's mHC mixers, llama2.c checkpoints) for one
 // token.
 //
-// Bit for bit the Highway matvec (matmul_simd.cc, Bf16Fmt on AVX-512), so that
-// a token's result still does not depend on how many tokens share its call
-// (the tile path sums in that order too). That order, per output row: lane i
-// of one accumulator takes, for each 32 inputs j…j+31 in k order,
-// FMA(w[j+2i], x[j+2i]) then FMA(w[j+2i+1], x[j+2i+1]); the output is
+// Bit for bit the Highway matvec (matmul_simd.cc, Bf16Fmt / F32Fmt on
+// AVX-512), so that a token's result still does not depend on how many tokens
+// share its call (the tile path sums in that order too). That order, per
+// output row: lane i of one accumulator takes, in k order, bf16: for each 32
+// inputs j…j+31, FMA(w[j+2i], x[j+2i]) then FMA(w[j+2i+1], x[j+2i+1]); f32:
+// for each 16 inputs j…j+15, FMA(w[j+i], x[j+i]); the output is
 // _mm512_reduce_add_ps of the accumulator, plus 0.0f (the empty scalar tail).
 //
-// Why it is faster. That order is one chain of dependent FMAs per row, two per
-// 64 bytes of weights: one row at a time waits on the FMA latency, and the
-// Highway kernel's four rows side by side are four streams through memory,
-// which the memory system serves more slowly than one. Here two chains run
-// staggered by half a row: the second half of row n beside the first half of
-// row n + 1. Their bytes, [row n + R/2, row n + 1 + R/2), are one contiguous
-// window, so the weights are read as one stream, prefetched into L1
-// kAheadBytes ahead in address order, two lines per step.
+// Why it is faster. That order is one chain of dependent FMAs per row, one or
+// two per 64 bytes of weights: one row at a time waits on the FMA latency,
+// and the Highway kernel's four rows side by side are four streams through
+// memory, which the memory system serves more slowly than one. Here two
+// chains run staggered by half a row: the second half of row n beside the
+// first half of row n + 1. Their bytes, [row n + R/2, row n + 1 + R/2), are
+// one contiguous window, so the weights are read as one stream, prefetched
+// into L1 kAheadBytes ahead in address order, two lines per step.
 //
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
@@ -63,6 +65,28 @@ DSV4_BF16F32_TARGET inline __m512 Step(const uint16_t* w, const float* xe, const
   return _mm512_fmadd_ps(odd, _mm512_loadu_ps(xo), acc);
 }
 
+// acc after the 16 weights at w (f32) against inputs x (64 bytes, as one bf16 step).
+DSV4_BF16F32_TARGET inline __m512 Step(const float* w, const float* x, __m512 acc) {
+  return _mm512_fmadd_ps(_mm512_castsi512_ps(x86::Opaque(_mm512_loadu_si512(w))),
+                         _mm512_loadu_ps(x), acc);
+}
+
+// The weight formats: bf16 (32 inputs per 64-byte step, x deinterleaved into
+// evens and odds per step) and f32 (16 inputs per step, x as it is).
+template <typename W>
+struct Format {
+  static constexpr int64_t kStep = 64 / sizeof(W);  // inputs per 64 bytes of a row
+  static constexpr DType kDType = sizeof(W) == 2 ? DType::kBF16 : DType::kF32;
+  // acc after the step of row w at input k, against x as Prepare laid it out.
+  static DSV4_BF16F32_TARGET __m512 At(const W* w, const float* x, int64_t k, __m512 acc) {
+    if constexpr (sizeof(W) == 2) {
+      return Step(w + k, x + k, x + k + 16, acc);
+    } else {
+      return Step(w + k, x + k, acc);
+    }
+  }
+};
+
 // The prefetch stream: lines [from, from + bytes) of the window ahead, if they
 // lie before `end` (addresses, not pointers: past the weights they are only
 // prefetched, never read).
@@ -78,62 +102,70 @@ struct Scratch {
   std::vector<float> x;  // x deinterleaved per 32 inputs: evens, then odds
 };
 
+template <typename W>
 DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
+  using Fmt = Format<W>;
+  constexpr int64_t kStep = Fmt::kStep;
   const int64_t k_size = a.w.sizes[1];
-  if (a.n_tokens != 1 || a.w.dtype != DType::kBF16 || k_size % 64 != 0 || k_size == 0 ||
+  if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % (2 * kStep) != 0 || k_size == 0 ||
       a.w.strides[1] != 1) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
-  thread_local Scratch s;
-  if (s.x.size() < static_cast<size_t>(k_size + 16)) s.x.resize(static_cast<size_t>(k_size + 16));
-  float* xd =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.x.data()) + 63) & ~uintptr_t{63});
-  // Chunk c (inputs 32c…32c + 31): xd[32c + i] = x[32c + 2i], xd[32c + 16 + i] = x[32c + 2i + 1].
-  const __m512i even_idx =
-      _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd_idx =
-      _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  for (int64_t k = 0; k < k_size; k += 32) {
-    const __m512 lo = _mm512_loadu_ps(a.x + k), hi = _mm512_loadu_ps(a.x + k + 16);
-    _mm512_store_ps(xd + k, _mm512_permutex2var_ps(lo, even_idx, hi));
-    _mm512_store_ps(xd + k + 16, _mm512_permutex2var_ps(lo, odd_idx, hi));
+  const float* xd = a.x;
+  if constexpr (sizeof(W) == 2) {
+    thread_local Scratch s;
+    if (s.x.size() < static_cast<size_t>(k_size + 16)) s.x.resize(static_cast<size_t>(k_size + 16));
+    float* xs =
+        reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.x.data()) + 63) & ~uintptr_t{63});
+    // Chunk c (inputs 32c…32c + 31): xs[32c + i] = x[32c + 2i], xs[32c + 16 + i] = x[32c + 2i + 1].
+    const __m512i even_idx =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd_idx =
+        _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int64_t k = 0; k < k_size; k += 32) {
+      const __m512 lo = _mm512_loadu_ps(a.x + k), hi = _mm512_loadu_ps(a.x + k + 16);
+      _mm512_store_ps(xs + k, _mm512_permutex2var_ps(lo, even_idx, hi));
+      _mm512_store_ps(xs + k + 16, _mm512_permutex2var_ps(lo, odd_idx, hi));
+    }
+    xd = xs;
   }
   const int64_t row_elems = a.w.strides[0];
-  const uint16_t* base = static_cast<const uint16_t*>(a.w.data);
-  const int64_t half = k_size / 2;  // inputs per half row, a multiple of 32
+  const W* base = static_cast<const W*>(a.w.data);
+  const int64_t half = k_size / 2;  // inputs per half row, a multiple of kStep
   const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_elems);
-  // The stream runs this far ahead of the trailing half row.
-  const int64_t ahead = 2 * half + kAheadBytes;
+  // The stream runs this far ahead of the trailing half row (bytes).
+  const int64_t half_bytes = half * static_cast<int64_t>(sizeof(W));
+  const int64_t ahead = 2 * half_bytes + kAheadBytes;
   // Window of rows n (second half) and n + 1 (first half) starts at row n + R/2.
   auto window = [&](int64_t n) { return reinterpret_cast<uintptr_t>(base + n * row_elems + half); };
+  // Byte offset in the window of input k of each half: both halves advance.
+  constexpr int64_t kBytesPerInput = 2 * static_cast<int64_t>(sizeof(W));
   // Row row_begin's first half alone (the stream starts at the row).
   __m512 lead = _mm512_setzero_ps();
   {
-    const uint16_t* row = base + a.row_begin * row_elems;
+    const W* row = base + a.row_begin * row_elems;
     const uintptr_t from = reinterpret_cast<uintptr_t>(row) + ahead;
     Fetch(reinterpret_cast<uintptr_t>(row), ahead, end);
-    for (int64_t k = 0; k < half; k += 32) {
-      Fetch(from + static_cast<uintptr_t>(2 * k), 64, end);
-      lead = Step(row + k, xd + k, xd + k + 16, lead);
+    for (int64_t k = 0; k < half; k += kStep) {
+      Fetch(from + static_cast<uintptr_t>(k * kBytesPerInput / 2), 64, end);
+      lead = Fmt::At(row, xd, k, lead);
     }
   }
   for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-    const uint16_t* tail_row = base + n * row_elems + half;  // row n, second half
+    const W* tail_row = base + n * row_elems + half;  // row n, second half
     __m512 tail = lead;
     lead = _mm512_setzero_ps();
     const uintptr_t from = window(n) + ahead;
     if (n + 1 < a.row_end) {
-      const uint16_t* lead_row = base + (n + 1) * row_elems;  // row n + 1, first half
-      for (int64_t k = 0; k < half; k += 32) {
-        Fetch(from + static_cast<uintptr_t>(4 * k), 128, end);
-        tail = Step(tail_row + k, xd + half + k, xd + half + k + 16, tail);
-        lead = Step(lead_row + k, xd + k, xd + k + 16, lead);
+      const W* lead_row = base + (n + 1) * row_elems;  // row n + 1, first half
+      for (int64_t k = 0; k < half; k += kStep) {
+        Fetch(from + static_cast<uintptr_t>(k * kBytesPerInput), 128, end);
+        tail = Fmt::At(tail_row, xd + half, k, tail);
+        lead = Fmt::At(lead_row, xd, k, lead);
       }
     } else {
-      for (int64_t k = 0; k < half; k += 32) {
-        tail = Step(tail_row + k, xd + half + k, xd + half + k + 16, tail);
-      }
+      for (int64_t k = 0; k < half; k += kStep) tail = Fmt::At(tail_row, xd + half, k, tail);
     }
     a.out[n - a.row_begin] = _mm512_reduce_add_ps(tail) + 0.0f;
   }
@@ -144,12 +176,18 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
 
 TryMatMulFn Bf16F32MatVecKernel() {
   static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_BF16_F32_MATVEC");
-  return on ? &TryMatVec : nullptr;
+  return on ? &TryMatVec<uint16_t> : nullptr;
+}
+
+TryMatMulFn F32F32MatVecKernel() {
+  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_F32_MATVEC");
+  return on ? &TryMatVec<float> : nullptr;
 }
 
 #else  // !DSV4_HAVE_BF16_F32
 
 TryMatMulFn Bf16F32MatVecKernel() { return nullptr; }
+TryMatMulFn F32F32MatVecKernel() { return nullptr; }
 
 #endif
 

@@ -74,6 +74,10 @@ TryMatMulFn Fp8F32MatVecKernel();
 // caller then runs DenseMatMulKernel. nullptr when the CPU lacks AVX-512 or
 // DSV4_BF16_F32_MATVEC=0.
 TryMatMulFn Bf16F32MatVecKernel();
+// f32 × f32 matvec (one token), the same kernel for f32 weights: bit for bit
+// DenseMatMulKernel(kF32)'s. Declines unless n_tokens == 1 and K % 32 == 0.
+// nullptr when the CPU lacks AVX-512 or DSV4_F32_MATVEC=0.
+TryMatMulFn F32F32MatVecKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
 // 0 where those kernels are not available.
