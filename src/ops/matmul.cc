@@ -107,26 +107,25 @@ void Fp4Kernel(const simd::MatMulArgs& a) {
   if (dot == nullptr || !dot(a)) simd::Fp4BlockMatMulKernel()(a);
 }
 
-// bf16: the one-token twin of the Highway kernel where the CPU has AVX-512.
-// (The Highway kernel is looked up per call: a pointer kept from before its
-// first call stays Highway's dispatch trampoline, which asks the CPU for its
-// features, a VM exit, on every call.)
-void Bf16Kernel(const simd::MatMulArgs& a) {
-  static const simd::TryMatMulFn matvec = simd::Bf16F32MatVecKernel();
-  if (matvec == nullptr || !matvec(a)) simd::DenseMatMulKernel(DType::kBF16)(a);
-}
-
-// f32: the same for f32 weights (DeepSeek-V4's mHC mixers, llama2.c models).
-void F32Kernel(const simd::MatMulArgs& a) {
-  static const simd::TryMatMulFn matvec = simd::F32F32MatVecKernel();
-  if (matvec == nullptr || !matvec(a)) simd::DenseMatMulKernel(DType::kF32)(a);
+// bf16 and f32: the one-token twins of the Highway kernels where the CPU has
+// AVX-512 (DeepSeek-V4's head, compressors and MoE gate; its mHC mixers and
+// llama2.c weights).
+template <DType kDType, simd::TryMatMulFn (*kMatVec)()>
+void DenseKernel(const simd::MatMulArgs& a) {
+  static const simd::TryMatMulFn matvec = kMatVec();
+  static const simd::MatMulFn highway = simd::DenseMatMulKernel(kDType);
+  if (matvec == nullptr || !matvec(a)) highway(a);
 }
 
 // The SIMD kernel for a weight without a separate scale tensor: the dense
 // formats, then the GGUF k-quants; nullptr means ops/ref.
 simd::MatMulFn PlainKernel(DType t) {
-  if (t == DType::kBF16 && simd::DenseMatMulKernel(t) != nullptr) return &Bf16Kernel;
-  if (t == DType::kF32 && simd::DenseMatMulKernel(t) != nullptr) return &F32Kernel;
+  if (t == DType::kBF16 && simd::DenseMatMulKernel(t) != nullptr) {
+    return &DenseKernel<DType::kBF16, &simd::Bf16F32MatVecKernel>;
+  }
+  if (t == DType::kF32 && simd::DenseMatMulKernel(t) != nullptr) {
+    return &DenseKernel<DType::kF32, &simd::F32F32MatVecKernel>;
+  }
   if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
   return simd::KQuantMatMulKernel(t);
 }

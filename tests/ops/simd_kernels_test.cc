@@ -90,6 +90,22 @@ std::string Describe(const Weight& w, int64_t t, const char* extra = "") {
          " K=" + std::to_string(w.k) + " T=" + std::to_string(t) + extra;
 }
 
+// A kernel pointer from a getter is the kernel itself, not Highway's dispatch
+// trampoline (which re-asks the CPU on every call): taken before any dispatch
+// in the process (ctest runs each test in its own), it equals the pointer
+// taken after a call through it.
+TEST(SimdKernels, GettersReturnTheChosenKernel) {
+  const ops::simd::MatMulFn before = ops::simd::DenseMatMulKernel(DType::kF32);
+  const ops::simd::MatMulFn fp8_before = ops::simd::Fp8BlockMatMulKernel();
+  ASSERT_NE(before, nullptr);
+  const ::dsv4::testing::Weight w = ::dsv4::testing::MakeWeight(DType::kF32, 4, 64, 1);
+  const std::vector<float> x(64, 1.0f);
+  std::vector<float> out(4);
+  before(::dsv4::testing::KernelArgs(w, out.data(), 4, x.data(), 1, 0, 4));
+  EXPECT_EQ(before, ops::simd::DenseMatMulKernel(DType::kF32));
+  EXPECT_EQ(fp8_before, ops::simd::Fp8BlockMatMulKernel());
+}
+
 TEST(SimdMatMul, DenseAllSizesMatchRef) {
   ForEachTarget([] {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {

@@ -357,6 +357,7 @@ HWY_EXPORT(MatMulQ4K);
 HWY_EXPORT(MatMulQ6K);
 
 MatMulFn KQuantMatMulKernel(DType w_dtype) {
+  ChooseTarget();
   switch (w_dtype) {
     case DType::kQ4_K:
       return HWY_DYNAMIC_DISPATCH(MatMulQ4K);

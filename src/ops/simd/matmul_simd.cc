@@ -894,7 +894,16 @@ HWY_EXPORT(MatMulFp8Block);
 HWY_EXPORT(MatMulFp4Block);
 HWY_EXPORT(TargetBit);
 
+void ChooseTarget() {
+  static const bool chosen = [] {
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    return true;
+  }();
+  (void)chosen;
+}
+
 MatMulFn DenseMatMulKernel(DType w_dtype) {
+  ChooseTarget();
   switch (w_dtype) {
     case DType::kF32:
       return HWY_DYNAMIC_DISPATCH(MatMulF32);
@@ -909,8 +918,14 @@ MatMulFn DenseMatMulKernel(DType w_dtype) {
   }
 }
 
-MatMulFn Fp8BlockMatMulKernel() { return HWY_DYNAMIC_DISPATCH(MatMulFp8Block); }
-MatMulFn Fp4BlockMatMulKernel() { return HWY_DYNAMIC_DISPATCH(MatMulFp4Block); }
+MatMulFn Fp8BlockMatMulKernel() {
+  ChooseTarget();
+  return HWY_DYNAMIC_DISPATCH(MatMulFp8Block);
+}
+MatMulFn Fp4BlockMatMulKernel() {
+  ChooseTarget();
+  return HWY_DYNAMIC_DISPATCH(MatMulFp4Block);
+}
 
 const char* ActiveTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetBit)()); }
 

@@ -41,6 +41,12 @@ struct MatMulArgs {
 
 using MatMulFn = void (*)(const MatMulArgs& args);
 
+// The getters below return the kernel itself, safe to keep: Highway's
+// dispatch table points at a trampoline until a target is chosen, which asks
+// the CPU for its features (a VM exit) on every call through it; they choose
+// the target first (ChooseTarget, once per process).
+void ChooseTarget();
+
 // The kernel for a weight stored as f32, f16, bf16 or GGUF q8_0 (no separate
 // scale tensor); nullptr for any other dtype.
 MatMulFn DenseMatMulKernel(DType w_dtype);
