@@ -32,6 +32,7 @@
 #include "engine/engine_options.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::cli {
 namespace {
@@ -98,7 +99,7 @@ int Run(const BenchArgs& a) {
       const int32_t one[1] = {next};
       st = model.Forward(one, *cache, logits, false);
       if (!st.ok()) return ReportError(st);
-      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
     decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
     if (a.probe_mib > 0) {

@@ -27,6 +27,9 @@ inline void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t
                             int64_t pos, float theta) {
   simd::RopeInterleaved(x, n_heads, head_dim, rot_dim, pos, theta);
 }
+// The index of the first largest of x[0, n), NaN ignored; 0 when no value
+// exceeds −inf (greedy decoding's pick).
+inline int64_t Argmax(const float* x, int64_t n) { return simd::Argmax(x, n); }
 // Σ a[i] · b[i].
 inline float Dot(const float* a, const float* b, int64_t n) { return simd::Dot(a, b, n); }
 // Σ x[i].

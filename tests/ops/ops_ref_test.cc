@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -162,6 +163,13 @@ TEST(OpsRef, SwiGlu) {
 TEST(OpsRef, ArgmaxAndTopKBreakTiesToLowerIndex) {
   std::vector<float> x = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 2.0f};
   EXPECT_EQ(ops::ref::Argmax(x.data(), 6), 1);
+  // NaN is ignored wherever it is; nothing above −inf: 0.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> with_nan = {nan, 1.0f, nan, 4.0f, 2.0f};
+  EXPECT_EQ(ops::ref::Argmax(with_nan.data(), 5), 3);
+  const std::vector<float> none = {nan, -inf, nan};
+  EXPECT_EQ(ops::ref::Argmax(none.data(), 3), 0);
   int32_t idx[4];
   ops::ref::TopK(x.data(), 6, 4, idx);
   EXPECT_EQ(idx[0], 1);

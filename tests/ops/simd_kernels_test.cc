@@ -17,6 +17,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -440,6 +441,51 @@ TEST(SimdVec, QuantizeDequantizeFp4BitForBit) {
           for (int j = 0; j < 16; ++j) x[j] = ties[j];
         }
         ExpectQuantiserBits(x, block, ops::ref::QuantizeDequantizeFp4, ops::QuantizeDequantizeFp4);
+      }
+    }
+  });
+}
+
+// Argmax against its scalar twin: sizes 0…3 vectors and remainders, offsets,
+// ties (the first wins, -0 and +0 equal), NaN anywhere (ignored, first
+// element included), all NaN or −inf (0), and the largest in the tail.
+TEST(SimdVec, ArgmaxMatchesRef) {
+  ForEachTarget([] {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    for (int64_t n = 0; n <= 3 * kMaxLanes + 5; ++n) {
+      for (int offset : {0, 1, 3}) {
+        for (int variant = 0; variant < 7; ++variant) {
+          std::vector<float> buf = RandomFloats(offset + n + 1, 31 + n * 7 + variant);
+          float* x = buf.data() + offset;
+          if (n > 0) {
+            switch (variant) {
+              case 1:  // ties: the maximum twice, the later one in the tail
+                x[n / 3] = 9.0f, x[n - 1] = 9.0f;
+                break;
+              case 2:  // NaN first and in the middle
+                x[0] = nan, x[n / 2] = nan;
+                break;
+              case 3:  // every value NaN or −inf
+                for (int64_t i = 0; i < n; ++i) x[i] = i % 2 ? -inf : nan;
+                break;
+              case 4:  // zeros of both signs only
+                for (int64_t i = 0; i < n; ++i) x[i] = i % 3 ? 0.0f : -0.0f;
+                break;
+              case 5:  // the largest last, +inf
+                x[n - 1] = inf;
+                break;
+              case 6:  // all equal
+                std::fill(x, x + n, -2.5f);
+                break;
+              default:
+                break;
+            }
+          }
+          const int64_t want = n == 0 ? 0 : ops::ref::Argmax(x, n);
+          ASSERT_EQ(ops::Argmax(x, n), want)
+              << "n " << n << " offset " << offset << " variant " << variant;
+        }
       }
     }
   });

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/deepseek_v4/numerics.h"
 #include "ops/matmul.h"
 #include "ops/vec_ops.h"
 
@@ -12,20 +13,10 @@ namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// 1 / sqrt(mean(v²) + eps) over n values (reference: x.square().mean(-1)).
-// The squares (exact in double) go into 8 independent double sums, which
-// vectorise: one chain of n dependent adds took 12 µs of a decoded token's
-// every mHC site at C·D = 8192.
+// 1 / sqrt(mean(v²) + eps) over n values (reference: x.square().mean(-1)),
+// the sum in double by SumOfSquares (numerics.h).
 float InvRms(const float* v, int64_t n, float eps) {
-  constexpr int64_t kLanes = 8;
-  double lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] += static_cast<double>(v[i + j]) * v[i + j];
-  }
-  for (; i < n; ++i) lane[i % kLanes] += static_cast<double>(v[i]) * v[i];
-  const double ss =
-      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  const double ss = SumOfSquares(v, n);
   return 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
 }
 

@@ -216,12 +216,19 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
     s.row_weight[row] = r.weights[i];
   }
   const int64_t n_all = n_rows + T;
-  pool.ParallelFor(n_all, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {  // rows from n_rows on: the shared expert's
-      const int64_t t = i < n_rows ? s.rows[i] : i - n_rows;
-      std::copy_n(x + t * D, D, s.xe.data() + i * D);
-    }
-  });
+  // One token with distinct picks (a hash table or frozen routing may repeat
+  // an expert): every expert's one input row is that token's, so nothing is
+  // gathered and its activations are quantised once (per row: the bits of a
+  // gathered copy's).
+  const bool one_token = T == 1 && n_active == k;
+  if (!one_token) {
+    pool.ParallelFor(n_all, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {  // rows from n_rows on: the shared expert's
+        const int64_t t = i < n_rows ? s.rows[i] : i - n_rows;
+        std::copy_n(x + t * D, D, s.xe.data() + i * D);
+      }
+    });
+  }
   const auto weights_of = [&](int64_t i) -> const ExpertWeights& {
     return i < n_active ? w.experts[s.active[i]] : w.shared;
   };
@@ -241,7 +248,8 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
     }
     return LinearInput(pool, in, rows, lw0, opts, scratch);
   };
-  const float* xin = quantised_input(s.xe.data(), n_all, &ExpertWeights::w1, s.act);
+  const float* xin = one_token ? quantised_input(x, 1, &ExpertWeights::w1, s.act)
+                               : quantised_input(s.xe.data(), n_all, &ExpertWeights::w1, s.act);
   // The shared expert's jobs first: its FP8 rows beside the routed FP4 ones
   // of the other thread, and a split that each layer learns for itself (the
   // pool keys it on the first job's weights, which were a routed expert's):
@@ -253,8 +261,9 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
     const int64_t i = job_order(j);
     const ExpertWeights& ew = weights_of(i);
     const int64_t f0 = first_of(i), n = count_of(i);
-    jobs.push_back({&ew.w1, xin + f0 * D, s.gate.data() + f0 * F, n});
-    jobs.push_back({&ew.w3, xin + f0 * D, s.up.data() + f0 * F, n});
+    const float* in = one_token ? xin : xin + f0 * D;
+    jobs.push_back({&ew.w1, in, s.gate.data() + f0 * F, n});
+    jobs.push_back({&ew.w3, in, s.up.data() + f0 * F, n});
   }
   LinearMany(pool, jobs, s.job_rows);
   // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed

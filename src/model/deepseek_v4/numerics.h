@@ -76,11 +76,25 @@ class Tracer {
   int64_t n_main_layers_ = INT64_MAX;
 };
 
+// Σ v[i]² over n values in double. The squares (exact in double) go into 8
+// independent sums, which vectorise: one chain of n dependent double adds
+// took ~2 µs per 2048 values, ~8 µs of a decoded token's every layer
+// (attention and FFN norms, q norms, the 16 heads' norms).
+inline double SumOfSquares(const float* v, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] += static_cast<double>(v[i + j]) * v[i + j];
+  }
+  for (; i < n; ++i) lane[i % kLanes] += static_cast<double>(v[i]) * v[i];
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
 // out[n] = x[n] / sqrt(mean(x²) + eps) · weight[n] (weight may be null: unweighted).
 // The mean is accumulated in double, close to the reference's fp32 reduction.
 inline void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const double ss = SumOfSquares(x, n);
   const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = weight ? weight[i] * (x[i] * r) : x[i] * r;
 }

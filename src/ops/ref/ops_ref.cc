@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -100,8 +101,12 @@ void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_
 
 int64_t Argmax(const float* x, int64_t n) {
   int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
+  float best_value = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > best_value) {  // false for NaN; strict: the first of equals wins
+      best = i;
+      best_value = x[i];
+    }
   }
   return best;
 }

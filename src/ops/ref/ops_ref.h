@@ -50,7 +50,8 @@ void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const
 // sum from 0 in order of the rows. out must not overlap the x rows.
 void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n);
 
-// Index of the largest value; the lowest index wins ties.
+// Index of the largest value; the lowest index wins ties, NaN is ignored, and
+// 0 when no value exceeds −inf (as greedy sampling picks).
 int64_t Argmax(const float* x, int64_t n);
 
 // The k largest values' indices, largest first; ties go to the lower index.

@@ -249,15 +249,12 @@ DSV4_BF16DOT_TARGET inline __m512 GroupDot(const __m512i w[4], const __m512i x[4
 // row of the scale tensor), FP4 four per group (one per 32 inputs).
 DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n, int64_t groups,
                                    float* dst) {
-  if (f == Format::kFp8) {
-    for (int64_t g = 0; g < groups; ++g) dst[g] = ref::ScaleAt(scale, n / 128, g);
-    return;
-  }
-  const int64_t count = 4 * groups;
+  const int64_t row = f == Format::kFp8 ? n / 128 : n;
+  const int64_t count = f == Format::kFp8 ? groups : 4 * groups;
   int64_t i = 0;
   if (scale.dtype == DType::kE8m0 && scale.strides[1] == 1) {
     // 16 at a time: 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
-    const uint8_t* src = static_cast<const uint8_t*>(scale.data) + n * scale.strides[0];
+    const uint8_t* src = static_cast<const uint8_t*>(scale.data) + row * scale.strides[0];
     const __m512i tiny = _mm512_set1_epi32(0x00400000), nan = _mm512_set1_epi32(0x7fc00000);
     for (; i + 16 <= count; i += 16) {
       const __m512i e =
@@ -268,7 +265,7 @@ DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n,
       _mm512_storeu_si512(dst + i, v);
     }
   }
-  for (; i < count; ++i) dst[i] = ref::ScaleAt(scale, n, i);
+  for (; i < count; ++i) dst[i] = ref::ScaleAt(scale, row, i);
 }
 
 // The scale vector of group g from RowScales' output: FP8 its one scale in

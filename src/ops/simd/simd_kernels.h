@@ -90,6 +90,9 @@ TryMatMulFn F32F32MatVecKernel();
 float Bf16DotLoop(int64_t macs, int64_t* done);
 
 // Elementwise kernels; the semantics are those of the ops/ref twins.
+// The index of the first largest of x[0, n), NaN ignored; 0 when no value
+// exceeds −inf (ops::ref::Argmax).
+int64_t Argmax(const float* x, int64_t n);
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps);
 void Softmax(float* x, int64_t n);
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "base/check.h"
 #include "base/float_types.h"
@@ -356,6 +357,31 @@ void AxpyManyImpl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
   }
 }
 
+// Two passes: the largest value (a lane keeps its own where the new one is
+// not greater, so NaN never enters), then the first index holding it.
+int64_t ArgmaxImpl(const float* x, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF m = hn::Set(d, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(d, x + i);
+    m = hn::IfThenElse(hn::Gt(v, m), v, m);
+  }
+  float best = hn::GetLane(hn::MaxOfLanes(d, m));  // no NaN lanes
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  if (!(best > -std::numeric_limits<float>::infinity())) return 0;
+  const VF vb = hn::Set(d, best);
+  for (i = 0; i + N <= n; i += N) {
+    const intptr_t j = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + i), vb));
+    if (j >= 0) return i + j;
+  }
+  for (; i < n; ++i) {
+    if (x[i] == best) return i;
+  }
+  return 0;  // not reached: best is one of x
+}
+
 void RmsNormImpl(float* out, const float* x, const float* weight, int64_t n, float eps) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -570,6 +596,7 @@ HWY_EXPORT(SumAheadImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(DotManyImpl);
 HWY_EXPORT(AxpyManyImpl);
+HWY_EXPORT(ArgmaxImpl);
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
@@ -594,6 +621,7 @@ void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const
               int64_t n_keys, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AxpyManyImpl)(y, n_y, y_stride, alpha, x, n_keys, n);
 }
+int64_t Argmax(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxImpl)(x, n); }
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(out, x, weight, n, eps);
 }
