@@ -21,11 +21,24 @@ inline void Softmax(float* x, int64_t n) { simd::Softmax(x, n); }
 inline void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   simd::SwiGlu(out, gate, up, n);
 }
+// out[n] = silu(min(gate, limit)) · clamp(up, −limit, limit) · scale (limit
+// ≤ 0: no limit). out may alias gate or up.
+inline void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
+                          float scale) {
+  simd::SwiGluLimited(out, gate, up, n, limit, scale);
+}
 // Rotary embedding on interleaved pairs of the first rot_dim dims of each
 // head; x: [n_heads, head_dim], in place (see ops::ref::RopeInterleaved).
 inline void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim,
                             int64_t pos, float theta) {
   simd::RopeInterleaved(x, n_heads, head_dim, rot_dim, pos, theta);
+}
+// Softmax pooling over n_slots rows per channel d < n (ops::ref::SoftmaxPool,
+// exp Highway's): out[d] = Σ_j values[j][d] · softmax_j(scores[j][d]).
+// scratch: room for n_slots · simd::kSoftmaxPoolLanes floats.
+inline void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
+                        int64_t n_slots, int64_t n, float* scratch) {
+  simd::SoftmaxPool(out, scores, values, n_slots, n, scratch);
 }
 // The index of the first largest of x[0, n), NaN ignored; 0 when no value
 // exceeds −inf (greedy decoding's pick).

@@ -446,6 +446,77 @@ TEST(SimdVec, QuantizeDequantizeFp4BitForBit) {
   });
 }
 
+// SwiGluLimited against its scalar twin, and bit for bit the steps it fuses
+// (the limits as std::min / std::clamp, ops::SwiGlu, the scale), which the
+// MoE took before: inputs well past the limit, limit off and on, scale 1
+// and not.
+TEST(SimdVec, SwiGluLimitedMatchesRefAndTheStepsItFuses) {
+  ForEachTarget([] {
+    for (int64_t n : VecSizes()) {
+      for (float limit : {0.0f, 10.0f}) {
+        for (float scale : {1.0f, 0.37f}) {
+          const auto g = RandomFloats(n + 1, 11 + n, 25.0f);
+          const auto u = RandomFloats(n + 1, 12 + n, 25.0f);
+          std::vector<float> want(n + 1), got(n + 1, -2.0f), steps(g.begin() + 1, g.end());
+          std::vector<float> up(u.begin() + 1, u.end());
+          ops::ref::SwiGluLimited(want.data(), g.data() + 1, u.data() + 1, n, limit, scale);
+          ops::SwiGluLimited(got.data(), g.data() + 1, u.data() + 1, n, limit, scale);
+          const std::string what = "n=" + std::to_string(n) + " limit " + std::to_string(limit) +
+                                   " scale " + std::to_string(scale);
+          ExpectElementwiseClose(got.data(), want.data(), n, what);
+          EXPECT_EQ(got[n], -2.0f) << "wrote past n";
+          if (limit > 0.0f) {
+            for (int64_t i = 0; i < n; ++i) {
+              steps[i] = std::min(steps[i], limit);
+              up[i] = std::clamp(up[i], -limit, limit);
+            }
+          }
+          ops::SwiGlu(steps.data(), steps.data(), up.data(), n);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(steps[i] * scale))
+                << what << " i " << i;
+          }
+        }
+      }
+    }
+  });
+}
+
+// SoftmaxPool against its scalar twin: channel counts 0…3 vectors and
+// remainders, 1 to 256 slots (CSA pools 8, HCA 128), scores spread wide
+// enough that exp underflows for some slots, and slots with a −inf score
+// and a 0 value (CSA's before its first window), first or in the middle.
+TEST(SimdVec, SoftmaxPoolMatchesRef) {
+  ForEachTarget([] {
+    for (int64_t n : VecSizes()) {
+      for (int64_t n_slots : {1, 3, 8, 128, 256}) {
+        for (int missing = 0; missing < 2; ++missing) {
+          const auto scores = RandomFloats(n_slots * n + 1, 5 + n * 3 + n_slots, 30.0f);
+          const auto values = RandomFloats(n_slots * n + 1, 6 + n * 3 + n_slots, 2.0f);
+          const std::vector<float> gone_score(n + 1, -std::numeric_limits<float>::infinity());
+          const std::vector<float> gone_value(n + 1, 0.0f);
+          std::vector<const float*> s(n_slots), v(n_slots);
+          for (int64_t j = 0; j < n_slots; ++j) {
+            const bool gone = missing && n_slots > 1 && j % 2 == 0;  // half the slots, slot 0 first
+            s[j] = gone ? gone_score.data() : scores.data() + 1 + j * n;  // misaligned by 1
+            v[j] = gone ? gone_value.data() : values.data() + 1 + j * n;
+          }
+          std::vector<float> want(n + 1, -1.0f), got(n + 1, -2.0f);
+          std::vector<float> scratch(n_slots * ops::simd::kSoftmaxPoolLanes);
+          ops::ref::SoftmaxPool(want.data(), s.data(), v.data(), n_slots, n);
+          ops::SoftmaxPool(got.data(), s.data(), v.data(), n_slots, n, scratch.data());
+          for (int64_t d = 0; d < n; ++d) ASSERT_TRUE(std::isfinite(got[d])) << d;
+          ExpectElementwiseClose(got.data(), want.data(), n,
+                                 "softmax pool n=" + std::to_string(n) + " slots " +
+                                     std::to_string(n_slots) + " missing " +
+                                     std::to_string(missing));
+          EXPECT_EQ(got[n], -2.0f) << "wrote past n";
+        }
+      }
+    }
+  });
+}
+
 // Argmax against its scalar twin: sizes 0…3 vectors and remainders, offsets,
 // ties (the first wins, -0 and +0 equal), NaN anywhere (ignored, first
 // element included), all NaN or −inf (0), and the largest in the tail.

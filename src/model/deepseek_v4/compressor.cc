@@ -94,51 +94,41 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
   CHECK(i0 == st.n_entries(), "compressor at position %lld holds %lld entries",
         static_cast<long long>(pos0), static_cast<long long>(st.n_entries()));
   const int64_t n_slots = overlap ? 2 * r : r;
-  if (static_cast<int64_t>(s.slots.size()) < pool.size() * n_slots) {
-    s.slots.resize(pool.size() * n_slots);
+  if (static_cast<int64_t>(s.slots.size()) < pool.size() * n_slots * ops::simd::kSoftmaxPoolLanes) {
+    s.slots.resize(pool.size() * n_slots * ops::simd::kSoftmaxPoolLanes);
+    s.slot_rows.resize(pool.size() * 2 * n_slots);
+  }
+  if (overlap && static_cast<int64_t>(s.missing.size()) != 2 * Wd) {
+    s.missing.assign(2 * Wd, 0.0f);
+    std::fill_n(s.missing.data(), Wd, -INFINITY);
   }
   if (static_cast<int64_t>(s.entry.size()) < (i1 - i0) * Wd) s.entry.resize((i1 - i0) * Wd);
   pool.ParallelFor(i1 - i0, [&](int64_t b, int64_t e, int thread) {
-    float* slot_score = s.slots.data() + thread * n_slots;  // [n_slots]
+    float* scratch = s.slots.data() + thread * n_slots * ops::simd::kSoftmaxPoolLanes;
+    const float** scores = s.slot_rows.data() + thread * 2 * n_slots;  // [n_slots]
+    const float** values = scores + n_slots;                           // [n_slots]
     for (int64_t i = i0 + b; i < i0 + e; ++i) {
       float* entry = s.entry.data() + (i - i0) * Wd;  // [Wd]
       // ---- Pool window i per channel (spec §4.4) ----
       // CSA slots: the previous window's first halves [0, Wd) (value 0, gate
       // −inf before window 0), then this window's second halves [Wd, 2·Wd);
-      // HCA: this window's r rows.
+      // HCA: this window's r rows. Per channel: softmax of the gates over
+      // the slots, the values weighted by it.
       const int64_t first = i * r;  // the window's first position
       const bool has_prev = overlap && first >= r;
-      for (int64_t d = 0; d < Wd; ++d) {
-        for (int64_t j = 0; j < n_slots; ++j) {
-          if (!overlap) {
-            slot_score[j] = row_g(first + j)[d];
-          } else if (j < r) {
-            slot_score[j] = has_prev ? row_g(first - r + j)[d] : -INFINITY;
-          } else {
-            slot_score[j] = row_g(first + j - r)[Wd + d];
-          }
+      for (int64_t j = 0; j < n_slots; ++j) {
+        if (!overlap) {
+          scores[j] = row_g(first + j);
+          values[j] = row_k(first + j);
+        } else if (j < r) {
+          scores[j] = has_prev ? row_g(first - r + j) : s.missing.data();
+          values[j] = has_prev ? row_k(first - r + j) : s.missing.data() + Wd;
+        } else {
+          scores[j] = row_g(first + j - r) + Wd;
+          values[j] = row_k(first + j - r) + Wd;
         }
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, slot_score[j]);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n_slots; ++j) {
-          slot_score[j] = std::exp(slot_score[j] - mx);
-          sum += slot_score[j];
-        }
-        float acc = 0.0f;
-        for (int64_t j = 0; j < n_slots; ++j) {
-          float value;
-          if (!overlap) {
-            value = row_k(first + j)[d];
-          } else if (j < r) {
-            value = has_prev ? row_k(first - r + j)[d] : 0.0f;
-          } else {
-            value = row_k(first + j - r)[Wd + d];
-          }
-          acc += value * (slot_score[j] / sum);
-        }
-        entry[d] = acc;
       }
+      ops::SoftmaxPool(entry, scores, values, n_slots, Wd, scratch);
 
       // ---- Post-process: norm, RoPE at the window's first position, QAT sims ----
       RmsNorm(entry, entry, w.norm.data(), Wd, eps);

@@ -64,11 +64,13 @@ struct CompressorState {
 };
 
 struct CompressorScratch {
-  std::vector<float> kv;          // [T, c·Wd]
-  std::vector<float> score;       // [T, c·Wd]
-  std::vector<float> slots;       // [threads, 2r] one channel's pooling weights per thread
-  std::vector<float> entry;       // [windows, Wd] the entries this call completes
-  std::vector<int64_t> job_rows;  // wkv and wgate as one LinearMany
+  std::vector<float> kv;                // [T, c·Wd]
+  std::vector<float> score;             // [T, c·Wd]
+  std::vector<float> slots;             // [threads, 2r · lanes] SoftmaxPool's scratch per thread
+  std::vector<const float*> slot_rows;  // [threads, 2 · 2r] a window's score, value rows
+  std::vector<float> missing;           // [2, Wd] CSA's slots before window 0: gate −inf, value 0
+  std::vector<float> entry;             // [windows, Wd] the entries this call completes
+  std::vector<int64_t> job_rows;        // wkv and wgate as one LinearMany
 };
 
 // Feeds T tokens at positions pos0 .. pos0+T−1 (x: [T, D], the attention

@@ -275,18 +275,9 @@ void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& pl
       [&](int64_t r0, int64_t r1, int) {
         for (int64_t row = r0; row < r1; ++row) {
           float* g = s.gate.data() + row * F;
-          float* u = s.up.data() + row * F;
-          if (limit > 0.0f) {
-            for (int64_t f = 0; f < F; ++f) {
-              g[f] = std::min(g[f], limit);
-              u[f] = std::clamp(u[f], -limit, limit);
-            }
-          }
-          ops::SwiGlu(g, g, u, F);  // silu(g) · u (SIMD exp)
-          if (row < n_rows) {
-            const float rw = s.row_weight[row];
-            for (int64_t f = 0; f < F; ++f) g[f] *= rw;
-          }
+          // One SIMD pass: limits, silu(g) · u (SIMD exp), the routed weight.
+          ops::SwiGluLimited(g, g, s.up.data() + row * F, F, limit,
+                             row < n_rows ? s.row_weight[row] : 1.0f);
         }
       },
       kRowsPerChunk);

@@ -59,10 +59,37 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;  // divide, as llama2.c does
 }
 
+void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
+                 int64_t n_slots, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, scores[j][d]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n_slots; ++j) sum += std::exp(scores[j][d] - mx);
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_slots; ++j) {
+      acc += values[j][d] * (std::exp(scores[j][d] - mx) / sum);
+    }
+    out[d] = acc;
+  }
+}
+
 float Silu(float x) { return x * (1.0f / (1.0f + std::exp(-x))); }  // llama2.c order
 
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
+}
+
+void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
+                   float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i], u = up[i];
+    if (limit > 0.0f) {
+      g = std::min(g, limit);
+      u = std::clamp(u, -limit, limit);
+    }
+    out[i] = Silu(g) * u * scale;
+  }
 }
 
 void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,

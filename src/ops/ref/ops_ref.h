@@ -30,10 +30,23 @@ void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_di
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, int64_t n);
 
+// Softmax pooling over slots, per channel: for d < n, with m = max_j s_j[d]
+// (from −inf, in order of j) and e_j = exp(s_j[d] − m), sum = Σ_j e_j in
+// order of j, out[d] = Σ_j v_j[d] · (e_j / sum) from 0 in order of j
+// (s_j = scores[j], v_j = values[j], n_slots rows each). DeepSeek-V4's
+// compressor pools a window's rows into an entry so.
+void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
+                 int64_t n_slots, int64_t n);
+
 // x · sigmoid(x).
 float Silu(float x);
 // out[n] = silu(gate[n]) * up[n].
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n);
+// SwiGlu of limited inputs, scaled: out = silu(min(g, limit)) ·
+// clamp(u, −limit, limit) · scale (limit ≤ 0: no limit; the product by scale
+// last). DeepSeek-V4's MoE (swiglu_limit, the routed expert's weight).
+void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
+                   float scale);
 
 // out[h · n_keys + i] = Σ_j q[h · q_stride + j] · keys[i][j] (j < n, in
 // order) for h < n_q, i < n_keys; out: [n_q, n_keys].

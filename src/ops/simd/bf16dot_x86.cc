@@ -253,17 +253,20 @@ DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n,
   const int64_t count = f == Format::kFp8 ? groups : 4 * groups;
   int64_t i = 0;
   if (scale.dtype == DType::kE8m0 && scale.strides[1] == 1) {
-    // 16 at a time: 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
+    // 16 at a time, the last (FP8 rows of K 1024: 8 groups) masked:
+    // 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
     const uint8_t* src = static_cast<const uint8_t*>(scale.data) + row * scale.strides[0];
     const __m512i tiny = _mm512_set1_epi32(0x00400000), nan = _mm512_set1_epi32(0x7fc00000);
-    for (; i + 16 <= count; i += 16) {
-      const __m512i e =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    for (; i < count; i += 16) {
+      const __mmask16 m =
+          count - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (count - i)) - 1);
+      const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i));
       __m512i v = _mm512_slli_epi32(e, 23);
       v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), tiny);
       v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), nan);
-      _mm512_storeu_si512(dst + i, v);
+      _mm512_mask_storeu_epi32(dst + i, m, v);
     }
+    return;
   }
   for (; i < count; ++i) dst[i] = ref::ScaleAt(scale, row, i);
 }

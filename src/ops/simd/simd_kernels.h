@@ -90,6 +90,12 @@ TryMatMulFn F32F32MatVecKernel();
 float Bf16DotLoop(int64_t macs, int64_t* done);
 
 // Elementwise kernels; the semantics are those of the ops/ref twins.
+void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
+                   float scale);
+// ops::ref::SoftmaxPool; scratch: room for n_slots · kSoftmaxPoolLanes floats.
+inline constexpr int64_t kSoftmaxPoolLanes = 16;
+void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
+                 int64_t n_slots, int64_t n, float* scratch);
 // The index of the first largest of x[0, n), NaN ignored; 0 when no value
 // exceeds −inf (ops::ref::Argmax).
 int64_t Argmax(const float* x, int64_t n);

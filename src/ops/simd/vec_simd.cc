@@ -357,6 +357,47 @@ void AxpyManyImpl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
   }
 }
 
+// Channels a vector at a time: the max over the slots, then each slot's
+// exp (kept in scratch) into the sum, then the weighted sum, each in order
+// of j as the scalar twin; the tail channels take the twin's own loop.
+void SoftmaxPoolImpl(float* out, const float* const* scores, const float* const* values,
+                     int64_t n_slots, int64_t n, float* scratch) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + N <= n; c += N) {
+    VF mx = neg_inf;
+    for (int64_t j = 0; j < n_slots; ++j) {
+      const VF v = hn::LoadU(d, scores[j] + c);
+      mx = hn::IfThenElse(hn::Lt(mx, v), v, mx);  // std::max(mx, v)
+    }
+    VF sum = hn::Zero(d);
+    for (int64_t j = 0; j < n_slots; ++j) {
+      // exp(−inf) = 0: a missing slot (score −inf) adds nothing.
+      const VF x = hn::Sub(hn::LoadU(d, scores[j] + c), mx);
+      const VF e = hn::IfThenElseZero(hn::Ne(x, neg_inf), hn::Exp(d, x));
+      hn::StoreU(e, d, scratch + j * N);
+      sum = hn::Add(sum, e);
+    }
+    VF acc = hn::Zero(d);
+    for (int64_t j = 0; j < n_slots; ++j) {
+      const VF w = hn::Div(hn::LoadU(d, scratch + j * N), sum);
+      acc = hn::Add(acc, hn::Mul(hn::LoadU(d, values[j] + c), w));
+    }
+    hn::StoreU(acc, d, out + c);
+  }
+  for (; c < n; ++c) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n_slots; ++j) mx = std::max(mx, scores[j][c]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n_slots; ++j) sum += std::exp(scores[j][c] - mx);
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_slots; ++j) acc += values[j][c] * (std::exp(scores[j][c] - mx) / sum);
+    out[c] = acc;
+  }
+}
+
 // Two passes: the largest value (a lane keeps its own where the new one is
 // not greater, so NaN never enters), then the first index holding it.
 int64_t ArgmaxImpl(const float* x, int64_t n) {
@@ -432,20 +473,50 @@ void SoftmaxImpl(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= inv;
 }
 
+// silu(g) · u as SwiGluImpl computes it.
+HWY_INLINE VF SiluTimes(DF d, VF g, VF u) {
+  const VF one = hn::Set(d, 1.0f);
+  // exp(88) is finite; beyond it silu(g) is -0 to within 1e-36 either way.
+  const VF e = hn::Exp(d, hn::Min(hn::Neg(g), hn::Set(d, 88.0f)));
+  return hn::Mul(hn::Mul(g, hn::Div(one, hn::Add(one, e))), u);
+}
+
 void SwiGluImpl(float* out, const float* gate, const float* up, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const VF one = hn::Set(d, 1.0f);
-  // exp(88) is finite; beyond it silu(g) is -0 to within 1e-36 either way.
-  const VF lim = hn::Set(d, 88.0f);
   int64_t i = 0;
   for (; i + N <= n; i += N) {
-    const VF g = hn::LoadU(d, gate + i);
-    const VF e = hn::Exp(d, hn::Min(hn::Neg(g), lim));
-    const VF silu = hn::Mul(g, hn::Div(one, hn::Add(one, e)));
-    hn::StoreU(hn::Mul(silu, hn::LoadU(d, up + i)), d, out + i);
+    hn::StoreU(SiluTimes(d, hn::LoadU(d, gate + i), hn::LoadU(d, up + i)), d, out + i);
   }
   for (; i < n; ++i) out[i] = gate[i] * (1.0f / (1.0f + std::exp(-gate[i]))) * up[i];
+}
+
+// One pass for what DeepSeek-V4's MoE did in four (the two limits, SwiGlu,
+// the routed weight): min and clamp as std::min and std::clamp compare
+// (NaN passes through), the scale last.
+void SwiGluLimitedImpl(float* out, const float* gate, const float* up, int64_t n, float limit,
+                       float scale) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const bool limited = limit > 0.0f;
+  const VF hi = hn::Set(d, limit), lo = hn::Set(d, -limit), vs = hn::Set(d, scale);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    VF g = hn::LoadU(d, gate + i), u = hn::LoadU(d, up + i);
+    if (limited) {
+      g = hn::IfThenElse(hn::Lt(hi, g), hi, g);  // std::min(g, limit)
+      u = hn::IfThenElse(hn::Lt(u, lo), lo, hn::IfThenElse(hn::Lt(hi, u), hi, u));  // std::clamp
+    }
+    hn::StoreU(hn::Mul(SiluTimes(d, g, u), vs), d, out + i);
+  }
+  for (; i < n; ++i) {
+    float g = gate[i], u = up[i];
+    if (limited) {
+      g = std::min(g, limit);
+      u = std::clamp(u, -limit, limit);
+    }
+    out[i] = g * (1.0f / (1.0f + std::exp(-g))) * u * scale;
+  }
 }
 
 void RopeInterleavedImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
@@ -597,9 +668,11 @@ HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(DotManyImpl);
 HWY_EXPORT(AxpyManyImpl);
 HWY_EXPORT(ArgmaxImpl);
+HWY_EXPORT(SoftmaxPoolImpl);
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
+HWY_EXPORT(SwiGluLimitedImpl);
 HWY_EXPORT(RopeInterleavedImpl);
 HWY_EXPORT(QuantizeDequantizeFp8Impl);
 HWY_EXPORT(QuantizeDequantizeFp4Impl);
@@ -622,12 +695,20 @@ void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const
   HWY_DYNAMIC_DISPATCH(AxpyManyImpl)(y, n_y, y_stride, alpha, x, n_keys, n);
 }
 int64_t Argmax(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxImpl)(x, n); }
+void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
+                 int64_t n_slots, int64_t n, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxPoolImpl)(out, scores, values, n_slots, n, scratch);
+}
 void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(out, x, weight, n, eps);
 }
 void Softmax(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n); }
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SwiGluImpl)(out, gate, up, n);
+}
+void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
+                   float scale) {
+  HWY_DYNAMIC_DISPATCH(SwiGluLimitedImpl)(out, gate, up, n, limit, scale);
 }
 void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                      float theta) {
