@@ -245,30 +245,41 @@ DSV4_BF16DOT_TARGET inline __m512 GroupDot(const __m512i w[4], const __m512i x[4
   return _mm512_dpbf16_ps(t, AsBh(w[3]), AsBh(x[3]));
 }
 
+// count e8m0 scales at src as f32 (2^(e − 127) as E8m0ToF32, e = 0 and 255
+// included): 16 at a time, the rest (FP8 rows of K 1024: 8 groups) one by
+// one. Always inlined: as a call per FP4 row pair its prologue and
+// epilogue were a third of its time.
+DSV4_BF16DOT_TARGET __attribute__((always_inline)) inline void E8m0Row(const uint8_t* src,
+                                                                       int64_t count, float* dst) {
+  const __m512i tiny = _mm512_set1_epi32(0x00400000), nan = _mm512_set1_epi32(0x7fc00000);
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i e =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    __m512i v = _mm512_slli_epi32(e, 23);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), tiny);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), nan);
+    _mm512_storeu_si512(dst + i, v);
+  }
+  for (; i < count; ++i) dst[i] = E8m0ToF32(src[i]);
+}
+
+// Whether a scale tensor is e8m0 with contiguous rows (E8m0Row reads it).
+inline bool E8m0Rows(const TensorView& scale) {
+  return scale.dtype == DType::kE8m0 && scale.strides[1] == 1;
+}
+
 // The block scales of row n as f32: FP8 one per group (its 128-row block's
 // row of the scale tensor), FP4 four per group (one per 32 inputs).
 DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n, int64_t groups,
                                    float* dst) {
   const int64_t row = f == Format::kFp8 ? n / 128 : n;
   const int64_t count = f == Format::kFp8 ? groups : 4 * groups;
-  int64_t i = 0;
-  if (scale.dtype == DType::kE8m0 && scale.strides[1] == 1) {
-    // 16 at a time, the last (FP8 rows of K 1024: 8 groups) masked:
-    // 2^(e − 127) as E8m0ToF32, e = 0 and 255 included.
-    const uint8_t* src = static_cast<const uint8_t*>(scale.data) + row * scale.strides[0];
-    const __m512i tiny = _mm512_set1_epi32(0x00400000), nan = _mm512_set1_epi32(0x7fc00000);
-    for (; i < count; i += 16) {
-      const __mmask16 m =
-          count - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (count - i)) - 1);
-      const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i));
-      __m512i v = _mm512_slli_epi32(e, 23);
-      v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), tiny);
-      v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), nan);
-      _mm512_mask_storeu_epi32(dst + i, m, v);
-    }
+  if (E8m0Rows(scale)) {
+    E8m0Row(static_cast<const uint8_t*>(scale.data) + row * scale.strides[0], count, dst);
     return;
   }
-  for (; i < count; ++i) dst[i] = ref::ScaleAt(scale, row, i);
+  for (int64_t i = 0; i < count; ++i) dst[i] = ref::ScaleAt(scale, row, i);
 }
 
 // The scale vector of group g from RowScales' output: FP8 its one scale in
@@ -393,6 +404,8 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
   const uintptr_t scale_rows = reinterpret_cast<uintptr_t>(a.scale.data);
   const int64_t scale_row_bytes = DTypeBytes(a.scale.dtype, a.scale.strides[0]);
   const int64_t half = (a.row_end - a.row_begin) / 2;
+  const bool e8m0 = E8m0Rows(a.scale);
+  const uint8_t* scale_bytes = static_cast<const uint8_t*>(a.scale.data);
   float* out = a.out;
   for (int64_t n = a.row_begin; n < a.row_begin + half; ++n) {
     const uint8_t* row0 = base + n * row_bytes;
@@ -402,8 +415,13 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
       _mm_prefetch(reinterpret_cast<const char*>(scale_rows + static_cast<uintptr_t>(ahead)),
                    _MM_HINT_T0);
     }
-    RowScales(F, a.scale, n, groups, s0);
-    RowScales(F, a.scale, n + half, groups, s1);
+    if (e8m0) {
+      E8m0Row(scale_bytes + n * scale_row_bytes, 4 * groups, s0);
+      E8m0Row(scale_bytes + (n + half) * scale_row_bytes, 4 * groups, s1);
+    } else {
+      RowScales(F, a.scale, n, groups, s0);
+      RowScales(F, a.scale, n + half, groups, s1);
+    }
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t off = g * kGroupBytes<F>;
@@ -444,6 +462,19 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   // prefetched, never read).
   const uintptr_t scale_rows = reinterpret_cast<uintptr_t>(a.scale.data);
   const int64_t scale_row_bytes = DTypeBytes(a.scale.dtype, a.scale.strides[0]);
+  if constexpr (F == Format::kFp4) {
+    // The loop prefetches from kScaleRowsAhead rows on; the first rows' scales
+    // (of both halves, for row pairs) all at once here, so that their misses
+    // overlap: one at a time they stalled each call's start (2-3% of a
+    // decoded token's main thread waited in RowScales; docs/benchmarks.md).
+    const int64_t rows = a.row_end - a.row_begin, first = std::min(bf16dot::kScaleRowsAhead, rows);
+    for (const int64_t from : {a.row_begin, a.row_begin + rows / 2}) {
+      const uintptr_t p = scale_rows + static_cast<uintptr_t>(from * scale_row_bytes);
+      for (int64_t b = 0; b < first * scale_row_bytes; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + static_cast<uintptr_t>(b)), _MM_HINT_T0);
+      }
+    }
+  }
   int64_t n = a.row_begin;
   if constexpr (F == Format::kFp4) {
     static const bool pairs = !x86::TurnedOff("DSV4_FP4_PAIRS");  // =0: one row at a time
@@ -457,6 +488,11 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
                    _MM_HINT_T0);
     }
     if (ScaleKey<F>(n) != key) {
+      if constexpr (F == Format::kFp8) {  // the next 128-row block's scales (only prefetched)
+        const int64_t next = (ScaleKey<F>(n) + 1) * scale_row_bytes;
+        _mm_prefetch(reinterpret_cast<const char*>(scale_rows + static_cast<uintptr_t>(next)),
+                     _MM_HINT_T0);
+      }
       RowScales(F, a.scale, n, groups, sbuf);
       key = ScaleKey<F>(n);
     }
