@@ -17,6 +17,12 @@ inline void RmsNorm(float* out, const float* x, const float* weight, int64_t n, 
 }
 // In-place softmax over n values (max-subtracted).
 inline void Softmax(float* x, int64_t n) { simd::Softmax(x, n); }
+// In-place softmax of scale · x over n values with a sink that only adds
+// exp(sink − max) to the denominator (sink −inf: none); see
+// ops::ref::SoftmaxWithSink.
+inline void SoftmaxWithSink(float* x, int64_t n, float scale, float sink) {
+  simd::SoftmaxWithSink(x, n, scale, sink);
+}
 // out[n] = silu(gate[n]) * up[n]. out may alias gate or up.
 inline void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   simd::SwiGlu(out, gate, up, n);

@@ -482,6 +482,31 @@ TEST(SimdVec, SwiGluLimitedMatchesRefAndTheStepsItFuses) {
   });
 }
 
+// SoftmaxWithSink against its scalar twin: sizes 0…3 vectors and
+// remainders, misaligned, a sink below, near and above the logits, and none
+// (−inf); the weights with the sink's share sum to 1.
+TEST(SimdVec, SoftmaxWithSinkMatchesRef) {
+  ForEachTarget([] {
+    for (int64_t n : VecSizes()) {
+      for (float sink : {-std::numeric_limits<float>::infinity(), -3.0f, 0.5f, 40.0f}) {
+        auto want = RandomFloats(n + 1, 41 + n, 8.0f);
+        auto got = want;
+        const float scale = 0.044f;
+        ops::ref::SoftmaxWithSink(want.data() + 1, n, scale, sink);
+        ops::SoftmaxWithSink(got.data() + 1, n, scale, sink);
+        const std::string what = "n=" + std::to_string(n) + " sink " + std::to_string(sink);
+        ExpectElementwiseClose(got.data() + 1, want.data() + 1, n, what);
+        EXPECT_EQ(got[0], want[0]) << what << ": wrote before x";
+        if (n > 0 && sink == -std::numeric_limits<float>::infinity()) {
+          double sum = 0.0;
+          for (int64_t i = 1; i <= n; ++i) sum += got[i];
+          EXPECT_NEAR(sum, 1.0, 1e-5) << what;
+        }
+      }
+    }
+  });
+}
+
 // SoftmaxPool against its scalar twin: channel counts 0…3 vectors and
 // remainders, 1 to 256 slots (CSA pools 8, HCA 128), scores spread wide
 // enough that exp underflows for some slots, and slots with a −inf score

@@ -315,21 +315,9 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
       }
       ops::DotMany(q + (t * H + h0) * A, h1 - h0, A, keys, n_keys, A, scores);
       // Per head: softmax weights in place, scores -> alpha = p_i / denom.
+      // The sink only adds to the denominator; the max is over the real logits.
       for (int64_t h = h0; h < h1; ++h) {
-        float* sh = scores + (h - h0) * n_keys;
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < n_keys; ++i) {
-          sh[i] *= softmax_scale;
-          mx = std::max(mx, sh[i]);
-        }
-        // The sink only adds to the denominator; the max is over the real logits.
-        float sum = 0.0f;
-        for (int64_t i = 0; i < n_keys; ++i) {
-          sh[i] = std::exp(sh[i] - mx);
-          sum += sh[i];
-        }
-        const float denom = sum + std::exp(w.attn_sink[h] - mx);
-        for (int64_t i = 0; i < n_keys; ++i) sh[i] /= denom;
+        ops::SoftmaxWithSink(scores + (h - h0) * n_keys, n_keys, softmax_scale, w.attn_sink[h]);
       }
       float* ob = o + (t * H + h0) * A;  // [h1 − h0, A]
       std::fill_n(ob, (h1 - h0) * A, 0.0f);

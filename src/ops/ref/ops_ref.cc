@@ -59,6 +59,21 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;  // divide, as llama2.c does
 }
 
+void SoftmaxWithSink(float* x, int64_t n, float scale, float sink) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] *= scale;
+    mx = std::max(mx, x[i]);
+  }
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float denom = sum + std::exp(sink - mx);
+  for (int64_t i = 0; i < n; ++i) x[i] /= denom;
+}
+
 void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
                  int64_t n_slots, int64_t n) {
   for (int64_t d = 0; d < n; ++d) {

@@ -30,6 +30,11 @@ void RopeInterleaved(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_di
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, int64_t n);
 
+// Softmax of scale · x with a sink in place: m = max_i scale · x[i], e_i =
+// exp(scale · x[i] − m), x[i] = e_i / (Σ e_i + exp(sink − m)) (sink −inf:
+// none; the max is over x only). DeepSeek-V4's attention weights.
+void SoftmaxWithSink(float* x, int64_t n, float scale, float sink);
+
 // Softmax pooling over slots, per channel: for d < n, with m = max_j s_j[d]
 // (from −inf, in order of j) and e_j = exp(s_j[d] − m), sum = Σ_j e_j in
 // order of j, out[d] = Σ_j v_j[d] · (e_j / sum) from 0 in order of j

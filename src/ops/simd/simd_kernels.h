@@ -92,6 +92,7 @@ float Bf16DotLoop(int64_t macs, int64_t* done);
 // Elementwise kernels; the semantics are those of the ops/ref twins.
 void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
                    float scale);
+void SoftmaxWithSink(float* x, int64_t n, float scale, float sink);
 // ops::ref::SoftmaxPool; scratch: room for n_slots · kSoftmaxPoolLanes floats.
 inline constexpr int64_t kSoftmaxPoolLanes = 16;
 void SoftmaxPool(float* out, const float* const* scores, const float* const* values,

@@ -473,6 +473,46 @@ void SoftmaxImpl(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= inv;
 }
 
+// SoftmaxImpl's passes with the scale folded into the first and the sink
+// into the denominator. (DeepSeek-V4's attention took its weights with a
+// scalar exp per key: ~6 µs of a decoded token's every layer per thread.)
+void SoftmaxWithSinkImpl(float* x, int64_t n, float scale, float sink) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF vscale = hn::Set(d, scale);
+  VF vm = hn::Set(d, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF v = hn::Mul(hn::LoadU(d, x + i), vscale);
+    hn::StoreU(v, d, x + i);
+    vm = hn::IfThenElse(hn::Lt(vm, v), v, vm);  // std::max(vm, v)
+  }
+  float mx = hn::GetLane(hn::MaxOfLanes(d, vm));
+  for (; i < n; ++i) {
+    x[i] *= scale;
+    mx = std::max(mx, x[i]);
+  }
+  const VF vmx = hn::Set(d, mx);
+  VF vsum = hn::Zero(d);
+  i = 0;
+  for (; i + N <= n; i += N) {
+    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+    hn::StoreU(e, d, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  sum += SumVec(d, vsum);
+  const float inv = 1.0f / (sum + std::exp(sink - mx));
+  const VF vinv = hn::Set(d, inv);
+  i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+  for (; i < n; ++i) x[i] *= inv;
+}
+
 // silu(g) · u as SwiGluImpl computes it.
 HWY_INLINE VF SiluTimes(DF d, VF g, VF u) {
   const VF one = hn::Set(d, 1.0f);
@@ -671,6 +711,7 @@ HWY_EXPORT(ArgmaxImpl);
 HWY_EXPORT(SoftmaxPoolImpl);
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
+HWY_EXPORT(SoftmaxWithSinkImpl);
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(SwiGluLimitedImpl);
 HWY_EXPORT(RopeInterleavedImpl);
@@ -703,6 +744,9 @@ void RmsNorm(float* out, const float* x, const float* weight, int64_t n, float e
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(out, x, weight, n, eps);
 }
 void Softmax(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n); }
+void SoftmaxWithSink(float* x, int64_t n, float scale, float sink) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxWithSinkImpl)(x, n, scale, sink);
+}
 void SwiGlu(float* out, const float* gate, const float* up, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SwiGluImpl)(out, gate, up, n);
 }
