@@ -187,53 +187,75 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   o_group.resize(c.o_groups * n * c.heads_per_group() * A);
   o_jobs.reserve(c.o_groups);
   o_job_rows.reserve(c.o_groups + 1);
-  proj_job_rows.reserve(3);
+  proj_jobs.reserve(8);
+  proj_job_rows.reserve(9);
   z.resize(n * c.o_groups * c.o_lora_rank);
   top.resize(n * c.index_topk);
 }
 
-void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
-                      const NumericsOptions& opts, const Tracer& trace, int64_t layer,
+void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                      const AttentionWeights& w, const NumericsOptions& opts, const Tracer& trace,
                       const float* x, int64_t n_rows, AttentionScratch& s) {
-  const int64_t N = n_rows, Q = c.q_lora_rank;
+  const int64_t N = n_rows, Q = c.q_lora_rank, layer = plan.layer;
   const float eps = static_cast<float>(c.rms_norm_eps);
   s.Reserve(c, N);
+  // Everything that reads x runs as one pooled step: the low-rank query and
+  // the shared K=V head (below), and on compressing layers the compressor's
+  // k and g and the indexer's (its compressor's, and its head weights). One
+  // fork-join instead of up to three, and the small products stream beside
+  // the large ones.
+  std::vector<LinearJob>& jobs = s.proj_jobs;  // capacity reserved: no allocation
+  jobs.clear();
   // ---- Low-rank query (§4.1): qr = q_norm(wq_a · x); q = wq_b · qr -> [N, H, A] ----
   // ---- and the shared K=V head: kv = wkv · x -> [N, A] (norm and RoPE in AttentionCore) ----
-  // Both read x: one pooled step when they take the same input (both
-  // block-quantised or both dense), else two.
   float* qr = s.qr.data();  // [N, Q]
   const float* xq = LinearInput(pool, x, N, w.wq_a, opts, s.act);
+  jobs.push_back({.w = &w.wq_a, .x = xq, .out = qr, .n_tokens = N});
   if ((w.wq_a.format == LinearFormat::kDense) == (w.wkv.format == LinearFormat::kDense)) {
-    const LinearJob jobs[] = {{.w = &w.wq_a, .x = xq, .out = qr, .n_tokens = N},
-                              {.w = &w.wkv, .x = xq, .out = s.kv.data(), .n_tokens = N}};
-    LinearMany(pool, jobs, s.proj_job_rows);
-  } else {
-    Linear(pool, qr, xq, w.wq_a, N);
-    Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.act), w.wkv, N);
+    jobs.push_back({.w = &w.wkv, .x = xq, .out = s.kv.data(), .n_tokens = N});
+  } else {  // its own input copy (s.act holds wq_a's)
+    Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.kv_act), w.wkv, N);
   }
+  // ---- The compressors' k and g (§4.4), the indexer's head weights (§4.5) ----
+  LinearJob more[5];
+  int64_t n_more = 0;
+  if (plan.compress_ratio > 0) n_more += CompressorJobs(w.compressor, x, N, s.compressor, more);
+  if (plan.has_indexer) n_more += IndexerJobs(w.indexer, x, N, s.indexer, more + n_more);
+  jobs.insert(jobs.end(), more, more + n_more);
+  LinearMany(pool, jobs, s.proj_job_rows);
   for (int64_t t = 0; t < N; ++t) RmsNorm(qr + t * Q, qr + t * Q, w.q_norm.data(), Q, eps);
   trace("attn.qr", layer, qr, {N, Q});
-  Linear(pool, s.q.data(), LinearInput(pool, qr, N, w.wq_b, opts, s.act), w.wq_b, N);
+  // q and the index queries both read qr: one pooled step when they take the
+  // same input (both block-quantised or both dense).
+  jobs.clear();
+  const float* qr_in = LinearInput(pool, qr, N, w.wq_b, opts, s.act);
+  jobs.push_back({.w = &w.wq_b, .x = qr_in, .out = s.q.data(), .n_tokens = N});
+  if (plan.has_indexer) {
+    const bool same =
+        (w.wq_b.format == LinearFormat::kDense) == (w.indexer.wq_b.format == LinearFormat::kDense);
+    LinearJob job;
+    IndexerQueryJob(w.indexer,
+                    same ? qr_in : LinearInput(pool, qr, N, w.indexer.wq_b, opts, s.indexer.act), N,
+                    s.indexer, &job);
+    jobs.push_back(job);
+  }
+  LinearMany(pool, jobs, s.proj_job_rows);
 }
 
 void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
                    const AttentionWeights& w, const RopeFrequencies& rope,
-                   const NumericsOptions& opts, const Tracer& trace, const float* x_all,
-                   int64_t row0, int64_t n_tokens, int64_t pos0, AttentionState& state,
-                   AttentionScratch& s) {
+                   const NumericsOptions& opts, const Tracer& trace, int64_t row0, int64_t n_tokens,
+                   int64_t pos0, AttentionState& state, AttentionScratch& s) {
   const int64_t layer = plan.layer;
   CHECK(state.ring.end() == pos0, "layer %lld: attention at position %lld, cache at %lld",
         static_cast<long long>(plan.layer), static_cast<long long>(pos0),
         static_cast<long long>(state.ring.end()));
-  const int64_t T = n_tokens, Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
-  const int64_t R = c.qk_rope_head_dim, nope = A - R, D = c.hidden_size;
+  const int64_t T = n_tokens, H = c.num_attention_heads, A = c.head_dim;
+  const int64_t R = c.qk_rope_head_dim, nope = A - R;
   const int64_t W = c.sliding_window;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float* x = x_all + row0 * D;         // [T, D]
-  const float* qr = s.qr.data() + row0 * Q;  // [T, Q]
-  float* q = s.q.data() + row0 * H * A;      // [T, H, A]
-  float* kv = s.kv.data() + row0 * A;        // [T, A]
+  float* q = s.q.data() + row0 * H * A;  // [T, H, A]
+  float* kv = s.kv.data() + row0 * A;    // [T, A]
 
   // Per-head unweighted RMS norm of q, then RoPE on the trailing R dims;
   // kv = kv_norm(wkv · x), RoPE on the last R. On the pool by (token, head),
@@ -260,14 +282,14 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   // ---- Compressed keys (§4.4, §4.5): entries completed by these tokens come first ----
   const int64_t r = plan.compress_ratio;
   if (r > 0) {
-    CompressorAppend(pool, w.compressor, CompressorKind::kMain, rope, R, opts, eps, x, T, pos0,
+    CompressorFinish(pool, w.compressor, CompressorKind::kMain, rope, R, opts, eps, row0, T, pos0,
                      state.compressed, s.compressor);
     trace("attn.compressed_kv", layer, state.compressed.entries.data(),
           {state.compressed.n_entries(), A});
   }
   const int64_t k = c.index_topk;
   if (plan.has_indexer) {
-    IndexerForward(pool, c, w.indexer, rope, opts, trace, layer, x, qr, T, pos0, state.index_keys,
+    IndexerForward(pool, c, w.indexer, rope, opts, trace, layer, row0, T, pos0, state.index_keys,
                    s.indexer, s.top.data());
   }
   const int64_t max_keys = W + (r == 0 ? 0 : plan.has_indexer ? k : state.compressed.n_entries());
@@ -379,8 +401,8 @@ void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
                       const NumericsOptions& opts, const Tracer& trace, const float* x,
                       int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
                       float* out) {
-  AttentionProject(pool, c, w, opts, trace, plan.layer, x, n_tokens, s);
-  AttentionCore(pool, c, plan, w, rope, opts, trace, x, 0, n_tokens, pos0, state, s);
+  AttentionProject(pool, c, plan, w, opts, trace, x, n_tokens, s);
+  AttentionCore(pool, c, plan, w, rope, opts, trace, 0, n_tokens, pos0, state, s);
   AttentionOutput(pool, c, w, opts, trace, plan.layer, n_tokens, s, out);
 }
 

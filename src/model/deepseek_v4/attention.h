@@ -109,7 +109,9 @@ struct AttentionScratch {
   std::vector<float> o_group;          // [G, T, (H/G)·A] each output group's heads
   std::vector<LinearJob> o_jobs;       // [G] the grouped output products (LinearMany)
   std::vector<int64_t> o_job_rows;     // LinearMany's row offsets
-  std::vector<int64_t> proj_job_rows;  // wq_a and wkv as one LinearMany
+  std::vector<LinearJob> proj_jobs;    // the projections' pooled steps (AttentionProject)
+  std::vector<int64_t> proj_job_rows;  // their LinearMany row offsets
+  std::vector<float> kv_act;           // wkv's input copy when it differs from wq_a's
   std::vector<float> z;                // [T, G·O]
   std::vector<float> scores;       // [threads, H, W + compressed keys] one token's heads' logits
   std::vector<const float*> keys;  // [threads, W + compressed keys] its key rows
@@ -126,17 +128,19 @@ struct AttentionScratch {
 // (the grouped output projection, all N rows). AttentionForward is the three
 // for one sequence.
 //
-// s.qr [N, Q] = q_norm(wq_a · x), s.q [N, H·A] = wq_b · qr, s.kv [N, A] = wkv · x.
-void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
-                      const NumericsOptions& opts, const Tracer& trace, int64_t layer,
+// s.qr [N, Q] = q_norm(wq_a · x), s.q [N, H·A] = wq_b · qr, s.kv [N, A] = wkv · x;
+// on compressing layers also the compressor's and the indexer's products
+// (CompressorJobs, IndexerJobs, IndexerQueryJob) into their scratch.
+void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
+                      const AttentionWeights& w, const NumericsOptions& opts, const Tracer& trace,
                       const float* x, int64_t n_rows, AttentionScratch& s);
-// One sequence's T tokens at positions pos0 .., rows row0 .. row0+T−1 of x and
-// of the projections in s: norms and RoPE on q/kv, compressor, indexer and
-// the attention itself into s.o's rows; appends the kv to `state`.
+// One sequence's T tokens at positions pos0 .., rows row0 .. row0+T−1 of the
+// projections in s: norms and RoPE on q/kv, compressor, indexer and the
+// attention itself into s.o's rows; appends the kv to `state`.
 void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
                    const AttentionWeights& w, const RopeFrequencies& rope,
-                   const NumericsOptions& opts, const Tracer& trace, const float* x, int64_t row0,
-                   int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s);
+                   const NumericsOptions& opts, const Tracer& trace, int64_t row0, int64_t n_tokens,
+                   int64_t pos0, AttentionState& state, AttentionScratch& s);
 // out [N, D] = wo_b · (grouped wo_a · s.o).
 void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
                      const NumericsOptions& opts, const Tracer& trace, int64_t layer,

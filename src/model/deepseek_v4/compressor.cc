@@ -54,40 +54,41 @@ void HadamardRotate(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
-void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
+int64_t CompressorJobs(const CompressorWeights& w, const float* x, int64_t n_rows,
+                       CompressorScratch& s, LinearJob* jobs) {
+  const int64_t CW = w.wkv.sizes[0];  // c·Wd
+  if (static_cast<int64_t>(s.kv.size()) < n_rows * CW) {
+    s.kv.resize(n_rows * CW);
+    s.score.resize(n_rows * CW);
+  }
+  s.wkv = LinearWeight{.weight = w.wkv, .scale = {}, .format = LinearFormat::kDense};
+  s.wgate = LinearWeight{.weight = w.wgate, .scale = {}, .format = LinearFormat::kDense};
+  jobs[0] = {.w = &s.wkv, .x = x, .out = s.kv.data(), .n_tokens = n_rows};       // [T, c·Wd]
+  jobs[1] = {.w = &s.wgate, .x = x, .out = s.score.data(), .n_tokens = n_rows};  // [T, c·Wd]
+  return 2;
+}
+
+void CompressorFinish(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
                       const RopeFrequencies& rope, int64_t rope_dim, const NumericsOptions& opts,
-                      float eps, const float* x, int64_t n_tokens, int64_t pos0,
-                      CompressorState& st, CompressorScratch& s) {
+                      float eps, int64_t row0, int64_t n_tokens, int64_t pos0, CompressorState& st,
+                      CompressorScratch& s) {
   const int64_t T = n_tokens, r = st.ratio, Wd = st.width, CW = st.coff * Wd;
   const bool overlap = st.coff == 2;
-  if (static_cast<int64_t>(s.kv.size()) < T * CW) {
-    s.kv.resize(T * CW);
-    s.score.resize(T * CW);
-    s.job_rows.reserve(3);
-  }
-  // k = wkv · x, g = wgate · x, both fp32 (the reference upcasts x and the
-  // weights); one pooled step for the two.
-  const LinearWeight wkv{.weight = w.wkv, .scale = {}, .format = LinearFormat::kDense};
-  const LinearWeight wgate{.weight = w.wgate, .scale = {}, .format = LinearFormat::kDense};
-  const LinearJob jobs[] = {
-      {.w = &wkv, .x = x, .out = s.kv.data(), .n_tokens = T},        // [T, c·Wd]
-      {.w = &wgate, .x = x, .out = s.score.data(), .n_tokens = T}};  // [T, c·Wd]
-  LinearMany(pool, jobs, s.job_rows);
+  CHECK(w.wkv.sizes[0] == CW, "compressor: wkv has %lld rows, the state %lld",
+        static_cast<long long>(w.wkv.sizes[0]), static_cast<long long>(CW));
+  float* const kv = s.kv.data() + row0 * CW;        // [T, c·Wd] this call's k
+  float* const score = s.score.data() + row0 * CW;  // [T, c·Wd] its gate logits
   // Row of position p: [k | g + ape[p mod r]]; this call's rows stay in the
   // scratch until the windows are pooled, earlier ones are in st.rows.
   pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      float* gt = s.score.data() + t * CW;
+      float* gt = score + t * CW;
       const float* ape = w.ape.data() + ((pos0 + t) % r) * CW;
       for (int64_t i = 0; i < CW; ++i) gt[i] += ape[i];
     }
   });
-  const auto row_k = [&](int64_t p) {
-    return p >= pos0 ? s.kv.data() + (p - pos0) * CW : st.row_k(p);
-  };
-  const auto row_g = [&](int64_t p) {
-    return p >= pos0 ? s.score.data() + (p - pos0) * CW : st.row_g(p);
-  };
+  const auto row_k = [&](int64_t p) { return p >= pos0 ? kv + (p - pos0) * CW : st.row_k(p); };
+  const auto row_g = [&](int64_t p) { return p >= pos0 ? score + (p - pos0) * CW : st.row_g(p); };
 
   // Windows i0 .. i1 − 1 end in this call (window i: tokens [i·r, (i+1)·r)).
   const int64_t i0 = (pos0 + r) / r - 1, i1 = (pos0 + T) / r;
@@ -145,8 +146,8 @@ void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKi
   // The rows and entries join the state in order.
   for (int64_t t = 0; t < T; ++t) {
     float* row = st.rows.Append(pos0 + t);
-    std::copy_n(s.kv.data() + t * CW, CW, row);
-    std::copy_n(s.score.data() + t * CW, CW, row + CW);
+    std::copy_n(kv + t * CW, CW, row);
+    std::copy_n(score + t * CW, CW, row + CW);
   }
   st.entries.insert(st.entries.end(), s.entry.data(), s.entry.data() + (i1 - i0) * Wd);
 }

@@ -70,18 +70,29 @@ struct CompressorScratch {
   std::vector<const float*> slot_rows;  // [threads, 2 · 2r] a window's score, value rows
   std::vector<float> missing;           // [2, Wd] CSA's slots before window 0: gate −inf, value 0
   std::vector<float> entry;             // [windows, Wd] the entries this call completes
-  std::vector<int64_t> job_rows;        // wkv and wgate as one LinearMany
+  LinearWeight wkv, wgate;              // the jobs' weights (CompressorJobs)
 };
 
-// Feeds T tokens at positions pos0 .. pos0+T−1 (x: [T, D], the attention
-// input; pos0 = the rows' end) to the compressor. For each token: k = wkv·x,
-// g = wgate·x + ape[p mod r] (fp32). When (p+1) mod r == 0 the window p div r is pooled per channel
-// (softmax of g over its slots, weighted sum of k) into a new entry, which is
-// then RMS-normalised, rotated (RoPE on its last R dims at position i·r, the
-// window's first token) and post-processed by `kind`. Appends to state.entries.
-void CompressorAppend(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
+// The compressor in two steps, so that its two products run in the pooled
+// step of the attention's own projections (one fork-join for all that read
+// the attention input x):
+//
+// CompressorJobs: k = wkv·x and g = wgate·x (fp32: the reference upcasts x
+// and the weights) for n_rows rows of x [n_rows, D] into s.kv and s.score
+// [n_rows, c·Wd], as two LinearJobs written to jobs[0], jobs[1] (valid while
+// s lives). Returns 2.
+int64_t CompressorJobs(const CompressorWeights& w, const float* x, int64_t n_rows,
+                       CompressorScratch& s, LinearJob* jobs);
+// CompressorFinish, after the jobs ran: feeds T tokens at positions pos0 ..
+// pos0+T−1 (rows row0 .. row0+T−1 of the jobs' output; pos0 = the state's
+// end) to the compressor: g += ape[p mod r]; when (p+1) mod r == 0 the window
+// p div r is pooled per channel (softmax of g over its slots, weighted sum of
+// k) into a new entry, which is then RMS-normalised, rotated (RoPE on its last
+// R dims at position i·r, the window's first token) and post-processed by
+// `kind`. Appends to state.entries; the T rows join state.rows.
+void CompressorFinish(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
                       const RopeFrequencies& rope, int64_t rope_dim, const NumericsOptions& opts,
-                      float eps, const float* x, int64_t n_tokens, int64_t pos0,
+                      float eps, int64_t row0, int64_t n_tokens, int64_t pos0,
                       CompressorState& state, CompressorScratch& s);
 
 // y = x · H · n^−½ in place, H the natural-order (Sylvester) ±1 Walsh–Hadamard

@@ -20,24 +20,42 @@ constexpr int64_t kDotsBudget = int64_t{1} << 20;
 
 }  // namespace
 
+int64_t IndexerJobs(const IndexerWeights& w, const float* x, int64_t n_rows, IndexerScratch& s,
+                    LinearJob* jobs) {
+  const int64_t IH = w.weights_proj.sizes[0];
+  if (static_cast<int64_t>(s.head_weight.size()) < n_rows * IH) s.head_weight.resize(n_rows * IH);
+  CompressorJobs(w.compressor, x, n_rows, s.compressor, jobs);
+  s.weights_proj =
+      LinearWeight{.weight = w.weights_proj, .scale = {}, .format = LinearFormat::kDense};
+  jobs[2] = {.w = &s.weights_proj, .x = x, .out = s.head_weight.data(), .n_tokens = n_rows};
+  return 3;
+}
+
+int64_t IndexerQueryJob(const IndexerWeights& w, const float* qr_in, int64_t n_rows,
+                        IndexerScratch& s, LinearJob* job) {
+  const int64_t rows = w.wq_b.rows();  // IH·ID
+  if (static_cast<int64_t>(s.q.size()) < n_rows * rows) s.q.resize(n_rows * rows);
+  *job = {.w = &w.wq_b, .x = qr_in, .out = s.q.data(), .n_tokens = n_rows};
+  return 1;
+}
+
 void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
                     const RopeFrequencies& rope, const NumericsOptions& opts, const Tracer& trace,
-                    int64_t layer, const float* x, const float* qr, int64_t n_tokens, int64_t pos0,
+                    int64_t layer, int64_t row0, int64_t n_tokens, int64_t pos0,
                     CompressorState& keys, IndexerScratch& s, int32_t* top) {
   const int64_t T = n_tokens, IH = c.index_n_heads, ID = c.index_head_dim;
   const int64_t R = c.qk_rope_head_dim, k = c.index_topk, r = keys.ratio;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
   // ---- Index keys: the indexer's own compressor (Hadamard-rotated entries) ----
-  CompressorAppend(pool, w.compressor, CompressorKind::kIndexer, rope, R, opts, eps, x, T, pos0,
+  CompressorFinish(pool, w.compressor, CompressorKind::kIndexer, rope, R, opts, eps, row0, T, pos0,
                    keys, s.compressor);
   const int64_t n_end = keys.n_entries();  // = (pos0 + T) div r
   trace("attn.indexer_kv", layer, keys.entries.data(), {n_end, ID});
 
-  // ---- Index queries: qI = wq_b · qr -> [T, IH, ID], RoPE, Hadamard, (FP4 sim) ----
-  if (static_cast<int64_t>(s.q.size()) < T * IH * ID) s.q.resize(T * IH * ID);
-  float* q = s.q.data();
-  Linear(pool, q, LinearInput(pool, qr, T, w.wq_b, opts, s.act), w.wq_b, T);
+  // ---- Index queries: qI = wq_b · qr -> [T, IH, ID] (IndexerQueryJob), RoPE, Hadamard, (FP4 sim)
+  // ----
+  float* q = s.q.data() + row0 * IH * ID;
   pool.ParallelFor(T * IH, [&](int64_t i_begin, int64_t i_end, int) {
     RotationCache rot(rope);
     for (int64_t i = i_begin; i < i_end; ++i) {  // i = t · IH + h
@@ -48,10 +66,8 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
     }
   });
 
-  // ---- Head weights: w = weights_proj · x · ID^−½ · IH^−½ ----
-  if (static_cast<int64_t>(s.head_weight.size()) < T * IH) s.head_weight.resize(T * IH);
-  float* hw = s.head_weight.data();  // [T, IH]
-  ops::MatMul(pool, hw, x, w.weights_proj, T);
+  // ---- Head weights: w = weights_proj · x (IndexerJobs) · ID^−½ · IH^−½ ----
+  float* hw = s.head_weight.data() + row0 * IH;  // [T, IH]
   const float scale = static_cast<float>(std::pow(static_cast<double>(ID), -0.5) *
                                          std::pow(static_cast<double>(IH), -0.5));
   for (int64_t i = 0; i < T * IH; ++i) hw[i] *= scale;

@@ -34,16 +34,29 @@ struct IndexerScratch {
   std::vector<int32_t> topk;       // one query's pooled top-k (ops::TopK)
   std::vector<float> act;          // activation-quant copies
   CompressorScratch compressor;
+  LinearWeight weights_proj;  // the head weights' job weight (IndexerJobs)
 };
 
-// For T tokens at positions pos0..: appends the index keys of the windows they
-// complete to `keys`, then writes for each token t the entries it attends to:
-// top[t, j] for j < k = index_topk, the ids of the top-min(k, visible) scores
-// among the visible entries s < (p+1) div 4, best first; −1 pads the rest.
-// x: [T, D] attention input; qr: [T, Q].
+// The indexer's products, as LinearJobs for the attention's pooled steps (valid
+// while s lives), on n_rows rows:
+// IndexerJobs: on the attention input x [n_rows, D], its compressor's k and g
+// (CompressorJobs) and the head weights weights_proj · x into s.head_weight
+// [n_rows, IH] (not yet scaled). Writes jobs[0 .. 3); returns 3.
+int64_t IndexerJobs(const IndexerWeights& w, const float* x, int64_t n_rows, IndexerScratch& s,
+                    LinearJob* jobs);
+// IndexerQueryJob: the index queries wq_b · qr_in into s.q [n_rows, IH·ID];
+// qr_in is LinearInput(qr) for w.wq_b. Writes *job; returns 1.
+int64_t IndexerQueryJob(const IndexerWeights& w, const float* qr_in, int64_t n_rows,
+                        IndexerScratch& s, LinearJob* job);
+
+// After the jobs ran, for T tokens at positions pos0.. (rows row0 .. row0+T−1
+// of the jobs' outputs): appends the index keys of the windows they complete
+// to `keys`, then writes for each token t the entries it attends to: top[t, j]
+// for j < k = index_topk, the ids of the top-min(k, visible) scores among the
+// visible entries s < (p+1) div 4, best first; −1 pads the rest.
 void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
                     const RopeFrequencies& rope, const NumericsOptions& opts, const Tracer& trace,
-                    int64_t layer, const float* x, const float* qr, int64_t n_tokens, int64_t pos0,
+                    int64_t layer, int64_t row0, int64_t n_tokens, int64_t pos0,
                     CompressorState& keys, IndexerScratch& s, int32_t* top);
 
 }  // namespace dsv4::deepseek_v4

@@ -322,11 +322,11 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   trace("attn_norm_out", l, h, {T, D});
   // The projections over all rows; attention per sequence on its own cache
   // (the MTP cache holds the one MTP layer at index 0).
-  AttentionProject(pool, c, lw.attn, numerics_, trace, l, h, T, attn_scratch_);
+  AttentionProject(pool, c, plan, lw.attn, numerics_, trace, h, T, attn_scratch_);
   for (const Segment& sg : segments) {
     AttentionState& state = sg.cache->layer(plan.role == LayerRole::kMtp ? 0 : l);
-    AttentionCore(pool, c, plan, lw.attn, rope_[l], numerics_, trace, h, sg.row0, sg.n, sg.pos0,
-                  state, attn_scratch_);
+    AttentionCore(pool, c, plan, lw.attn, rope_[l], numerics_, trace, sg.row0, sg.n, sg.pos0, state,
+                  attn_scratch_);
   }
   AttentionOutput(pool, c, lw.attn, numerics_, trace, l, T, attn_scratch_, y);
   trace("attn_out", l, y, {T, D});
