@@ -437,6 +437,34 @@ void RmsNormImpl(float* out, const float* x, const float* weight, int64_t n, flo
   for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+// The softmaxes' passes: x[i] = exp(x[i] − mx), returning their sum (lanes,
+// then the scalar tail); x[i] *= inv.
+HWY_INLINE float ExpMinusMax(DF d, float* x, int64_t n, float mx) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF vmx = hn::Set(d, mx);
+  VF vsum = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+    hn::StoreU(e, d, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  return sum + SumVec(d, vsum);
+}
+
+HWY_INLINE void ScaleInPlace(DF d, float* x, int64_t n, float inv) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF vinv = hn::Set(d, inv);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+  for (; i < n; ++i) x[i] *= inv;
+}
+
 void SoftmaxImpl(float* x, int64_t n) {
   if (n <= 0) return;
   const DF d;
@@ -449,28 +477,12 @@ void SoftmaxImpl(float* x, int64_t n) {
     mx = hn::GetLane(hn::MaxOfLanes(d, vm));
   }
   for (; i < n; ++i) mx = std::max(mx, x[i]);
-  const VF vmx = hn::Set(d, mx);
-  VF vsum = hn::Zero(d);
-  i = 0;
-  for (; i + N <= n; i += N) {
-    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
-    hn::StoreU(e, d, x + i);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = 0.0f;
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  sum += SumVec(d, vsum);
+  const float sum = ExpMinusMax(d, x, n, mx);
   // One division, then multiplications (the twin divides each, as llama2.c
   // does: the two differ by at most an ulp, and a vector division per 16
   // values was half the time of this kernel).
   const float inv = 1.0f / sum;
-  const VF vinv = hn::Set(d, inv);
-  i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
-  for (; i < n; ++i) x[i] *= inv;
+  ScaleInPlace(d, x, n, inv);
 }
 
 // SoftmaxImpl's passes with the scale folded into the first and the sink
@@ -492,25 +504,9 @@ void SoftmaxWithSinkImpl(float* x, int64_t n, float scale, float sink) {
     x[i] *= scale;
     mx = std::max(mx, x[i]);
   }
-  const VF vmx = hn::Set(d, mx);
-  VF vsum = hn::Zero(d);
-  i = 0;
-  for (; i + N <= n; i += N) {
-    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
-    hn::StoreU(e, d, x + i);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = 0.0f;
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  sum += SumVec(d, vsum);
+  const float sum = ExpMinusMax(d, x, n, mx);
   const float inv = 1.0f / (sum + std::exp(sink - mx));
-  const VF vinv = hn::Set(d, inv);
-  i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
-  for (; i < n; ++i) x[i] *= inv;
+  ScaleInPlace(d, x, n, inv);
 }
 
 // silu(g) · u as SwiGluImpl computes it.
