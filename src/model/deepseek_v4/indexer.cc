@@ -53,8 +53,7 @@ void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWe
   const int64_t n_end = keys.n_entries();  // = (pos0 + T) div r
   trace("attn.indexer_kv", layer, keys.entries.data(), {n_end, ID});
 
-  // ---- Index queries: qI = wq_b · qr -> [T, IH, ID] (IndexerQueryJob), RoPE, Hadamard, (FP4 sim)
-  // ----
+  // ---- Index queries: qI = wq_b · qr (IndexerQueryJob), RoPE, Hadamard, (FP4 sim) ----
   float* q = s.q.data() + row0 * IH * ID;
   pool.ParallelFor(T * IH, [&](int64_t i_begin, int64_t i_end, int) {
     RotationCache rot(rope);
