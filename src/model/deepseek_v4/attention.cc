@@ -217,7 +217,7 @@ void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
     Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.kv_act), w.wkv, N);
   }
   // ---- The compressors' k and g (§4.4), the indexer's head weights (§4.5) ----
-  LinearJob more[5];
+  LinearJob more[5];  // CompressorJobs writes 2, IndexerJobs 3
   int64_t n_more = 0;
   if (plan.compress_ratio > 0) n_more += CompressorJobs(w.compressor, x, N, s.compressor, more);
   if (plan.has_indexer) n_more += IndexerJobs(w.indexer, x, N, s.indexer, more + n_more);
