@@ -32,6 +32,7 @@
 #include "engine/engine_options.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
+#include "ops/matmul.h"
 #include "ops/vec_ops.h"
 
 namespace dsv4::cli {
@@ -112,6 +113,11 @@ int Run(const BenchArgs& a) {
   }
   if (a.probe_mib == 0) peak_rss_mb = PeakRssMiB();
   const double p = Median(prefill_tps), d = Median(decode_tps);
+  if (ops::StreamOnlyBuild()) {
+    std::printf(
+        "stream-only build (DSV4_STREAM_ONLY): one-token products computed nothing; decode "
+        "speed is the weight streams' alone, outputs are junk\n");
+  }
   std::printf("model: %s (%s, %lld params)\n", loaded->path.c_str(), info.architecture.c_str(),
               static_cast<long long>(info.n_params));
   std::printf("prefill: %lld tokens, %.1f tokens/s (median of %d)\n",

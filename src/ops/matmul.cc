@@ -188,6 +188,14 @@ void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const Te
   Fp4Kernel(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
 }
 
+bool StreamOnlyBuild() {
+#if defined(DSV4_STREAM_ONLY) && DSV4_STREAM_ONLY
+  return true;
+#else
+  return false;
+#endif
+}
+
 int64_t RowGrain(int64_t macs_per_row) {
   constexpr int64_t kRowGrain = 32;
   macs_per_row = std::max<int64_t>(1, macs_per_row);

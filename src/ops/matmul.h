@@ -26,6 +26,10 @@ inline constexpr int64_t kMinDecodeChunkBytes = int64_t{64} << 10;
 // chunk, in multiples of 32 (the kernels work in 4-row groups).
 int64_t RowGrain(int64_t macs_per_row);
 
+// Whether this is a DSV4_STREAM_ONLY measurement build, whose one-token
+// matvecs compute nothing (ops/simd/x86_util.h); `dsv4 bench` says so.
+bool StreamOnlyBuild();
+
 // out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16, GGUF
 // q8_0, q4_K or q6_K take the SIMD kernels; any other dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);

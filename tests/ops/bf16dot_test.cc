@@ -99,6 +99,10 @@ void CheckCase(const Weight& w, int64_t n_tokens, uint32_t seed) {
   }
 }
 
+// A measurement build (-DDSV4_STREAM_ONLY=ON) computes nothing in its
+// one-token products; the build the tests run is never one.
+TEST(BF16Dot, NotAStreamOnlyBuild) { EXPECT_FALSE(ops::StreamOnlyBuild()); }
+
 TEST(BF16Dot, MatchesRefAndDecodeEqualsPrefill) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {

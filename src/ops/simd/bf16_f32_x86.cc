@@ -112,6 +112,12 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
+  if constexpr (x86::kStreamOnly) {
+    const W* rows = static_cast<const W*>(a.w.data) + a.row_begin * a.w.strides[0];
+    x86::StreamOnly(rows, (a.row_end - a.row_begin) * a.w.strides[0] * int64_t{sizeof(W)}, nullptr,
+                    0, kAheadBytes, a.out, a.row_end - a.row_begin);
+    return true;
+  }
   const float* xd = a.x;
   if constexpr (sizeof(W) == 2) {
     thread_local Scratch s;

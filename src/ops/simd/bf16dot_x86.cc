@@ -454,6 +454,18 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  if constexpr (x86::kStreamOnly) {
+    if (a.n_tokens == 1) {
+      // The rows' scales: FP4 a row each, FP8 a row per 128-row block.
+      const int64_t srow = DTypeBytes(a.scale.dtype, a.scale.strides[0]);
+      const int64_t s0 = F == Format::kFp4 ? a.row_begin : a.row_begin / 128;
+      const int64_t s1 = F == Format::kFp4 ? a.row_end : (a.row_end + 127) / 128;
+      x86::StreamOnly(base + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes,
+                      static_cast<const uint8_t*>(a.scale.data) + s0 * srow, (s1 - s0) * srow,
+                      bf16dot::kPrefetchBytes, a.out, a.row_end - a.row_begin);
+      return;
+    }
+  }
   __m512i tab[4];
   LoadTables<F>(tab);
   int64_t key = -1;  // whose scales sbuf holds

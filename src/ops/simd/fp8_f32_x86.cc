@@ -142,6 +142,14 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
+  if constexpr (x86::kStreamOnly) {
+    const int64_t b0 = a.row_begin / kBlock, b1 = (a.row_end + kBlock - 1) / kBlock;
+    x86::StreamOnly(static_cast<const uint8_t*>(a.w.data) + a.row_begin * a.w.strides[0],
+                    (a.row_end - a.row_begin) * a.w.strides[0],
+                    static_cast<const uint8_t*>(a.scale.data) + b0 * a.scale.strides[0],
+                    (b1 - b0) * a.scale.strides[0], kAheadBytes, a.out, a.row_end - a.row_begin);
+    return true;
+  }
   const Tables& tb = GetTables();
   __m512i tab[5];
   tab[0] = _mm512_load_si512(tb.hi);

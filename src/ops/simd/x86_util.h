@@ -4,8 +4,10 @@
 #ifndef DSV4_OPS_SIMD_X86_UTIL_H_
 #define DSV4_OPS_SIMD_X86_UTIL_H_
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -38,6 +40,33 @@ inline bool CpuHasAvx512() {
 __attribute__((target("avx512f"))) inline __m512i Opaque(__m512i v) {
   asm("" : "+v"(v));
   return v;
+}
+
+// A measurement, never a release: in a build with -DDSV4_STREAM_ONLY=ON, the
+// one-token matvecs do no arithmetic. Each reads its call's bytes — [p, p +
+// bytes), then its block scales' [q, q + q_bytes) — as one stream, fetched
+// `ahead` bytes on into L1 as the kernels fetch their rows, and writes 0 to
+// its outputs (junk). So a decode measures what the weight streams cost
+// without the decoding and products (docs/benchmarks.md, "stream-only").
+#if defined(DSV4_STREAM_ONLY) && DSV4_STREAM_ONLY
+inline constexpr bool kStreamOnly = true;
+#else
+inline constexpr bool kStreamOnly = false;
+#endif
+__attribute__((target("avx512f"))) inline void StreamOnly(const void* p, int64_t bytes,
+                                                          const void* q, int64_t q_bytes,
+                                                          int64_t ahead, float* out,
+                                                          int64_t n_out) {
+  for (const auto& [from, n] : {std::pair{p, bytes}, std::pair{q, q_bytes}}) {
+    const char* c = static_cast<const char*>(from);
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t off = 0; off + 64 <= n; off += 64) {
+      _mm_prefetch(c + off + ahead, _MM_HINT_T0);  // past the end only fetched, never read
+      acc = _mm512_xor_si512(acc, _mm512_loadu_si512(c + off));
+    }
+    asm volatile("" : : "v"(acc));  // the loads stay
+  }
+  for (int64_t i = 0; i < n_out; ++i) out[i] = 0.0f;
 }
 
 #endif
