@@ -2,16 +2,34 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace dsv4 {
+namespace {
+
+// Every MappedFile alive, for LockOpenMappings.
+std::mutex& RegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<MappedFile*>& Registry() {
+  static std::vector<MappedFile*> live;
+  return live;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -27,6 +45,8 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<size_t>(st.st_size);
+  f->device_ = static_cast<uint64_t>(st.st_dev);
+  f->inode_ = static_cast<uint64_t>(st.st_ino);
   if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -45,10 +65,56 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     if (thp == nullptr || std::strcmp(thp, "0") != 0) ::madvise(p, f->size_, MADV_HUGEPAGE);
   }
   ::close(fd);
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    Registry().push_back(f.get());
+  }
   return f;
 }
 
+Status MappedFile::Lock() {
+  if (size_ == 0) return Status::Ok();
+  if (::mlock(data_, size_) == 0) return Status::Ok();
+  const int err = errno;
+  std::string limit = "unknown";
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+    limit = rl.rlim_cur == RLIM_INFINITY ? "unlimited"
+            : rl.rlim_cur >= (1u << 20)  ? std::to_string(rl.rlim_cur >> 20) + " MiB"
+                                         : std::to_string(rl.rlim_cur >> 10) + " KiB";
+  }
+  return ResourceExhausted(
+      path_ + ": cannot lock its " + std::to_string((size_ + (1 << 19)) >> 20) +
+          " MiB in memory: " + std::strerror(err) + " (locked-memory limit: " + limit + ")",
+      "raise the limit (ulimit -l unlimited; LimitMEMLOCK=infinity in a "
+      "systemd unit; --ulimit memlock=-1 for docker), or run without --mlock");
+}
+
+Status MappedFile::LockOpenMappings(const std::string& path, int* n_locked) {
+  *n_locked = 0;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return IoError(path + ": cannot stat: " + std::strerror(errno),
+                   "check that the path exists and is readable");
+  }
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  for (MappedFile* f : Registry()) {
+    if (f->device_ != static_cast<uint64_t>(st.st_dev) ||
+        f->inode_ != static_cast<uint64_t>(st.st_ino)) {
+      continue;
+    }
+    RETURN_IF_ERROR(f->Lock());
+    ++*n_locked;
+  }
+  return Status::Ok();
+}
+
 MappedFile::~MappedFile() {
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    std::vector<MappedFile*>& live = Registry();
+    live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  }
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

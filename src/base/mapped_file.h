@@ -23,6 +23,18 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
+  // Keeps the whole mapping resident (mlock): its pages are read in now and
+  // not paged out while this object lives, so a long-running process meets no
+  // page-cache misses after idle spells (--mlock; docs/benchmarks.md, session
+  // 11). ResourceExhausted naming the file and the locked-memory limit where
+  // the process may not lock that much (RLIMIT_MEMLOCK without CAP_IPC_LOCK).
+  Status Lock();
+  // Lock() on every mapping open now of the file at `path` (the same file,
+  // by device and inode, whatever path opened it): a loaded model's own
+  // mappings, so that they are locked once and counted once. The number
+  // locked goes to *n_locked (0: none open; an unreadable path is an error).
+  static Status LockOpenMappings(const std::string& path, int* n_locked);
+
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
@@ -33,6 +45,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  uint64_t device_ = 0, inode_ = 0;  // the file's identity (LockOpenMappings)
 };
 
 // Reads a whole (small) file into a string, e.g. a JSON config.

@@ -15,6 +15,9 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--mlock", options.mlock,
+               "keep the model's weight files in RAM (mlock): read at load, never paged out; "
+               "needs a locked-memory limit of the model's size (ulimit -l)");
 }
 
 Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/mapped_file.h"
@@ -284,6 +285,25 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   }
   if (r.ok()) {
     r->model->SetThreads(o.threads > 0 ? o.threads : ThreadPool::DefaultThreads());
+  }
+  if (r.ok() && o.mlock) {
+    // A checkpoint directory's weights are its .safetensors shards; a file model is the file.
+    std::vector<std::string> files;
+    if (fs::is_directory(o.model_path, ec)) {
+      for (const fs::directory_entry& e : fs::directory_iterator(o.model_path, ec)) {
+        if (e.is_regular_file(ec) && EndsWith(e.path().string(), ".safetensors")) {
+          files.push_back(e.path().string());
+        }
+      }
+      std::sort(files.begin(), files.end());
+    } else {
+      files.push_back(o.model_path);
+    }
+    for (const std::string& path : files) {
+      int n = 0;
+      RETURN_IF_ERROR(MappedFile::LockOpenMappings(path, &n).WithContext("--mlock"));
+      r->locked_mappings += n;
+    }
   }
   return r;
 }

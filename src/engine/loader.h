@@ -24,6 +24,10 @@ struct LoadOptions {
   std::string model_path;      // empty: the embedded default model (stories260K)
   std::string tokenizer_path;  // empty: found from the model
   int threads = 0;             // 0: all hardware threads
+  // Keep the model's weight files resident (MappedFile::Lock): every page read
+  // at load, none paged out later (llama.cpp's --mlock). Fails the load with
+  // the locked-memory limit and a hint where the process may not lock them.
+  bool mlock = false;
 };
 
 struct LoadedModel {
@@ -31,6 +35,9 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model ships none
   std::string path;                      // what was loaded
   std::string format;                    // "llama2c", "gguf", "safetensors"
+  // LoadOptions::mlock: how many of the model's mappings of its weight files
+  // were locked (they stay locked while the model maps them).
+  int locked_mappings = 0;
 };
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);

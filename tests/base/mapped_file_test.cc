@@ -99,6 +99,49 @@ TEST_F(MappedFileTest, DirectoryIsIoErrorNamingThePath) {
   EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status().ToString();
 }
 
+// VmLck of this process (/proc/self/status), bytes; −1 if absent.
+int64_t LockedBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmLck:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+TEST_F(MappedFileTest, LockOpenMappingsFindsTheFileByIdentity) {
+  const std::string path = Write("w.bin", std::string(3 << 16, 'w'));
+  const std::string other = Write("other.bin", std::string(1 << 16, 'o'));
+  Result<std::shared_ptr<MappedFile>> a = MappedFile::Open(path);
+  // The same file by another spelling of its path, and an unrelated file.
+  Result<std::shared_ptr<MappedFile>> b = MappedFile::Open((dir_ / "." / "w.bin").string());
+  Result<std::shared_ptr<MappedFile>> c = MappedFile::Open(other);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  const int64_t before = LockedBytes();
+  ASSERT_GE(before, 0);
+  int n = -1;
+  const Status st = MappedFile::LockOpenMappings(path, &n);
+  if (!st.ok()) {  // a locked-memory limit below 384 KiB, without CAP_IPC_LOCK
+    EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+    EXPECT_NE(st.message().find("limit"), std::string::npos) << st.ToString();
+    EXPECT_FALSE(st.hint().empty());
+    return;
+  }
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(LockedBytes() - before, 2 * (3 << 16));  // both mappings, not the other file
+  b = NotFound("");                                  // unmapped: its lock goes with it
+  EXPECT_EQ(LockedBytes() - before, 3 << 16);
+}
+
+TEST_F(MappedFileTest, LockOpenMappingsOfAMissingFileIsIoError) {
+  int n = -1;
+  const std::string path = (dir_ / "missing.bin").string();
+  const Status st = MappedFile::LockOpenMappings(path, &n);
+  EXPECT_EQ(st.code(), StatusCode::kIo);
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
+  EXPECT_EQ(n, 0);
+}
+
 TEST_F(MappedFileTest, ReadFileToStringReadsAllBytes) {
   const std::string bytes = std::string("a\0b\nc", 5) + std::string(5000, 'z');
   const std::string path = Write("config.json", bytes);

@@ -5,6 +5,7 @@
 #include "engine/synth_model.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -236,6 +237,58 @@ TEST_F(SynthModelTest, ShardsWithAnIndexLoad) {
   lo.threads = 1;
   auto m = LoadModel(lo);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
+}
+
+// VmLck of this process (/proc/self/status), bytes.
+int64_t LockedBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmLck:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// Whether this process may lock `bytes` more (root, or room under RLIMIT_MEMLOCK).
+bool MayLock(int64_t bytes) {
+  struct rlimit rl {};
+  if (::geteuid() == 0) return true;
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0) return false;
+  return rl.rlim_cur == RLIM_INFINITY ||
+         static_cast<int64_t>(rl.rlim_cur) >= LockedBytes() + bytes + (int64_t{1} << 20);
+}
+
+TEST_F(SynthModelTest, MlockLocksEveryShard) {
+  SynthModelOptions o = Tiny(dir_);
+  o.shard_bytes = 400'000;
+  auto r = WriteSyntheticDeepSeekV4(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GT(r->n_shards, 1);
+  int64_t shard_bytes = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+    if (e.path().extension() == ".safetensors") shard_bytes += static_cast<int64_t>(e.file_size());
+  }
+  LoadOptions lo;
+  lo.model_path = dir_;
+  lo.threads = 1;
+  lo.mlock = true;
+  const int64_t before = LockedBytes();
+  ASSERT_GE(before, 0) << "no VmLck in /proc/self/status";
+  auto m = LoadModel(lo);
+  if (MayLock(shard_bytes)) {
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_GE(m->locked_mappings, r->n_shards);
+    EXPECT_GE(LockedBytes() - before, shard_bytes);
+    // Unlocked with the model.
+    m = NotFound("");
+    EXPECT_LT(LockedBytes() - before, shard_bytes);
+  } else {  // the limit's error, naming itself and the way out
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(m.status().message().find("--mlock"), std::string::npos) << m.status().ToString();
+    EXPECT_NE(m.status().message().find("limit"), std::string::npos) << m.status().ToString();
+    EXPECT_FALSE(m.status().hint().empty());
+  }
 }
 
 TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
