@@ -1,5 +1,6 @@
 // Tests of base/mapped_file.h: MappedFile::Open maps exactly a file's bytes,
 // and errors (missing file, directory) are IoError naming the path with a hint;
+// LockOpenMappings locks every mapping of one file (or names the limit);
 // ReadFileToString likewise.
 #include "base/mapped_file.h"
 
@@ -13,6 +14,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "../common/locked_memory.h"
 
 namespace dsv4 {
 namespace {
@@ -99,15 +102,7 @@ TEST_F(MappedFileTest, DirectoryIsIoErrorNamingThePath) {
   EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status().ToString();
 }
 
-// VmLck of this process (/proc/self/status), bytes; −1 if absent.
-int64_t LockedBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmLck:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
+using ::dsv4::testing::LockedBytes;
 
 TEST_F(MappedFileTest, LockOpenMappingsFindsTheFileByIdentity) {
   const std::string path = Write("w.bin", std::string(3 << 16, 'w'));

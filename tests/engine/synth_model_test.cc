@@ -20,6 +20,8 @@
 #include "engine/loader.h"
 #include "io/safetensors.h"
 
+#include "../common/locked_memory.h"
+
 namespace dsv4 {
 namespace {
 
@@ -239,15 +241,7 @@ TEST_F(SynthModelTest, ShardsWithAnIndexLoad) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
 }
 
-// VmLck of this process (/proc/self/status), bytes.
-int64_t LockedBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmLck:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
+using ::dsv4::testing::LockedBytes;
 
 // Whether this process may lock `bytes` more (root, or room under RLIMIT_MEMLOCK).
 bool MayLock(int64_t bytes) {
