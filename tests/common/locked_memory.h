@@ -9,6 +9,20 @@
 
 namespace dsv4::testing {
 
+// AddressSanitizer's runtime intercepts mlock and returns success without
+// locking anything, so VmLck only shows locks in other builds.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kMlockCountsInVmLck = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kMlockCountsInVmLck = false;
+#else
+inline constexpr bool kMlockCountsInVmLck = true;
+#endif
+#else
+inline constexpr bool kMlockCountsInVmLck = true;
+#endif
+
 // Bytes; −1 when the line is absent.
 inline int64_t LockedBytes() {
   std::ifstream in("/proc/self/status");
