@@ -11,13 +11,15 @@ std::string ShapeToString(std::span<const int64_t> shape) {
   return s + "]";
 }
 
+Result<const TensorInfo*> CheckpointReader::Lookup(std::string_view name) const {
+  if (const TensorInfo* t = Find(name)) return t;
+  return NotFound(path() + ": tensor '" + std::string(name) + "' is missing",
+                  "is this checkpoint for the architecture its config names?");
+}
+
 Result<TensorView> CheckpointReader::Get(std::string_view name,
                                          std::initializer_list<int64_t> shape) const {
-  const TensorInfo* t = Find(name);
-  if (t == nullptr) {
-    return NotFound(path() + ": tensor '" + std::string(name) + "' is missing",
-                    "is this checkpoint for the architecture its config names?");
-  }
+  ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name));
   std::vector<int64_t> want(shape);
   if (t->shape != want) {
     return InvalidArgument(path() + ": tensor '" + t->name + "' has shape " +

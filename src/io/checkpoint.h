@@ -34,6 +34,10 @@ class CheckpointReader {
   virtual const std::string& path() const = 0;
   // nullptr when absent.
   virtual const TensorInfo* Find(std::string_view name) const = 0;
+  // Like Find, but an error when absent: NotFound, or where the file holds the
+  // tensor in a form that cannot be bound (a safetensors dtype or rank this
+  // engine does not read), an error that says so. Get and GetPackedFp4 use it.
+  virtual Result<const TensorInfo*> Lookup(std::string_view name) const;
   // All tensors, in file order.
   virtual const std::vector<TensorInfo>& tensors() const = 0;
 

@@ -545,11 +545,7 @@ Result<TensorView> GetPackedFp4(const CheckpointReader& reader, std::string_view
   const std::vector<int64_t> want(shape);
   CHECK(!want.empty() && want.size() <= static_cast<size_t>(kMaxRank) && want.back() % 2 == 0,
         "GetPackedFp4: logical shape must have 1..4 dims and an even last dim");
-  const TensorInfo* t = reader.Find(name);
-  if (t == nullptr) {
-    return NotFound(reader.path() + ": tensor '" + std::string(name) + "' is missing",
-                    "is this checkpoint for the architecture its config names?");
-  }
+  ASSIGN_OR_RETURN(const TensorInfo* t, reader.Lookup(name));
   std::vector<int64_t> stored = want;
   if (t->dtype == DType::kFp4E2m1) {
     // Already typed as fp4 (element shape).

@@ -38,7 +38,7 @@ class SafetensorsFile final : public CheckpointReader {
   // Like Find, but says why a tensor cannot be bound: NotFound when absent,
   // Unimplemented (naming the dtype or rank) when the file has it but it
   // cannot be bound.
-  Result<const TensorInfo*> Lookup(std::string_view name) const;
+  Result<const TensorInfo*> Lookup(std::string_view name) const override;
 
   // The dtype string the header gives for `name` ("U8", "BF16", ...); empty
   // when absent. (U8 tensors are read as DType::kI8 bytes.)
@@ -91,7 +91,7 @@ class ShardedSafetensors final : public CheckpointReader {
   const TensorInfo* Find(std::string_view name) const override;
   // Shards in name order, each shard's tensors in data order.
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
-  Result<const TensorInfo*> Lookup(std::string_view name) const;
+  Result<const TensorInfo*> Lookup(std::string_view name) const override;
 
   const SafetensorsIndex& index() const { return index_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }

@@ -224,10 +224,15 @@ TEST_F(SynthModelTest, SizeTargetPicksTheExpertCount) {
               1e6);
 }
 
-TEST_F(SynthModelTest, ShardsWithAnIndexLoad) {
-  SynthModelOptions o = Tiny(dir_);
+// The tiny model in shards of at most 400 kB (several, with an index).
+Result<SynthModelReport> WriteSharded(const std::string& dir) {
+  SynthModelOptions o = Tiny(dir);
   o.shard_bytes = 400'000;
-  auto r = WriteSyntheticDeepSeekV4(o);
+  return WriteSyntheticDeepSeekV4(o);
+}
+
+TEST_F(SynthModelTest, ShardsWithAnIndexLoad) {
+  auto r = WriteSharded(dir_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_GT(r->n_shards, 1);
   EXPECT_TRUE(fs::exists(dir_ + "/model.safetensors.index.json"));
@@ -253,9 +258,7 @@ bool MayLock(int64_t bytes) {
 }
 
 TEST_F(SynthModelTest, MlockLocksEveryShard) {
-  SynthModelOptions o = Tiny(dir_);
-  o.shard_bytes = 400'000;
-  auto r = WriteSyntheticDeepSeekV4(o);
+  auto r = WriteSharded(dir_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_GT(r->n_shards, 1);
   int64_t shard_bytes = 0;

@@ -107,6 +107,14 @@ TEST(SafetensorsTest, UnbindableEntriesAreListedWithReasons) {
                       {"'rank5'", "rank 5", "[1, 1, 1, 2, 1]"}));
   EXPECT_TRUE(IsError((*f)->Lookup("zzz").status(), StatusCode::kNotFound, path, {"'zzz'"}));
   EXPECT_TRUE((*f)->Lookup("f32").ok());
+  // A model binding weights through the reader interface gets the same reason,
+  // not "missing".
+  const CheckpointReader& reader = **f;
+  EXPECT_TRUE(
+      IsError(reader.Get("f64", {2}).status(), StatusCode::kUnimplemented, path, {"'f64'", "F64"}));
+  EXPECT_TRUE(IsError(GetPackedFp4(reader, "flags", {2}).status(), StatusCode::kUnimplemented, path,
+                      {"'flags'", "BOOL"}));
+  EXPECT_TRUE(IsError(reader.Get("zzz", {2}).status(), StatusCode::kNotFound, path, {"'zzz'"}));
 }
 
 TEST(SafetensorsTest, PackedFp4ViewMatchesMlDtypesDecoding) {
