@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -18,6 +19,16 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
   sub.add_flag("--mlock", options.mlock,
                "keep the model's weight files in RAM (mlock): read at load, never paged out; "
                "needs a locked-memory limit of the model's size (ulimit -l)");
+  sub.add_option_function<std::string>(
+         "--kquant-activations",
+         [&options](const std::string& v) {
+           options.kquant_activations =
+               v == "f32" ? ops::KQuantActivations::kF32 : ops::KQuantActivations::kQ8K;
+         },
+         "GGUF q4_K/q6_K weights: q8_K multiplies them by activations quantised to 8 bits, "
+         "in integers, as llama.cpp's CPU kernels do (its logits; fast); f32 by the f32 "
+         "activations (the exactly dequantised weights' logits; slower). Default q8_K")
+      ->check(CLI::IsMember({"q8_K", "f32"}));
 }
 
 Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source) {

@@ -272,6 +272,7 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   if (!fs::exists(o.model_path, ec)) {
     return NotFound(o.model_path + ": no such file or directory", "check the --model path");
   }
+  ops::SetKQuantActivations(o.kquant_activations);
   Result<LoadedModel> r = NotFound("");
   if (fs::is_directory(o.model_path, ec)) {
     r = LoadDirectory(o);

@@ -16,6 +16,7 @@
 
 #include "base/status.h"
 #include "model/model.h"
+#include "ops/matmul.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
@@ -28,6 +29,9 @@ struct LoadOptions {
   // at load, none paged out later (llama.cpp's --mlock). Fails the load with
   // the locked-memory limit and a hint where the process may not lock them.
   bool mlock = false;
+  // How GGUF q4_K/q6_K weights meet their activations, set for the process
+  // at load (ops::SetKQuantActivations): q8_K as llama.cpp (default), or f32.
+  ops::KQuantActivations kquant_activations = ops::KQuantActivations::kQ8K;
 };
 
 struct LoadedModel {

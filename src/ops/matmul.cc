@@ -3,7 +3,10 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <atomic>
+#include <vector>
 
+#include "ops/ref/kquant_ref.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
@@ -117,6 +120,45 @@ void DenseKernel(const simd::MatMulArgs& a) {
   if (matvec == nullptr || !matvec(a)) highway(a);
 }
 
+std::atomic<KQuantActivations> g_kquant_activations{KQuantActivations::kQ8K};
+
+// GGUF k-quants: the q8_K path (each thread quantises the call's activations
+// for its rows: a few microseconds per token), or the f32 kernels.
+template <DType kW>
+void KQuantKernel(const simd::MatMulArgs& a) {
+  if (g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kF32) {
+    static const simd::MatMulFn f32 = simd::KQuantMatMulKernel(kW);
+    f32(a);
+    return;
+  }
+  static const simd::QuantizeQ8KFn quantize = simd::QuantizeQ8KKernel();
+  static const simd::KQuantQ8KFn kernel = simd::KQuantQ8KKernel(kW);
+  const int64_t k_size = a.w.sizes[1], n_blocks = k_size / kQK_K;
+  thread_local std::vector<BlockQ8K> xq;  // grows once; no allocation per token
+  const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
+  if (xq.size() < need) xq.resize(need);
+  for (int64_t t = 0; t < a.n_tokens; ++t) {
+    BlockQ8K* y = xq.data() + t * n_blocks;
+    if (quantize != nullptr) {
+      quantize(a.x + t * k_size, k_size, y);
+    } else {
+      ref::QuantizeRowQ8K(a.x + t * k_size, k_size, y);
+    }
+  }
+  if (kernel != nullptr) {
+    kernel(a, xq.data());
+    return;
+  }
+  const int64_t row_bytes = DTypeBytes(kW, a.w.strides[0]);
+  for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+    const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      a.out[t * a.out_stride + (n - a.row_begin)] =
+          ref::DotKQuantQ8K(kW, row, xq.data() + t * n_blocks, n_blocks);
+    }
+  }
+}
+
 // The SIMD kernel for a weight without a separate scale tensor: the dense
 // formats, then the GGUF k-quants; nullptr means ops/ref.
 simd::MatMulFn PlainKernel(DType t) {
@@ -127,10 +169,15 @@ simd::MatMulFn PlainKernel(DType t) {
     return &DenseKernel<DType::kF32, &simd::F32F32MatVecKernel>;
   }
   if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
-  return simd::KQuantMatMulKernel(t);
+  if (t == DType::kQ4_K) return &KQuantKernel<DType::kQ4_K>;
+  if (t == DType::kQ6_K) return &KQuantKernel<DType::kQ6_K>;
+  return nullptr;
 }
 
 }  // namespace
+
+void SetKQuantActivations(KQuantActivations a) { g_kquant_activations.store(a); }
+KQuantActivations GetKQuantActivations() { return g_kquant_activations.load(); }
 
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
   CheckDense(w);

@@ -30,6 +30,16 @@ int64_t RowGrain(int64_t macs_per_row);
 // matvecs compute nothing (ops/simd/x86_util.h); `dsv4 bench` says so.
 bool StreamOnlyBuild();
 
+// How GGUF k-quant weights (q4_K, q6_K) meet their activations, for the whole
+// process. kQ8K (the default) quantises each token's activations to q8_K and
+// sums the products in integers, as llama.cpp's CPU kernels do (its logits to
+// within float rounding; ops/ref/kquant_ref.h); kF32 multiplies the exactly
+// dequantised weights by the f32 activations (the logits of the weights
+// dequantised to f32 first, to within float rounding; several times slower).
+enum class KQuantActivations { kQ8K, kF32 };
+void SetKQuantActivations(KQuantActivations a);
+KQuantActivations GetKQuantActivations();
+
 // out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16, GGUF
 // q8_0, q4_K or q6_K take the SIMD kernels; any other dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);

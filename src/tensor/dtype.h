@@ -78,6 +78,15 @@ struct BlockQ6_K {
   uint16_t d;  // f16 super-scale
 };
 static_assert(sizeof(BlockQ6_K) == 210);
+// ggml's q8_K, the activations that k-quant weights multiply in llama.cpp's CPU
+// kernels (never stored in a file): value k of a block = d·qs[k]; bsums[j] =
+// Σ qs[16j … 16j + 15]. Made by ops::ref::QuantizeRowQ8K.
+struct BlockQ8K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+static_assert(sizeof(BlockQ8K) == 292);
 
 // Converts n consecutive elements starting at element 0 of `src` to f32.
 // Exact for every type (the scalar reference used by tests and ops/ref).

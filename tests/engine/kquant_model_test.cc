@@ -4,7 +4,9 @@
 // f32 first (the k-quant kernels against exact dequantisation plus the f32
 // path), prefill against token-by-token decode, and against llama.cpp's
 // logits for the same tokens, on the file and on its dequantised weights
-// (tests/data/kquant/README.md).
+// (tests/data/kquant/README.md). With f32 activations (--kquant-activations
+// f32) dsv4 matches the dequantised weights' logits; with the default q8_K
+// activations, llama.cpp's on the file itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "engine/loader.h"
 #include "io/gguf.h"
 #include "model/llama/llama_model.h"
+#include "ops/matmul.h"
 
 namespace dsv4 {
 namespace {
@@ -94,8 +97,22 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 int64_t Argmax(const float* x) { return std::max_element(x, x + kVocab) - x; }
 
-LoadedModel LoadQuantized(int threads) {
-  auto m = LoadModel({.model_path = kModel, .tokenizer_path = "", .threads = threads});
+// Sets the process's k-quant activations for one scope.
+class ScopedKQuantActivations {
+ public:
+  explicit ScopedKQuantActivations(ops::KQuantActivations a) : old_(ops::GetKQuantActivations()) {
+    ops::SetKQuantActivations(a);
+  }
+  ~ScopedKQuantActivations() { ops::SetKQuantActivations(old_); }
+
+ private:
+  ops::KQuantActivations old_;
+};
+
+// Loading sets the process's k-quant activations (LoadOptions).
+LoadedModel LoadQuantized(int threads, ops::KQuantActivations a = ops::KQuantActivations::kQ8K) {
+  auto m = LoadModel(
+      {.model_path = kModel, .tokenizer_path = "", .threads = threads, .kquant_activations = a});
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return std::move(m).value();
 }
@@ -115,7 +132,8 @@ TEST(KQuantModelTest, WeightsAreKQuants) {
 }
 
 TEST(KQuantModelTest, MatchesDequantisedF32Model) {
-  LoadedModel q = LoadQuantized(1);
+  ScopedKQuantActivations restore(ops::GetKQuantActivations());
+  LoadedModel q = LoadQuantized(1, ops::KQuantActivations::kF32);
   ASSERT_NE(q.model, nullptr);
   auto f = OpenGguf(kModel);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
@@ -149,7 +167,8 @@ std::vector<float> ReadLogits(const std::string& file) {
 // weights and f32 activations, so only the summation order differs.
 TEST(KQuantModelTest, MatchesLlamaCppOnDequantisedWeights) {
   const std::vector<float> want = ReadLogits("llamacpp_f32_logits_24x512.f32");
-  LoadedModel q = LoadQuantized(1);
+  ScopedKQuantActivations restore(ops::GetKQuantActivations());
+  LoadedModel q = LoadQuantized(1, ops::KQuantActivations::kF32);
   ASSERT_NE(q.model, nullptr);
   const std::vector<float> got = AllLogits(*q.model, kTokens);
   const double rel = MaxRelDiff(got, want);
@@ -163,13 +182,14 @@ TEST(KQuantModelTest, MatchesLlamaCppOnDequantisedWeights) {
 // llama.cpp on the q4_K/q6_K file itself: its CPU kernels multiply k-quant
 // weights by activations quantised to q8_K, which moves its logits by 2.4% of
 // their max from its own dequantised run (the two committed llama.cpp files
-// differ by that much); dsv4 (f32 activations) must be within that distance.
+// differ by that much); dsv4 with f32 activations must be within that distance.
 TEST(KQuantModelTest, MatchesLlamaCppQuantisedWithinItsActivationError) {
   const std::vector<float> lcpp_q = ReadLogits("llamacpp_logits_24x512.f32");
   const std::vector<float> lcpp_f32 = ReadLogits("llamacpp_f32_logits_24x512.f32");
   const double lcpp_self = MaxRelDiff(lcpp_q, lcpp_f32);
   EXPECT_GT(lcpp_self, 1e-3);  // the files are two different runs
-  LoadedModel q = LoadQuantized(1);
+  ScopedKQuantActivations restore(ops::GetKQuantActivations());
+  LoadedModel q = LoadQuantized(1, ops::KQuantActivations::kF32);
   ASSERT_NE(q.model, nullptr);
   const std::vector<float> got = AllLogits(*q.model, kTokens);
   const double rel = MaxRelDiff(got, lcpp_q);
@@ -177,6 +197,46 @@ TEST(KQuantModelTest, MatchesLlamaCppQuantisedWithinItsActivationError) {
   EXPECT_LE(rel, 3e-2);
   std::printf("dsv4 vs llama.cpp (q4_K_M file): %.3g; llama.cpp vs itself dequantised: %.3g\n", rel,
               lcpp_self);
+}
+
+// LoadOptions::kquant_activations (--kquant-activations) sets the process's mode.
+TEST(KQuantModelTest, LoadOptionSetsKQuantActivations) {
+  ScopedKQuantActivations restore(ops::GetKQuantActivations());
+  LoadedModel f32 = LoadQuantized(1, ops::KQuantActivations::kF32);
+  ASSERT_NE(f32.model, nullptr);
+  EXPECT_EQ(ops::GetKQuantActivations(), ops::KQuantActivations::kF32);
+  const std::vector<float> f32_logits = AllLogits(*f32.model, kTokens);
+  LoadedModel q8 = LoadQuantized(1);
+  ASSERT_NE(q8.model, nullptr);
+  EXPECT_EQ(ops::GetKQuantActivations(), ops::KQuantActivations::kQ8K);
+  const std::vector<float> q8_logits = AllLogits(*q8.model, kTokens);
+  // The two modes' logits differ by the activations' quantisation (~2.4%).
+  EXPECT_GT(MaxRelDiff(q8_logits, f32_logits), 1e-3);
+}
+
+// The default q8_K activations are llama.cpp's arithmetic: its logits on the
+// q4_K/q6_K file to within float rounding (summation order), far inside the
+// 2.4% that activation quantisation itself moves them; prefill, token-by-token
+// decode and 1 or 2 threads alike.
+TEST(KQuantModelTest, Q8KActivationsMatchLlamaCppQuantised) {
+  ASSERT_EQ(ops::GetKQuantActivations(), ops::KQuantActivations::kQ8K);
+  const std::vector<float> lcpp_q = ReadLogits("llamacpp_logits_24x512.f32");
+  LoadedModel q = LoadQuantized(1);
+  ASSERT_NE(q.model, nullptr);
+  for (int threads : {1, 2}) {
+    q.model->SetThreads(threads);
+    const std::vector<float> prefill = AllLogits(*q.model, kTokens);
+    const std::vector<float> decode = DecodeLogits(*q.model, kTokens);
+    const double rel_prefill = MaxRelDiff(prefill, lcpp_q), rel_decode = MaxRelDiff(decode, lcpp_q);
+    std::printf(
+        "%d threads: q8_K activations vs llama.cpp (q4_K_M file): prefill %.3g, decode %.3g\n",
+        threads, rel_prefill, rel_decode);
+    EXPECT_LE(rel_prefill, 1e-5) << threads << " threads";  // measured 2.4e-7
+    EXPECT_LE(rel_decode, 1e-5) << threads << " threads";
+    for (size_t p = 0; p < kTokens.size(); ++p) {
+      EXPECT_EQ(Argmax(&prefill[p * kVocab]), Argmax(&lcpp_q[p * kVocab])) << "position " << p;
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,13 @@
 // stride. Tolerance (oracles/README.md, fp32 accumulation in another order):
 // |simd − ref| ≤ 1e-5 · Σ_k |w·x| per output. The in-register dequantisation is
 // checked bit for bit with one-hot activations.
+//
+// The q8_K path (llama.cpp's arithmetic, the default): the ref quantisation
+// against ggml's definition (the largest magnitude to −127, ties to even,
+// block sums), the ref's integer dot against the dequantised weights
+// (DequantizeRow) times the dequantised activations in double, the AVX-512
+// kernels against the ref bit for bit, and the distance to the f32 path
+// within the activations' rounding.
 #include <gtest/gtest.h>
 
 #include <hwy/highway.h>
@@ -353,23 +360,228 @@ TEST(KQuantSimdTest, MatvecAndTilePathsAgreeBitForBit) {
   });
 }
 
-// ops::MatMul and ops::MatMulRows pick the k-quant kernels (pool of 2).
+// Sets the process's k-quant activations for one scope.
+class ScopedKQuantActivations {
+ public:
+  explicit ScopedKQuantActivations(ops::KQuantActivations a) : old_(ops::GetKQuantActivations()) {
+    ops::SetKQuantActivations(a);
+  }
+  ~ScopedKQuantActivations() { ops::SetKQuantActivations(old_); }
+
+ private:
+  ops::KQuantActivations old_;
+};
+
+// ops::MatMul and ops::MatMulRows pick the k-quant kernels (pool of 2): the
+// f32 ones with f32 activations, the q8_K path by default.
 TEST(KQuantSimdTest, OpsMatMulDispatches) {
+  EXPECT_EQ(ops::GetKQuantActivations(), ops::KQuantActivations::kQ8K);  // the default
   ThreadPool pool(2);
   for (DType dt : kKQuants) {
     const int64_t N = 300, K = 2 * kQK_K;
     const KWeight w = MakeKWeight(dt, N, K, 9);
     for (int64_t T : {1, 4}) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " T=" + std::to_string(T));
       const std::vector<float> x = RandomFloats(T * K, 10);
       std::vector<float> want(T * N), got(T * N), rows(T * N), simd(T * N);
-      ops::ref::MatMulKQuant(want.data(), x.data(), w.view(), T);
+      {
+        ScopedKQuantActivations f32(ops::KQuantActivations::kF32);
+        ops::ref::MatMulKQuant(want.data(), x.data(), w.view(), T);
+        ops::MatMul(pool, got.data(), x.data(), w.view(), T);
+        ops::MatMulRows(rows.data(), N, x.data(), w.view(), T, 0, N);
+        ops::simd::KQuantMatMulKernel(dt)(Args(simd.data(), N, x.data(), w.view(), T, 0, N));
+        ExpectClose(got, want, AbsDots(w.view(), x.data(), T), std::string(DTypeName(dt)));
+        // The same kernel whichever entry point: identical bits.
+        EXPECT_EQ(0, std::memcmp(got.data(), simd.data(), got.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(rows.data(), simd.data(), rows.size() * sizeof(float)));
+      }
+      // q8_K: bit for bit the ref twin, whichever entry point.
+      ops::ref::MatMulKQuantQ8K(want.data(), x.data(), w.view(), T);
       ops::MatMul(pool, got.data(), x.data(), w.view(), T);
       ops::MatMulRows(rows.data(), N, x.data(), w.view(), T, 0, N);
-      ops::simd::KQuantMatMulKernel(dt)(Args(simd.data(), N, x.data(), w.view(), T, 0, N));
-      ExpectClose(got, want, AbsDots(w.view(), x.data(), T), std::string(DTypeName(dt)));
-      // The same kernel whichever entry point: identical bits.
-      EXPECT_EQ(0, std::memcmp(got.data(), simd.data(), got.size() * sizeof(float)));
-      EXPECT_EQ(0, std::memcmp(rows.data(), simd.data(), rows.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(rows.data(), want.data(), rows.size() * sizeof(float)));
+    }
+  }
+}
+
+// ---- the q8_K path ----
+
+// Activations of every kind a block can hold: normal values of one block
+// scale per block (1e-3 … 1e3), a block of zeros, one with a single nonzero
+// value, one whose largest magnitudes tie with opposite signs, one of values
+// iscale maps onto halves (ties to even), and one of denormals (whose iscale
+// would overflow: ggml's codes are undefined there, ours are zeros).
+std::vector<float> Q8KActivations(int64_t n_blocks, uint32_t seed) {
+  std::vector<float> x = RandomFloats(n_blocks * kQK_K, seed);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    float* xb = x.data() + b * kQK_K;
+    switch (b % 6) {
+      case 1:
+        std::fill_n(xb, kQK_K, 0.0f);
+        break;
+      case 2:
+        std::fill_n(xb, kQK_K, 0.0f);
+        xb[77] = -0.5f;
+        break;
+      case 3:
+        xb[40] = -9.0f;
+        xb[200] = 9.0f;
+        break;
+      case 4:  // max 127: iscale = -1, so x ± 0.5 lands on halves
+        for (int i = 0; i < kQK_K; ++i) xb[i] = static_cast<float>(i % 253 - 126) + 0.5f;
+        xb[3] = 127.0f;
+        break;
+      case 5:  // so small that −127 / max overflows: zeros
+        for (int i = 0; i < kQK_K; ++i) xb[i] *= 1e-40f;
+        break;
+      default:
+        for (int i = 0; i < kQK_K; ++i) xb[i] *= std::pow(10.0f, static_cast<float>(b % 7 - 3));
+    }
+  }
+  return x;
+}
+
+TEST(KQuantQ8KTest, RefQuantisationFollowsGgml) {
+  std::vector<float> x = Q8KActivations(6, 5);
+  std::vector<BlockQ8K> q(6);
+  ops::ref::QuantizeRowQ8K(x.data(), 6 * kQK_K, q.data());
+  for (int64_t b = 0; b < 6; ++b) {
+    SCOPED_TRACE("block " + std::to_string(b));
+    const float* xb = x.data() + b * kQK_K;
+    const BlockQ8K& o = q[b];
+    if (b == 1 || b == 5) {  // all zero, or denormal: d = 0, codes 0
+      EXPECT_EQ(o.d, 0.0f);
+      for (int i = 0; i < kQK_K; ++i) EXPECT_EQ(o.qs[i], 0);
+      continue;
+    }
+    // The first value of largest magnitude maps to −127: d = −max/127.
+    int arg = 0;
+    for (int i = 1; i < kQK_K; ++i) arg = std::fabs(xb[i]) > std::fabs(xb[arg]) ? i : arg;
+    EXPECT_EQ(o.qs[arg], -127);
+    EXPECT_EQ(o.d, 1.0f / (-127.0f / xb[arg]));
+    if (b == 3) {
+      EXPECT_EQ(o.qs[200], 127);  // the tie's second, opposite sign
+    }
+    for (int i = 0; i < kQK_K; ++i) {
+      // Every code within half a step of its value.
+      const double v = static_cast<double>(xb[i]) * (-127.0 / xb[arg]);
+      EXPECT_LE(std::fabs(o.qs[i] - v), 0.5 + 1e-4) << i;
+    }
+    if (b == 4) {
+      EXPECT_EQ(o.qs[0], 126);  // −125.5 · −1 = 125.5: ties to even
+      EXPECT_EQ(o.qs[1], 124);  // 124.5 → 124
+    }
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += o.qs[16 * j + i];
+      EXPECT_EQ(o.bsums[j], sum);
+    }
+  }
+}
+
+TEST(KQuantQ8KTest, SimdQuantisationMatchesRefBitForBit) {
+  const ops::simd::QuantizeQ8KFn quantize = ops::simd::QuantizeQ8KKernel();
+  if (quantize == nullptr) GTEST_SKIP() << "no AVX-512 on this CPU: ops::ref runs instead";
+  for (int64_t n_blocks : {1, 6, 13}) {
+    std::vector<float> xs = Q8KActivations(n_blocks, static_cast<uint32_t>(n_blocks));
+    xs.insert(xs.begin(), 0.0f);  // misaligned by one float
+    std::vector<BlockQ8K> want(n_blocks), got(n_blocks);
+    ops::ref::QuantizeRowQ8K(xs.data() + 1, n_blocks * kQK_K, want.data());
+    quantize(xs.data() + 1, n_blocks * kQK_K, got.data());
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), n_blocks * sizeof(BlockQ8K))) << n_blocks;
+  }
+}
+
+// The integer form is the dot of the exactly dequantised weights (DequantizeRow,
+// itself bit for bit gguf-py's) with the dequantised activations (d·q): in
+// double, to within float rounding.
+TEST(KQuantQ8KTest, RefDotIsTheDequantisedProduct) {
+  for (DType dt : kKQuants) {
+    const int64_t N = 6, K = 4 * kQK_K, nb = K / kQK_K;
+    const KWeight w = MakeKWeight(dt, N, K, 31);
+    const std::vector<float> x = Q8KActivations(nb, 32);
+    std::vector<BlockQ8K> q(nb);
+    ops::ref::QuantizeRowQ8K(x.data(), K, q.data());
+    std::vector<float> row(K);
+    for (int64_t n = 0; n < N; ++n) {
+      DequantizeRow(dt, w.view()[n].data, K, row.data());
+      double want = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = static_cast<double>(q[k / kQK_K].d) * q[k / kQK_K].qs[k % kQK_K];
+        want += row[k] * a;
+        mag += std::fabs(row[k] * a);
+      }
+      const float got =
+          ops::ref::DotKQuantQ8K(dt, static_cast<const uint8_t*>(w.view()[n].data), q.data(), nb);
+      EXPECT_NEAR(got, want, 1e-5 * mag + 1e-30) << DTypeName(dt) << " row " << n;
+      EXPECT_GT(mag, 0.0);
+    }
+  }
+}
+
+TEST(KQuantQ8KTest, SimdMatchesRefBitForBit) {
+  for (DType dt : kKQuants) {
+    const ops::simd::KQuantQ8KFn kernel = ops::simd::KQuantQ8KKernel(dt);
+    if (kernel == nullptr) GTEST_SKIP() << "no AVX-512 on this CPU: ops::ref runs instead";
+    for (int64_t kb : {1, 2, 3, 6}) {
+      const int64_t K = kb * kQK_K;
+      for (int64_t N : {1, 3, 7}) {
+        for (size_t off : {size_t{0}, size_t{3}}) {
+          const KWeight w = MakeKWeight(dt, N, K, static_cast<uint32_t>(K + N + off), off);
+          for (int64_t T : {1, 3}) {
+            SCOPED_TRACE(std::string(DTypeName(dt)) + " K=" + std::to_string(K) +
+                         " N=" + std::to_string(N) + " T=" + std::to_string(T) +
+                         " off=" + std::to_string(off));
+            const std::vector<float> x = Q8KActivations(T * kb, static_cast<uint32_t>(T + K));
+            std::vector<BlockQ8K> q(T * kb);
+            for (int64_t t = 0; t < T; ++t) {
+              ops::ref::QuantizeRowQ8K(x.data() + t * K, K, q.data() + t * kb);
+            }
+            std::vector<float> want(T * N);
+            ops::ref::MatMulKQuantQ8K(want.data(), x.data(), w.view(), T);
+            // All rows, then rows [1, N) into a wider output (sentinels past them).
+            std::vector<float> got(T * N, NAN);
+            kernel(Args(got.data(), N, nullptr, w.view(), T, 0, N), q.data());
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+            const int64_t stride = N + 2;
+            std::vector<float> part(T * stride, -7.0f);
+            kernel(Args(part.data(), stride, nullptr, w.view(), T, 1, N), q.data());
+            for (int64_t t = 0; t < T; ++t) {
+              for (int64_t j = 0; j < stride; ++j) {
+                if (j < N - 1) {
+                  EXPECT_EQ(part[t * stride + j], want[t * N + 1 + j]) << t << " " << j;
+                } else {
+                  EXPECT_EQ(part[t * stride + j], -7.0f) << "wrote past the row range";
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The q8_K path moves a product from the f32 one by no more than its
+// activations' rounding: half a step d per value, Σ_k |w_k| · |d| / 2.
+TEST(KQuantQ8KTest, WithinActivationRoundingOfTheF32Product) {
+  for (DType dt : kKQuants) {
+    const int64_t N = 8, K = 3 * kQK_K, nb = K / kQK_K;
+    const KWeight w = MakeKWeight(dt, N, K, 41);
+    const std::vector<float> x = RandomFloats(K, 42);
+    std::vector<BlockQ8K> q(nb);
+    ops::ref::QuantizeRowQ8K(x.data(), K, q.data());
+    std::vector<float> exact(N), fast(N), row(K);
+    ops::ref::MatMulKQuant(exact.data(), x.data(), w.view(), 1);
+    ops::ref::MatMulKQuantQ8K(fast.data(), x.data(), w.view(), 1);
+    const std::vector<double> mag = AbsDots(w.view(), x.data(), 1);
+    for (int64_t n = 0; n < N; ++n) {
+      DequantizeRow(dt, w.view()[n].data, K, row.data());
+      double bound = 0;
+      for (int64_t k = 0; k < K; ++k) bound += std::fabs(row[k] * q[k / kQK_K].d) / 2;
+      EXPECT_LE(std::fabs(fast[n] - exact[n]), bound + 1e-5 * mag[n]) << DTypeName(dt) << " " << n;
+      EXPECT_GT(std::fabs(fast[n] - exact[n]), 0.0f) << "the paths should differ";
     }
   }
 }

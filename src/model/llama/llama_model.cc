@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "base/huge_page_buffer.h"
 #include "ops/matmul.h"
 #include "ops/vec_ops.h"
 
@@ -24,8 +25,8 @@ class LlamaCache final : public SequenceCache {
   LlamaCache(const LlamaConfig& c, int64_t max_tokens)
       : max_tokens_(max_tokens),
         kv_dim_(c.kv_dim()),
-        k_(c.n_layers * max_tokens * c.kv_dim()),
-        v_(c.n_layers * max_tokens * c.kv_dim()),
+        k_(static_cast<size_t>(c.n_layers * max_tokens * c.kv_dim()) * sizeof(float)),
+        v_(static_cast<size_t>(c.n_layers * max_tokens * c.kv_dim()) * sizeof(float)),
         keys_transposed_(c.head_dim() < kNarrowHeadDim) {}
   int64_t length() const override { return length_; }
   void Truncate(int64_t n) override {
@@ -34,18 +35,25 @@ class LlamaCache final : public SequenceCache {
   }
   int64_t max_tokens() const { return max_tokens_; }
   // [S, G*E] rows of layer `layer` ([G, E, S] when keys_transposed()).
-  float* keys(int64_t layer) { return k_.data() + layer * max_tokens_ * kv_dim_; }
+  float* keys(int64_t layer) {
+    return reinterpret_cast<float*>(k_.data()) + layer * max_tokens_ * kv_dim_;
+  }
   bool keys_transposed() const { return keys_transposed_; }
   // [G, E, S] of layer `layer`: element (g, e, s) at (g * E + e) * max_tokens() + s.
-  float* values_t(int64_t layer) { return v_.data() + layer * max_tokens_ * kv_dim_; }
+  float* values_t(int64_t layer) {
+    return reinterpret_cast<float*>(v_.data()) + layer * max_tokens_ * kv_dim_;
+  }
   void Advance(int64_t n) { length_ += n; }
 
  private:
   int64_t max_tokens_;
   int64_t kv_dim_;
   int64_t length_ = 0;
-  std::vector<float> k_;  // [L, S, G*E] or [L, G*E, S]
-  std::vector<float> v_;  // [L, G*E, S]
+  // In 2 MiB pages: a decoded token writes its value (and narrow heads' key)
+  // column at stride S, one element per row, which in 4 KiB pages missed the
+  // TLB on nearly every element (~35 µs per layer at S = 2048, d = 2048).
+  HugePageBuffer k_;  // [L, S, G*E] or [L, G*E, S] floats
+  HugePageBuffer v_;  // [L, G*E, S] floats
   bool keys_transposed_;
 };
 

@@ -21,6 +21,33 @@ bool IsKQuant(DType t);
 void MatMulKQuant(float* out, const float* x, const TensorView& w, int64_t n_tokens,
                   int64_t out_stride = -1);
 
+// ---- The q8_K path: llama.cpp's arithmetic for k-quant weights ----
+//
+// The activations are quantised per 256-value block to q8_K as ggml's
+// quantize_row_q8_K_ref does (the value of largest magnitude, first on ties,
+// maps to ∓127; round to nearest, ties to even; a block whose −127 / max
+// overflows, all denormals, is zeros), and each block's products
+// are summed exactly in integers. Per block b of a weight row, with dx the
+// activations' scale and dw, dmin the weight block's f16 scales:
+//   q4_K: isum = Σ_s sc[s] · Σ_{k in s} q[k]·x8[k],  imin = Σ_s m[s] · Σ_{k in s} x8[k]
+//         acc = acc + (dx·dw)·isum;  acc = acc − (dx·dmin)·imin
+//   q6_K: isum = Σ_s sc[s] · Σ_{k in s} (q[k] − 32)·x8[k]
+//         acc = acc + (dx·dw)·isum
+// in that order, from acc = 0, blocks in order, each product rounded (no
+// multiply-add contraction). The integer sums are exact, so every
+// implementation that keeps this float order gives the same bits: the SIMD
+// kernels (ops/simd/kquant_q8_x86.cc) are tested bit for bit against these.
+
+// x[K] (K a multiple of 256) as K / 256 q8_K blocks.
+void QuantizeRowQ8K(const float* x, int64_t k, BlockQ8K* y);
+
+// Σ over the n_blocks blocks of one q4_K/q6_K weight row against q8_K blocks.
+float DotKQuantQ8K(DType w_dtype, const uint8_t* row, const BlockQ8K* x, int64_t n_blocks);
+
+// MatMulKQuant with each token's activations quantised to q8_K first.
+void MatMulKQuantQ8K(float* out, const float* x, const TensorView& w, int64_t n_tokens,
+                     int64_t out_stride = -1);
+
 }  // namespace dsv4::ops::ref
 
 #endif  // DSV4_OPS_REF_KQUANT_REF_H_

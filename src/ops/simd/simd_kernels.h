@@ -57,6 +57,16 @@ MatMulFn Fp4BlockMatMulKernel();
 // GGUF k-quant weight, q4_K or q6_K (ops/simd/kquant_simd.cc; K a multiple of
 // 256); nullptr for any other dtype.
 MatMulFn KQuantMatMulKernel(DType w_dtype);
+// The q8_K path for the same weights (llama.cpp's arithmetic; the order in
+// ops/ref/kquant_ref.h), on AVX-512 F/BW/DQ/VL (ops/simd/kquant_q8_x86.cc),
+// bit for bit ops::ref::QuantizeRowQ8K and DotKQuantQ8K for finite
+// activations. The kernel takes each token's activations already quantised
+// (xq: T · K/256 blocks) and ignores args.x. nullptr when the CPU lacks the
+// instructions or DSV4_KQUANT_Q8=0 (then ops/ref).
+using QuantizeQ8KFn = void (*)(const float* x, int64_t k, BlockQ8K* y);
+QuantizeQ8KFn QuantizeQ8KKernel();
+using KQuantQ8KFn = void (*)(const MatMulArgs& args, const BlockQ8K* xq);
+KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and
