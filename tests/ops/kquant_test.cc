@@ -380,7 +380,7 @@ TEST(KQuantSimdTest, OpsMatMulDispatches) {
   for (DType dt : kKQuants) {
     const int64_t N = 300, K = 2 * kQK_K;
     const KWeight w = MakeKWeight(dt, N, K, 9);
-    for (int64_t T : {1, 4}) {
+    for (int64_t T : {1, 4, 11}) {
       SCOPED_TRACE(std::string(DTypeName(dt)) + " T=" + std::to_string(T));
       const std::vector<float> x = RandomFloats(T * K, 10);
       std::vector<float> want(T * N), got(T * N), rows(T * N), simd(T * N);
@@ -529,7 +529,7 @@ TEST(KQuantQ8KTest, SimdMatchesRefBitForBit) {
       for (int64_t N : {1, 3, 7}) {
         for (size_t off : {size_t{0}, size_t{3}}) {
           const KWeight w = MakeKWeight(dt, N, K, static_cast<uint32_t>(K + N + off), off);
-          for (int64_t T : {1, 3}) {
+          for (int64_t T : {1, 3, 8, 19}) {  // 8+: eight tokens at a time, then one
             SCOPED_TRACE(std::string(DTypeName(dt)) + " K=" + std::to_string(K) +
                          " N=" + std::to_string(N) + " T=" + std::to_string(T) +
                          " off=" + std::to_string(off));

@@ -16,10 +16,11 @@ namespace {
 // length E, each shorter than one SIMD vector (stories260K: E = 8).
 constexpr int64_t kNarrowHeadDim = 32;
 
-// The KV cache of one sequence, f32. Values are transposed per kv head,
-// [G, E, S], so that a head's value mix Σ_s a[s] v[s] is E dot products over
-// contiguous rows of length S. Keys are [S, G*E] rows, or
-// [G, E, S] like the values for heads narrower than kNarrowHeadDim.
+// The KV cache of one sequence, f32. Keys and values are [S, G*E] rows (a
+// decoded token appends one row to each), or for heads narrower than
+// kNarrowHeadDim transposed per kv head, [G, E, S]: a head's scores are then E
+// axpys and its value mix Σ_s a[s] v[s] E dot products over contiguous rows
+// of length S, instead of S products of vectors shorter than one register.
 class LlamaCache final : public SequenceCache {
  public:
   LlamaCache(const LlamaConfig& c, int64_t max_tokens)
@@ -39,8 +40,9 @@ class LlamaCache final : public SequenceCache {
     return reinterpret_cast<float*>(k_.data()) + layer * max_tokens_ * kv_dim_;
   }
   bool keys_transposed() const { return keys_transposed_; }
-  // [G, E, S] of layer `layer`: element (g, e, s) at (g * E + e) * max_tokens() + s.
-  float* values_t(int64_t layer) {
+  // [S, G*E] rows of layer `layer` like the keys, or with narrow heads [G, E,
+  // S]: element (g, e, s) at (g * E + e) * max_tokens() + s.
+  float* values(int64_t layer) {
     return reinterpret_cast<float*>(v_.data()) + layer * max_tokens_ * kv_dim_;
   }
   void Advance(int64_t n) { length_ += n; }
@@ -49,11 +51,9 @@ class LlamaCache final : public SequenceCache {
   int64_t max_tokens_;
   int64_t kv_dim_;
   int64_t length_ = 0;
-  // In 2 MiB pages: a decoded token writes its value (and narrow heads' key)
-  // column at stride S, one element per row, which in 4 KiB pages missed the
-  // TLB on nearly every element (~35 µs per layer at S = 2048, d = 2048).
+  // In 2 MiB pages, touched as the sequence grows.
   HugePageBuffer k_;  // [L, S, G*E] or [L, G*E, S] floats
-  HugePageBuffer v_;  // [L, G*E, S] floats
+  HugePageBuffer v_;  // the same
   bool keys_transposed_;
 };
 
@@ -205,7 +205,8 @@ std::unique_ptr<SequenceCache> LlamaModel::NewCache(int64_t max_tokens) const {
 void LlamaModel::EnsureScratch(int64_t n) {
   const size_t scores_size = static_cast<size_t>(pool_->size()) *
                              (config_.n_heads / config_.n_kv_heads) * config_.max_context;
-  const size_t rows_size = static_cast<size_t>(pool_->size()) * 2 * config_.head_dim();
+  const size_t rows_size =
+      static_cast<size_t>(pool_->size()) * 2 * std::max(config_.head_dim(), config_.max_context);
   if (n <= scratch_tokens_ && scores_.size() >= scores_size && attn_rows_.size() >= rows_size) {
     return;
   }
@@ -221,7 +222,7 @@ void LlamaModel::EnsureScratch(int64_t n) {
   hb_.resize(n * c.d_ff);
   hb2_.resize(n * c.d_ff);
   scores_.resize(scores_size);   // [threads, H/G, S]
-  attn_rows_.resize(rows_size);  // [threads, 2, E]
+  attn_rows_.resize(rows_size);  // [threads, 2, max(E, S)]
 }
 
 Status LlamaModel::CheckCall(std::span<const int32_t> tokens, const SequenceCache& seq,
@@ -329,8 +330,8 @@ void LlamaModel::Run(std::span<const Segment> segments) {
     Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
     for (const Segment& sg : segments) {
       auto& cache = static_cast<LlamaCache&>(*sg.cache);
-      float* key_cache = cache.keys(l);     // [S, G*E] or [G*E, S]
-      float* values_t = cache.values_t(l);  // [G*E, S]
+      float* key_cache = cache.keys(l);  // [S, G*E] or [G*E, S]
+      float* values = cache.values(l);   // the same
       const int64_t S = cache.max_tokens();
       for (int64_t t = 0; t < static_cast<int64_t>(sg.tokens.size()); ++t) {
         const int64_t pos = sg.pos0 + t, row = sg.row0 + t;
@@ -338,10 +339,11 @@ void LlamaModel::Run(std::span<const Segment> segments) {
         ops::RopeInterleaved(k_.data() + row * KVD, G, E, E, pos, c.rope_theta);
         if (cache.keys_transposed()) {
           for (int64_t i = 0; i < KVD; ++i) key_cache[i * S + pos] = k_[row * KVD + i];
+          for (int64_t i = 0; i < KVD; ++i) values[i * S + pos] = v_[row * KVD + i];
         } else {
           std::copy_n(k_.data() + row * KVD, KVD, key_cache + pos * KVD);
+          std::copy_n(v_.data() + row * KVD, KVD, values + pos * KVD);
         }
-        for (int64_t i = 0; i < KVD; ++i) values_t[i * S + pos] = v_[row * KVD + i];
       }
     }
     // Causal attention: row t of a segment sees its cache positions
@@ -357,8 +359,9 @@ void LlamaModel::Run(std::span<const Segment> segments) {
     const int64_t heads_per_group = H / G;
     auto attend = [&](int64_t begin, int64_t end, int thread) {
       float* att = scores_.data() + thread * heads_per_group * c.max_context;
-      const float** key_rows = attn_rows_.data() + thread * 2 * E;  // [E] rows of [S]
-      const float** value_rows = key_rows + E;                      // [E] rows of [S]
+      // [E] rows of [S] (narrow heads), then [E] or [S] value rows.
+      const float** key_rows = attn_rows_.data() + thread * 2 * std::max(E, c.max_context);
+      const float** value_rows = key_rows + E;
       for (int64_t item = begin; item < end; ++item) {
         // Rows zigzag (0, T-1, 1, T-2, ...) so that every contiguous chunk
         // of items has about the same number of keys to score.
@@ -367,7 +370,6 @@ void LlamaModel::Run(std::span<const Segment> segments) {
         const Segment& sg = segment_of(row);
         auto& cache = static_cast<LlamaCache&>(*sg.cache);
         const float* key_cache = cache.keys(l);
-        const float* values_t = cache.values_t(l);
         const int64_t S = cache.max_tokens();
         const int64_t n_keys = sg.pos0 + (row - sg.row0) + 1;
         const float* q_group = q_.data() + row * D + g * heads_per_group * E;  // [H/G, E]
@@ -389,12 +391,22 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           for (int64_t s = 0; s < n_keys; ++s) a[s] *= inv_sqrt_e;
           ops::Softmax(a, n_keys);
         }
-        // out[j, e] = Dot(p_j, vt[e]) over the visible keys: every head of
-        // the group against every value row at once (DotMany).
-        const float* vt = values_t + g * E * S;                            // [E, S]
         float* out = att_out_.data() + row * D + g * heads_per_group * E;  // [H/G, E]
-        for (int64_t e = 0; e < E; ++e) value_rows[e] = vt + e * S;
-        ops::DotMany(att, heads_per_group, n_keys, value_rows, E, n_keys, out);
+        if (cache.keys_transposed()) {
+          // out[j, e] = Dot(p_j, vt[e]) over the visible keys: every head of
+          // the group against every value row at once (DotMany).
+          const float* vt = cache.values(l) + g * E * S;  // [E, S]
+          for (int64_t e = 0; e < E; ++e) value_rows[e] = vt + e * S;
+          ops::DotMany(att, heads_per_group, n_keys, value_rows, E, n_keys, out);
+        } else {
+          // out[j, :] = Σ_s p_j[s] · v[s] in order of s (llama2.c's order),
+          // the group's heads together (AxpyMany): each value row read once,
+          // and a decoded token appends its values as one row.
+          const float* v = cache.values(l) + g * E;  // row s at v + s * KVD
+          for (int64_t k = 0; k < n_keys; ++k) value_rows[k] = v + k * KVD;
+          std::fill_n(out, heads_per_group * E, 0.0f);
+          ops::AxpyMany(out, heads_per_group, E, att, value_rows, n_keys, E);
+        }
       }
     };
     const int64_t macs_per_item = 2 * heads_per_group * max_keys * E;
