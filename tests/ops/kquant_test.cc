@@ -520,39 +520,51 @@ TEST(KQuantQ8KTest, RefDotIsTheDequantisedProduct) {
   }
 }
 
+// Both variants (with and without VNNI) where the CPU has them.
 TEST(KQuantQ8KTest, SimdMatchesRefBitForBit) {
-  for (DType dt : kKQuants) {
-    const ops::simd::KQuantQ8KFn kernel = ops::simd::KQuantQ8KKernel(dt);
-    if (kernel == nullptr) GTEST_SKIP() << "no AVX-512 on this CPU: ops::ref runs instead";
-    for (int64_t kb : {1, 2, 3, 6}) {
-      const int64_t K = kb * kQK_K;
-      for (int64_t N : {1, 3, 7}) {
-        for (size_t off : {size_t{0}, size_t{3}}) {
-          const KWeight w = MakeKWeight(dt, N, K, static_cast<uint32_t>(K + N + off), off);
-          for (int64_t T : {1, 3, 8, 19}) {  // 8+: eight tokens at a time, then one
-            SCOPED_TRACE(std::string(DTypeName(dt)) + " K=" + std::to_string(K) +
-                         " N=" + std::to_string(N) + " T=" + std::to_string(T) +
-                         " off=" + std::to_string(off));
-            const std::vector<float> x = Q8KActivations(T * kb, static_cast<uint32_t>(T + K));
-            std::vector<BlockQ8K> q(T * kb);
-            for (int64_t t = 0; t < T; ++t) {
-              ops::ref::QuantizeRowQ8K(x.data() + t * K, K, q.data() + t * kb);
-            }
-            std::vector<float> want(T * N);
-            ops::ref::MatMulKQuantQ8K(want.data(), x.data(), w.view(), T);
-            // All rows, then rows [1, N) into a wider output (sentinels past them).
-            std::vector<float> got(T * N, NAN);
-            kernel(Args(got.data(), N, nullptr, w.view(), T, 0, N), q.data());
-            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
-            const int64_t stride = N + 2;
-            std::vector<float> part(T * stride, -7.0f);
-            kernel(Args(part.data(), stride, nullptr, w.view(), T, 1, N), q.data());
-            for (int64_t t = 0; t < T; ++t) {
-              for (int64_t j = 0; j < stride; ++j) {
-                if (j < N - 1) {
-                  EXPECT_EQ(part[t * stride + j], want[t * N + 1 + j]) << t << " " << j;
-                } else {
-                  EXPECT_EQ(part[t * stride + j], -7.0f) << "wrote past the row range";
+  if (ops::simd::KQuantQ8KKernel(DType::kQ4_K) == nullptr) {
+    GTEST_SKIP() << "no AVX-512 on this CPU: ops::ref runs instead";
+  }
+  int variants = 0;
+  for (const bool vnni : {false, true}) {
+    for (DType dt : kKQuants) {
+      const ops::simd::KQuantQ8KFn kernel = ops::simd::KQuantQ8KKernelVariant(dt, vnni);
+      if (kernel == nullptr) {
+        std::printf("no AVX512-VNNI on this CPU: that variant is not tested\n");
+        continue;
+      }
+      ++variants;
+      SCOPED_TRACE(vnni ? "VNNI" : "AVX-512");
+      for (int64_t kb : {1, 2, 3, 6, 31}) {  // 31: the prefill's tiles of 12 or 14 blocks
+        const int64_t K = kb * kQK_K;
+        for (int64_t N : {1, 3, 7}) {
+          for (size_t off : {size_t{0}, size_t{3}}) {
+            const KWeight w = MakeKWeight(dt, N, K, static_cast<uint32_t>(K + N + off), off);
+            for (int64_t T : {1, 3, 8, 19}) {  // 8+: eight tokens at a time, then one
+              SCOPED_TRACE(std::string(DTypeName(dt)) + " K=" + std::to_string(K) +
+                           " N=" + std::to_string(N) + " T=" + std::to_string(T) +
+                           " off=" + std::to_string(off));
+              const std::vector<float> x = Q8KActivations(T * kb, static_cast<uint32_t>(T + K));
+              std::vector<BlockQ8K> q(T * kb);
+              for (int64_t t = 0; t < T; ++t) {
+                ops::ref::QuantizeRowQ8K(x.data() + t * K, K, q.data() + t * kb);
+              }
+              std::vector<float> want(T * N);
+              ops::ref::MatMulKQuantQ8K(want.data(), x.data(), w.view(), T);
+              // All rows, then rows [1, N) into a wider output (sentinels past them).
+              std::vector<float> got(T * N, NAN);
+              kernel(Args(got.data(), N, nullptr, w.view(), T, 0, N), q.data());
+              EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+              const int64_t stride = N + 2;
+              std::vector<float> part(T * stride, -7.0f);
+              kernel(Args(part.data(), stride, nullptr, w.view(), T, 1, N), q.data());
+              for (int64_t t = 0; t < T; ++t) {
+                for (int64_t j = 0; j < stride; ++j) {
+                  if (j < N - 1) {
+                    EXPECT_EQ(part[t * stride + j], want[t * N + 1 + j]) << t << " " << j;
+                  } else {
+                    EXPECT_EQ(part[t * stride + j], -7.0f) << "wrote past the row range";
+                  }
                 }
               }
             }
@@ -561,6 +573,7 @@ TEST(KQuantQ8KTest, SimdMatchesRefBitForBit) {
       }
     }
   }
+  EXPECT_GE(variants, 2);  // both formats, at least without VNNI
 }
 
 // The q8_K path moves a product from the f32 one by no more than its

@@ -67,6 +67,10 @@ using QuantizeQ8KFn = void (*)(const float* x, int64_t k, BlockQ8K* y);
 QuantizeQ8KFn QuantizeQ8KKernel();
 using KQuantQ8KFn = void (*)(const MatMulArgs& args, const BlockQ8K* xq);
 KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
+// The kernel with (vnni: AVX512-VNNI, the faster) or without VNNI, whichever
+// KQuantQ8KKernel picks (the first where the CPU has it and DSV4_VNNI is not
+// 0); nullptr where the CPU lacks it. For tests: both give the same bits.
+KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni);
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and

@@ -1,0 +1,343 @@
+// The k-quant × q8_K dot products of ops/simd/kquant_q8_x86.cc, included
+// there twice: once for AVX-512 (F, BW, DQ, VL) and once more with VNNI,
+// whose vpdpwssd adds the scaled pair sums in one instruction instead of two
+// (~20% faster prefill). The includer defines DSV4_KQ8_TARGET (the target
+// attribute) and DSV4_KQ8_VNNI (0 or 1), and has defined Q4Acts, Q4Layout and
+// BlockQ8K's quantisation. No include guard: included once per variant.
+
+// acc + the word pairs of p16 · sc summed into int32 lanes (exact either way).
+DSV4_KQ8_TARGET inline __m512i AddProducts(__m512i acc, __m512i p16, __m512i sc) {
+#if DSV4_KQ8_VNNI
+  return _mm512_dpwssd_epi32(acc, p16, sc);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, sc));
+#endif
+}
+
+// A byte shuffle (within 128-bit lanes): every word of lanes 0–1 becomes byte
+// a zero-extended, every word of lanes 2–3 byte b.
+DSV4_KQ8_TARGET inline __m512i PairShuffle(int a, int b) {
+  const auto word = [](int i) { return static_cast<int16_t>(i | 0x8000); };  // high byte: 0
+  return _mm512_inserti64x4(_mm512_set1_epi16(word(a)), _mm256_set1_epi16(word(b)), 1);
+}
+
+// The int32 sums of four vectors, [Σ a, Σ b, Σ c, Σ d] (exact: any order).
+DSV4_KQ8_TARGET inline __m128i Sum4(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+  const __m512i abcd =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+  const __m256i h =
+      _mm256_add_epi32(_mm512_castsi512_si256(abcd), _mm512_extracti64x4_epi64(abcd, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+DSV4_KQ8_TARGET inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+  const __m256i abcd =
+      _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+// One q4_K block decoded for its products: the codes of values in the
+// activations' layout (Q4Acts), each sub-block's scale in the words its
+// pair sums land in, the mins, and the f16 scales.
+struct Q4Block {
+  __m512i q[4], sc[4];
+  __m256i m;  // words 0…7: mins (the rest 0)
+  float d, dmin;
+};
+
+DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const BlockQ4_K* blk) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  Q4Block w;
+  // The 6-bit scales and mins (Q4KScaleMin), with the 12 bytes as dwords
+  // a, b, c: [a & 0x3f.., b & 0x3f.., (c & 0x0f..) | ((a >> 6) & 3..) << 4,
+  // ((c >> 4) & 0x0f..) | ((b >> 6) & 3..) << 4] = bytes sc0–3, m0–3, sc4–7, m4–7.
+  // (16 bytes are read: the 4 after the scales are qs, in the block.)
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+  const __m128i x = _mm_shuffle_epi32(v, 0xa4);  // a, b, c, c
+  const __m128i y = _mm_shuffle_epi32(v, 0x44);  // a, b, a, b
+  const __m128i lo = _mm_and_si128(_mm_srlv_epi32(x, _mm_set_epi32(4, 0, 0, 0)),
+                                   _mm_set_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f));
+  const __m128i hi = _mm_slli_epi32(
+      _mm_and_si128(_mm_srli_epi32(y, 6), _mm_set_epi32(0x03030303, 0x03030303, 0, 0)), 4);
+  const __m128i scm = _mm_or_si128(lo, hi);
+  // Scale j sits in byte j (j < 4) or 4 + j (j ≥ 4); per vector a byte
+  // shuffle within 128-bit lanes puts scale a in every word of lanes 0–1 and
+  // scale b in lanes 2–3, zero-extended.
+  const __m512i all = _mm512_broadcast_i32x4(scm);
+  w.sc[0] = _mm512_shuffle_epi8(all, PairShuffle(0, 2));
+  w.sc[1] = _mm512_shuffle_epi8(all, PairShuffle(1, 3));
+  w.sc[2] = _mm512_shuffle_epi8(all, PairShuffle(8, 10));
+  w.sc[3] = _mm512_shuffle_epi8(all, PairShuffle(9, 11));
+  // The mins as 8 words (bytes 4–7, 12–15).
+  w.m = _mm256_zextsi128_si256(_mm_shuffle_epi8(
+      scm,
+      _mm_set_epi8(-128, 15, -128, 14, -128, 13, -128, 12, -128, 7, -128, 6, -128, 5, -128, 4)));
+  const __m512i q0 = _mm512_loadu_si512(blk->qs), q1 = _mm512_loadu_si512(blk->qs + 64);
+  w.q[0] = _mm512_and_si512(q0, low4);
+  w.q[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
+  w.q[2] = _mm512_and_si512(q1, low4);
+  w.q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
+  w.d = _cvtsh_ss(blk->d);
+  w.dmin = _cvtsh_ss(blk->dmin);
+  return w;
+}
+
+// isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
+DSV4_KQ8_TARGET inline void Q4Products(const Q4Block& w, const Q4Acts& x, __m512i* s,
+                                       __m256i* mins) {
+  __m512i acc = _mm512_setzero_si512();
+  for (int i = 0; i < 4; ++i) {
+    acc = AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_load_si512(x.v[i])), w.sc[i]);
+  }
+  *s = acc;
+  *mins = _mm256_madd_epi16(
+      w.m, _mm256_zextsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(x.bsum32))));
+}
+
+// ---------------------------------------------------------------------------
+// q6_K. A 64-byte load of ql[64h…64h + 63] holds, in its low nibbles, the low
+// bits of values 128h…128h + 63 in order, and in its high nibbles those of
+// values 128h + 64…128h + 127; their high 2 bits are bit pairs 0–3 of
+// qh[32h…32h + 31]. The activations are in value order (BlockQ8K as it is).
+// ---------------------------------------------------------------------------
+
+// Codes 0…63 of 64 values: low nibbles `lo` (0…15 per byte) and the 2-bit
+// pairs at bit `shift` of qh (bytes 0…31) and at bit shift + 2 (bytes 32…63)
+// of `qh2` (qh's 32 bytes in both halves).
+DSV4_KQ8_TARGET inline __m512i Codes6(__m512i lo, __m512i qh2, int shift) {
+  const __m512i a = _mm512_srl_epi16(qh2, _mm_cvtsi32_si128(shift));
+  const __m512i b = _mm512_srl_epi16(qh2, _mm_cvtsi32_si128(shift + 2));
+  const __m512i hi =
+      _mm512_and_si512(_mm512_mask_blend_epi8(0xffffffff00000000ull, a, b), _mm512_set1_epi8(3));
+  return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+}
+
+struct Q6Block {
+  __m512i q[4], sc[4];  // codes 0…63 of values 64i…64i + 63; their scales' words
+  __m256i sc16;         // the 16 scales as words (for the −32 · Σ sc · bsums)
+  float d;
+};
+
+DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const BlockQ6_K* blk) {
+  // Per 128-bit lane L, every word's high byte from byte L (its low byte 0):
+  // shifted right arithmetically by 8, scale L sign-extended.
+  const __m512i spread = _mm512_set_epi16(
+      0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0280, 0x0280, 0x0280,
+      0x0280, 0x0280, 0x0280, 0x0280, 0x0280, 0x0180, 0x0180, 0x0180, 0x0180, 0x0180, 0x0180,
+      0x0180, 0x0180, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  Q6Block w;
+  w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
+  for (int i = 0; i < 4; ++i) {
+    int32_t four;  // scales 4i … 4i + 3
+    std::memcpy(&four, blk->scales + 4 * i, 4);
+    w.sc[i] = _mm512_srai_epi16(_mm512_shuffle_epi8(_mm512_set1_epi32(four), spread), 8);
+  }
+  const __m512i qh = _mm512_loadu_si512(blk->qh);  // qh[0…31], qh[32…63]
+  for (int h = 0; h < 2; ++h) {
+    const __m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
+    const __m512i qh2 = _mm512_shuffle_i64x2(qh, qh, h == 0 ? 0x44 : 0xee);
+    w.q[2 * h] = Codes6(_mm512_and_si512(ql, low4), qh2, 0);
+    w.q[2 * h + 1] = Codes6(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh2, 4);
+  }
+  w.d = _cvtsh_ss(blk->d);
+  return w;
+}
+
+// Σ sc·code·x8 lanes (s) and the Σ sc·bsums lanes (corr) of one block and token.
+DSV4_KQ8_TARGET inline void Q6Products(const Q6Block& w, const BlockQ8K& x, __m512i* s,
+                                       __m256i* corr) {
+  __m512i acc = _mm512_setzero_si512();
+  for (int i = 0; i < 4; ++i) {
+    acc = AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)), w.sc[i]);
+  }
+  *s = acc;
+  *corr = _mm256_madd_epi16(w.sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+}
+
+// ---------------------------------------------------------------------------
+// A row against T tokens. Per block and token the float steps of
+// ops/ref/kquant_ref.h in block order; the integer sums are reduced four at a
+// time (four blocks of one token when T = 1, else four tokens of one block:
+// each block's weights are decoded once per four tokens).
+// ---------------------------------------------------------------------------
+
+template <DType kW>
+struct Fmt;
+
+template <>
+struct Fmt<DType::kQ4_K> {
+  using Block = Q4Block;
+  using Acts = Q4Acts;
+  static constexpr int64_t kBytes = sizeof(BlockQ4_K);
+  static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) {
+    return DecodeQ4(reinterpret_cast<const BlockQ4_K*>(p));
+  }
+  static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
+    Q4Products(w, x, s, t);
+  }
+  static float Scale(const Acts& x) { return x.d; }
+  static float Min(const Block& w) { return w.dmin; }
+  // acc after a block (weight scales d, dmin; activations' dx) given its two
+  // integer sums.
+  static float Combine(float acc, float d, float dmin, float dx, int32_t isum, int32_t imin) {
+    acc = acc + (dx * d) * static_cast<float>(isum);
+    return acc - (dx * dmin) * static_cast<float>(imin);
+  }
+};
+
+template <>
+struct Fmt<DType::kQ6_K> {
+  using Block = Q6Block;
+  using Acts = BlockQ8K;
+  static constexpr int64_t kBytes = sizeof(BlockQ6_K);
+  static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) {
+    return DecodeQ6(reinterpret_cast<const BlockQ6_K*>(p));
+  }
+  static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
+    Q6Products(w, x, s, t);
+  }
+  static float Scale(const Acts& x) { return x.d; }
+  static float Min(const Block&) { return 0.0f; }
+  static float Combine(float acc, float d, float /*dmin*/, float dx, int32_t isum, int32_t corr) {
+    return acc + (dx * d) * static_cast<float>(isum - 32 * corr);
+  }
+};
+
+// One token: blocks four at a time (a constant count, so that the sums stay
+// in registers), then the last n_blocks % 4 one at a time.
+template <DType kW, int kGroup>
+DSV4_KQ8_TARGET inline float BlocksOneToken(const uint8_t* row, const typename Fmt<kW>::Acts* x,
+                                            float acc) {
+  using F = Fmt<kW>;
+  float d[4], dmin[4];
+  __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                  _mm512_setzero_si512()};
+  __m256i t[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                  _mm256_setzero_si256()};
+  for (int j = 0; j < kGroup; ++j) {
+    const typename F::Block w = F::Decode(row + j * F::kBytes);
+    F::Products(w, x[j], &s[j], &t[j]);
+    d[j] = w.d;
+    dmin[j] = F::Min(w);
+  }
+  alignas(16) int32_t is[4], it[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(is), Sum4(s[0], s[1], s[2], s[3]));
+  _mm_store_si128(reinterpret_cast<__m128i*>(it), Sum4(t[0], t[1], t[2], t[3]));
+  for (int j = 0; j < kGroup; ++j) {
+    acc = F::Combine(acc, d[j], dmin[j], F::Scale(x[j]), is[j], it[j]);
+  }
+  return acc;
+}
+
+template <DType kW>
+DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Acts* x,
+                                  int64_t n_blocks) {
+  constexpr int64_t kBytes = Fmt<kW>::kBytes;
+  float acc = 0.0f;
+  int64_t b = 0;
+  for (; b + 4 <= n_blocks; b += 4) {
+    acc = BlocksOneToken<kW, 4>(row + b * kBytes, x + b, acc);
+  }
+  for (; b < n_blocks; ++b) acc = BlocksOneToken<kW, 1>(row + b * kBytes, x + b, acc);
+  return acc;
+}
+
+// Eight tokens (x: 8 rows of n_blocks activations each; dx[b · dx_stride + j]
+// token j's scale of block b): each block decoded once for all of them, the
+// float steps of the eight in the lanes of one vector (the same IEEE
+// operations per lane as the scalar ones: the same bits). Blocks [b0, b1)
+// only, continuing the sums already in out when b0 > 0.
+template <DType kW>
+DSV4_KQ8_TARGET void RowTokens8(const uint8_t* row, const typename Fmt<kW>::Acts* x,
+                                int64_t n_blocks, int64_t b0, int64_t b1, const float* dx,
+                                int64_t dx_stride, float* out, int64_t out_stride) {
+  using F = Fmt<kW>;
+  alignas(32) float r[8];
+  for (int j = 0; j < 8; ++j) r[j] = b0 == 0 ? 0.0f : out[j * out_stride];
+  __m256 acc = _mm256_load_ps(r);
+  for (int64_t b = b0; b < b1; ++b) {
+    const typename F::Block w = F::Decode(row + b * F::kBytes);
+    __m512i s[8];
+    __m256i t[8];
+    for (int j = 0; j < 8; ++j) F::Products(w, x[j * n_blocks + b], &s[j], &t[j]);
+    const __m256i is = _mm256_set_m128i(Sum4(s[4], s[5], s[6], s[7]), Sum4(s[0], s[1], s[2], s[3]));
+    const __m256i it = _mm256_set_m128i(Sum4(t[4], t[5], t[6], t[7]), Sum4(t[0], t[1], t[2], t[3]));
+    const __m256 dxv = _mm256_loadu_ps(dx + b * dx_stride);
+    if constexpr (kW == DType::kQ4_K) {
+      acc = _mm256_add_ps(
+          acc, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(is)));
+      acc = _mm256_sub_ps(
+          acc, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_set1_ps(w.dmin)), _mm256_cvtepi32_ps(it)));
+    } else {
+      const __m256i isum = _mm256_sub_epi32(is, _mm256_slli_epi32(it, 5));  // is − 32·corr
+      acc = _mm256_add_ps(
+          acc, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(isum)));
+    }
+  }
+  _mm256_store_ps(r, acc);
+  for (int j = 0; j < 8; ++j) out[j * out_stride] = r[j];
+}
+
+// ---------------------------------------------------------------------------
+// Calls.
+// ---------------------------------------------------------------------------
+
+template <DType kW>
+DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
+  using Acts = typename Fmt<kW>::Acts;
+  const int64_t k_size = a.w.sizes[1], n_blocks = k_size / kQK_K;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  const Acts* x;
+  if constexpr (kW == DType::kQ4_K) {
+    thread_local std::vector<Q4Acts> lay;  // grows once; no allocation per token
+    const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
+    if (lay.size() < need) lay.resize(need);
+    for (size_t i = 0; i < need; ++i) Q4Layout(xq[i], &lay[i]);
+    x = lay.data();
+  } else {
+    x = xq;
+  }
+  // The activations' block scales by block, then token (8 tokens in one load).
+  thread_local std::vector<float> dx;  // grows once
+  if (a.n_tokens >= 8) {
+    const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
+    if (dx.size() < need) dx.resize(need);
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      for (int64_t b = 0; b < n_blocks; ++b) dx[b * a.n_tokens + t] = xq[t * n_blocks + b].d;
+    }
+  }
+  if (a.n_tokens == 1) {
+    for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+      a.out[n - a.row_begin] = RowOneToken<kW>(base + n * row_bytes, x, n_blocks);
+    }
+    return;
+  }
+  // Eight tokens at a time against every row of the range, their
+  // activations in tiles of blocks that fit in L1 (~32 KiB): each row's block
+  // decoded once per eight tokens, the activations loaded from L1 (from L2
+  // they took 1.5 times as long). The sums continue from one tile to the next.
+  const int64_t kb = std::max<int64_t>(1, (int64_t{32} << 10) / (8 * int64_t{sizeof(Acts)}));
+  int64_t t0 = 0;
+  for (; t0 + 8 <= a.n_tokens; t0 += 8) {
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
+      const int64_t b1 = std::min(n_blocks, b0 + kb);
+      for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+        RowTokens8<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1,
+                       dx.data() + t0, a.n_tokens,
+                       a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
+      }
+    }
+  }
+  for (; t0 < a.n_tokens; ++t0) {
+    for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+      a.out[t0 * a.out_stride + (n - a.row_begin)] =
+          RowOneToken<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks);
+    }
+  }
+}
+
