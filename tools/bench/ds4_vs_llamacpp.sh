@@ -7,7 +7,9 @@
 #
 # MODEL_DIR is the safetensors checkpoint (e.g. from `dsv4 synth-model`), MODEL_GGUF
 # the same model converted by llama.cpp's convert_hf_to_gguf.py (deepseek4
-# architecture), LLAMA_BENCH a built llama-bench. Each round runs
+# architecture), LLAMA_BENCH a built llama-bench. MODEL_DIR may instead be a
+# .gguf file dsv4 loads (a llama GGUF: pass the same file twice, both engines
+# then run one file, e.g. from tools/bench/synth_llama_gguf.py). Each round runs
 #   llama-bench -m GGUF -p PROMPT -n GEN -t THREADS -r REPEAT -o csv
 #   llama-bench -m GGUF -p 0 -n GEN -d PROMPT -t THREADS -r REPEAT -o csv
 #   dsv4 bench --model DIR --prompt-len PROMPT --gen GEN --threads THREADS --repeat REPEAT
@@ -21,7 +23,7 @@
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
-  sed -n '2,22p' "$0"
+  sed -n '2,24p' "$0"
   exit 2
 fi
 DSV4=$1 DIR=$2 GGUF=$3 LLAMA_BENCH=$4
@@ -31,7 +33,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 for f in "$DSV4" "$LLAMA_BENCH"; do
   [[ -x $f ]] || { echo "ds4_vs_llamacpp: $f is not an executable" >&2; exit 1; }
 done
-[[ -f $DIR/config.json ]] || { echo "ds4_vs_llamacpp: $DIR/config.json missing (not a checkpoint dir?)" >&2; exit 1; }
+if [[ $DIR == *.gguf ]]; then
+  [[ -f $DIR ]] || { echo "ds4_vs_llamacpp: $DIR missing" >&2; exit 1; }
+else
+  [[ -f $DIR/config.json ]] || { echo "ds4_vs_llamacpp: $DIR/config.json missing (not a checkpoint dir?)" >&2; exit 1; }
+fi
 [[ -f $GGUF ]] || { echo "ds4_vs_llamacpp: $GGUF missing" >&2; exit 1; }
 
 LLAMA_BPT=""

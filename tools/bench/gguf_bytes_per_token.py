@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Weight bytes a llama.cpp deepseek4 GGUF reads per decoded token, counted with the
+"""Weight bytes a llama.cpp GGUF (deepseek4, or a dense llama) reads per decoded token, counted with the
 rule `dsv4 bench` uses for the safetensors checkpoint (src/engine/bench.cc): every
 tensor once, except the token embedding and the hash-routing table (one row each) and
 the routed experts (`blk.N.ffn_{gate,up,down}_exps`: top-k of the E experts). MTP
@@ -15,7 +15,9 @@ import sys
 from gguf import GGUFReader
 
 
-def field_int(reader, key):
+def field_int(reader, key, default=None):
+    if key not in reader.fields and default is not None:
+        return default
     f = reader.fields[key]
     return int(f.parts[f.data[0]][0])
 
@@ -25,8 +27,8 @@ def main():
         sys.exit(__doc__)
     r = GGUFReader(sys.argv[1])
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-    n_expert = field_int(r, f"{arch}.expert_count")
-    top_k = field_int(r, f"{arch}.expert_used_count")
+    n_expert = field_int(r, f"{arch}.expert_count", 0)  # 0: a dense model
+    top_k = field_int(r, f"{arch}.expert_used_count", 0)
     total = per_token = 0
     by_type = collections.Counter()
     for t in r.tensors:

@@ -16,8 +16,9 @@ namespace {
 // length E, each shorter than one SIMD vector (stories260K: E = 8).
 constexpr int64_t kNarrowHeadDim = 32;
 
-// The KV cache of one sequence, f32. Keys and values are [S, G*E] rows (a
-// decoded token appends one row to each), or for heads narrower than
+// The KV cache of one sequence, f32. Keys and values are rows per kv head,
+// [G, S, E] (a head reads its keys and values as one contiguous stream; a
+// decoded token appends a row to each head's), or for heads narrower than
 // kNarrowHeadDim transposed per kv head, [G, E, S]: a head's scores are then E
 // axpys and its value mix Σ_s a[s] v[s] E dot products over contiguous rows
 // of length S, instead of S products of vectors shorter than one register.
@@ -35,13 +36,13 @@ class LlamaCache final : public SequenceCache {
     length_ = n;
   }
   int64_t max_tokens() const { return max_tokens_; }
-  // [S, G*E] rows of layer `layer` ([G, E, S] when keys_transposed()).
+  // [G, S, E] rows of layer `layer` ([G, E, S] when keys_transposed()).
   float* keys(int64_t layer) {
     return reinterpret_cast<float*>(k_.data()) + layer * max_tokens_ * kv_dim_;
   }
   bool keys_transposed() const { return keys_transposed_; }
-  // [S, G*E] rows of layer `layer` like the keys, or with narrow heads [G, E,
-  // S]: element (g, e, s) at (g * E + e) * max_tokens() + s.
+  // [G, S, E] of layer `layer` like the keys, or with narrow heads [G, E, S]:
+  // element (g, e, s) at (g * E + e) * max_tokens() + s.
   float* values(int64_t layer) {
     return reinterpret_cast<float*>(v_.data()) + layer * max_tokens_ * kv_dim_;
   }
@@ -52,7 +53,7 @@ class LlamaCache final : public SequenceCache {
   int64_t kv_dim_;
   int64_t length_ = 0;
   // In 2 MiB pages, touched as the sequence grows.
-  HugePageBuffer k_;  // [L, S, G*E] or [L, G*E, S] floats
+  HugePageBuffer k_;  // [L, G, S, E] or [L, G*E, S] floats
   HugePageBuffer v_;  // the same
   bool keys_transposed_;
 };
@@ -66,7 +67,7 @@ void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
       [&](int64_t begin, int64_t end, int) {
         ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end);
       },
-      ops::RowGrain(w.sizes[1] * n_tokens));
+      ops::RowGrain(w.sizes[1] * n_tokens), w.data);  // each matrix balances its own split
 }
 
 // An f32 [rows, cols] view whose rows are `row_stride` floats apart.
@@ -330,7 +331,7 @@ void LlamaModel::Run(std::span<const Segment> segments) {
     Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
     for (const Segment& sg : segments) {
       auto& cache = static_cast<LlamaCache&>(*sg.cache);
-      float* key_cache = cache.keys(l);  // [S, G*E] or [G*E, S]
+      float* key_cache = cache.keys(l);  // [G, S, E] or [G*E, S]
       float* values = cache.values(l);   // the same
       const int64_t S = cache.max_tokens();
       for (int64_t t = 0; t < static_cast<int64_t>(sg.tokens.size()); ++t) {
@@ -341,8 +342,10 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           for (int64_t i = 0; i < KVD; ++i) key_cache[i * S + pos] = k_[row * KVD + i];
           for (int64_t i = 0; i < KVD; ++i) values[i * S + pos] = v_[row * KVD + i];
         } else {
-          std::copy_n(k_.data() + row * KVD, KVD, key_cache + pos * KVD);
-          std::copy_n(v_.data() + row * KVD, KVD, values + pos * KVD);
+          for (int64_t g = 0; g < G; ++g) {
+            std::copy_n(k_.data() + row * KVD + g * E, E, key_cache + (g * S + pos) * E);
+            std::copy_n(v_.data() + row * KVD + g * E, E, values + (g * S + pos) * E);
+          }
         }
       }
     }
@@ -381,7 +384,7 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           std::fill_n(att, heads_per_group * n_keys, 0.0f);
           ops::AxpyMany(att, heads_per_group, n_keys, q_group, key_rows, E, n_keys);
         } else {
-          const TensorView keys = RowsView(key_cache + g * E, n_keys, E, KVD);  // [n_keys, E]
+          const TensorView keys = RowsView(key_cache + g * S * E, n_keys, E, E);  // [n_keys, E]
           for (int64_t j = 0; j < heads_per_group; ++j) {
             ops::MatMulRows(att + j * n_keys, n_keys, q_group + j * E, keys, 1, 0, n_keys);
           }
@@ -402,8 +405,8 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           // out[j, :] = Σ_s p_j[s] · v[s] in order of s (llama2.c's order),
           // the group's heads together (AxpyMany): each value row read once,
           // and a decoded token appends its values as one row.
-          const float* v = cache.values(l) + g * E;  // row s at v + s * KVD
-          for (int64_t k = 0; k < n_keys; ++k) value_rows[k] = v + k * KVD;
+          const float* v = cache.values(l) + g * S * E;  // [S, E]
+          for (int64_t k = 0; k < n_keys; ++k) value_rows[k] = v + k * E;
           std::fill_n(out, heads_per_group * E, 0.0f);
           ops::AxpyMany(out, heads_per_group, E, att, value_rows, n_keys, E);
         }

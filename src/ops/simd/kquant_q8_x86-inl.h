@@ -152,7 +152,8 @@ DSV4_KQ8_TARGET inline void Q6Products(const Q6Block& w, const BlockQ8K& x, __m5
                                        __m256i* corr) {
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
-    acc = AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)), w.sc[i]);
+    acc =
+        AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)), w.sc[i]);
   }
   *s = acc;
   *corr = _mm256_madd_epi16(w.sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
@@ -327,9 +328,8 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
     for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
       const int64_t b1 = std::min(n_blocks, b0 + kb);
       for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-        RowTokens8<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1,
-                       dx.data() + t0, a.n_tokens,
-                       a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
+        RowTokens8<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1, dx.data() + t0,
+                       a.n_tokens, a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
       }
     }
   }
@@ -340,4 +340,3 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
     }
   }
 }
-
