@@ -208,6 +208,16 @@ struct Fmt<DType::kQ6_K> {
   }
 };
 
+// The lines of [p, p + bytes) kFetchAheadBytes on, into L1 (past the weights
+// they are only fetched, never read). The hardware prefetcher alone kept a
+// one-token product of [30208, 5632] q4_K at 25 GB/s against 55 with this
+// (2 threads, probe 78 GB/s); 4–12 KiB ahead measured alike.
+DSV4_KQ8_TARGET inline void FetchAhead(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kFetchAheadBytes + o), _MM_HINT_T0);
+  }
+}
+
 // One token: blocks four at a time (a constant count, so that the sums stay
 // in registers), then the last n_blocks % 4 one at a time.
 template <DType kW, int kGroup>
@@ -241,6 +251,7 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
   float acc = 0.0f;
   int64_t b = 0;
   for (; b + 4 <= n_blocks; b += 4) {
+    FetchAhead(row + b * kBytes, 4 * kBytes);
     acc = BlocksOneToken<kW, 4>(row + b * kBytes, x + b, acc);
   }
   for (; b < n_blocks; ++b) acc = BlocksOneToken<kW, 1>(row + b * kBytes, x + b, acc);
