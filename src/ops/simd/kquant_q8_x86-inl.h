@@ -86,15 +86,32 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const BlockQ4_K* blk) {
 }
 
 // isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
-DSV4_KQ8_TARGET inline void Q4Products(const Q4Block& w, const Q4Acts& x, __m512i* s,
-                                       __m256i* mins) {
+DSV4_KQ8_TARGET inline __m512i Q4Dots(const Q4Block& w, const Q4Acts& x) {
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
     acc = AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_load_si512(x.v[i])), w.sc[i]);
   }
-  *s = acc;
+  return acc;
+}
+
+// isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
+DSV4_KQ8_TARGET inline void Q4Products(const Q4Block& w, const Q4Acts& x, __m512i* s,
+                                       __m256i* mins) {
+  *s = Q4Dots(w, x);
   *mins = _mm256_madd_epi16(
       w.m, _mm256_zextsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(x.bsum32))));
+}
+
+// imin of eight tokens, [t0 … t7]: bsum8 holds their bsum32, 8 words each.
+DSV4_KQ8_TARGET inline __m256i Q4Mins8(const Q4Block& w, const int16_t* bsum8) {
+  const __m512i m = _mm512_broadcast_i32x4(_mm256_castsi256_si128(w.m));   // a token per lane
+  const __m512i u = _mm512_madd_epi16(_mm512_loadu_si512(bsum8), m);       // tokens 0–3
+  const __m512i v = _mm512_madd_epi16(_mm512_loadu_si512(bsum8 + 32), m);  // tokens 4–7
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(u, v), _mm512_unpackhi_epi32(u, v));
+  const __m512i b = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_BADC));
+  // Lane L: [Σ token L, Σ token 4 + L, …].
+  const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, b));
 }
 
 // ---------------------------------------------------------------------------
@@ -147,16 +164,38 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const BlockQ6_K* blk) {
   return w;
 }
 
-// Σ sc·code·x8 lanes (s) and the Σ sc·bsums lanes (corr) of one block and token.
-DSV4_KQ8_TARGET inline void Q6Products(const Q6Block& w, const BlockQ8K& x, __m512i* s,
-                                       __m256i* corr) {
+DSV4_KQ8_TARGET inline __m512i Q6Dots(const Q6Block& w, const BlockQ8K& x) {
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
     acc =
         AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)), w.sc[i]);
   }
-  *s = acc;
+  return acc;
+}
+
+// Σ sc·code·x8 lanes (s) and the Σ sc·bsums lanes (corr) of one block and token.
+DSV4_KQ8_TARGET inline void Q6Products(const Q6Block& w, const BlockQ8K& x, __m512i* s,
+                                       __m256i* corr) {
+  *s = Q6Dots(w, x);
   *corr = _mm256_madd_epi16(w.sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+}
+
+// corr of eight tokens, [t0 … t7]: bsums8 holds their bsums, 16 words each.
+DSV4_KQ8_TARGET inline __m256i Q6Corr8(const Q6Block& w, const int16_t* bsums8) {
+  const __m512i sc = _mm512_broadcast_i64x4(w.sc16);  // a token per 256-bit half
+  __m512i u[4];
+  for (int i = 0; i < 4; ++i) u[i] = _mm512_madd_epi16(_mm512_loadu_si512(bsums8 + 32 * i), sc);
+  const __m512i a01 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+  const __m512i a23 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
+  // Lane L: the sums of lane L of u[0] … u[3].
+  const __m512i c =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
+  // Lanes 0 + 1 are tokens 0, 2, 4, 6; lanes 2 + 3 tokens 1, 3, 5, 7.
+  const __m512i d = _mm512_add_epi32(c, _mm512_shuffle_i32x4(c, c, 0xb1));
+  const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 11, 3, 10, 2, 9, 1, 8, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, d));
 }
 
 // ---------------------------------------------------------------------------
@@ -180,6 +219,13 @@ struct Fmt<DType::kQ4_K> {
   static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
     Q4Products(w, x, s, t);
   }
+  static DSV4_KQ8_TARGET __m512i Dots(const Block& w, const Acts& x) { return Q4Dots(w, x); }
+  // Words of the activations' block sums per token for Mins8.
+  static constexpr int kSumWords = 8;
+  static DSV4_KQ8_TARGET __m256i Mins8(const Block& w, const int16_t* sums) {
+    return Q4Mins8(w, sums);
+  }
+  static const int16_t* Sums(const Acts& x) { return x.bsum32; }
   static float Scale(const Acts& x) { return x.d; }
   static float Min(const Block& w) { return w.dmin; }
   // acc after a block (weight scales d, dmin; activations' dx) given its two
@@ -201,6 +247,12 @@ struct Fmt<DType::kQ6_K> {
   static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
     Q6Products(w, x, s, t);
   }
+  static DSV4_KQ8_TARGET __m512i Dots(const Block& w, const Acts& x) { return Q6Dots(w, x); }
+  static constexpr int kSumWords = 16;
+  static DSV4_KQ8_TARGET __m256i Mins8(const Block& w, const int16_t* sums) {
+    return Q6Corr8(w, sums);
+  }
+  static const int16_t* Sums(const Acts& x) { return x.bsums; }
   static float Scale(const Acts& x) { return x.d; }
   static float Min(const Block&) { return 0.0f; }
   static float Combine(float acc, float d, float /*dmin*/, float dx, int32_t isum, int32_t corr) {
@@ -261,12 +313,14 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
 // Eight tokens (x: 8 rows of n_blocks activations each; dx[b · dx_stride + j]
 // token j's scale of block b): each block decoded once for all of them, the
 // float steps of the eight in the lanes of one vector (the same IEEE
-// operations per lane as the scalar ones: the same bits). Blocks [b0, b1)
-// only, continuing the sums already in out when b0 > 0.
+// operations per lane as the scalar ones: the same bits). sums: per block, the
+// eight tokens' activation block sums (Fmt::Sums, kSumWords each). Blocks
+// [b0, b1) only, continuing the sums already in out when b0 > 0.
 template <DType kW>
 DSV4_KQ8_TARGET void RowTokens8(const uint8_t* row, const typename Fmt<kW>::Acts* x,
                                 int64_t n_blocks, int64_t b0, int64_t b1, const float* dx,
-                                int64_t dx_stride, float* out, int64_t out_stride) {
+                                int64_t dx_stride, const int16_t* sums, float* out,
+                                int64_t out_stride) {
   using F = Fmt<kW>;
   alignas(32) float r[8];
   for (int j = 0; j < 8; ++j) r[j] = b0 == 0 ? 0.0f : out[j * out_stride];
@@ -274,10 +328,9 @@ DSV4_KQ8_TARGET void RowTokens8(const uint8_t* row, const typename Fmt<kW>::Acts
   for (int64_t b = b0; b < b1; ++b) {
     const typename F::Block w = F::Decode(row + b * F::kBytes);
     __m512i s[8];
-    __m256i t[8];
-    for (int j = 0; j < 8; ++j) F::Products(w, x[j * n_blocks + b], &s[j], &t[j]);
+    for (int j = 0; j < 8; ++j) s[j] = F::Dots(w, x[j * n_blocks + b]);
     const __m256i is = _mm256_set_m128i(Sum4(s[4], s[5], s[6], s[7]), Sum4(s[0], s[1], s[2], s[3]));
-    const __m256i it = _mm256_set_m128i(Sum4(t[4], t[5], t[6], t[7]), Sum4(t[0], t[1], t[2], t[3]));
+    const __m256i it = F::Mins8(w, sums + b * 8 * F::kSumWords);
     const __m256 dxv = _mm256_loadu_ps(dx + b * dx_stride);
     if constexpr (kW == DType::kQ4_K) {
       acc = _mm256_add_ps(
@@ -323,6 +376,22 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
       for (int64_t b = 0; b < n_blocks; ++b) dx[b * a.n_tokens + t] = xq[t * n_blocks + b].d;
     }
   }
+  // Per eight tokens and block, the eight tokens' activation block sums.
+  constexpr int kWords = Fmt<kW>::kSumWords;
+  thread_local std::vector<int16_t> sums;  // grows once
+  const int64_t groups = a.n_tokens / 8;
+  if (groups > 0) {
+    const auto need = static_cast<size_t>(groups * n_blocks * 8 * kWords);
+    if (sums.size() < need) sums.resize(need);
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        for (int64_t j = 0; j < 8; ++j) {
+          std::memcpy(sums.data() + ((g * n_blocks + b) * 8 + j) * kWords,
+                      Fmt<kW>::Sums(x[(8 * g + j) * n_blocks + b]), kWords * sizeof(int16_t));
+        }
+      }
+    }
+  }
   if (a.n_tokens == 1) {
     for (int64_t n = a.row_begin; n < a.row_end; ++n) {
       a.out[n - a.row_begin] = RowOneToken<kW>(base + n * row_bytes, x, n_blocks);
@@ -340,7 +409,8 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
       const int64_t b1 = std::min(n_blocks, b0 + kb);
       for (int64_t n = a.row_begin; n < a.row_end; ++n) {
         RowTokens8<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1, dx.data() + t0,
-                       a.n_tokens, a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
+                       a.n_tokens, sums.data() + t0 / 8 * n_blocks * 8 * kWords,
+                       a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
       }
     }
   }
