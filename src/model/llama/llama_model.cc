@@ -204,7 +204,7 @@ std::unique_ptr<SequenceCache> LlamaModel::NewCache(int64_t max_tokens) const {
 }
 
 void LlamaModel::EnsureScratch(int64_t n) {
-  const size_t scores_size = static_cast<size_t>(pool_->size()) *
+  const size_t scores_size = static_cast<size_t>(pool_->size()) * kAttendRows *
                              (config_.n_heads / config_.n_kv_heads) * config_.max_context;
   const size_t rows_size =
       static_cast<size_t>(pool_->size()) * 2 * std::max(config_.head_dim(), config_.max_context);
@@ -222,8 +222,69 @@ void LlamaModel::EnsureScratch(int64_t n) {
   att_out_.resize(n * c.d_model);
   hb_.resize(n * c.d_ff);
   hb2_.resize(n * c.d_ff);
-  scores_.resize(scores_size);   // [threads, H/G, S]
+  scores_.resize(scores_size);   // [threads, kAttendRows, H/G, S]
   attn_rows_.resize(rows_size);  // [threads, 2, max(E, S)]
+  attn_q_.resize(static_cast<size_t>(pool_->size()) * kAttendRows * c.head_dim());
+  blocks_.reserve(static_cast<size_t>(n / kAttendRows + 8));
+}
+
+// Prefill attention with rows as [G, S, E] (see Run): items are (block of up
+// to kAttendRows consecutive rows of one segment, kv head), so that a block's
+// rows read each key and value once. Per head: the block's scores against the
+// last row's visible keys as one product (ops::MatMulRows over R tokens, each
+// row's the same bits as alone), each row's softmax over its own keys (the
+// probabilities of keys it does not see set to 0), and the value mix of the
+// block's rows at once (AxpyMany: every value row weighted into every row of
+// the block, in order of s; the zero weights add +0).
+void LlamaModel::AttendBlocks(int64_t l, std::span<const Segment> segments, int64_t heads_per_group,
+                              float inv_sqrt_e) {
+  const LlamaConfig& c = config_;
+  const int64_t D = c.d_model, H = c.n_heads, G = c.n_kv_heads, E = c.head_dim();
+  (void)H;
+  blocks_.clear();
+  for (const Segment& sg : segments) {
+    const int64_t n = static_cast<int64_t>(sg.tokens.size());
+    for (int64_t r = 0; r < n; r += kAttendRows) {
+      blocks_.push_back({&sg, sg.row0 + r, std::min(kAttendRows, n - r)});
+    }
+  }
+  const int64_t n_blocks = static_cast<int64_t>(blocks_.size());
+  auto work = [&](int64_t begin, int64_t end, int thread) {
+    float* att = scores_.data() + thread * kAttendRows * heads_per_group * c.max_context;
+    float* qs = attn_q_.data() + thread * kAttendRows * E;  // [R, E]
+    const float** value_rows = attn_rows_.data() + thread * 2 * std::max(E, c.max_context);
+    for (int64_t item = begin; item < end; ++item) {
+      // Blocks zigzag (first, last, second, ...) for equal chunks of keys.
+      const int64_t bb = item / G, g = item % G;
+      const AttendBlock& blk = blocks_[bb % 2 == 0 ? bb / 2 : n_blocks - 1 - bb / 2];
+      const Segment& sg = *blk.segment;
+      auto& cache = static_cast<LlamaCache&>(*sg.cache);
+      const int64_t S = cache.max_tokens(), R = blk.n_rows;
+      const int64_t n_max = sg.pos0 + (blk.row0 + R - 1 - sg.row0) + 1;  // the last row's keys
+      const TensorView keys = RowsView(cache.keys(l) + g * S * E, n_max, E, E);  // [n_max, E]
+      const float* v = cache.values(l) + g * S * E;                              // [S, E]
+      for (int64_t k = 0; k < n_max; ++k) value_rows[k] = v + k * E;
+      for (int64_t j = 0; j < heads_per_group; ++j) {
+        const int64_t head = g * heads_per_group + j;
+        for (int64_t r = 0; r < R; ++r) {
+          std::copy_n(q_.data() + (blk.row0 + r) * D + head * E, E, qs + r * E);
+        }
+        float* a = att + j * R * n_max;  // [R, n_max]
+        ops::MatMulRows(a, n_max, qs, keys, R, 0, n_max);
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t n_keys = sg.pos0 + (blk.row0 + r - sg.row0) + 1;
+          float* ar = a + r * n_max;
+          for (int64_t s = 0; s < n_keys; ++s) ar[s] *= inv_sqrt_e;
+          ops::Softmax(ar, n_keys);
+          std::fill(ar + n_keys, ar + n_max, 0.0f);
+        }
+        float* out = att_out_.data() + blk.row0 * D + head * E;  // R rows, D apart
+        for (int64_t r = 0; r < R; ++r) std::fill_n(out + r * D, E, 0.0f);
+        ops::AxpyMany(out, R, D, a, value_rows, n_max, E);
+      }
+    }
+  };
+  pool_->ParallelFor(n_blocks * G, work);
 }
 
 Status LlamaModel::CheckCall(std::span<const int32_t> tokens, const SequenceCache& seq,
@@ -413,9 +474,13 @@ void LlamaModel::Run(std::span<const Segment> segments) {
       }
     };
     const int64_t macs_per_item = 2 * heads_per_group * max_keys * E;
-    pool_->ParallelFor(
-        T * G, attend,
-        std::max<int64_t>(1, ops::kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item)));
+    const int64_t grain =
+        std::max<int64_t>(1, ops::kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item));
+    if (T > 1 && !static_cast<LlamaCache&>(*segments[0].cache).keys_transposed()) {
+      AttendBlocks(l, segments, heads_per_group, inv_sqrt_e);
+    } else {
+      pool_->ParallelFor(T * G, attend, grain);
+    }
     Linear(*pool_, xb_.data(), att_out_.data(), L.wo, T);  // [T, D]
     ops::Axpy(x, 1.0f, xb_.data(), T * D);
 

@@ -94,6 +94,9 @@ class LlamaModel final : public Model {
                    std::span<const float> logits, bool all_logits) const;
   // The forward pass over validated segments, rows concatenated in order.
   void Run(std::span<const Segment> segments);
+  // Run's attention of layer l for a prefill with keys as rows: in blocks of rows.
+  void AttendBlocks(int64_t l, std::span<const Segment> segments, int64_t heads_per_group,
+                    float inv_sqrt_e);
 
   LlamaConfig config_;
   ModelInfo info_;
@@ -109,9 +112,18 @@ class LlamaModel final : public Model {
   int64_t scratch_tokens_ = 0;
   // scores_ is [threads, H/G, max_context]: attention rows per pool thread.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
-  // attn_rows_ is [threads, 2, head_dim]: a thread's key and value row
-  // pointers for the register-blocked attention products.
+  // attn_rows_ is [threads, 2, max(head_dim, max_context)]: a thread's key
+  // and value row pointers for the register-blocked attention products.
   std::vector<const float*> attn_rows_;
+  // Prefill attention in blocks of rows (AttendBlocks): per thread a block's
+  // queries of one head, [kAttendRows, head_dim]; the blocks of a call.
+  static constexpr int64_t kAttendRows = 8;
+  struct AttendBlock {
+    const Segment* segment;
+    int64_t row0, n_rows;
+  };
+  std::vector<float> attn_q_;
+  std::vector<AttendBlock> blocks_;
   // Batches only (grown, never shrunk): the segments and the classifier's
   // [rows needing logits, V] output before it is scattered to the entries.
   std::vector<Segment> batch_;
