@@ -84,6 +84,17 @@ TEST(Cli, BenchLastLineIsMachineReadable) {
   EXPECT_NE(o.out.find("decode_tps="), std::string::npos) << o.out;
 }
 
+// Both --kquant-activations values run a k-quant GGUF (the tiny Q4_K_M model).
+TEST(Cli, KQuantActivationsChooseThePath) {
+  const std::string model = std::string(DSV4_TEST_DATA_DIR) + "/kquant/tiny_llama_q4_k_m.gguf";
+  for (const char* a : {"q8_K", "f32"}) {
+    Output o = RunDsv4("bench --model " + model + " --kquant-activations " + a +
+                       " --prompt-len 8 --gen 4 --repeat 1 --threads 1 --probe-mib 0");
+    EXPECT_EQ(o.exit_code, 0) << a << ": " << o.out;
+    EXPECT_NE(o.out.find("decode_tps="), std::string::npos) << a << ": " << o.out;
+  }
+}
+
 TEST(Cli, MissingModelIsOneLineExit2) {
   Output o = RunDsv4("run --model /nonexistent/model.bin");
   EXPECT_EQ(o.exit_code, 2);
@@ -116,6 +127,11 @@ TEST(Cli, BadFlagsExit2) {
   EXPECT_EQ(RunDsv4("run --max-tokens -5").exit_code, 2);
   EXPECT_EQ(RunDsv4("frobnicate").exit_code, 2);
   EXPECT_EQ(RunDsv4("perplexity").exit_code, 2);  // --file is required
+  {
+    Output k = RunDsv4("run --kquant-activations q4 --max-tokens 1");
+    EXPECT_EQ(k.exit_code, 2) << k.out;
+    EXPECT_NE(k.out.find("q8_K,f32"), std::string::npos) << k.out;  // says what it takes
+  }
   Output o = RunDsv4("perplexity --file /nonexistent.txt");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.out.find("/nonexistent.txt"), std::string::npos) << o.out;
