@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/scoped_kquant_activations.h"
 #include "engine/loader.h"
 #include "io/gguf.h"
 #include "model/llama/llama_model.h"
@@ -97,17 +98,7 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 int64_t Argmax(const float* x) { return std::max_element(x, x + kVocab) - x; }
 
-// Sets the process's k-quant activations for one scope.
-class ScopedKQuantActivations {
- public:
-  explicit ScopedKQuantActivations(ops::KQuantActivations a) : old_(ops::GetKQuantActivations()) {
-    ops::SetKQuantActivations(a);
-  }
-  ~ScopedKQuantActivations() { ops::SetKQuantActivations(old_); }
-
- private:
-  ops::KQuantActivations old_;
-};
+using ::dsv4::testing::ScopedKQuantActivations;
 
 // Loading sets the process's k-quant activations (LoadOptions).
 LoadedModel LoadQuantized(int threads, ops::KQuantActivations a = ops::KQuantActivations::kQ8K) {

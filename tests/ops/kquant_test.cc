@@ -19,6 +19,7 @@
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 #include "../common/for_each_target.h"
+#include "../common/scoped_kquant_activations.h"
 
 #include <cmath>
 #include <cstring>
@@ -360,17 +361,7 @@ TEST(KQuantSimdTest, MatvecAndTilePathsAgreeBitForBit) {
   });
 }
 
-// Sets the process's k-quant activations for one scope.
-class ScopedKQuantActivations {
- public:
-  explicit ScopedKQuantActivations(ops::KQuantActivations a) : old_(ops::GetKQuantActivations()) {
-    ops::SetKQuantActivations(a);
-  }
-  ~ScopedKQuantActivations() { ops::SetKQuantActivations(old_); }
-
- private:
-  ops::KQuantActivations old_;
-};
+using ::dsv4::testing::ScopedKQuantActivations;
 
 // ops::MatMul and ops::MatMulRows pick the k-quant kernels (pool of 2): the
 // f32 ones with f32 activations, the q8_K path by default.
