@@ -2,6 +2,7 @@
 #include "ops/ref/kquant_ref.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -70,21 +71,31 @@ void QuantizeRowQ8K(const float* x, int64_t k, BlockQ8K* y) {
   }
 }
 
+namespace {
+float F16At(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+}  // namespace
+
 float DotKQuantQ8K(DType w_dtype, const uint8_t* row, const BlockQ8K* x, int64_t n_blocks) {
   CHECK(IsKQuant(w_dtype), "DotKQuantQ8K: %s is not a k-quant", DTypeName(w_dtype).data());
   float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ8K& xb = x[b];
     if (w_dtype == DType::kQ4_K) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(row + b * sizeof(BlockQ4_K));
+      // Byte offsets, not a BlockQ4_K*: rows need not be aligned for its uint16s.
+      const uint8_t* blk = row + b * sizeof(BlockQ4_K);
+      const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
       int32_t isum = 0, imin = 0;
       for (int s = 0; s < 8; ++s) {
         uint8_t sc, m;
-        Q4KScaleMin(blk->scales, s, &sc, &m);
+        Q4KScaleMin(blk + offsetof(BlockQ4_K, scales), s, &sc, &m);
         int32_t dot = 0, sum = 0;
         for (int i = 0; i < 32; ++i) {
           const int k = 32 * s + i;
-          const uint8_t byte = blk->qs[32 * (k / 64) + k % 32];
+          const uint8_t byte = qs[32 * (k / 64) + k % 32];
           const int q = (k % 64 < 32) ? (byte & 0xF) : (byte >> 4);
           dot += q * xb.qs[k];
           sum += xb.qs[k];
@@ -92,23 +103,27 @@ float DotKQuantQ8K(DType w_dtype, const uint8_t* row, const BlockQ8K* x, int64_t
         isum += sc * dot;
         imin += m * sum;
       }
-      const float dw = F16ToF32(blk->d), dmin = F16ToF32(blk->dmin);
+      const float dw = F16At(blk + offsetof(BlockQ4_K, d));
+      const float dmin = F16At(blk + offsetof(BlockQ4_K, dmin));
       acc = acc + (xb.d * dw) * static_cast<float>(isum);
       acc = acc - (xb.d * dmin) * static_cast<float>(imin);
     } else {
-      const auto* blk = reinterpret_cast<const BlockQ6_K*>(row + b * sizeof(BlockQ6_K));
+      const uint8_t* blk = row + b * sizeof(BlockQ6_K);
+      const uint8_t* ql = blk + offsetof(BlockQ6_K, ql);
+      const uint8_t* qh = blk + offsetof(BlockQ6_K, qh);
+      const auto* scales = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
       int32_t isum = 0;
       for (int s = 0; s < 16; ++s) {
         int32_t dot = 0;
         for (int i = 0; i < 16; ++i) {
           const int k = 16 * s + i, h = k / 128, g = k % 128 / 32, l = k % 32;
-          const int lo = (blk->ql[64 * h + 32 * (g % 2) + l] >> (4 * (g / 2))) & 0xF;
-          const int hi = (blk->qh[32 * h + l] >> (2 * g)) & 3;
+          const int lo = (ql[64 * h + 32 * (g % 2) + l] >> (4 * (g / 2))) & 0xF;
+          const int hi = (qh[32 * h + l] >> (2 * g)) & 3;
           dot += ((lo | (hi << 4)) - 32) * xb.qs[k];
         }
-        isum += blk->scales[s] * dot;
+        isum += scales[s] * dot;
       }
-      acc = acc + (xb.d * F16ToF32(blk->d)) * static_cast<float>(isum);
+      acc = acc + (xb.d * F16At(blk + offsetof(BlockQ6_K, d))) * static_cast<float>(isum);
     }
   }
   return acc;

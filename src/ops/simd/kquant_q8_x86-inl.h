@@ -48,14 +48,23 @@ struct Q4Block {
   float d, dmin;
 };
 
-DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const BlockQ4_K* blk) {
+// Blocks are read through byte pointers and offsetof: rows of a GGUF tensor
+// need not be aligned for BlockQ4_K's or BlockQ6_K's uint16 members.
+DSV4_KQ8_TARGET inline float F16At(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   Q4Block w;
   // The 6-bit scales and mins (Q4KScaleMin), with the 12 bytes as dwords
   // a, b, c: [a & 0x3f.., b & 0x3f.., (c & 0x0f..) | ((a >> 6) & 3..) << 4,
   // ((c >> 4) & 0x0f..) | ((b >> 6) & 3..) << 4] = bytes sc0–3, m0–3, sc4–7, m4–7.
   // (16 bytes are read: the 4 after the scales are qs, in the block.)
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+  const __m128i v =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ4_K, scales)));
   const __m128i x = _mm_shuffle_epi32(v, 0xa4);  // a, b, c, c
   const __m128i y = _mm_shuffle_epi32(v, 0x44);  // a, b, a, b
   const __m128i lo = _mm_and_si128(_mm_srlv_epi32(x, _mm_set_epi32(4, 0, 0, 0)),
@@ -75,13 +84,14 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const BlockQ4_K* blk) {
   w.m = _mm256_zextsi128_si256(_mm_shuffle_epi8(
       scm,
       _mm_set_epi8(-128, 15, -128, 14, -128, 13, -128, 12, -128, 7, -128, 6, -128, 5, -128, 4)));
-  const __m512i q0 = _mm512_loadu_si512(blk->qs), q1 = _mm512_loadu_si512(blk->qs + 64);
+  const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+  const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
   w.q[0] = _mm512_and_si512(q0, low4);
   w.q[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
   w.q[2] = _mm512_and_si512(q1, low4);
   w.q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
-  w.d = _cvtsh_ss(blk->d);
-  w.dmin = _cvtsh_ss(blk->dmin);
+  w.d = F16At(blk + offsetof(BlockQ4_K, d));
+  w.dmin = F16At(blk + offsetof(BlockQ4_K, dmin));
   return w;
 }
 
@@ -138,7 +148,8 @@ struct Q6Block {
   float d;
 };
 
-DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const BlockQ6_K* blk) {
+DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
+  const uint8_t* scales = blk + offsetof(BlockQ6_K, scales);
   // Per 128-bit lane L, every word's high byte from byte L (its low byte 0):
   // shifted right arithmetically by 8, scale L sign-extended.
   const __m512i spread = _mm512_set_epi16(
@@ -147,20 +158,22 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const BlockQ6_K* blk) {
       0x0180, 0x0180, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   Q6Block w;
-  w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
+  w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
   for (int i = 0; i < 4; ++i) {
     int32_t four;  // scales 4i … 4i + 3
-    std::memcpy(&four, blk->scales + 4 * i, 4);
+    std::memcpy(&four, scales + 4 * i, 4);
     w.sc[i] = _mm512_srai_epi16(_mm512_shuffle_epi8(_mm512_set1_epi32(four), spread), 8);
   }
-  const __m512i qh = _mm512_loadu_si512(blk->qh);  // qh[0…31], qh[32…63]
+  const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));  // qh[0…31], qh[32…63]
   for (int h = 0; h < 2; ++h) {
-    const __m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
-    const __m512i qh2 = _mm512_shuffle_i64x2(qh, qh, h == 0 ? 0x44 : 0xee);
+    const __m512i ql = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64 * h);
+    // qh's half h in both halves (the immediate must be a constant).
+    const __m512i qh2 =
+        h == 0 ? _mm512_shuffle_i64x2(qh, qh, 0x44) : _mm512_shuffle_i64x2(qh, qh, 0xee);
     w.q[2 * h] = Codes6(_mm512_and_si512(ql, low4), qh2, 0);
     w.q[2 * h + 1] = Codes6(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh2, 4);
   }
-  w.d = _cvtsh_ss(blk->d);
+  w.d = F16At(blk + offsetof(BlockQ6_K, d));
   return w;
 }
 
@@ -213,9 +226,7 @@ struct Fmt<DType::kQ4_K> {
   using Block = Q4Block;
   using Acts = Q4Acts;
   static constexpr int64_t kBytes = sizeof(BlockQ4_K);
-  static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) {
-    return DecodeQ4(reinterpret_cast<const BlockQ4_K*>(p));
-  }
+  static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) { return DecodeQ4(p); }
   static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
     Q4Products(w, x, s, t);
   }
@@ -241,9 +252,7 @@ struct Fmt<DType::kQ6_K> {
   using Block = Q6Block;
   using Acts = BlockQ8K;
   static constexpr int64_t kBytes = sizeof(BlockQ6_K);
-  static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) {
-    return DecodeQ6(reinterpret_cast<const BlockQ6_K*>(p));
-  }
+  static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) { return DecodeQ6(p); }
   static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
     Q6Products(w, x, s, t);
   }
