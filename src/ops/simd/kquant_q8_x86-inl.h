@@ -39,6 +39,18 @@ DSV4_KQ8_TARGET inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) 
   return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
 }
 
+// A byte shuffle (within 128-bit lanes): in lanes 0–1 words 0–3 become byte
+// a0 and words 4–7 byte b0, zero-extended; in lanes 2–3 bytes a1 and b1.
+DSV4_KQ8_TARGET inline __m512i QuadShuffle(int a0, int b0, int a1, int b1) {
+  const auto word = [](int i) { return static_cast<int16_t>(i | 0x8000); };  // high byte: 0
+  const __m128i lo =
+      _mm_set_epi16(word(b0), word(b0), word(b0), word(b0), word(a0), word(a0), word(a0), word(a0));
+  const __m128i hi =
+      _mm_set_epi16(word(b1), word(b1), word(b1), word(b1), word(a1), word(a1), word(a1), word(a1));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
+                            _mm256_broadcastsi128_si256(hi), 1);
+}
+
 // One q4_K block decoded for its products: the codes of values in the
 // activations' layout (Q4Acts), each sub-block's scale in the words its
 // pair sums land in, the mins, and the f16 scales.
@@ -76,10 +88,17 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
   // shuffle within 128-bit lanes puts scale a in every word of lanes 0–1 and
   // scale b in lanes 2–3, zero-extended.
   const __m512i all = _mm512_broadcast_i32x4(scm);
+#if DSV4_KQ8_VNNI
+  // For Q4Dots' packed sums: sub-blocks 0 | 1 in lanes 0–1 and 2 | 3 in lanes
+  // 2–3 of the first vector, 4 | 5 and 6 | 7 of the second.
+  w.sc[0] = _mm512_shuffle_epi8(all, QuadShuffle(0, 1, 2, 3));
+  w.sc[1] = _mm512_shuffle_epi8(all, QuadShuffle(8, 9, 10, 11));
+#else
   w.sc[0] = _mm512_shuffle_epi8(all, PairShuffle(0, 2));
   w.sc[1] = _mm512_shuffle_epi8(all, PairShuffle(1, 3));
   w.sc[2] = _mm512_shuffle_epi8(all, PairShuffle(8, 10));
   w.sc[3] = _mm512_shuffle_epi8(all, PairShuffle(9, 11));
+#endif
   // The mins as 8 words (bytes 4–7, 12–15).
   w.m = _mm256_zextsi128_si256(_mm_shuffle_epi8(
       scm,
@@ -97,11 +116,24 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
 
 // isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
 DSV4_KQ8_TARGET inline __m512i Q4Dots(const Q4Block& w, const Q4Acts& x) {
+#if DSV4_KQ8_VNNI
+  // Four codes × activations per dword (vpdpbusd, ≤ 4·15·127), two vectors'
+  // dwords packed into words (exact), then × the scales (vpdpwssd): three
+  // multiplies per 128 values instead of four.
+  __m512i r[4];
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[i], _mm512_load_si512(x.v[i]));
+  }
+  const __m512i acc =
+      _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(r[0], r[1]), w.sc[0]);
+  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(r[2], r[3]), w.sc[1]);
+#else
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
     acc = AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_load_si512(x.v[i])), w.sc[i]);
   }
   return acc;
+#endif
 }
 
 // isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
@@ -142,6 +174,26 @@ DSV4_KQ8_TARGET inline __m512i Codes6(__m512i lo, __m512i qh2, int shift) {
   return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
 }
 
+#if DSV4_KQ8_VNNI
+// DecodeQ6's byte shuffles: in lane L, words 0–3 take scale byte 8i + L and
+// words 4–7 byte 8i + 4 + L, each into the word's high byte (low byte 0).
+struct Q6PairCtrl {
+  alignas(64) int16_t v[2][32];
+  constexpr Q6PairCtrl() : v{} {
+    for (int i = 0; i < 2; ++i) {
+      for (int lane = 0; lane < 4; ++lane) {
+        for (int k = 0; k < 4; ++k) {
+          v[i][8 * lane + k] = static_cast<int16_t>((8 * i + lane) << 8 | 0x80);
+          v[i][8 * lane + 4 + k] = static_cast<int16_t>((8 * i + 4 + lane) << 8 | 0x80);
+        }
+      }
+    }
+  }
+};
+inline constexpr Q6PairCtrl kQ6PairCtrlTable{};
+inline constexpr const int16_t (&kQ6PairCtrl)[2][32] = kQ6PairCtrlTable.v;
+#endif
+
 struct Q6Block {
   __m512i q[4], sc[4];  // codes 0…63 of values 64i…64i + 63; their scales' words
   __m256i sc16;         // the 16 scales as words (for the −32 · Σ sc · bsums)
@@ -159,11 +211,23 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   Q6Block w;
   w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+#if DSV4_KQ8_VNNI
+  // For Q6Dots' packed sums: in lane L, sub-blocks L | 4 + L (first vector)
+  // and 8 + L | 12 + L (second); each scale byte into a word's high byte,
+  // then shifted down arithmetically (sign-extended).
+  (void)spread;
+  const __m512i all =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+  for (int i = 0; i < 2; ++i) {
+    w.sc[i] = _mm512_srai_epi16(_mm512_shuffle_epi8(all, _mm512_load_si512(kQ6PairCtrl[i])), 8);
+  }
+#else
   for (int i = 0; i < 4; ++i) {
     int32_t four;  // scales 4i … 4i + 3
     std::memcpy(&four, scales + 4 * i, 4);
     w.sc[i] = _mm512_srai_epi16(_mm512_shuffle_epi8(_mm512_set1_epi32(four), spread), 8);
   }
+#endif
   const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));  // qh[0…31], qh[32…63]
   for (int h = 0; h < 2; ++h) {
     const __m512i ql = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64 * h);
@@ -178,12 +242,23 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
 }
 
 DSV4_KQ8_TARGET inline __m512i Q6Dots(const Q6Block& w, const BlockQ8K& x) {
+#if DSV4_KQ8_VNNI
+  // As Q4Dots (≤ 4·63·127 per dword, packed exactly into words).
+  __m512i r[4];
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[i], _mm512_loadu_si512(x.qs + 64 * i));
+  }
+  const __m512i acc =
+      _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(r[0], r[1]), w.sc[0]);
+  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(r[2], r[3]), w.sc[1]);
+#else
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
     acc =
         AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)), w.sc[i]);
   }
   return acc;
+#endif
 }
 
 // Σ sc·code·x8 lanes (s) and the Σ sc·bsums lanes (corr) of one block and token.
