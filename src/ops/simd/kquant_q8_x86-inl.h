@@ -1,9 +1,9 @@
 // The k-quant × q8_K dot products of ops/simd/kquant_q8_x86.cc, included
 // there twice: once for AVX-512 (F, BW, DQ, VL) and once more with VNNI,
-// whose vpdpwssd adds the scaled pair sums in one instruction instead of two
-// (~20% faster prefill). The includer defines DSV4_KQ8_TARGET (the target
-// attribute) and DSV4_KQ8_VNNI (0 or 1), and has defined Q4Acts, Q4Layout and
-// BlockQ8K's quantisation. No include guard: included once per variant.
+// whose products take three multiplies per 128 values instead of four
+// (vpdpbusd, a pack, vpdpwssd: see Q4Dots; ~25% faster prefill). The includer defines
+// DSV4_KQ8_TARGET (the target attribute) and DSV4_KQ8_VNNI (0 or 1), and has defined Q4Acts,
+// Q4Layout and BlockQ8K's quantisation. No include guard: included once per variant.
 
 // acc + the word pairs of p16 · sc summed into int32 lanes (exact either way).
 DSV4_KQ8_TARGET inline __m512i AddProducts(__m512i acc, __m512i p16, __m512i sc) {

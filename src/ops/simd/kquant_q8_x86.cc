@@ -8,8 +8,9 @@
 // multiply-add, ~6 vector operations per 16 weights. Here 64 weights at a time
 // are multiplied by 64 activation bytes in integers (vpmaddubsw: codes ×
 // activations into pair sums; vpmaddwd: pair sums × the sub-block scales into
-// int32 lanes), ~3 operations per 64 weights; each block of 256 ends in
-// horizontal sums and the float steps of the ref.
+// int32 lanes; with VNNI, vpdpbusd into dword sums of four, packed into
+// words, then vpdpwssd with the scales), 2–3 operations per 64 weights; each
+// block of 256 ends in horizontal sums and the float steps of the ref.
 //
 // Integer ranges: q4_K codes 0…15 and q6_K codes 0…63 (the −32 is taken out
 // through the activations' block sums) times activations in −127…127 give
