@@ -239,8 +239,7 @@ void LlamaModel::EnsureScratch(int64_t n) {
 void LlamaModel::AttendBlocks(int64_t l, std::span<const Segment> segments, int64_t heads_per_group,
                               float inv_sqrt_e) {
   const LlamaConfig& c = config_;
-  const int64_t D = c.d_model, H = c.n_heads, G = c.n_kv_heads, E = c.head_dim();
-  (void)H;
+  const int64_t D = c.d_model, G = c.n_kv_heads, E = c.head_dim();
   blocks_.clear();
   for (const Segment& sg : segments) {
     const int64_t n = static_cast<int64_t>(sg.tokens.size());

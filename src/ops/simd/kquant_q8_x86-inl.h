@@ -5,21 +5,14 @@
 // DSV4_KQ8_TARGET (the target attribute) and DSV4_KQ8_VNNI (0 or 1), and has defined Q4Acts,
 // Q4Layout and BlockQ8K's quantisation. No include guard: included once per variant.
 
-// acc + the word pairs of p16 · sc summed into int32 lanes (exact either way).
-DSV4_KQ8_TARGET inline __m512i AddProducts(__m512i acc, __m512i p16, __m512i sc) {
-#if DSV4_KQ8_VNNI
-  return _mm512_dpwssd_epi32(acc, p16, sc);
-#else
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, sc));
-#endif
-}
-
+#if !DSV4_KQ8_VNNI
 // A byte shuffle (within 128-bit lanes): every word of lanes 0–1 becomes byte
 // a zero-extended, every word of lanes 2–3 byte b.
 DSV4_KQ8_TARGET inline __m512i PairShuffle(int a, int b) {
   const auto word = [](int i) { return static_cast<int16_t>(i | 0x8000); };  // high byte: 0
   return _mm512_inserti64x4(_mm512_set1_epi16(word(a)), _mm256_set1_epi16(word(b)), 1);
 }
+#endif
 
 // The int32 sums of four vectors, [Σ a, Σ b, Σ c, Σ d] (exact: any order).
 DSV4_KQ8_TARGET inline __m128i Sum4(__m512i a, __m512i b, __m512i c, __m512i d) {
@@ -39,6 +32,7 @@ DSV4_KQ8_TARGET inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) 
   return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
 }
 
+#if DSV4_KQ8_VNNI
 // A byte shuffle (within 128-bit lanes): in lanes 0–1 words 0–3 become byte
 // a0 and words 4–7 byte b0, zero-extended; in lanes 2–3 bytes a1 and b1.
 DSV4_KQ8_TARGET inline __m512i QuadShuffle(int a0, int b0, int a1, int b1) {
@@ -50,6 +44,7 @@ DSV4_KQ8_TARGET inline __m512i QuadShuffle(int a0, int b0, int a1, int b1) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
                             _mm256_broadcastsi128_si256(hi), 1);
 }
+#endif
 
 // One q4_K block decoded for its products: the codes of values in the
 // activations' layout (Q4Acts), each sub-block's scale in the words its
@@ -114,7 +109,7 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
   return w;
 }
 
-// isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
+// isum's lanes: Σ sc[s] · codes · activations of one block and token.
 DSV4_KQ8_TARGET inline __m512i Q4Dots(const Q4Block& w, const Q4Acts& x) {
 #if DSV4_KQ8_VNNI
   // Four codes × activations per dword (vpdpbusd, ≤ 4·15·127), two vectors'
@@ -128,9 +123,11 @@ DSV4_KQ8_TARGET inline __m512i Q4Dots(const Q4Block& w, const Q4Acts& x) {
       _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(r[0], r[1]), w.sc[0]);
   return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(r[2], r[3]), w.sc[1]);
 #else
+  // Pair sums of codes × activations (vpmaddubsw), × the scales (vpmaddwd).
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
-    acc = AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_load_si512(x.v[i])), w.sc[i]);
+    acc = _mm512_add_epi32(
+        acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w.q[i], _mm512_load_si512(x.v[i])), w.sc[i]));
   }
   return acc;
 #endif
@@ -202,12 +199,6 @@ struct Q6Block {
 
 DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
   const uint8_t* scales = blk + offsetof(BlockQ6_K, scales);
-  // Per 128-bit lane L, every word's high byte from byte L (its low byte 0):
-  // shifted right arithmetically by 8, scale L sign-extended.
-  const __m512i spread = _mm512_set_epi16(
-      0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0280, 0x0280, 0x0280,
-      0x0280, 0x0280, 0x0280, 0x0280, 0x0280, 0x0180, 0x0180, 0x0180, 0x0180, 0x0180, 0x0180,
-      0x0180, 0x0180, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   Q6Block w;
   w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
@@ -215,13 +206,18 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
   // For Q6Dots' packed sums: in lane L, sub-blocks L | 4 + L (first vector)
   // and 8 + L | 12 + L (second); each scale byte into a word's high byte,
   // then shifted down arithmetically (sign-extended).
-  (void)spread;
   const __m512i all =
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
   for (int i = 0; i < 2; ++i) {
     w.sc[i] = _mm512_srai_epi16(_mm512_shuffle_epi8(all, _mm512_load_si512(kQ6PairCtrl[i])), 8);
   }
 #else
+  // Per 128-bit lane L, every word's high byte from byte L (its low byte 0):
+  // shifted right arithmetically by 8, scale L sign-extended.
+  const __m512i spread = _mm512_set_epi16(
+      0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0380, 0x0280, 0x0280, 0x0280,
+      0x0280, 0x0280, 0x0280, 0x0280, 0x0280, 0x0180, 0x0180, 0x0180, 0x0180, 0x0180, 0x0180,
+      0x0180, 0x0180, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080, 0x0080);
   for (int i = 0; i < 4; ++i) {
     int32_t four;  // scales 4i … 4i + 3
     std::memcpy(&four, scales + 4 * i, 4);
@@ -254,8 +250,9 @@ DSV4_KQ8_TARGET inline __m512i Q6Dots(const Q6Block& w, const BlockQ8K& x) {
 #else
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
-    acc =
-        AddProducts(acc, _mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)), w.sc[i]);
+    acc = _mm512_add_epi32(
+        acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)),
+                               w.sc[i]));
   }
   return acc;
 #endif
@@ -289,8 +286,8 @@ DSV4_KQ8_TARGET inline __m256i Q6Corr8(const Q6Block& w, const int16_t* bsums8) 
 // ---------------------------------------------------------------------------
 // A row against T tokens. Per block and token the float steps of
 // ops/ref/kquant_ref.h in block order; the integer sums are reduced four at a
-// time (four blocks of one token when T = 1, else four tokens of one block:
-// each block's weights are decoded once per four tokens).
+// time (four blocks of one token when T = 1, else four tokens of one block,
+// each block decoded once per eight or sixteen tokens).
 // ---------------------------------------------------------------------------
 
 template <DType kW>
@@ -320,6 +317,15 @@ struct Fmt<DType::kQ4_K> {
     acc = acc + (dx * d) * static_cast<float>(isum);
     return acc - (dx * dmin) * static_cast<float>(imin);
   }
+  // Combine for eight tokens in the lanes of one vector (the same IEEE
+  // operations per lane: the same bits).
+  static DSV4_KQ8_TARGET __m256 Combine8(__m256 acc, const Block& w, __m256 dx, __m256i isum,
+                                         __m256i imin) {
+    acc = _mm256_add_ps(
+        acc, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(isum)));
+    return _mm256_sub_ps(
+        acc, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(w.dmin)), _mm256_cvtepi32_ps(imin)));
+  }
 };
 
 template <>
@@ -341,6 +347,12 @@ struct Fmt<DType::kQ6_K> {
   static float Min(const Block&) { return 0.0f; }
   static float Combine(float acc, float d, float /*dmin*/, float dx, int32_t isum, int32_t corr) {
     return acc + (dx * d) * static_cast<float>(isum - 32 * corr);
+  }
+  static DSV4_KQ8_TARGET __m256 Combine8(__m256 acc, const Block& w, __m256 dx, __m256i isum,
+                                         __m256i corr) {
+    const __m256i sum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));  // isum − 32·corr
+    return _mm256_add_ps(
+        acc, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(sum)));
   }
 };
 
@@ -394,83 +406,39 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
   return acc;
 }
 
-// Eight tokens (x: 8 rows of n_blocks activations each; dx[b · dx_stride + j]
-// token j's scale of block b): each block decoded once for all of them, the
-// float steps of the eight in the lanes of one vector (the same IEEE
-// operations per lane as the scalar ones: the same bits). sums: per block, the
-// eight tokens' activation block sums (Fmt::Sums, kSumWords each). Blocks
+// kTok tokens, 8 or 16 (x: kTok rows of n_blocks activations each;
+// dx[b · dx_stride + j] token j's scale of block b): each block decoded once
+// for all of them, the float steps of each eight in the lanes of one vector
+// (Fmt::Combine8). sums: per group of eight tokens (group_stride words apart)
+// and block, their activation block sums (Fmt::Sums, kSumWords each). Blocks
 // [b0, b1) only, continuing the sums already in out when b0 > 0.
-template <DType kW>
-DSV4_KQ8_TARGET void RowTokens8(const uint8_t* row, const typename Fmt<kW>::Acts* x,
-                                int64_t n_blocks, int64_t b0, int64_t b1, const float* dx,
-                                int64_t dx_stride, const int16_t* sums, float* out,
-                                int64_t out_stride) {
+template <DType kW, int kTok>
+DSV4_KQ8_TARGET void RowTokens(const uint8_t* row, const typename Fmt<kW>::Acts* x,
+                               int64_t n_blocks, int64_t b0, int64_t b1, const float* dx,
+                               int64_t dx_stride, const int16_t* sums, int64_t group_stride,
+                               float* out, int64_t out_stride) {
   using F = Fmt<kW>;
-  alignas(32) float r[8];
-  for (int j = 0; j < 8; ++j) r[j] = b0 == 0 ? 0.0f : out[j * out_stride];
-  __m256 acc = _mm256_load_ps(r);
+  constexpr int kGroups = kTok / 8;
+  alignas(32) float r[kTok];
+  for (int j = 0; j < kTok; ++j) r[j] = b0 == 0 ? 0.0f : out[j * out_stride];
+  __m256 acc[kGroups];
+  for (int g = 0; g < kGroups; ++g) acc[g] = _mm256_load_ps(r + 8 * g);
   for (int64_t b = b0; b < b1; ++b) {
     const typename F::Block w = F::Decode(row + b * F::kBytes);
-    __m512i s[8];
-    for (int j = 0; j < 8; ++j) s[j] = F::Dots(w, x[j * n_blocks + b]);
-    const __m256i is = _mm256_set_m128i(Sum4(s[4], s[5], s[6], s[7]), Sum4(s[0], s[1], s[2], s[3]));
-    const __m256i it = F::Mins8(w, sums + b * 8 * F::kSumWords);
-    const __m256 dxv = _mm256_loadu_ps(dx + b * dx_stride);
-    if constexpr (kW == DType::kQ4_K) {
-      acc = _mm256_add_ps(
-          acc, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(is)));
-      acc = _mm256_sub_ps(
-          acc, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_set1_ps(w.dmin)), _mm256_cvtepi32_ps(it)));
-    } else {
-      const __m256i isum = _mm256_sub_epi32(is, _mm256_slli_epi32(it, 5));  // is − 32·corr
-      acc = _mm256_add_ps(
-          acc, _mm256_mul_ps(_mm256_mul_ps(dxv, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(isum)));
-    }
-  }
-  _mm256_store_ps(r, acc);
-  for (int j = 0; j < 8; ++j) out[j * out_stride] = r[j];
-}
-
-// RowTokens8 for sixteen tokens: each block decoded once per sixteen (the
-// decode is a fifth of q6_K's work per token at eight); sums holds the two
-// groups of eight one after the other, group_stride words apart.
-template <DType kW>
-DSV4_KQ8_TARGET void RowTokens16(const uint8_t* row, const typename Fmt<kW>::Acts* x,
-                                 int64_t n_blocks, int64_t b0, int64_t b1, const float* dx,
-                                 int64_t dx_stride, const int16_t* sums, int64_t group_stride,
-                                 float* out, int64_t out_stride) {
-  using F = Fmt<kW>;
-  alignas(64) float r[16];
-  for (int j = 0; j < 16; ++j) r[j] = b0 == 0 ? 0.0f : out[j * out_stride];
-  __m512 acc = _mm512_load_ps(r);
-  for (int64_t b = b0; b < b1; ++b) {
-    const typename F::Block w = F::Decode(row + b * F::kBytes);
-    __m128i part[4];
-    for (int q = 0; q < 4; ++q) {
-      const auto* xq = x + 4 * q * n_blocks + b;
+    __m128i part[2 * kGroups];  // token sums, four tokens each
+    for (int q = 0; q < 2 * kGroups; ++q) {
+      const auto* xq = x + 4 * q * n_blocks + b;  // token 4q + j at xq[j * n_blocks]
       part[q] = Sum4(F::Dots(w, xq[0]), F::Dots(w, xq[n_blocks]), F::Dots(w, xq[2 * n_blocks]),
                      F::Dots(w, xq[3 * n_blocks]));
     }
-    const __m512i is =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(part[1], part[0])),
-                           _mm256_set_m128i(part[3], part[2]), 1);
-    const __m512i it =
-        _mm512_inserti64x4(_mm512_castsi256_si512(F::Mins8(w, sums + b * 8 * F::kSumWords)),
-                           F::Mins8(w, sums + group_stride + b * 8 * F::kSumWords), 1);
-    const __m512 dxv = _mm512_loadu_ps(dx + b * dx_stride);
-    if constexpr (kW == DType::kQ4_K) {
-      acc = _mm512_add_ps(
-          acc, _mm512_mul_ps(_mm512_mul_ps(dxv, _mm512_set1_ps(w.d)), _mm512_cvtepi32_ps(is)));
-      acc = _mm512_sub_ps(
-          acc, _mm512_mul_ps(_mm512_mul_ps(dxv, _mm512_set1_ps(w.dmin)), _mm512_cvtepi32_ps(it)));
-    } else {
-      const __m512i isum = _mm512_sub_epi32(is, _mm512_slli_epi32(it, 5));  // is − 32·corr
-      acc = _mm512_add_ps(
-          acc, _mm512_mul_ps(_mm512_mul_ps(dxv, _mm512_set1_ps(w.d)), _mm512_cvtepi32_ps(isum)));
+    for (int g = 0; g < kGroups; ++g) {
+      const __m256i it = F::Mins8(w, sums + g * group_stride + b * 8 * F::kSumWords);
+      acc[g] = F::Combine8(acc[g], w, _mm256_loadu_ps(dx + b * dx_stride + 8 * g),
+                           _mm256_set_m128i(part[2 * g + 1], part[2 * g]), it);
     }
   }
-  _mm512_store_ps(r, acc);
-  for (int j = 0; j < 16; ++j) out[j * out_stride] = r[j];
+  for (int g = 0; g < kGroups; ++g) _mm256_store_ps(r + 8 * g, acc[g]);
+  for (int j = 0; j < kTok; ++j) out[j * out_stride] = r[j];
 }
 
 // ---------------------------------------------------------------------------
@@ -531,28 +499,23 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
   // tile to the next.
   const int64_t group_stride = n_blocks * 8 * kWords;  // one group of eight's sums
   int64_t t0 = 0;
-  const int64_t kb16 = std::max<int64_t>(1, (int64_t{32} << 10) / (16 * int64_t{sizeof(Acts)}));
-  for (; t0 + 16 <= a.n_tokens; t0 += 16) {
-    for (int64_t b0 = 0; b0 < n_blocks; b0 += kb16) {
-      const int64_t b1 = std::min(n_blocks, b0 + kb16);
-      for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-        RowTokens16<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1, dx.data() + t0,
-                        a.n_tokens, sums.data() + t0 / 8 * group_stride, group_stride,
-                        a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
+  const auto tiles = [&](auto tok) {
+    constexpr int kTok = decltype(tok)::value;
+    const int64_t kb = std::max<int64_t>(1, (int64_t{32} << 10) / (kTok * int64_t{sizeof(Acts)}));
+    for (; t0 + kTok <= a.n_tokens; t0 += kTok) {
+      for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
+        const int64_t b1 = std::min(n_blocks, b0 + kb);
+        for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+          RowTokens<kW, kTok>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1,
+                              dx.data() + t0, a.n_tokens, sums.data() + t0 / 8 * group_stride,
+                              group_stride, a.out + t0 * a.out_stride + (n - a.row_begin),
+                              a.out_stride);
+        }
       }
     }
-  }
-  const int64_t kb = std::max<int64_t>(1, (int64_t{32} << 10) / (8 * int64_t{sizeof(Acts)}));
-  for (; t0 + 8 <= a.n_tokens; t0 += 8) {
-    for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
-      const int64_t b1 = std::min(n_blocks, b0 + kb);
-      for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-        RowTokens8<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1, dx.data() + t0,
-                       a.n_tokens, sums.data() + t0 / 8 * group_stride,
-                       a.out + t0 * a.out_stride + (n - a.row_begin), a.out_stride);
-      }
-    }
-  }
+  };
+  tiles(std::integral_constant<int, 16>{});
+  tiles(std::integral_constant<int, 8>{});
   for (; t0 < a.n_tokens; ++t0) {
     for (int64_t n = a.row_begin; n < a.row_end; ++n) {
       a.out[t0 * a.out_stride + (n - a.row_begin)] =
