@@ -174,11 +174,13 @@ int main(int argc, char** argv) {
   // FP8/FP4 prefill runs on bf16 dot products where the CPU has them (x here
   // is exactly bf16): measured against that roof.
   const auto dot_peak = dsv4::ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 28, repeat);
+  // q4_K/q6_K prefill (the default q8_K activations) runs on int8 dot products.
+  const auto int8_peak = dsv4::ops::MeasurePeakInt8DotFlops(pool, int64_t{1} << 29, repeat);
   std::printf(
       "target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d), peak fp32 FMA "
-      "%.1f GFLOP/s, peak bf16 dot %.1f GFLOP/s\n",
+      "%.1f GFLOP/s, peak bf16 dot %.1f GFLOP/s, peak int8 dot %.1f GOP/s\n",
       dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops,
-      dot_peak.gflops);
+      dot_peak.gflops, int8_peak.gflops);
   for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
                    DType::kQ4_K, DType::kQ6_K}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
@@ -218,11 +220,14 @@ int main(int argc, char** argv) {
       const double gflops = 2.0 * t * np * k / s / 1e9;
       const bool dot = dot_peak.gflops > 0 && k % 128 == 0 &&
                        (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1);
+      const bool int8 = int8_peak.gflops > 0 && (dt == DType::kQ4_K || dt == DType::kQ6_K) &&
+                        dsv4::ops::GetKQuantActivations() == dsv4::ops::KQuantActivations::kQ8K;
+      const double roof = int8 ? int8_peak.gflops : dot ? dot_peak.gflops : peak.gflops;
       std::printf(
           "prefill %-9s [%lld, %lld] T=%lld: %8.1f ms  %6.1f GFLOP/s  %5.1f%% of peak (%s)\n",
           std::string(dsv4::DTypeName(dt)).c_str(), static_cast<long long>(np),
           static_cast<long long>(k), static_cast<long long>(t), s * 1e3, gflops,
-          100.0 * gflops / (dot ? dot_peak.gflops : peak.gflops), dot ? "bf16 dot" : "fp32 FMA");
+          100.0 * gflops / roof, int8 ? "int8 dot" : dot ? "bf16 dot" : "fp32 FMA");
     }
   }
   return 0;

@@ -97,4 +97,8 @@ FlopsResult MeasurePeakBf16DotFlops(ThreadPool& pool, int64_t macs_per_thread, i
   return MeasureLoop(pool, macs_per_thread, repeats, simd::Bf16DotLoop);
 }
 
+FlopsResult MeasurePeakInt8DotFlops(ThreadPool& pool, int64_t macs_per_thread, int repeats) {
+  return MeasureLoop(pool, macs_per_thread, repeats, simd::Int8DotLoop);
+}
+
 }  // namespace dsv4::ops

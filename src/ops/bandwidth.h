@@ -43,6 +43,11 @@ FlopsResult MeasurePeakFlops(ThreadPool& pool, int64_t fmas_per_thread = int64_t
                              int repeats = 5);
 FlopsResult MeasurePeakBf16DotFlops(ThreadPool& pool, int64_t macs_per_thread = int64_t{1} << 28,
                                     int repeats = 5);
+// MeasurePeakInt8DotFlops: the same for the int8 dot products of the k-quant ×
+// q8_K kernels (vpdpbusd, 64 multiply-adds each; simd::Int8DotLoop); zero
+// where those kernels are not available.
+FlopsResult MeasurePeakInt8DotFlops(ThreadPool& pool, int64_t macs_per_thread = int64_t{1} << 29,
+                                    int repeats = 5);
 
 }  // namespace dsv4::ops
 

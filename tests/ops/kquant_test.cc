@@ -526,12 +526,14 @@ TEST(KQuantQ8KTest, SimdMatchesRefBitForBit) {
       }
       ++variants;
       SCOPED_TRACE(vnni ? "VNNI" : "AVX-512");
-      for (int64_t kb : {1, 2, 3, 6, 31}) {  // 31: the prefill's tiles of 12 or 14 blocks
+      for (int64_t kb : {1, 2, 3, 6, 31}) {  // 31: chunks of two groups of 16 tokens
         const int64_t K = kb * kQK_K;
-        for (int64_t N : {1, 3, 7}) {
+        for (int64_t N : {1, 3, 7, 17}) {  // 17: two groups of 8 rows and one row
           for (size_t off : {size_t{0}, size_t{3}}) {
             const KWeight w = MakeKWeight(dt, N, K, static_cast<uint32_t>(K + N + off), off);
-            for (int64_t T : {1, 3, 8, 19}) {  // 8+: eight tokens at a time, then one
+            // 1–5: a token at a time; 6+: 16 tokens at a time (the last group
+            // partial); 40 at kb = 31: two chunks.
+            for (int64_t T : {1, 5, 6, 16, 19, 40}) {
               SCOPED_TRACE(std::string(DTypeName(dt)) + " K=" + std::to_string(K) +
                            " N=" + std::to_string(N) + " T=" + std::to_string(T) +
                            " off=" + std::to_string(off));

@@ -806,5 +806,20 @@ TEST(Bandwidth, Bf16DotProbeCountsEveryThreadsMacs) {
   EXPECT_GT(r.gflops, 0.01);
 }
 
+TEST(Bandwidth, Int8DotProbeCountsEveryThreadsMacs) {
+  ThreadPool pool(2);
+  const ops::FlopsResult r = ops::MeasurePeakInt8DotFlops(pool, int64_t{1} << 20, 2);
+  EXPECT_EQ(r.repeats, 2);
+  if (ops::simd::KQuantQ8KKernel(DType::kQ4_K) == nullptr) {
+    EXPECT_EQ(r.flops, 0);  // no such kernels here: no roof either
+    return;
+  }
+  // Whole rounds of 12 chains × 64 multiply-adds per thread.
+  EXPECT_GE(r.flops, 2 * 2 * ((int64_t{1} << 20) - 12 * 64));
+  EXPECT_LE(r.flops, 2 * 2 * (int64_t{1} << 20));
+  EXPECT_TRUE(std::isfinite(r.gflops));
+  EXPECT_GT(r.gflops, 0.01);
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -24,6 +24,7 @@ DSV4_KQ8_TARGET inline __m128i Sum4(__m512i a, __m512i b, __m512i c, __m512i d) 
       _mm256_add_epi32(_mm512_castsi512_si256(abcd), _mm512_extracti64x4_epi64(abcd, 1));
   return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
+
 DSV4_KQ8_TARGET inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
   const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
@@ -63,10 +64,9 @@ DSV4_KQ8_TARGET inline float F16At(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  Q4Block w;
-  // The 6-bit scales and mins (Q4KScaleMin), with the 12 bytes as dwords
+// The 6-bit scales and mins (Q4KScaleMin) as bytes sc0–3, m0–3, sc4–7, m4–7.
+DSV4_KQ8_TARGET inline __m128i Q4ScalesMins(const uint8_t* blk) {
+  // With the 12 bytes as dwords
   // a, b, c: [a & 0x3f.., b & 0x3f.., (c & 0x0f..) | ((a >> 6) & 3..) << 4,
   // ((c >> 4) & 0x0f..) | ((b >> 6) & 3..) << 4] = bytes sc0–3, m0–3, sc4–7, m4–7.
   // (16 bytes are read: the 4 after the scales are qs, in the block.)
@@ -78,7 +78,13 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
                                    _mm_set_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f));
   const __m128i hi = _mm_slli_epi32(
       _mm_and_si128(_mm_srli_epi32(y, 6), _mm_set_epi32(0x03030303, 0x03030303, 0, 0)), 4);
-  const __m128i scm = _mm_or_si128(lo, hi);
+  return _mm_or_si128(lo, hi);
+}
+
+DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  Q4Block w;
+  const __m128i scm = Q4ScalesMins(blk);
   // Scale j sits in byte j (j < 4) or 4 + j (j ≥ 4); per vector a byte
   // shuffle within 128-bit lanes puts scale a in every word of lanes 0–1 and
   // scale b in lanes 2–3, zero-extended.
@@ -141,18 +147,6 @@ DSV4_KQ8_TARGET inline void Q4Products(const Q4Block& w, const Q4Acts& x, __m512
       w.m, _mm256_zextsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(x.bsum32))));
 }
 
-// imin of eight tokens, [t0 … t7]: bsum8 holds their bsum32, 8 words each.
-DSV4_KQ8_TARGET inline __m256i Q4Mins8(const Q4Block& w, const int16_t* bsum8) {
-  const __m512i m = _mm512_broadcast_i32x4(_mm256_castsi256_si128(w.m));   // a token per lane
-  const __m512i u = _mm512_madd_epi16(_mm512_loadu_si512(bsum8), m);       // tokens 0–3
-  const __m512i v = _mm512_madd_epi16(_mm512_loadu_si512(bsum8 + 32), m);  // tokens 4–7
-  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(u, v), _mm512_unpackhi_epi32(u, v));
-  const __m512i b = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_BADC));
-  // Lane L: [Σ token L, Σ token 4 + L, …].
-  const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
-  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, b));
-}
-
 // ---------------------------------------------------------------------------
 // q6_K. A 64-byte load of ql[64h…64h + 63] holds, in its low nibbles, the low
 // bits of values 128h…128h + 63 in order, and in its high nibbles those of
@@ -191,6 +185,20 @@ inline constexpr Q6PairCtrl kQ6PairCtrlTable{};
 inline constexpr const int16_t (&kQ6PairCtrl)[2][32] = kQ6PairCtrlTable.v;
 #endif
 
+// q[i]: the codes 0…63 of values 64i … 64i + 63, in order.
+DSV4_KQ8_TARGET inline void Q6Codes(const uint8_t* blk, __m512i q[4]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));  // qh[0…31], qh[32…63]
+  for (int h = 0; h < 2; ++h) {
+    const __m512i ql = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64 * h);
+    // qh's half h in both halves (the immediate must be a constant).
+    const __m512i qh2 =
+        h == 0 ? _mm512_shuffle_i64x2(qh, qh, 0x44) : _mm512_shuffle_i64x2(qh, qh, 0xee);
+    q[2 * h] = Codes6(_mm512_and_si512(ql, low4), qh2, 0);
+    q[2 * h + 1] = Codes6(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh2, 4);
+  }
+}
+
 struct Q6Block {
   __m512i q[4], sc[4];  // codes 0…63 of values 64i…64i + 63; their scales' words
   __m256i sc16;         // the 16 scales as words (for the −32 · Σ sc · bsums)
@@ -199,7 +207,6 @@ struct Q6Block {
 
 DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
   const uint8_t* scales = blk + offsetof(BlockQ6_K, scales);
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
   Q6Block w;
   w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
 #if DSV4_KQ8_VNNI
@@ -224,15 +231,7 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
     w.sc[i] = _mm512_srai_epi16(_mm512_shuffle_epi8(_mm512_set1_epi32(four), spread), 8);
   }
 #endif
-  const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));  // qh[0…31], qh[32…63]
-  for (int h = 0; h < 2; ++h) {
-    const __m512i ql = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64 * h);
-    // qh's half h in both halves (the immediate must be a constant).
-    const __m512i qh2 =
-        h == 0 ? _mm512_shuffle_i64x2(qh, qh, 0x44) : _mm512_shuffle_i64x2(qh, qh, 0xee);
-    w.q[2 * h] = Codes6(_mm512_and_si512(ql, low4), qh2, 0);
-    w.q[2 * h + 1] = Codes6(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh2, 4);
-  }
+  Q6Codes(blk, w.q);
   w.d = F16At(blk + offsetof(BlockQ6_K, d));
   return w;
 }
@@ -265,30 +264,60 @@ DSV4_KQ8_TARGET inline void Q6Products(const Q6Block& w, const BlockQ8K& x, __m5
   *corr = _mm256_madd_epi16(w.sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
 }
 
-// corr of eight tokens, [t0 … t7]: bsums8 holds their bsums, 16 words each.
-DSV4_KQ8_TARGET inline __m256i Q6Corr8(const Q6Block& w, const int16_t* bsums8) {
-  const __m512i sc = _mm512_broadcast_i64x4(w.sc16);  // a token per 256-bit half
-  __m512i u[4];
-  for (int i = 0; i < 4; ++i) u[i] = _mm512_madd_epi16(_mm512_loadu_si512(bsums8 + 32 * i), sc);
-  const __m512i a01 =
-      _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
-  const __m512i a23 =
-      _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
-  // Lane L: the sums of lane L of u[0] … u[3].
-  const __m512i c =
-      _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
-  // Lanes 0 + 1 are tokens 0, 2, 4, 6; lanes 2 + 3 tokens 1, 3, 5, 7.
-  const __m512i d = _mm512_add_epi32(c, _mm512_shuffle_i32x4(c, c, 0xb1));
-  const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 11, 3, 10, 2, 9, 1, 8, 0);
-  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, d));
+// ---------------------------------------------------------------------------
+// Per format: one token's block products (Products, Combine: the float steps
+// of ops/ref/kquant_ref.h) and a row's block decoded for the lanes
+// (LaneDecode: LaneRows' row r).
+// ---------------------------------------------------------------------------
+
+// acc + Σ over groups of four of u8 bytes of u × s8 bytes of s, per int32
+// lane (vpdpbusd; without VNNI through word pair sums, which cannot saturate
+// here: |u·s + u·s| ≤ 2·255·32).
+DSV4_KQ8_TARGET inline __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
+#if DSV4_KQ8_VNNI
+  return _mm512_dpbusd_epi32(acc, u, s);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+#endif
 }
 
-// ---------------------------------------------------------------------------
-// A row against T tokens. Per block and token the float steps of
-// ops/ref/kquant_ref.h in block order; the integer sums are reduced four at a
-// time (four blocks of one token when T = 1, else four tokens of one block,
-// each block decoded once per eight or sixteen tokens).
-// ---------------------------------------------------------------------------
+// acc + the int32 sums of the two word products per lane.
+DSV4_KQ8_TARGET inline __m512i DotI16(__m512i acc, __m512i a, __m512i b) {
+#if DSV4_KQ8_VNNI
+  return _mm512_dpwssd_epi32(acc, a, b);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+
+// The int8 dot-product roof: 12 independent DotU8S8 chains, register-only
+// (Int8DotLoop).
+DSV4_KQ8_TARGET float DotLoop(int64_t macs, int64_t* done) {
+  __m512i u = _mm512_set1_epi8(1), s = _mm512_set1_epi8(1);
+  __m512i c[12];
+  for (int i = 0; i < 12; ++i) c[i] = _mm512_set1_epi32(i);
+  const int64_t iters = std::max<int64_t>(1, macs / (12 * 64));
+  for (int64_t it = 0; it < iters; ++it) {
+    asm("" : "+v"(u), "+v"(s));  // not constants: no folding of the products
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) c[i] = DotU8S8(c[i], u, s);
+  }
+  *done = iters * 12 * 64;
+  __m512i sum = c[0];
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_epi32(sum, c[i]);
+  return static_cast<float>(_mm512_reduce_add_epi32(sum));
+}
+
+// Σ_lanes sums[L] · scales[base + L / per] (per: quads per sub-block): the
+// scaled code sums of 16 quads, added to t.
+DSV4_KQ8_TARGET inline __m512i ScaledQuadSums(__m512i t, __m512i codes, __m512i scales, int base,
+                                              int per) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i idx = _mm512_add_epi32(
+      _mm512_set1_epi32(base), _mm512_srlv_epi32(lane, _mm512_set1_epi32(per == 4 ? 2 : 3)));
+  const __m512i sums = DotU8S8(_mm512_setzero_si512(), _mm512_set1_epi8(1), codes);
+  return _mm512_add_epi32(t, _mm512_mullo_epi32(sums, _mm512_permutexvar_epi32(idx, scales)));
+}
 
 template <DType kW>
 struct Fmt;
@@ -298,17 +327,12 @@ struct Fmt<DType::kQ4_K> {
   using Block = Q4Block;
   using Acts = Q4Acts;
   static constexpr int64_t kBytes = sizeof(BlockQ4_K);
+  static constexpr int kSubBlocks = 8;
+  static constexpr bool kMins = true;
   static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) { return DecodeQ4(p); }
   static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
     Q4Products(w, x, s, t);
   }
-  static DSV4_KQ8_TARGET __m512i Dots(const Block& w, const Acts& x) { return Q4Dots(w, x); }
-  // Words of the activations' block sums per token for Mins8.
-  static constexpr int kSumWords = 8;
-  static DSV4_KQ8_TARGET __m256i Mins8(const Block& w, const int16_t* sums) {
-    return Q4Mins8(w, sums);
-  }
-  static const int16_t* Sums(const Acts& x) { return x.bsum32; }
   static float Scale(const Acts& x) { return x.d; }
   static float Min(const Block& w) { return w.dmin; }
   // acc after a block (weight scales d, dmin; activations' dx) given its two
@@ -317,14 +341,37 @@ struct Fmt<DType::kQ4_K> {
     acc = acc + (dx * d) * static_cast<float>(isum);
     return acc - (dx * dmin) * static_cast<float>(imin);
   }
-  // Combine for eight tokens in the lanes of one vector (the same IEEE
-  // operations per lane: the same bits).
-  static DSV4_KQ8_TARGET __m256 Combine8(__m256 acc, const Block& w, __m256 dx, __m256i isum,
-                                         __m256i imin) {
-    acc = _mm256_add_ps(
-        acc, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(isum)));
-    return _mm256_sub_ps(
-        acc, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(w.dmin)), _mm256_cvtepi32_ps(imin)));
+  // Codes 0…15 in value order: a 64-byte load of qs[64p …] holds values
+  // 128p … + 31 and 128p + 64 … + 95 in its low nibbles, the 32 after each
+  // in its high ones.
+  static DSV4_KQ8_TARGET void LaneDecode(const uint8_t* blk, LaneRows* w, int r) {
+    const __m128i scm = Q4ScalesMins(blk);
+    const __m256i sc = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(
+        scm,
+        _mm_set_epi8(-128, -128, -128, -128, -128, -128, -128, -128, 11, 10, 9, 8, 3, 2, 1, 0)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w->sc[r]), sc);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w->m2[r]),
+                    _mm_cvtepu8_epi16(
+                        _mm_shuffle_epi8(scm, _mm_set_epi8(-128, -128, -128, -128, -128, -128, -128,
+                                                           -128, 15, 14, 13, 12, 7, 6, 5, 4))));
+    const __m512i sc16 = _mm512_zextsi256_si512(sc);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    __m512i t = _mm512_setzero_si512();
+    for (int p = 0; p < 2; ++p) {
+      const __m512i v = _mm512_loadu_si512(qs + 64 * p);
+      const __m512i lo = _mm512_and_si512(v, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      const __m512i c0 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // values 128p … + 63
+      const __m512i c1 = _mm512_shuffle_i64x2(lo, hi, 0xee);  // values 128p + 64 … + 127
+      _mm512_store_si512(w->c[r] + 128 * p, c0);
+      _mm512_store_si512(w->c[r] + 128 * p + 64, c1);
+      t = ScaledQuadSums(t, c0, sc16, 4 * p, 8);
+      t = ScaledQuadSums(t, c1, sc16, 4 * p + 2, 8);
+    }
+    w->wc[r] = 128 * _mm512_reduce_add_epi32(t);
+    w->d[r] = F16At(blk + offsetof(BlockQ4_K, d));
+    w->dmin[r] = F16At(blk + offsetof(BlockQ4_K, dmin));
   }
 };
 
@@ -333,28 +380,41 @@ struct Fmt<DType::kQ6_K> {
   using Block = Q6Block;
   using Acts = BlockQ8K;
   static constexpr int64_t kBytes = sizeof(BlockQ6_K);
+  static constexpr int kSubBlocks = 16;
+  static constexpr bool kMins = false;
   static DSV4_KQ8_TARGET Block Decode(const uint8_t* p) { return DecodeQ6(p); }
   static DSV4_KQ8_TARGET void Products(const Block& w, const Acts& x, __m512i* s, __m256i* t) {
     Q6Products(w, x, s, t);
   }
-  static DSV4_KQ8_TARGET __m512i Dots(const Block& w, const Acts& x) { return Q6Dots(w, x); }
-  static constexpr int kSumWords = 16;
-  static DSV4_KQ8_TARGET __m256i Mins8(const Block& w, const int16_t* sums) {
-    return Q6Corr8(w, sums);
-  }
-  static const int16_t* Sums(const Acts& x) { return x.bsums; }
   static float Scale(const Acts& x) { return x.d; }
   static float Min(const Block&) { return 0.0f; }
   static float Combine(float acc, float d, float /*dmin*/, float dx, int32_t isum, int32_t corr) {
     return acc + (dx * d) * static_cast<float>(isum - 32 * corr);
   }
-  static DSV4_KQ8_TARGET __m256 Combine8(__m256 acc, const Block& w, __m256 dx, __m256i isum,
-                                         __m256i corr) {
-    const __m256i sum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));  // isum − 32·corr
-    return _mm256_add_ps(
-        acc, _mm256_mul_ps(_mm256_mul_ps(dx, _mm256_set1_ps(w.d)), _mm256_cvtepi32_ps(sum)));
+  // Codes q − 32 (−32…31) in value order.
+  static DSV4_KQ8_TARGET void LaneDecode(const uint8_t* blk, LaneRows* w, int r) {
+    __m512i q[4];
+    Q6Codes(blk, q);
+    const __m512i sc = _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales))));
+    _mm512_store_si512(w->sc[r], sc);
+    __m512i t = _mm512_setzero_si512();
+    for (int i = 0; i < 4; ++i) {
+      const __m512i c = _mm512_sub_epi8(q[i], _mm512_set1_epi8(32));
+      _mm512_store_si512(w->c[r] + 64 * i, c);
+      t = ScaledQuadSums(t, c, sc, 4 * i, 4);
+    }
+    w->wc[r] = 128 * _mm512_reduce_add_epi32(t);
+    w->d[r] = F16At(blk + offsetof(BlockQ6_K, d));
+    w->dmin[r] = 0.0f;
   }
 };
+
+// ---------------------------------------------------------------------------
+// One token: a row at a time, per block the float steps of
+// ops/ref/kquant_ref.h in block order; the integer sums are reduced four
+// blocks at a time.
+// ---------------------------------------------------------------------------
 
 // The lines of [p, p + bytes) kFetchAheadBytes on, into L1 (past the weights
 // they are only fetched, never read). The hardware prefetcher alone kept a
@@ -366,8 +426,8 @@ DSV4_KQ8_TARGET inline void FetchAhead(const uint8_t* p, int64_t bytes) {
   }
 }
 
-// One token: blocks four at a time (a constant count, so that the sums stay
-// in registers), then the last n_blocks % 4 one at a time.
+// Blocks four at a time (a constant count, so that the sums stay in
+// registers), then the last n_blocks % 4 one at a time.
 template <DType kW, int kGroup>
 DSV4_KQ8_TARGET inline float BlocksOneToken(const uint8_t* row, const typename Fmt<kW>::Acts* x,
                                             float acc) {
@@ -406,39 +466,111 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
   return acc;
 }
 
-// kTok tokens, 8 or 16 (x: kTok rows of n_blocks activations each;
-// dx[b · dx_stride + j] token j's scale of block b): each block decoded once
-// for all of them, the float steps of each eight in the lanes of one vector
-// (Fmt::Combine8). sums: per group of eight tokens (group_stride words apart)
-// and block, their activation block sums (Fmt::Sums, kSumWords each). Blocks
-// [b0, b1) only, continuing the sums already in out when b0 > 0.
-template <DType kW, int kTok>
-DSV4_KQ8_TARGET void RowTokens(const uint8_t* row, const typename Fmt<kW>::Acts* x,
-                               int64_t n_blocks, int64_t b0, int64_t b1, const float* dx,
-                               int64_t dx_stride, const int16_t* sums, int64_t group_stride,
-                               float* out, int64_t out_stride) {
+// ---------------------------------------------------------------------------
+// Several tokens: 8 rows × 16 tokens (LaneActs, LaneRows), the tokens in the
+// lanes. Per sub-block and row, its quads' products with every token
+// (DotU8S8 against four codes broadcast), then × the row's sub-block scale
+// (int32, exact); per block, − wc (the + 128's share) and the float steps of
+// ops/ref/kquant_ref.h per lane: each token's bits are the one-token path's.
+// ---------------------------------------------------------------------------
+
+DSV4_KQ8_TARGET inline __m512i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// acc[r] (lane j: token j) = row r of w against the tokens of x, blocks
+// [0, n_blocks).
+template <DType kW>
+DSV4_KQ8_TARGET inline void LaneBlocks(const LaneRows* w, const LaneActs* x, int64_t n_blocks,
+                                       __m512* acc) {
   using F = Fmt<kW>;
-  constexpr int kGroups = kTok / 8;
-  alignas(32) float r[kTok];
-  for (int j = 0; j < kTok; ++j) r[j] = b0 == 0 ? 0.0f : out[j * out_stride];
-  __m256 acc[kGroups];
-  for (int g = 0; g < kGroups; ++g) acc[g] = _mm256_load_ps(r + 8 * g);
-  for (int64_t b = b0; b < b1; ++b) {
-    const typename F::Block w = F::Decode(row + b * F::kBytes);
-    __m128i part[2 * kGroups];  // token sums, four tokens each
-    for (int q = 0; q < 2 * kGroups; ++q) {
-      const auto* xq = x + 4 * q * n_blocks + b;  // token 4q + j at xq[j * n_blocks]
-      part[q] = Sum4(F::Dots(w, xq[0]), F::Dots(w, xq[n_blocks]), F::Dots(w, xq[2 * n_blocks]),
-                     F::Dots(w, xq[3 * n_blocks]));
+  constexpr int kQuads = 64 / F::kSubBlocks;  // per sub-block
+  for (int r = 0; r < kLaneRows; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const LaneRows& W = w[b];
+    const LaneActs& X = x[b];
+    __m512i is[kLaneRows];
+    for (int r = 0; r < kLaneRows; ++r) is[r] = _mm512_setzero_si512();
+    for (int s = 0; s < F::kSubBlocks; ++s) {
+      __m512i a[kLaneRows];
+      for (int r = 0; r < kLaneRows; ++r) a[r] = _mm512_setzero_si512();
+      for (int k = 0; k < kQuads; ++k) {
+        const int q = s * kQuads + k;
+        const __m512i v = _mm512_load_si512(X.x[q]);
+        for (int r = 0; r < kLaneRows; ++r) a[r] = DotU8S8(a[r], v, Broadcast4(W.c[r] + 4 * q));
+      }
+      for (int r = 0; r < kLaneRows; ++r) {
+        is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(a[r], _mm512_set1_epi32(W.sc[r][s])));
+      }
     }
-    for (int g = 0; g < kGroups; ++g) {
-      const __m256i it = F::Mins8(w, sums + g * group_stride + b * 8 * F::kSumWords);
-      acc[g] = F::Combine8(acc[g], w, _mm256_loadu_ps(dx + b * dx_stride + 8 * g),
-                           _mm256_set_m128i(part[2 * g + 1], part[2 * g]), it);
+    const __m512 dx = _mm512_load_ps(X.d);
+    for (int r = 0; r < kLaneRows; ++r) {
+      const __m512i isum = _mm512_sub_epi32(is[r], _mm512_set1_epi32(W.wc[r]));
+      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(W.d[r])),
+                                                   _mm512_cvtepi32_ps(isum)));
+      if constexpr (F::kMins) {
+        __m512i imin = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+          imin = DotI16(imin, _mm512_load_si512(X.bsum2[p]), _mm512_set1_epi32(W.m2[r][p]));
+        }
+        acc[r] = _mm512_sub_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(W.dmin[r])),
+                                                     _mm512_cvtepi32_ps(imin)));
+      }
     }
   }
-  for (int g = 0; g < kGroups; ++g) _mm256_store_ps(r + 8 * g, acc[g]);
-  for (int j = 0; j < kTok; ++j) out[j * out_stride] = r[j];
+}
+
+// Rows [row_begin, row_end) against n_tokens ≥ kLaneMinTokens tokens. The
+// tokens go in chunks whose lane activations stay in L2 (~384 KiB); per chunk
+// each 8 rows are decoded once (LaneRows per block) and multiplied by every
+// 16 tokens of it. The last 8 rows and 16 tokens may be partial: rows past
+// the range are zeros, tokens past n_tokens zeros, neither stored.
+template <DType kW>
+DSV4_KQ8_TARGET void MatMulLanes(const MatMulArgs& a, const BlockQ8K* xq, int64_t n_blocks,
+                                 int64_t row_bytes) {
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  const int64_t groups = (a.n_tokens + kLaneTokens - 1) / kLaneTokens;
+  const int64_t chunk =
+      std::clamp<int64_t>((int64_t{384} << 10) / (n_blocks * int64_t{sizeof(LaneActs)}), 1, groups);
+  thread_local std::vector<LaneActs> acts;  // grow once; no allocation per token
+  thread_local std::vector<LaneRows> rows;
+  if (acts.size() < static_cast<size_t>(chunk * n_blocks)) acts.resize(chunk * n_blocks);
+  if (rows.size() < static_cast<size_t>(n_blocks)) rows.resize(n_blocks);
+  for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
+    const int64_t g1 = std::min(groups, g0 + chunk);
+    for (int64_t g = g0; g < g1; ++g) {
+      LaneLayout(xq, a.n_tokens, g * kLaneTokens, n_blocks, &acts[(g - g0) * n_blocks]);
+    }
+    for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += kLaneRows) {
+      const int nr = static_cast<int>(std::min<int64_t>(kLaneRows, a.row_end - n0));
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        for (int r = 0; r < nr; ++r) {
+          Fmt<kW>::LaneDecode(base + (n0 + r) * row_bytes + b * Fmt<kW>::kBytes, &rows[b], r);
+        }
+        for (int r = nr; r < kLaneRows; ++r) ZeroLaneRow(&rows[b], r);
+      }
+      // The next 8 rows into L2 while these are multiplied.
+      const int64_t next_rows = std::min<int64_t>(kLaneRows, a.row_end - n0 - kLaneRows);
+      for (int64_t o = 0; o < next_rows * row_bytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(base + (n0 + kLaneRows) * row_bytes + o),
+                     _MM_HINT_T1);
+      }
+      for (int64_t g = g0; g < g1; ++g) {
+        __m512 acc[kLaneRows];
+        LaneBlocks<kW>(rows.data(), &acts[(g - g0) * n_blocks], n_blocks, acc);
+        alignas(64) float o[kLaneRows][kLaneTokens];
+        for (int r = 0; r < kLaneRows; ++r) _mm512_store_ps(o[r], acc[r]);
+        const int64_t t0 = g * kLaneTokens;
+        const int nt = static_cast<int>(std::min<int64_t>(kLaneTokens, a.n_tokens - t0));
+        for (int j = 0; j < nt; ++j) {
+          float* out = a.out + (t0 + j) * a.out_stride + (n0 - a.row_begin);
+          for (int r = 0; r < nr; ++r) out[r] = o[r][j];
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -450,6 +582,10 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
   using Acts = typename Fmt<kW>::Acts;
   const int64_t k_size = a.w.sizes[1], n_blocks = k_size / kQK_K;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  if (a.n_tokens >= kLaneMinTokens) {
+    MatMulLanes<kW>(a, xq, n_blocks, row_bytes);
+    return;
+  }
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   const Acts* x;
   if constexpr (kW == DType::kQ4_K) {
@@ -461,65 +597,10 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
   } else {
     x = xq;
   }
-  // The activations' block scales by block, then token (8 tokens in one load).
-  thread_local std::vector<float> dx;  // grows once
-  if (a.n_tokens >= 8) {
-    const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
-    if (dx.size() < need) dx.resize(need);
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-      for (int64_t b = 0; b < n_blocks; ++b) dx[b * a.n_tokens + t] = xq[t * n_blocks + b].d;
-    }
-  }
-  // Per eight tokens and block, the eight tokens' activation block sums.
-  constexpr int kWords = Fmt<kW>::kSumWords;
-  thread_local std::vector<int16_t> sums;  // grows once
-  const int64_t groups = a.n_tokens / 8;
-  if (groups > 0) {
-    const auto need = static_cast<size_t>(groups * n_blocks * 8 * kWords);
-    if (sums.size() < need) sums.resize(need);
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        for (int64_t j = 0; j < 8; ++j) {
-          std::memcpy(sums.data() + ((g * n_blocks + b) * 8 + j) * kWords,
-                      Fmt<kW>::Sums(x[(8 * g + j) * n_blocks + b]), kWords * sizeof(int16_t));
-        }
-      }
-    }
-  }
-  if (a.n_tokens == 1) {
+  for (int64_t t = 0; t < a.n_tokens; ++t) {
     for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-      a.out[n - a.row_begin] = RowOneToken<kW>(base + n * row_bytes, x, n_blocks);
-    }
-    return;
-  }
-  // Sixteen tokens at a time (then eight, then one) against every row of the
-  // range, their activations in tiles of blocks that fit in L1 (~32 KiB):
-  // each row's block decoded once per sixteen tokens, the activations loaded
-  // from L1 (from L2 they took 1.5 times as long). The sums continue from one
-  // tile to the next.
-  const int64_t group_stride = n_blocks * 8 * kWords;  // one group of eight's sums
-  int64_t t0 = 0;
-  const auto tiles = [&](auto tok) {
-    constexpr int kTok = decltype(tok)::value;
-    const int64_t kb = std::max<int64_t>(1, (int64_t{32} << 10) / (kTok * int64_t{sizeof(Acts)}));
-    for (; t0 + kTok <= a.n_tokens; t0 += kTok) {
-      for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
-        const int64_t b1 = std::min(n_blocks, b0 + kb);
-        for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-          RowTokens<kW, kTok>(base + n * row_bytes, x + t0 * n_blocks, n_blocks, b0, b1,
-                              dx.data() + t0, a.n_tokens, sums.data() + t0 / 8 * group_stride,
-                              group_stride, a.out + t0 * a.out_stride + (n - a.row_begin),
-                              a.out_stride);
-        }
-      }
-    }
-  };
-  tiles(std::integral_constant<int, 16>{});
-  tiles(std::integral_constant<int, 8>{});
-  for (; t0 < a.n_tokens; ++t0) {
-    for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-      a.out[t0 * a.out_stride + (n - a.row_begin)] =
-          RowOneToken<kW>(base + n * row_bytes, x + t0 * n_blocks, n_blocks);
+      a.out[t * a.out_stride + (n - a.row_begin)] =
+          RowOneToken<kW>(base + n * row_bytes, x + t * n_blocks, n_blocks);
     }
   }
 }

@@ -15,13 +15,20 @@
 // Integer ranges: q4_K codes 0…15 and q6_K codes 0…63 (the −32 is taken out
 // through the activations' block sums) times activations in −127…127 give
 // pair sums ≤ 2·63·127 < 2¹⁵ (no vpmaddubsw saturation); a block's isum is at
-// most 256·63·127·128 < 2³¹.
+// most 256·63·127·128 < 2³¹. In the lanes (below) activations + 128 (0…255)
+// times q6_K codes − 32 (−32…31) or q4_K codes (0…15): pair sums ≤ 2·255·32,
+// a sub-block's sum ≤ 16·255·32 before its scale, all far inside int32.
 //
-// Weights stream one row at a time, one stream through memory, fetched
-// 8 KiB ahead (FetchAhead); the row is multiplied by every token's
-// activations before the next row, so a token's result does not depend on
-// how many tokens share the call. One token: the blocks' integer sums are reduced four blocks at a
-// time; several: each block is decoded once per four tokens.
+// One token (and up to kLaneMinTokens − 1, a token at a time): weights
+// stream one row at a time, one stream through memory, fetched 8 KiB ahead
+// (FetchAhead); the blocks' integer sums are reduced four blocks at a time.
+// More tokens: sixteen in the lanes of a vector (LaneActs, LaneRows, the
+// includer's MatMulLanes): eight rows' blocks decoded once per chunk of
+// tokens into signed codes in value order, four codes broadcast against
+// sixteen tokens' four activation bytes per vpdpbusd, no horizontal sums;
+// 8 rows × 16 tokens per pass. The per-token float steps are the same
+// either way, so a token's result does not depend on how many tokens share
+// the call.
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 #include <algorithm>
@@ -134,6 +141,79 @@ void Q4Layout(const BlockQ8K& x, Q4Acts* o) {
 // How far ahead of a one-token product's weights the rows are fetched.
 constexpr int64_t kFetchAheadBytes = 8192;
 
+// ---------------------------------------------------------------------------
+// Several tokens: sixteen in the lanes of a vector. Per 16 tokens and block,
+// one vector per four values: lane j holds token j's four activation bytes
+// plus 128, as unsigned bytes (vpdpbusd's unsigned operand), so that four
+// signed weight codes broadcast to every lane multiply all sixteen tokens at
+// once with no horizontal sums. The + 128 adds 128 · Σ codes per row and
+// block, which does not depend on the token (LaneRows::wc).
+// ---------------------------------------------------------------------------
+
+constexpr int kLaneTokens = 16;
+
+struct alignas(64) LaneActs {
+  uint8_t x[64][64];     // [quad q][4j + i]: token j's x8[4q + i] + 128
+  int32_t bsum2[4][16];  // [pair p][token j]: bsum32 of sub-blocks 2p (low word), 2p + 1 (high)
+  float d[16];           // token j's scale
+};
+
+// Tokens [t0, t0 + 16) of xq ([n_tokens, n_blocks]) into o[0 … n_blocks);
+// tokens past n_tokens as zeros (codes 0, scale 0).
+void LaneLayout(const BlockQ8K* xq, int64_t n_tokens, int64_t t0, int64_t n_blocks, LaneActs* o) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    LaneActs& a = o[b];
+    for (int j = 0; j < kLaneTokens; ++j) {
+      const int64_t t = t0 + j;
+      if (t >= n_tokens) {
+        for (int q = 0; q < 64; ++q) std::memset(&a.x[q][4 * j], 0x80, 4);
+        for (int p = 0; p < 4; ++p) a.bsum2[p][j] = 0;
+        a.d[j] = 0.0f;
+        continue;
+      }
+      const BlockQ8K& x = xq[t * n_blocks + b];
+      for (int q = 0; q < 64; ++q) {
+        uint32_t v;
+        std::memcpy(&v, x.qs + 4 * q, 4);
+        v ^= 0x80808080u;  // + 128 per byte
+        std::memcpy(&a.x[q][4 * j], &v, 4);
+      }
+      for (int p = 0; p < 4; ++p) {
+        const auto lo = static_cast<uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]);
+        const auto hi = static_cast<uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]);
+        a.bsum2[p][j] = static_cast<int32_t>(static_cast<uint32_t>(hi) << 16 | lo);
+      }
+      a.d[j] = x.d;
+    }
+  }
+}
+
+// Per block, eight weight rows decoded for the lanes (the includer's
+// LaneDecode): signed codes in value order (q6_K: q − 32; q4_K: q), the
+// sub-block scales as int32 (q4_K: 8 of 16 used), q4_K's mins as word pairs,
+// wc = 128 · Σ_s sc[s] · Σ_{k in s} code[k], and the f16 scales.
+constexpr int kLaneRows = 8;
+
+struct alignas(64) LaneRows {
+  int8_t c[kLaneRows][256];
+  int32_t sc[kLaneRows][16];
+  int32_t m2[kLaneRows][4];  // q4_K: mins 2p (low word), 2p + 1 (high)
+  int32_t wc[kLaneRows];
+  float d[kLaneRows], dmin[kLaneRows];
+};
+
+// Row r of w as zeros (a partial group of rows: its lanes are not stored).
+void ZeroLaneRow(LaneRows* w, int r) {
+  std::memset(w->c[r], 0, sizeof(w->c[r]));
+  std::memset(w->sc[r], 0, sizeof(w->sc[r]));
+  std::memset(w->m2[r], 0, sizeof(w->m2[r]));
+  w->wc[r] = 0;
+  w->d[r] = w->dmin[r] = 0.0f;
+}
+
+// Below this many tokens a call multiplies one token at a time.
+constexpr int64_t kLaneMinTokens = 6;
+
 // The dot products twice: AVX-512, and AVX-512 with VNNI.
 #define DSV4_KQ8_VNNI 0
 namespace plain {
@@ -163,6 +243,14 @@ DSV4_KQ8_TARGET void QuantizeQ8K(const float* x, int64_t k, BlockQ8K* y) {
 
 // F16C (the f16 scales' conversion) is not asked for: every CPU with AVX-512
 // has it, and clang's __builtin_cpu_supports does not know the name.
+namespace {
+// Whether KQuantQ8KKernel picks the VNNI variant.
+bool UseVnni() {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni") && !x86::TurnedOff("DSV4_VNNI");
+  return vnni;
+}
+}  // namespace
+
 QuantizeQ8KFn QuantizeQ8KKernel() {
   static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_KQUANT_Q8");
   return on ? &QuantizeQ8K : nullptr;
@@ -182,9 +270,14 @@ KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni) {
   }
 }
 
-KQuantQ8KFn KQuantQ8KKernel(DType w_dtype) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && !x86::TurnedOff("DSV4_VNNI");
-  return KQuantQ8KKernelVariant(w_dtype, vnni);
+KQuantQ8KFn KQuantQ8KKernel(DType w_dtype) { return KQuantQ8KKernelVariant(w_dtype, UseVnni()); }
+
+float Int8DotLoop(int64_t macs, int64_t* done) {
+  if (KQuantQ8KKernel(DType::kQ4_K) == nullptr) {
+    *done = 0;
+    return 0.0f;
+  }
+  return UseVnni() ? vnni::DotLoop(macs, done) : plain::DotLoop(macs, done);
 }
 
 #else  // !DSV4_HAVE_KQUANT_Q8

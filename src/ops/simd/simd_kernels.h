@@ -102,6 +102,11 @@ TryMatMulFn F32F32MatVecKernel();
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
 // 0 where those kernels are not available.
 float Bf16DotLoop(int64_t macs, int64_t* done);
+// The same for the int8 dot products of the k-quant × q8_K kernels
+// (KQuantQ8KKernel): independent vpdpbusd chains (64 multiply-adds each), or
+// without VNNI the word pair sums that stand in for them; *done 0 where those
+// kernels are not available.
+float Int8DotLoop(int64_t macs, int64_t* done);
 
 // Elementwise kernels; the semantics are those of the ops/ref twins.
 void SwiGluLimited(float* out, const float* gate, const float* up, int64_t n, float limit,
