@@ -19,7 +19,8 @@ whose region count is the most common one are kept, the first --skip dropped.
 Printed, as medians over those tokens: the token time, the time in regions
 and between them (the caller's serial steps), half the summed |caller -
 worker| end difference, then per region kind (its n) the median duration and,
-given --bytes N:BYTES, the GB/s that makes.
+given --bytes N:BYTES, the GB/s that makes; given --gaps K, the K longest
+serial steps by their place in the token.
 """
 import argparse
 import csv
@@ -36,6 +37,9 @@ def main():
     ap.add_argument("--skip", type=int, default=20, help="first tokens to drop")
     ap.add_argument("--bytes", action="append", default=[], metavar="N:BYTES",
                     help="bytes a region of this n reads (repeatable)")
+    ap.add_argument("--gaps", type=int, default=0, metavar="K",
+                    help="also print the K longest serial steps (median gap before a region "
+                         "index, with the n of the regions around it)")
     args = ap.parse_args()
     try:
         size = {int(k): float(v) for k, v in (s.split(":") for s in args.bytes)}
@@ -61,6 +65,7 @@ def main():
     us = lambda ns: ns / 1e3
     tok, in_regions, gaps, half_imb = [], [], [], []
     per_index = defaultdict(list)  # region index within the token -> durations
+    gap_index = defaultdict(list)  # region index within the token -> the gap before it
     for a, b in tokens:
         tok.append(us(rows[b - 1]["end_ns"] - rows[a - 1]["end_ns"]))
         d_sum = g_sum = imb = 0.0
@@ -68,7 +73,9 @@ def main():
             r = rows[i]
             d = us(r["end_ns"] - r["start_ns"])
             d_sum += d
-            g_sum += us(r["start_ns"] - rows[i - 1]["end_ns"])
+            g = us(r["start_ns"] - rows[i - 1]["end_ns"])
+            g_sum += g
+            gap_index[i - a].append(g)
             imb += abs(us(r["caller_end_ns"] - r["workers_end_ns"])) / 2
             per_index[i - a].append(d)
         in_regions.append(d_sum)
@@ -88,6 +95,12 @@ def main():
         if n in size:
             line += f"  {size[n] / med(ds) / 1e3:6.1f} GB/s"
         print(line)
+    if args.gaps > 0:
+        print(f"the {args.gaps} longest serial steps: region index, n before -> n after, median us")
+        first = tokens[0][0]
+        gaps_by = sorted(((med(v), i) for i, v in gap_index.items()), reverse=True)
+        for g, i in gaps_by[:args.gaps]:
+            print(f"  {i:4d}  {rows[first + i - 1]['n']:>10} -> {rows[first + i]['n']:<10} {g:8.1f}")
 
 
 if __name__ == "__main__":
