@@ -791,34 +791,33 @@ TEST(Bandwidth, FlopsProbeCountsEveryThreadsFmas) {
   EXPECT_GT(r.gflops, 0.01);
 }
 
-TEST(Bandwidth, Bf16DotProbeCountsEveryThreadsMacs) {
-  ThreadPool pool(2);
-  const ops::FlopsResult r = ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 20, 2);
+// A dot-product roof probe of 2^20 multiply-adds per thread on 2 threads:
+// zero where its kernels are not available, else whole rounds of `round`
+// multiply-adds per thread.
+void ExpectDotProbe(const ops::FlopsResult& r, bool available, int64_t round) {
   EXPECT_EQ(r.repeats, 2);
-  if (ops::simd::Fp8Bf16DotKernel() == nullptr) {
+  if (!available) {
     EXPECT_EQ(r.flops, 0);  // no such kernels here: no roof either
     return;
   }
-  // Whole rounds of 12 chains × 32 multiply-adds per thread.
-  EXPECT_GE(r.flops, 2 * 2 * ((int64_t{1} << 20) - 12 * 32));
+  EXPECT_GE(r.flops, 2 * 2 * ((int64_t{1} << 20) - round));
   EXPECT_LE(r.flops, 2 * 2 * (int64_t{1} << 20));
   EXPECT_TRUE(std::isfinite(r.gflops));
   EXPECT_GT(r.gflops, 0.01);
 }
 
+TEST(Bandwidth, Bf16DotProbeCountsEveryThreadsMacs) {
+  ThreadPool pool(2);
+  // 12 chains × 32 multiply-adds (vdpbf16ps).
+  ExpectDotProbe(ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 20, 2),
+                 ops::simd::Fp8Bf16DotKernel() != nullptr, 12 * 32);
+}
+
 TEST(Bandwidth, Int8DotProbeCountsEveryThreadsMacs) {
   ThreadPool pool(2);
-  const ops::FlopsResult r = ops::MeasurePeakInt8DotFlops(pool, int64_t{1} << 20, 2);
-  EXPECT_EQ(r.repeats, 2);
-  if (ops::simd::KQuantQ8KKernel(DType::kQ4_K) == nullptr) {
-    EXPECT_EQ(r.flops, 0);  // no such kernels here: no roof either
-    return;
-  }
-  // Whole rounds of 12 chains × 64 multiply-adds per thread.
-  EXPECT_GE(r.flops, 2 * 2 * ((int64_t{1} << 20) - 12 * 64));
-  EXPECT_LE(r.flops, 2 * 2 * (int64_t{1} << 20));
-  EXPECT_TRUE(std::isfinite(r.gflops));
-  EXPECT_GT(r.gflops, 0.01);
+  // 12 chains × 64 multiply-adds (vpdpbusd).
+  ExpectDotProbe(ops::MeasurePeakInt8DotFlops(pool, int64_t{1} << 20, 2),
+                 ops::simd::KQuantQ8KKernel(DType::kQ4_K) != nullptr, 12 * 64);
 }
 
 }  // namespace
