@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "base/page_cache.h"
+
 namespace dsv4 {
 namespace {
 
@@ -62,7 +64,14 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     // synthetic model (docs/benchmarks.md). Pages already cached in small
     // folios (a file just written) stay as they are. DSV4_THP=0 turns it off.
     const char* thp = std::getenv("DSV4_THP");
-    if (thp == nullptr || std::strcmp(thp, "0") != 0) ::madvise(p, f->size_, MADV_HUGEPAGE);
+    if (thp == nullptr || std::strcmp(thp, "0") != 0) {
+      ::madvise(p, f->size_, MADV_HUGEPAGE);
+      // A model file cached in small pages is dropped from the cache, to be
+      // read again in 2 MiB ones (base/page_cache.h).
+      if (f->size_ >= kPageCacheRefreshMinBytes && PageCacheRefreshEnabled()) {
+        f->page_cache_refreshed_ = RefreshFragmentedPageCache(path, f->data_, f->size_);
+      }
+    }
   }
   ::close(fd);
   {

@@ -1,7 +1,9 @@
 // MappedFile: a whole file mapped read-only into memory. Weights are views into
 // such a mapping, so a model's pages are read from disk only when touched —
 // in 2 MiB units where the kernel supports huge pages for the file's page
-// cache (MADV_HUGEPAGE; DSV4_THP=0 turns that off).
+// cache (MADV_HUGEPAGE; DSV4_THP=0 turns that off), and read again in those
+// where a large file's cache had been left in small pages
+// (base/page_cache.h; DSV4_THP_REFRESH=0 turns that off).
 #ifndef DSV4_BASE_MAPPED_FILE_H_
 #define DSV4_BASE_MAPPED_FILE_H_
 
@@ -39,6 +41,11 @@ class MappedFile {
   size_t size() const { return size_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
+  // Whether Open dropped the file's page cache to have it read again in 2 MiB
+  // pages (RefreshFragmentedPageCache, for files of at least
+  // kPageCacheRefreshMinBytes).
+  bool page_cache_refreshed() const { return page_cache_refreshed_; }
+  static constexpr size_t kPageCacheRefreshMinBytes = size_t{256} << 20;
 
  private:
   MappedFile() = default;
@@ -46,6 +53,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   uint64_t device_ = 0, inode_ = 0;  // the file's identity (LockOpenMappings)
+  bool page_cache_refreshed_ = false;
 };
 
 // Reads a whole (small) file into a string, e.g. a JSON config.

@@ -55,6 +55,8 @@ TEST_F(MappedFileTest, MapsTheFileBytes) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*f)->data()), (*f)->size()), bytes);
   EXPECT_EQ((*f)->bytes().size(), bytes.size());
   EXPECT_EQ((*f)->bytes().data(), (*f)->data());
+  // Files under kPageCacheRefreshMinBytes are never refreshed (page_cache_test).
+  EXPECT_FALSE((*f)->page_cache_refreshed());
 }
 
 TEST_F(MappedFileTest, MapsTheDefaultModel) {
