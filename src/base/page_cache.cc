@@ -109,33 +109,38 @@ bool RefreshFragmentedPageCache(const std::string& path, const uint8_t* data, si
   if (size < kWindow || page == 0) return false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  // Windows spread over the file, 2 MiB-aligned: how much of each is cached
-  // (mincore on the untouched mapping), then read in and measured.
-  HugePageProbe probe;
-  bool measured = true;
-  size_t first_offset = 0, cached = 0, pages = 0;
-  std::vector<unsigned char> resident(kWindow / page);
-  for (int i = 0; i < kWindows && measured; ++i) {
-    const size_t offset =
+  // Windows spread over the file, 2 MiB-aligned: how much of them is cached
+  // (mincore on the untouched mapping); if enough, read in and measured.
+  size_t offsets[kWindows];
+  for (int i = 0; i < kWindows; ++i) {
+    offsets[i] =
         (size - kWindow) * static_cast<size_t>(2 * i + 1) / (2 * kWindows) / kHugePage * kHugePage;
-    if (i == 0) first_offset = offset;
-    measured = ::mincore(const_cast<uint8_t*>(data) + offset, kWindow, resident.data()) == 0;
-    if (!measured) break;
+  }
+  size_t cached = 0, pages = 0;
+  std::vector<unsigned char> resident(kWindow / page);
+  for (const size_t offset : offsets) {
+    if (::mincore(const_cast<uint8_t*>(data) + offset, kWindow, resident.data()) != 0) {
+      ::close(fd);
+      return false;
+    }
     cached += static_cast<size_t>(std::count_if(resident.begin(), resident.end(),
                                                 [](unsigned char r) { return (r & 1) != 0; }));
     pages += resident.size();
-    const HugePageProbe p = ProbeWindow(fd, offset, kWindow, &measured);
+  }
+  const double resident_share = static_cast<double>(cached) / static_cast<double>(pages);
+  HugePageProbe probe;
+  bool measured = resident_share >= 0.5;  // else nothing to measure: see ShouldRefreshPageCache
+  for (int i = 0; i < kWindows && measured; ++i) {
+    const HugePageProbe p = ProbeWindow(fd, offsets[i], kWindow, &measured);
     probe.rss_kb += p.rss_kb;
     probe.pmd_kb += p.pmd_kb;
   }
-  const double resident_share =
-      pages > 0 ? static_cast<double>(cached) / static_cast<double>(pages) : 0.0;
   bool refresh = measured && ShouldRefreshPageCache(resident_share, probe);
   if (refresh) {
     // The trial: 4 MiB dropped and read back must come back in 2 MiB pages.
-    ::posix_fadvise(fd, static_cast<off_t>(first_offset), kTrial, POSIX_FADV_DONTNEED);
+    ::posix_fadvise(fd, static_cast<off_t>(offsets[0]), kTrial, POSIX_FADV_DONTNEED);
     bool ok = false;
-    const HugePageProbe trial = ProbeWindow(fd, first_offset, kTrial, &ok);
+    const HugePageProbe trial = ProbeWindow(fd, offsets[0], kTrial, &ok);
     refresh = ok && trial.pmd_kb >= static_cast<int64_t>(kHugePage >> 10);
     if (!refresh) {
       LOG_DEBUG("{}: cached in small pages, but read again it still is: left as it is", path);

@@ -42,8 +42,9 @@ bool ShouldRefreshPageCache(double resident_share, const HugePageProbe& probe);
 
 // For the file at `path`, mapped at [data, data + size) with MADV_HUGEPAGE and
 // nothing of it touched yet: for four 16 MiB windows spread over it, how much
-// is cached (mincore) and, mapped and read in, how much the kernel maps with
-// 2 MiB entries (/proc/self/smaps). Where ShouldRefreshPageCache says so,
+// is cached (mincore) and, where that is at least half (a file mostly not
+// cached is not read here), how much of them the kernel maps with 2 MiB
+// entries once mapped and read in (/proc/self/smaps). Where ShouldRefreshPageCache says so,
 // it first tries 4 MiB: drops them from the cache and reads them back. Only
 // if they come back in 2 MiB pages (the kernel and file system make huge
 // page-cache folios here: otherwise every load would drop the cache for

@@ -188,6 +188,15 @@ TEST_F(PageCacheFileTest, SmallPagesComeBackHugeWhereTheKernelMakesHugeFolios) {
 TEST_F(PageCacheFileTest, AnUncachedFileIsLeftAlone) {
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
   EXPECT_FALSE(Refresh());  // not cached: reading it in makes whatever folios it can
+  // ... and the check read none of it in (its windows are probed only when cached).
+  void* p = ::mmap(nullptr, kSize, PROT_READ, MAP_PRIVATE, fd_, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  std::vector<unsigned char> resident(kSize / static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  ASSERT_EQ(::mincore(p, kSize, resident.data()), 0);
+  size_t cached = 0;
+  for (unsigned char r : resident) cached += r & 1;
+  ::munmap(p, kSize);
+  EXPECT_LT(cached, resident.size() / 4);
 }
 
 }  // namespace
