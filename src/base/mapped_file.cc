@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +30,15 @@ std::mutex& RegistryMutex() {
 std::vector<MappedFile*>& Registry() {
   static std::vector<MappedFile*> live;
   return live;
+}
+
+// True the first time a file (device, inode) is asked about in this process:
+// its page cache is checked once (a bench re-opens the shards it loaded).
+bool FirstCacheCheck(uint64_t device, uint64_t inode) {
+  static std::mutex mu;
+  static std::set<std::pair<uint64_t, uint64_t>> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  return seen.emplace(device, inode).second;
 }
 
 }  // namespace
@@ -67,8 +77,9 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     if (thp == nullptr || std::strcmp(thp, "0") != 0) {
       ::madvise(p, f->size_, MADV_HUGEPAGE);
       // A model file cached in small pages is dropped from the cache, to be
-      // read again in 2 MiB ones (base/page_cache.h).
-      if (f->size_ >= kPageCacheRefreshMinBytes && PageCacheRefreshEnabled()) {
+      // read again in 2 MiB ones (base/page_cache.h); checked once per file.
+      if (f->size_ >= kPageCacheRefreshMinBytes && PageCacheRefreshEnabled() &&
+          FirstCacheCheck(f->device_, f->inode_)) {
         f->page_cache_refreshed_ = RefreshFragmentedPageCache(path, f->data_, f->size_);
       }
     }

@@ -43,7 +43,7 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Whether Open dropped the file's page cache to have it read again in 2 MiB
   // pages (RefreshFragmentedPageCache, for files of at least
-  // kPageCacheRefreshMinBytes).
+  // kPageCacheRefreshMinBytes, the first time this process opens the file).
   bool page_cache_refreshed() const { return page_cache_refreshed_; }
   static constexpr size_t kPageCacheRefreshMinBytes = size_t{256} << 20;
 

@@ -8,11 +8,10 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "base/log.h"
+#include "base/mapped_file.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14
@@ -37,12 +36,6 @@ bool ParseNumber(std::string_view s, int base, uint64_t* out) {
   return ec == std::errc() && ptr != first;
 }
 
-std::string ReadProcFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Maps `bytes` of fd at `offset` with MADV_HUGEPAGE, reads them in, and
 // returns what /proc/self/smaps says of that mapping; *ok false where that
 // could not be done.
@@ -53,9 +46,12 @@ HugePageProbe ProbeWindow(int fd, size_t offset, size_t bytes, bool* ok) {
   ::madvise(w, bytes, MADV_HUGEPAGE);
   HugePageProbe p;
   if (::madvise(w, bytes, MADV_POPULATE_READ) == 0) {
-    const auto begin = reinterpret_cast<uintptr_t>(w);
-    p = SumSmaps(ReadProcFile("/proc/self/smaps"), begin, begin + bytes);
-    *ok = true;
+    const Result<std::string> smaps = ReadFileToString("/proc/self/smaps");
+    if (smaps.ok()) {
+      const auto begin = reinterpret_cast<uintptr_t>(w);
+      p = SumSmaps(*smaps, begin, begin + bytes);
+      *ok = true;
+    }
   }
   ::munmap(w, bytes);
   return p;

@@ -115,28 +115,34 @@ DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
   return w;
 }
 
-// isum's lanes: Σ sc[s] · codes · activations of one block and token.
-DSV4_KQ8_TARGET inline __m512i Q4Dots(const Q4Block& w, const Q4Acts& x) {
+// isum's lanes: Σ sc · codes · activations of one block and token, for the
+// code vectors q[4] (q4_K or q6_K), their scales' words sc (DecodeQ4/DecodeQ6
+// lay them out per copy) and the activation vectors a[4] in the codes' order.
+DSV4_KQ8_TARGET inline __m512i BlockDots(const __m512i q[4], const __m512i sc[4],
+                                         const __m512i a[4]) {
 #if DSV4_KQ8_VNNI
-  // Four codes × activations per dword (vpdpbusd, ≤ 4·15·127), two vectors'
+  // Four codes × activations per dword (vpdpbusd, ≤ 4·63·127), two vectors'
   // dwords packed into words (exact), then × the scales (vpdpwssd): three
   // multiplies per 128 values instead of four.
   __m512i r[4];
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[i], _mm512_load_si512(x.v[i]));
-  }
+  for (int i = 0; i < 4; ++i) r[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], a[i]);
   const __m512i acc =
-      _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(r[0], r[1]), w.sc[0]);
-  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(r[2], r[3]), w.sc[1]);
+      _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(r[0], r[1]), sc[0]);
+  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(r[2], r[3]), sc[1]);
 #else
   // Pair sums of codes × activations (vpmaddubsw), × the scales (vpmaddwd).
   __m512i acc = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i) {
-    acc = _mm512_add_epi32(
-        acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w.q[i], _mm512_load_si512(x.v[i])), w.sc[i]));
+    acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q[i], a[i]), sc[i]));
   }
   return acc;
 #endif
+}
+
+DSV4_KQ8_TARGET inline __m512i Q4Dots(const Q4Block& w, const Q4Acts& x) {
+  __m512i a[4];
+  for (int i = 0; i < 4; ++i) a[i] = _mm512_load_si512(x.v[i]);
+  return BlockDots(w.q, w.sc, a);
 }
 
 // isum's lanes (s) and imin's (words: m[j]·bsum32[j] pairs) of one block and token.
@@ -237,24 +243,9 @@ DSV4_KQ8_TARGET inline Q6Block DecodeQ6(const uint8_t* blk) {
 }
 
 DSV4_KQ8_TARGET inline __m512i Q6Dots(const Q6Block& w, const BlockQ8K& x) {
-#if DSV4_KQ8_VNNI
-  // As Q4Dots (≤ 4·63·127 per dword, packed exactly into words).
-  __m512i r[4];
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[i], _mm512_loadu_si512(x.qs + 64 * i));
-  }
-  const __m512i acc =
-      _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(r[0], r[1]), w.sc[0]);
-  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(r[2], r[3]), w.sc[1]);
-#else
-  __m512i acc = _mm512_setzero_si512();
-  for (int i = 0; i < 4; ++i) {
-    acc = _mm512_add_epi32(
-        acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w.q[i], _mm512_loadu_si512(x.qs + 64 * i)),
-                               w.sc[i]));
-  }
-  return acc;
-#endif
+  __m512i a[4];
+  for (int i = 0; i < 4; ++i) a[i] = _mm512_loadu_si512(x.qs + 64 * i);
+  return BlockDots(w.q, w.sc, a);
 }
 
 // Σ sc·code·x8 lanes (s) and the Σ sc·bsums lanes (corr) of one block and token.
