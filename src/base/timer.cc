@@ -3,6 +3,10 @@
 #include <cstdio>
 #include <cstring>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/resource.h>
+#endif
+
 namespace dsv4 {
 
 double PeakRssMiB() {
@@ -18,6 +22,14 @@ double PeakRssMiB() {
   }
   std::fclose(f);
   return kib / 1024.0;
+}
+
+int64_t MajorPageFaults() {
+#if defined(__unix__) || defined(__APPLE__)
+  struct rusage u;
+  if (getrusage(RUSAGE_SELF, &u) == 0) return static_cast<int64_t>(u.ru_majflt);
+#endif
+  return 0;
 }
 
 }  // namespace dsv4

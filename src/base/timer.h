@@ -3,6 +3,7 @@
 #define DSV4_BASE_TIMER_H_
 
 #include <chrono>
+#include <cstdint>
 
 namespace dsv4 {
 
@@ -19,6 +20,9 @@ class Timer {
 
 // Peak resident set size of this process in MiB (from /proc/self/status VmHWM).
 double PeakRssMiB();
+// Major page faults of this process so far (pages read from disk: a mapped
+// model file partly out of the page cache); 0 where the OS does not say.
+int64_t MajorPageFaults();
 
 }  // namespace dsv4
 

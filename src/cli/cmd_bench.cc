@@ -10,13 +10,15 @@
 // last line is machine-readable:
 //   prefill_tps=… decode_tps=… weight_bytes_per_token=… bandwidth_gbs=…
 //   decode_efficiency=… peak_rss_mb=… prefill_gflops=… peak_gflops=… prefill_efficiency=…
-//   peak_fp32_gflops=… peak_bf16dot_gflops=… bf16dot_mac_share=…
+//   peak_fp32_gflops=… peak_bf16dot_gflops=… bf16dot_mac_share=… decode_major_faults=…
 // (prefill FLOPs are 2 × the weight multiply-adds per token × tokens, for
 // DeepSeek-V4 checkpoints. The peak is that of the dtype mix the kernels run:
 // the measured roofs of fp32 FMA and of bf16 dot products, weighted by the
 // share of multiply-adds each takes (bf16dot_mac_share: FP8/FP4 weights with
 // FP8-quantised inputs, on CPUs with AVX512-BF16), i.e. the time the mix would
-// take at both roofs; 0 when skipped with --probe-mib 0),
+// take at both roofs; 0 when skipped with --probe-mib 0; decode_major_faults:
+// the page faults of all decode runs that read from disk, each a stall of
+// milliseconds that --mlock avoids),
 // followed, for models whose caches can evict entries (the seed family's
 // SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
 //   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
@@ -88,6 +90,7 @@ int Run(const BenchArgs& a) {
   std::vector<ReadBandwidth> probes;  // one after each decode run
   const int threads = a.load.threads > 0 ? a.load.threads : 0;
   double peak_rss_mb = 0.0;  // of the model runs, without the probe's buffer
+  int64_t decode_faults = 0;  // major page faults in the decode loops, all runs
   for (int r = 0; r < a.repeat; ++r) {
     cache->Truncate(0);
     Timer t;
@@ -95,6 +98,7 @@ int Run(const BenchArgs& a) {
     if (!st.ok()) return ReportError(st);
     prefill_tps.push_back(static_cast<double>(a.prompt_len) / t.Seconds());
     t.Reset();
+    const int64_t faults_before = MajorPageFaults();
     int32_t next = prompt.back();
     for (int64_t i = 0; i < a.gen; ++i) {
       const int32_t one[1] = {next};
@@ -103,6 +107,7 @@ int Run(const BenchArgs& a) {
       next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
     decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
+    decode_faults += MajorPageFaults() - faults_before;
     if (a.probe_mib > 0) {
       // The probe right after each decode run: a machine whose memory
       // bandwidth changes from one second to the next (a shared host) is
@@ -124,6 +129,14 @@ int Run(const BenchArgs& a) {
               static_cast<long long>(a.prompt_len), p, a.repeat);
   std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(a.gen),
               d, a.repeat);
+  if (decode_faults > 0) {
+    // Each one waited for a disk read (milliseconds): decode speed then says
+    // as much about the page cache as about the engine.
+    std::printf(
+        "note: %lld major page faults while decoding: parts of the model were read from disk "
+        "(not in RAM, or evicted since); --mlock keeps the weights in RAM\n",
+        static_cast<long long>(decode_faults));
+  }
   // The memory roofline: weight bytes per token and the measured bandwidth.
   auto weight_bytes = WeightBytesPerToken(*loaded);
   const int64_t wbpt = weight_bytes.ok() ? *weight_bytes : 0;
@@ -247,9 +260,10 @@ int Run(const BenchArgs& a) {
       "prefill_tps=%.2f decode_tps=%.2f weight_bytes_per_token=%lld bandwidth_gbs=%.2f "
       "decode_efficiency=%.4f peak_rss_mb=%.1f prefill_gflops=%.2f peak_gflops=%.2f "
       "prefill_efficiency=%.4f peak_fp32_gflops=%.2f peak_bf16dot_gflops=%.2f "
-      "bf16dot_mac_share=%.4f",
+      "bf16dot_mac_share=%.4f decode_major_faults=%lld",
       p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb, prefill_gflops,
-      peak_gflops, prefill_efficiency, peak_fp32, peak_dot, dot_share);
+      peak_gflops, prefill_efficiency, peak_fp32, peak_dot, dot_share,
+      static_cast<long long>(decode_faults));
   if (kv.ok()) {
     std::printf(
         " kv_entries=%lld kv_entries_unpruned=%lld kv_bytes=%lld kv_bytes_unpruned=%lld "

@@ -70,9 +70,10 @@ TEST(BenchKv, S059_PrunerOnKeepsTheBudgetAndReportsWhatItSaved) {
       "bandwidth_gbs",     "decode_efficiency",   "peak_rss_mb",
       "prefill_gflops",    "peak_gflops",         "prefill_efficiency",
       "peak_fp32_gflops",  "peak_bf16dot_gflops", "bf16dot_mac_share",
-      "kv_entries",        "kv_entries_unpruned", "kv_bytes",
-      "kv_bytes_unpruned", "kv_peak_entries"};
+      "decode_major_faults", "kv_entries",        "kv_entries_unpruned",
+      "kv_bytes",          "kv_bytes_unpruned",   "kv_peak_entries"};
   EXPECT_EQ(b.keys, want) << b.text;
+  EXPECT_GE(Int(b, "decode_major_faults"), 0);  // a count (−1: missing)
   EXPECT_EQ(Int(b, "kv_entries_unpruned"), 16);
   EXPECT_LE(Int(b, "kv_entries"), 8);
   EXPECT_GT(Int(b, "kv_entries"), 0);

@@ -458,6 +458,39 @@ TEST(DeepSeekV4Model, ThreadsDoNotChangeLogits) {
   EXPECT_EQ(RunAll(**m, ids), one);
 }
 
+// A decoded token on several threads splits its attention by keys, then by
+// dimensions (attention.cc); one thread runs it by heads. Token by token,
+// through all three layer kinds with more keys than one thread's share
+// (window 20, CSA top-k, HCA entries), the logits must be the same bits.
+TEST(DeepSeekV4Model, ThreadsDoNotChangeDecodedLogits) {
+  DeepSeekV4Config c = testing::TinyMixedConfig();
+  c.sliding_window = 20;
+  auto ckpt = Synthetic(c, SynthFormat::kBf16, 5);
+  auto m = DeepSeekV4Model::Load(ckpt, c);
+  ASSERT_TRUE(m.ok());
+  const int64_t T = 40, V = c.vocab_size;
+  std::vector<int32_t> ids(T);
+  for (int64_t t = 0; t < T; ++t) ids[t] = static_cast<int32_t>((t * 37 + 11) % V);
+  const auto decode = [&] {
+    std::vector<float> all(T * V);
+    auto cache = (*m)->NewCache(T);
+    for (int64_t t = 0; t < T; ++t) {
+      EXPECT_TRUE((*m)->Forward({&ids[t], 1}, *cache, {all.data() + t * V, size_t(V)}, false).ok());
+    }
+    return all;
+  };
+  (*m)->SetThreads(1);
+  const std::vector<float> one = decode();
+  for (const int threads : {2, 3}) {
+    (*m)->SetThreads(threads);
+    const std::vector<float> got = decode();
+    for (int64_t t = 0; t < T; ++t) {
+      ASSERT_EQ(0, std::memcmp(got.data() + t * V, one.data() + t * V, V * sizeof(float)))
+          << "token " << t << ", " << threads << " threads";
+    }
+  }
+}
+
 TEST(DeepSeekV4Model, InfoAndParameterCount) {
   const DeepSeekV4Config c = TinyConfig();
   auto m = DeepSeekV4Model::Load(Synthetic(c, SynthFormat::kBf16, 1), c);
