@@ -89,7 +89,7 @@ int Run(const BenchArgs& a) {
   std::vector<double> prefill_tps, decode_tps;
   std::vector<ReadBandwidth> probes;  // one after each decode run
   const int threads = a.load.threads > 0 ? a.load.threads : 0;
-  double peak_rss_mb = 0.0;  // of the model runs, without the probe's buffer
+  double peak_rss_mb = 0.0;   // of the model runs, without the probe's buffer
   int64_t decode_faults = 0;  // major page faults in the decode loops, all runs
   for (int r = 0; r < a.repeat; ++r) {
     cache->Truncate(0);

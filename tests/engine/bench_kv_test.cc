@@ -66,12 +66,11 @@ TEST(BenchKv, S059_PrunerOnKeepsTheBudgetAndReportsWhatItSaved) {
   ASSERT_EQ(b.rc, 0) << b.text;
   // The existing fields first, in their order; the KV fields appended.
   const std::vector<std::string> want = {
-      "prefill_tps",       "decode_tps",          "weight_bytes_per_token",
-      "bandwidth_gbs",     "decode_efficiency",   "peak_rss_mb",
-      "prefill_gflops",    "peak_gflops",         "prefill_efficiency",
-      "peak_fp32_gflops",  "peak_bf16dot_gflops", "bf16dot_mac_share",
-      "decode_major_faults", "kv_entries",        "kv_entries_unpruned",
-      "kv_bytes",          "kv_bytes_unpruned",   "kv_peak_entries"};
+      "prefill_tps",         "decode_tps",       "weight_bytes_per_token", "bandwidth_gbs",
+      "decode_efficiency",   "peak_rss_mb",      "prefill_gflops",         "peak_gflops",
+      "prefill_efficiency",  "peak_fp32_gflops", "peak_bf16dot_gflops",    "bf16dot_mac_share",
+      "decode_major_faults", "kv_entries",       "kv_entries_unpruned",    "kv_bytes",
+      "kv_bytes_unpruned",   "kv_peak_entries"};
   EXPECT_EQ(b.keys, want) << b.text;
   EXPECT_GE(Int(b, "decode_major_faults"), 0);  // a count (−1: missing)
   EXPECT_EQ(Int(b, "kv_entries_unpruned"), 16);
