@@ -22,13 +22,8 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kWindow = size_t{16} << 20;
-constexpr int kWindows = 16;
+constexpr int kWindows = 4;
 constexpr size_t kTrial = size_t{4} << 20;
-// Refreshed when under this share of the sampled cache is in 2 MiB pages. A
-// cache read through the advised mapping samples 99% and more; one with 15%
-// of its 2 MiB pages split, 84%, and decodes 9% slower (docs/benchmarks.md,
-// session 14).
-constexpr double kMinHugeShare = 0.9;
 constexpr uint64_t kMaxKb = uint64_t{1} << 40;  // SumSmaps' ceiling per field and sum
 
 // The number at the start of `s` (after spaces) in `base`; false if none.
@@ -94,7 +89,7 @@ HugePageProbe SumSmaps(std::string_view smaps, uintptr_t begin, uintptr_t end) {
 
 bool ShouldRefreshPageCache(double resident_share, const HugePageProbe& probe) {
   if (resident_share < 0.5 || probe.rss_kb < 8 * 1024) return false;
-  return static_cast<double>(probe.pmd_kb) < kMinHugeShare * static_cast<double>(probe.rss_kb);
+  return static_cast<double>(probe.pmd_kb) < 0.8 * static_cast<double>(probe.rss_kb);
 }
 
 bool PageCacheRefreshEnabled() {
@@ -150,7 +145,7 @@ bool RefreshFragmentedPageCache(const std::string& path, const uint8_t* data, si
   if (refresh) {
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     LOG_WARNING(
-        "{}: its cached pages were partly in small pages (only {} of {} MiB sampled in 2 MiB "
+        "{}: its cached pages were mostly in small pages ({} of {} MiB sampled in 2 MiB "
         "pages); dropped them from the page cache so that they are read again in 2 MiB pages "
         "(one more read from disk; DSV4_THP_REFRESH=0 keeps the cache as it is)",
         path, probe.pmd_kb >> 10, probe.rss_kb >> 10);

@@ -37,11 +37,11 @@ HugePageProbe SumSmaps(std::string_view smaps, uintptr_t begin, uintptr_t end);
 // The measurement half of RefreshFragmentedPageCache's decision: at least
 // half of the file is cached (otherwise reading it in makes huge folios
 // anyway, and dropping would cost more disk reads than it saves), the probe
-// saw at least 8 MiB and under 90% of that was PMD-mapped.
+// saw at least 8 MiB and under 80% of that was PMD-mapped.
 bool ShouldRefreshPageCache(double resident_share, const HugePageProbe& probe);
 
 // For the file at `path`, mapped at [data, data + size) with MADV_HUGEPAGE and
-// nothing of it touched yet: for sixteen 16 MiB windows spread over it, how much
+// nothing of it touched yet: for four 16 MiB windows spread over it, how much
 // is cached (mincore) and, where that is at least half (a file mostly not
 // cached is not read here), how much of them the kernel maps with 2 MiB
 // entries once mapped and read in (/proc/self/smaps). Where ShouldRefreshPageCache says so,

@@ -89,11 +89,9 @@ TEST(ShouldRefreshPageCache, Thresholds) {
   EXPECT_FALSE(ShouldRefreshPageCache(0.49, small_pages));  // mostly not cached
   EXPECT_TRUE(ShouldRefreshPageCache(0.5, small_pages));
   EXPECT_FALSE(ShouldRefreshPageCache(1.0, {.rss_kb = 4 << 10, .pmd_kb = 0}));  // too little seen
-  // Under 90% in 2 MiB pages: 15% of a file's 2 MiB pages split read 84%.
-  EXPECT_TRUE(ShouldRefreshPageCache(1.0, {.rss_kb = 100 << 10, .pmd_kb = 84 << 10}));
-  EXPECT_TRUE(ShouldRefreshPageCache(1.0, {.rss_kb = 100 << 10, .pmd_kb = 89 << 10}));
-  EXPECT_FALSE(ShouldRefreshPageCache(1.0, {.rss_kb = 100 << 10, .pmd_kb = 90 << 10}));
-  EXPECT_FALSE(ShouldRefreshPageCache(1.0, {.rss_kb = 100 << 10, .pmd_kb = 99 << 10}));
+  // Under 80% in 2 MiB pages.
+  EXPECT_TRUE(ShouldRefreshPageCache(1.0, {.rss_kb = 100 << 10, .pmd_kb = 79 << 10}));
+  EXPECT_FALSE(ShouldRefreshPageCache(1.0, {.rss_kb = 100 << 10, .pmd_kb = 80 << 10}));
 }
 
 // A 64 MiB file mapped read-only.
