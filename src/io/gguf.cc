@@ -725,7 +725,9 @@ class GgufParser {
       info.name = t.name;
       info.dtype = *t.dtype;
       info.shape = t.shape;
-      info.data = bytes_.data() + data_offset + t.offset;
+      // Within the file: a tensor of 0 bytes may sit at the aligned data start
+      // of a file that ends before it (no padding written after the infos).
+      info.data = bytes_.data() + std::min<uint64_t>(data_offset + t.offset, bytes_.size());
       info.nbytes = t.nbytes;
       file_->index_.emplace(info.name, file_->tensors_.size());
       file_->tensors_.push_back(std::move(info));

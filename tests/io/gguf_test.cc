@@ -360,6 +360,24 @@ TEST(GgufCraftedTest, ZeroTensorsNoDataSection) {
   EXPECT_TRUE((*f)->tensors().empty());
 }
 
+// Found by fuzz_gguf: a tensor with a zero dimension (0 bytes) in a file that
+// ends right after its infos, before the aligned data start. It parses (as
+// llama.cpp's reader accepts it), and its data pointer stays inside the file.
+TEST(GgufCraftedTest, EmptyTensorInAFileWithoutDataSection) {
+  Bytes b;
+  b.Text("GGUF").U32(3).U64(1).U64(0);
+  b.Str("e").U32(1).U64(0).U32(kF32).U64(0);  // "e": ne = {0}, f32, offset 0
+  ASSERT_NE(b.size() % 32, 0u);
+  auto f = ParseGguf(b.span(), "empty.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ((*f)->tensors().size(), 1u);
+  const TensorInfo& t = (*f)->tensors()[0];
+  EXPECT_EQ(t.nbytes, 0);
+  const auto* p = static_cast<const uint8_t*>(t.data);
+  EXPECT_GE(p, b.span().data());
+  EXPECT_LE(p, b.span().data() + b.size());
+}
+
 TEST(GgufCraftedTest, Q8_0TensorNeedsWholeBlocks) {
   GgufBuilder g;
   g.Tensor("q", {64, 1}, kQ8_0, 0);
