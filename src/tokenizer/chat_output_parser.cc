@@ -165,7 +165,10 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       size_t tag = buf.find(kDsml);
       if (close == std::string_view::npos || (tag != std::string_view::npos && tag < close) ||
           close > kMaxHeader) {
-        if (at_end || tag != std::string_view::npos || buf.size() > kMaxHeader) {
+        // Unfinished: wait while a close could still start within kMaxHeader
+        // (the one-shot parse, with all the text, accepts one that does).
+        if (at_end || tag != std::string_view::npos || close != std::string_view::npos ||
+            buf.size() >= kMaxHeader + 3) {
           Fail("malformed <｜DSML｜invoke name=\"...\"> header", delta);
           return true;
         }
@@ -223,7 +226,10 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       size_t tag = buf.find(kDsml);
       if (pos == std::string_view::npos || (tag != std::string_view::npos && tag < pos) ||
           pos > kMaxHeader) {
-        if (at_end || tag != std::string_view::npos || buf.size() > kMaxHeader) {
+        // As for invoke headers: wait while a close (16 or 17 bytes) could
+        // still start within kMaxHeader.
+        if (at_end || tag != std::string_view::npos || pos != std::string_view::npos ||
+            buf.size() >= kMaxHeader + 17) {
           Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
           return true;
         }

@@ -107,6 +107,36 @@ TEST(ChatOutputParserTest, StreamingEqualsOneShotForEveryPieceSize) {
   }
 }
 
+// Headers may be up to 4096 bytes to their close. Found by fuzz_chat_dsv4: a
+// parameter header whose close started within the limit but ended past it
+// parsed in one piece and was flagged when streamed a byte at a time.
+TEST(ChatOutputParserTest, StreamingEqualsOneShotAtTheHeaderLimit) {
+  const std::string dsml = "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c";  // ｜DSML｜
+  constexpr size_t kLimit = 4096, kOpen = 7;  // ` name="` precedes the name
+  for (const bool in_invoke : {false, true}) {
+    for (const size_t close_at : {kLimit - 1, kLimit, kLimit + 1}) {
+      const std::string long_name(close_at - kOpen, 'n');
+      const std::string func = in_invoke ? long_name : "f";
+      const std::string param = in_invoke ? "a" : long_name;
+      const std::string text = "\n\n<" + dsml + "tool_calls>\n<" + dsml + "invoke name=\"" + func +
+                               "\">\n<" + dsml + "parameter name=\"" + param +
+                               "\" string=\"true\">v</" + dsml + "parameter>\n</" + dsml +
+                               "invoke>\n</" + dsml + "tool_calls>";
+      const Dsv4ParsedOutput whole = ParseDsv4Output(text, Dsv4ThinkingMode::kChat);
+      EXPECT_EQ(whole.malformed, close_at > kLimit) << in_invoke << " " << close_at;
+      for (size_t step : {1, 2, 17, 4096}) {
+        bool leaked = false;
+        const Dsv4ParsedOutput s = StreamInPieces(text, Dsv4ThinkingMode::kChat, step, &leaked);
+        EXPECT_EQ(s.malformed, whole.malformed) << in_invoke << " " << close_at << " step " << step;
+        if (whole.malformed) continue;
+        ASSERT_EQ(s.tool_calls.size(), 1u);
+        EXPECT_EQ(s.tool_calls[0].name, func);
+        EXPECT_EQ(s.tool_calls[0].arguments, whole.tool_calls[0].arguments);
+      }
+    }
+  }
+}
+
 TEST(ChatOutputParserTest, ContentEndingInNewlinesIsHeldBackThenReleased) {
   Dsv4OutputParser parser(Dsv4ThinkingMode::kChat);
   Dsv4OutputDelta d = parser.Push("Answer.\n\n");
