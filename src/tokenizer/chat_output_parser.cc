@@ -4,7 +4,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <initializer_list>
+#include <string_view>
 #include <utility>
 
 namespace dsv4 {
@@ -20,8 +22,12 @@ const std::string kInvokeEnd = "</" + kDsml + "invoke>\n";
 const std::string kParamStart = "<" + kDsml + "parameter";
 const std::string kParamEnd = "</" + kDsml + "parameter";
 const std::string kEos(tok::kEos);
-// Headers longer than this without their closing quote are malformed.
+// Headers whose close starts later than this are malformed.
 constexpr size_t kMaxHeader = 4096;
+// The closes of an invoke header and of a parameter header (string or not).
+constexpr std::string_view kInvokeClose = "\">\n";
+constexpr std::string_view kStringClose = "\" string=\"true\">";
+constexpr std::string_view kValueClose = "\" string=\"false\">";
 
 enum class Match { kYes, kMaybe, kNo };
 
@@ -161,14 +167,14 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       return true;
     }
     case State::kInvokeHeader: {
-      size_t close = buf.find("\">\n");
+      size_t close = buf.find(kInvokeClose);
       size_t tag = buf.find(kDsml);
       if (close == std::string_view::npos || (tag != std::string_view::npos && tag < close) ||
           close > kMaxHeader) {
         // Unfinished: wait while a close could still start within kMaxHeader
         // (the one-shot parse, with all the text, accepts one that does).
-        if (at_end || tag != std::string_view::npos || close != std::string_view::npos ||
-            buf.size() >= kMaxHeader + 3) {
+        if (at_end || tag != std::string_view::npos ||
+            buf.size() >= kMaxHeader + kInvokeClose.size()) {
           Fail("malformed <｜DSML｜invoke name=\"...\"> header", delta);
           return true;
         }
@@ -185,7 +191,7 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
         return true;
       }
       std::string name(header.substr(lead + 6));
-      consume(close + 3);
+      consume(close + kInvokeClose.size());
       result_.tool_calls.push_back({name, std::string()});
       param_names_.clear();
       delta->tool_calls.push_back(
@@ -220,16 +226,16 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
         Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
         return true;
       }
-      size_t t = buf.find("\" string=\"true\">", kNameOpen.size());
-      size_t f = buf.find("\" string=\"false\">", kNameOpen.size());
+      size_t t = buf.find(kStringClose, kNameOpen.size());
+      size_t f = buf.find(kValueClose, kNameOpen.size());
       size_t pos = std::min(t, f);
       size_t tag = buf.find(kDsml);
       if (pos == std::string_view::npos || (tag != std::string_view::npos && tag < pos) ||
           pos > kMaxHeader) {
-        // As for invoke headers: wait while a close (16 or 17 bytes) could
-        // still start within kMaxHeader.
-        if (at_end || tag != std::string_view::npos || pos != std::string_view::npos ||
-            buf.size() >= kMaxHeader + 17) {
+        // As for invoke headers: wait while either close could still start
+        // within kMaxHeader.
+        if (at_end || tag != std::string_view::npos ||
+            buf.size() >= kMaxHeader + std::max(kStringClose.size(), kValueClose.size())) {
           Fail("malformed <｜DSML｜parameter name=\"...\" string=\"true|false\"> header", delta);
           return true;
         }
@@ -241,7 +247,7 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
         Fail(fmt::format("duplicate parameter name '{}'", key), delta);
         return true;
       }
-      consume(pos + (param_is_string_ ? 16 : 17));
+      consume(pos + (param_is_string_ ? kStringClose : kValueClose).size());
       const bool first = param_names_.size() == 1;
       EmitArguments((first ? "" : ", ") + JsonQuote(key) + ": " + (param_is_string_ ? "\"" : ""),
                     delta);
