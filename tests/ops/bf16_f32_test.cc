@@ -1,8 +1,9 @@
-// The bf16 × f32 and f32 × f32 matvecs with staggered rows
-// (ops/simd/bf16_f32_x86.cc) against the Highway matvecs they stand in for
+// The bf16 × f32 and f32 × f32 matvecs with rows in pairs
+// (ops/simd/bf16_f32_x86.cc: row i of a call's first half of rows beside row
+// i of its second half) against the Highway matvecs they stand in for
 // (DenseMatMulKernel(kBF16), DenseMatMulKernel(kF32)), bit for bit: K of 32
-// or 64 to 8192 (a half row of one step up to 64), N from 1 (no second row to
-// stagger) to 261, row ranges starting anywhere, unaligned weights and x, x
+// or 64 to 8192, N from 1 (no pair) to 261 (odd counts leave a row alone),
+// row ranges starting anywhere, unaligned weights and x, x
 // with zeros, signs and a wide range of magnitudes, every bf16 bit pattern
 // and random f32 ones (infinities, NaNs and subnormals included) as weights;
 // and declining, writing nothing, for T != 1 and K % 64 != 0 (bf16) or

@@ -12,13 +12,16 @@
 // _mm512_reduce_add_ps of the accumulator, plus 0.0f (the empty scalar tail).
 //
 // Why it is faster. That order is one chain of dependent FMAs per row, one or
-// two per 64 bytes of weights: one row at a time waits on the FMA latency,
-// and the Highway kernel's four rows side by side are four streams through
-// memory, which the memory system serves more slowly than one. Here two
-// chains run staggered by half a row: the second half of row n beside the
-// first half of row n + 1. Their bytes, [row n + R/2, row n + 1 + R/2), are
-// one contiguous window, so the weights are read as one stream, prefetched
-// into L1 kAheadBytes ahead in address order, two lines per step.
+// two per 64 bytes of weights: one row at a time waits on the FMA latency.
+// Here two chains run side by side: row i of the call's first half of rows
+// beside row i of its second half, each row a sequential stream of its own,
+// prefetched kAheadBytes ahead (into L2). Rows that lie a few KiB apart and
+// advance together — the Highway kernel's four adjacent rows, or the second
+// half of row n beside the first half of row n + 1, which this kernel did
+// until session 15 — defeat the hardware prefetcher on Zen 4: one thread read
+// 14–15 GB/s from memory that way, where a plain sum reads 28–30 and the two
+// far-apart streams 31–33; two threads read the head's [32768, 2048] at 28–30
+// GB/s against 38–40 now (docs/benchmarks.md, session 15).
 //
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
@@ -48,11 +51,12 @@ namespace {
 
 #define DSV4_BF16F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
-// How far the prefetch stream runs ahead of the leading half row. Tuned on
-// Zen 5 with model decode (`dsv4 bench`, 4 GB synthetic V4, 2 threads, K =
-// 2048, fast memory state, interleaved): 6 KiB 102.4 tok/s, 14 KiB 101.1;
-// with one thread `matmul_bench 1 134 3 bf16 2048 decode` read 2–20 KiB
-// within noise.
+// How far each row's prefetch runs ahead of it. On Zen 5, for the staggered
+// kernel's window, with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
+// threads, K = 2048, fast memory state, interleaved): 6 KiB 102.4 tok/s,
+// 14 KiB 101.1. On Zen 4 for the two streams (`matmul_bench T 128 5 bf16 2048
+// decode:8`, medians of five alternations): 6 KiB into L1 30.9 (1 thread) and
+// 38.6 GB/s (2), into L2 32.7 and 39.9; 16 KiB into L2 31.7 and 39.6.
 constexpr int64_t kAheadBytes = 6 * 1024;
 
 // acc after the 32 weights at w (bf16) against inputs xe (even) and xo (odd).
@@ -87,13 +91,13 @@ struct Format {
   }
 };
 
-// The prefetch stream: lines [from, from + bytes) of the window ahead, if they
+// The prefetch: lines [from, from + bytes) ahead of a row, if they
 // lie before `end` (addresses, not pointers: past the weights they are only
 // prefetched, never read).
 DSV4_BF16F32_TARGET inline void Fetch(uintptr_t from, int64_t bytes, uintptr_t end) {
   for (int64_t b = 0; b < bytes; b += 64) {
     if (from + static_cast<uintptr_t>(b) < end) {
-      _mm_prefetch(reinterpret_cast<const char*>(from + static_cast<uintptr_t>(b)), _MM_HINT_T0);
+      x86::PrefetchWeights(reinterpret_cast<const char*>(from + static_cast<uintptr_t>(b)));
     }
   }
 }
@@ -138,42 +142,33 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   }
   const int64_t row_elems = a.w.strides[0];
   const W* base = static_cast<const W*>(a.w.data);
-  const int64_t half = k_size / 2;  // inputs per half row, a multiple of kStep
   const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_elems);
-  // The stream runs this far ahead of the trailing half row (bytes).
-  const int64_t half_bytes = half * static_cast<int64_t>(sizeof(W));
-  const int64_t ahead = 2 * half_bytes + kAheadBytes;
-  // Window of rows n (second half) and n + 1 (first half) starts at row n + R/2.
-  auto window = [&](int64_t n) { return reinterpret_cast<uintptr_t>(base + n * row_elems + half); };
-  // Byte offset in the window of input k of each half: both halves advance.
-  constexpr int64_t kBytesPerInput = 2 * static_cast<int64_t>(sizeof(W));
-  // Row row_begin's first half alone (the stream starts at the row).
-  __m512 lead = _mm512_setzero_ps();
-  {
-    const W* row = base + a.row_begin * row_elems;
-    const uintptr_t from = reinterpret_cast<uintptr_t>(row) + ahead;
-    Fetch(reinterpret_cast<uintptr_t>(row), ahead, end);
-    for (int64_t k = 0; k < half; k += kStep) {
-      Fetch(from + static_cast<uintptr_t>(k * kBytesPerInput / 2), 64, end);
-      lead = Fmt::At(row, xd, k, lead);
+  // Row i of the range's first half beside row i of its second half: two
+  // chains, each a sequential stream (rows side by side a few KiB apart
+  // defeat the hardware prefetcher), each prefetched kAheadBytes ahead.
+  const int64_t pairs = (a.row_end - a.row_begin) / 2;
+  const int64_t second = pairs * row_elems;  // elements from a row to its partner
+  for (int64_t i = 0; i < pairs; ++i) {
+    const W* r0 = base + (a.row_begin + i) * row_elems;
+    const W* r1 = r0 + second;
+    const uintptr_t f0 = reinterpret_cast<uintptr_t>(r0) + kAheadBytes;
+    const uintptr_t f1 = reinterpret_cast<uintptr_t>(r1) + kAheadBytes;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k_size; k += kStep) {
+      const uintptr_t off = static_cast<uintptr_t>(k) * sizeof(W);
+      Fetch(f0 + off, 64, end);
+      Fetch(f1 + off, 64, end);
+      acc0 = Fmt::At(r0, xd, k, acc0);
+      acc1 = Fmt::At(r1, xd, k, acc1);
     }
+    a.out[i] = _mm512_reduce_add_ps(acc0) + 0.0f;
+    a.out[i + pairs] = _mm512_reduce_add_ps(acc1) + 0.0f;
   }
-  for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-    const W* tail_row = base + n * row_elems + half;  // row n, second half
-    __m512 tail = lead;
-    lead = _mm512_setzero_ps();
-    const uintptr_t from = window(n) + ahead;
-    if (n + 1 < a.row_end) {
-      const W* lead_row = base + (n + 1) * row_elems;  // row n + 1, first half
-      for (int64_t k = 0; k < half; k += kStep) {
-        Fetch(from + static_cast<uintptr_t>(k * kBytesPerInput), 128, end);
-        tail = Fmt::At(tail_row, xd + half, k, tail);
-        lead = Fmt::At(lead_row, xd, k, lead);
-      }
-    } else {
-      for (int64_t k = 0; k < half; k += kStep) tail = Fmt::At(tail_row, xd + half, k, tail);
-    }
-    a.out[n - a.row_begin] = _mm512_reduce_add_ps(tail) + 0.0f;
+  for (int64_t n = a.row_begin + 2 * pairs; n < a.row_end; ++n) {  // the odd row left
+    const W* r = base + n * row_elems;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k_size; k += kStep) acc = Fmt::At(r, xd, k, acc);
+    a.out[n - a.row_begin] = _mm512_reduce_add_ps(acc) + 0.0f;
   }
   return true;
 }

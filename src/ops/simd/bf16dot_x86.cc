@@ -64,13 +64,14 @@ namespace dsv4::ops::simd {
 namespace bf16dot {
 
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
-// Matvec: bytes its software prefetch runs ahead of the weight stream. Tuned
-// on Zen 5 by editing it and running `matmul_bench 2 256 3 fp8_e4m3 2048
-// decode`: 4–16 KiB within noise with 2 threads, 2 KiB −6%. The prefetch
-// fetches into L1 (T0): against a non-temporal hint, model decode on 2
-// threads read 105 vs 100 tok/s where memory was fast (82–85 GB/s probe, 5
-// alternations) and the same where it was slow; 1 thread +1%.
-inline constexpr int64_t kPrefetchBytes = 9 * 1024;
+// Matvec: bytes its software prefetch (into L2, x86::PrefetchWeights) runs
+// ahead of the weight stream. On Zen 5 (into L1 then) 4–16 KiB read within
+// noise with 2 threads, 2 KiB −6% (`matmul_bench 2 256 3 fp8_e4m3 2048
+// decode`). On Zen 4, into L2, `matmul_bench T 128 5 FMT 2048 decode:8`
+// (medians of six alternations, GB/s, 9 / 16 / 24 KiB): FP8 1 thread 29.4 /
+// 29.6 / 30.1, 2 threads 32.0 / 32.1 / 32.0; FP4 1 thread 22.6 / 22.6 / 22.4,
+// 2 threads 29.6 / 31.9 / 31.2.
+inline constexpr int64_t kPrefetchBytes = 16 * 1024;
 // Matvec, FP4: rows its software prefetch of the scale rows runs ahead. With
 // 16, a decoded token's MoE steps (FP4, 2 threads, 4 GB synthetic V4) took
 // 1–3% less time than without, in 5 of 5 alternations (pool region timings,
@@ -427,8 +428,8 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
       const int64_t off = g * kGroupBytes<F>;
       // Addresses past the matrix are only prefetched, never read.
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(row0) + off + bf16dot::kPrefetchBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + half * row_bytes), _MM_HINT_T0);
+      x86::PrefetchWeights(reinterpret_cast<const char*>(ahead));
+      x86::PrefetchWeights(reinterpret_cast<const char*>(ahead + half * row_bytes));
       __m512i x[4], w0[4], w1[4];
       for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + g * kGroup + 32 * v);
       Decode<F>(row0 + off, tab, w0);
@@ -447,7 +448,7 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // on; FP4 with one token: two rows, Fp4RowPairs). The weights stream through
 // memory in order — one stream per thread (two for FP4 pairs),
 // with a software prefetch kPrefetchBytes ahead — which on Zen 5
-// reads 20–40% more GB/s with 2 threads than four rows side by side
+// read 20–40% more GB/s with 2 threads than four rows side by side
 // (docs/benchmarks.md); x (bf16, ≤ 16 KiB) stays in L1 for every row.
 template <Format F>
 DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
@@ -516,7 +517,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
         // An address past the matrix is only prefetched, never read.
         const uintptr_t ahead = reinterpret_cast<uintptr_t>(row) + off + bf16dot::kPrefetchBytes;
         for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T0);
+          x86::PrefetchWeights(reinterpret_cast<const char*>(ahead + b));
         }
         __m512i x[4], w[4];
         for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + g * kGroup + 32 * v);

@@ -17,9 +17,10 @@
 // widened by unpacking with zero; one vpermb first orders each 64 bytes so
 // that the unpacks give inputs in natural lane order: 10 shuffles and 4 FMAs
 // per 64 weights where the f16 route takes 14 conversions and shifts. The
-// rows are prefetched into L1 as one stream (kAheadBytes): with the new
-// decoding but a non-temporal prefetch, one core read the same 26.7 GB/s as
-// the Highway matvec; with both, 40–42 (docs/benchmarks.md).
+// rows are prefetched as one stream (kAheadBytes; on Zen 5 into L1, now into
+// L2, x86::PrefetchWeights): with the new decoding but a non-temporal
+// prefetch, one Zen 5 core read the same 26.7 GB/s as the Highway matvec;
+// with both, 40–42 (docs/benchmarks.md). On Zen 4 into L1 17.5, into L2 21.9.
 // Quads whose rows straddle two 128-row blocks, or whose block has a NaN
 // scale (e8m0 255), run on the Highway kernel itself.
 //
@@ -112,9 +113,9 @@ DSV4_FP8F32_TARGET void Quad(const uint8_t* base, int64_t row_bytes, int64_t n0,
   for (int r = 0; r < 4; ++r) row[r] = base + (n0 + std::min(r, rows - 1)) * row_bytes;
   for (int64_t k = 0; k < k_size; k += 64) {
     // The rows' bytes kAheadBytes on, fetched along as one stream at this
-    // pace (into L1: a non-temporal hint left 4 rows side by side 30% slower).
+    // pace (a non-temporal hint left 4 rows side by side 30% slower).
     for (int64_t off = 4 * k; off < std::min(next_bytes, 4 * k + 256); off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<uintptr_t>(off)), _MM_HINT_T0);
+      x86::PrefetchWeights(reinterpret_cast<const char*>(next + static_cast<uintptr_t>(off)));
     }
     const __m512 x0 = _mm512_loadu_ps(xs + k), x1 = _mm512_loadu_ps(xs + k + 16);
     const __m512 x2 = _mm512_loadu_ps(xs + k + 32), x3 = _mm512_loadu_ps(xs + k + 48);

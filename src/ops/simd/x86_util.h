@@ -42,10 +42,20 @@ __attribute__((target("avx512f"))) inline __m512i Opaque(__m512i v) {
   return v;
 }
 
+// The matvecs' software prefetch of their weight streams, into L2 (T1). On
+// Zen 4 a T0 prefetch (into L1) held one thread's stream from memory to about
+// two thirds of what T1 reads (`matmul_bench 1 128 5 FMT 2048 decode:8`,
+// medians of six alternations: FP8 20.2 against 29.6 GB/s, FP4 18.9 against
+// 22.6; two threads FP8 29.4 against 32.1, FP4 27.3 against 31.9); bf16 and
+// the k-quants read alike either way (docs/benchmarks.md, session 15).
+__attribute__((always_inline)) inline void PrefetchWeights(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+}
+
 // A measurement, never a release: in a build with -DDSV4_STREAM_ONLY=ON, the
 // one-token matvecs do no arithmetic. Each reads its call's bytes — [p, p +
 // bytes), then its block scales' [q, q + q_bytes) — as one stream, fetched
-// `ahead` bytes on into L1 as the kernels fetch their rows, and writes 0 to
+// `ahead` bytes on as the kernels fetch their rows, and writes 0 to
 // its outputs (junk). So a decode measures what the weight streams cost
 // without the decoding and products (docs/benchmarks.md, "stream-only").
 #if defined(DSV4_STREAM_ONLY) && DSV4_STREAM_ONLY
@@ -61,7 +71,7 @@ __attribute__((target("avx512f"))) inline void StreamOnly(const void* p, int64_t
     const char* c = static_cast<const char*>(from);
     __m512i acc = _mm512_setzero_si512();
     for (int64_t off = 0; off + 64 <= n; off += 64) {
-      _mm_prefetch(c + off + ahead, _MM_HINT_T0);  // past the end only fetched, never read
+      PrefetchWeights(c + off + ahead);  // past the end only fetched, never read
       acc = _mm512_xor_si512(acc, _mm512_loadu_si512(c + off));
     }
     asm volatile("" : : "v"(acc));  // the loads stay
