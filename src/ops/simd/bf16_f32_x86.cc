@@ -52,7 +52,7 @@ namespace {
 #define DSV4_BF16F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
 // How far each row's prefetch runs ahead of it. On Zen 5, for the staggered
-// kernel's window, with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
+// kernel's window (before session 15), with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
 // threads, K = 2048, fast memory state, interleaved): 6 KiB 102.4 tok/s,
 // 14 KiB 101.1. On Zen 4 for the two streams (`matmul_bench T 128 5 bf16 2048
 // decode:8`, medians of five alternations): 6 KiB into L1 30.9 (1 thread) and

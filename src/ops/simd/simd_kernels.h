@@ -89,7 +89,8 @@ TryMatMulFn Fp4Bf16DotKernel();
 // DSV4_FP8_F32_MATVEC=0.
 TryMatMulFn Fp8F32MatVecKernel();
 // bf16 × f32 matvec (one token) on AVX-512 (ops/simd/bf16_f32_x86.cc): bit for
-// bit DenseMatMulKernel(kBF16)'s, with two staggered rows read as one stream.
+// bit DenseMatMulKernel(kBF16)'s, two rows at once from the two halves of the
+// row range (two sequential streams).
 // Declines (false, nothing written) unless n_tokens == 1 and K % 64 == 0; the
 // caller then runs DenseMatMulKernel. nullptr when the CPU lacks AVX-512 or
 // DSV4_BF16_F32_MATVEC=0.
