@@ -18,10 +18,12 @@
 // prefetched kAheadBytes ahead (into L2). Rows that lie a few KiB apart and
 // advance together — the Highway kernel's four adjacent rows, or the second
 // half of row n beside the first half of row n + 1, which this kernel did
-// until session 15 — defeat the hardware prefetcher on Zen 4: one thread read
-// 14–15 GB/s from memory that way, where a plain sum reads 28–30 and the two
-// far-apart streams 31–33; two threads read the head's [32768, 2048] at 28–30
-// GB/s against 38–40 now (docs/benchmarks.md, session 15).
+// until session 15 — defeat the hardware prefetcher on Zen 4: without a
+// software prefetch one thread reads them at 15–16 GB/s from memory, where a
+// plain sum reads 27–32 and the two far-apart streams 26–31
+// (`stream_patterns 256`, bench/). `matmul_bench T 128 5 bf16 2048 decode:8`,
+// before → after, medians of six alternations: 1 thread 19.7 → 24.5 GB/s,
+// 2 threads 29.4 → 34.0 (docs/benchmarks.md, session 15).
 //
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
@@ -55,8 +57,9 @@ namespace {
 // kernel's window (before session 15), with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
 // threads, K = 2048, fast memory state, interleaved): 6 KiB 102.4 tok/s,
 // 14 KiB 101.1. On Zen 4 for the two streams (`matmul_bench T 128 5 bf16 2048
-// decode:8`, medians of five alternations): 6 KiB into L1 30.9 (1 thread) and
-// 38.6 GB/s (2), into L2 32.7 and 39.9; 16 KiB into L2 31.7 and 39.6.
+// decode:8`, medians of five alternations, hint and distance set by
+// environment variables in an edit not kept): 6 KiB into L1 30.9 (1 thread)
+// and 38.6 GB/s (2), into L2 32.7 and 39.9; 16 KiB into L2 31.7 and 39.6.
 constexpr int64_t kAheadBytes = 6 * 1024;
 
 // acc after the 32 weights at w (bf16) against inputs xe (even) and xo (odd).
@@ -111,6 +114,9 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   using Fmt = Format<W>;
   constexpr int64_t kStep = Fmt::kStep;
   const int64_t k_size = a.w.sizes[1];
+  // K a multiple of two steps: the staggered kernel's half rows needed it; the
+  // two-stream loop needs one step, but the calls it takes stay as they were
+  // (DeclinesWritingNothing asserts bf16 K % 64 != 0 declines).
   if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % (2 * kStep) != 0 || k_size == 0 ||
       a.w.strides[1] != 1) {
     return false;

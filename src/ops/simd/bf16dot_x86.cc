@@ -68,7 +68,8 @@ inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // ahead of the weight stream. On Zen 5 (into L1 then) 4–16 KiB read within
 // noise with 2 threads, 2 KiB −6% (`matmul_bench 2 256 3 fp8_e4m3 2048
 // decode`). On Zen 4, into L2, `matmul_bench T 128 5 FMT 2048 decode:8`
-// (medians of six alternations, GB/s, 9 / 16 / 24 KiB): FP8 1 thread 29.4 /
+// (medians of six alternations, the distance set by an environment variable
+// in an edit not kept; GB/s, 9 / 16 / 24 KiB): FP8 1 thread 29.4 /
 // 29.6 / 30.1, 2 threads 32.0 / 32.1 / 32.0; FP4 1 thread 22.6 / 22.6 / 22.4,
 // 2 threads 29.6 / 31.9 / 31.2.
 inline constexpr int64_t kPrefetchBytes = 16 * 1024;

@@ -20,7 +20,9 @@
 // rows are prefetched as one stream (kAheadBytes; on Zen 5 into L1, now into
 // L2, x86::PrefetchWeights): with the new decoding but a non-temporal
 // prefetch, one Zen 5 core read the same 26.7 GB/s as the Highway matvec;
-// with both, 40–42 (docs/benchmarks.md). On Zen 4 into L1 17.5, into L2 21.9.
+// with both, 40–42 (docs/benchmarks.md). On Zen 4, one thread, into L1 17.5
+// GB/s, into L2 21.9 (`DSV4_BENCH_X=f32 matmul_bench 1 128 5 fp8_e4m3 2048
+// decode:8`, medians of five alternations, the hint switched in an edit not kept).
 // Quads whose rows straddle two 128-row blocks, or whose block has a NaN
 // scale (e8m0 255), run on the Highway kernel itself.
 //

@@ -45,9 +45,11 @@ __attribute__((target("avx512f"))) inline __m512i Opaque(__m512i v) {
 // The matvecs' software prefetch of their weight streams, into L2 (T1). On
 // Zen 4 a T0 prefetch (into L1) held one thread's stream from memory to about
 // two thirds of what T1 reads (`matmul_bench 1 128 5 FMT 2048 decode:8`,
-// medians of six alternations: FP8 20.2 against 29.6 GB/s, FP4 18.9 against
+// medians of six alternations, with the hint switched by an environment
+// variable in an edit not kept: FP8 20.2 against 29.6 GB/s, FP4 18.9 against
 // 22.6; two threads FP8 29.4 against 32.1, FP4 27.3 against 31.9); bf16 and
-// the k-quants read alike either way (docs/benchmarks.md, session 15).
+// the k-quants read alike either way. `stream_patterns` (bench/) shows the
+// same for plain row sums (docs/benchmarks.md, session 15).
 __attribute__((always_inline)) inline void PrefetchWeights(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 }
