@@ -110,9 +110,9 @@ void Fp4Kernel(const simd::MatMulArgs& a) {
   if (dot == nullptr || !dot(a)) simd::Fp4BlockMatMulKernel()(a);
 }
 
-// bf16 and f32: the one-token twins of the Highway kernels where the CPU has
-// AVX-512 (DeepSeek-V4's head, compressors and MoE gate; its mHC mixers and
-// llama2.c weights).
+// bf16, f32, f16 and q8_0: the one-token twins of the Highway kernels where
+// the CPU has AVX-512 (DeepSeek-V4's head, compressors and MoE gate; its mHC
+// mixers and llama2.c weights; GGUF f16 and q8_0 weights).
 template <DType kDType, simd::TryMatMulFn (*kMatVec)()>
 void DenseKernel(const simd::MatMulArgs& a) {
   static const simd::TryMatMulFn matvec = kMatVec();
@@ -167,6 +167,12 @@ simd::MatMulFn PlainKernel(DType t) {
   }
   if (t == DType::kF32 && simd::DenseMatMulKernel(t) != nullptr) {
     return &DenseKernel<DType::kF32, &simd::F32F32MatVecKernel>;
+  }
+  if (t == DType::kF16 && simd::DenseMatMulKernel(t) != nullptr) {
+    return &DenseKernel<DType::kF16, &simd::F16F32MatVecKernel>;
+  }
+  if (t == DType::kQ8_0 && simd::DenseMatMulKernel(t) != nullptr) {
+    return &DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>;
   }
   if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
   if (t == DType::kQ4_K) return &KQuantKernel<DType::kQ4_K>;

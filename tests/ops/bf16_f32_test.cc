@@ -1,13 +1,13 @@
-// The bf16 × f32 and f32 × f32 matvecs with rows in pairs
+// The bf16, f32, f16 and q8_0 × f32 matvecs with rows in pairs
 // (ops/simd/bf16_f32_x86.cc: row i of a call's first half of rows beside row
 // i of its second half) against the Highway matvecs they stand in for
-// (DenseMatMulKernel(kBF16), DenseMatMulKernel(kF32)), bit for bit: K of 32
+// (DenseMatMulKernel of the same dtype), bit for bit: K of 32
 // or 64 to 8192, N from 1 (no pair) to 261 (odd counts leave a row alone),
 // row ranges starting anywhere, unaligned weights and x, x
 // with zeros, signs and a wide range of magnitudes, every bf16 bit pattern
 // and random f32 ones (infinities, NaNs and subnormals included) as weights;
-// and declining, writing nothing, for T != 1 and K % 64 != 0 (bf16) or
-// K % 32 != 0 (f32).
+// every f16 bit pattern; and declining, writing nothing, for T != 1 and
+// K % 64 != 0 (bf16) or K % 32 != 0 (f32, f16, q8_0).
 //
 // The kernel exists only on x86-64 CPUs with AVX-512; elsewhere its tests are
 // reported as skipped with the reason.
@@ -34,14 +34,30 @@ using ::dsv4::testing::WideX;
                       "this CPU lacks AVX-512 (or DSV4_BF16_F32_MATVEC=0)")
 #define DSV4_REQUIRE_F32_F32() \
   DSV4_REQUIRE_KERNEL(simd::F32F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_F32_MATVEC=0)")
+#define DSV4_REQUIRE_F16_F32() \
+  DSV4_REQUIRE_KERNEL(simd::F16F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_F16_MATVEC=0)")
+#define DSV4_REQUIRE_Q8_F32() \
+  DSV4_REQUIRE_KERNEL(simd::Q8F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_Q8_0_MATVEC=0)")
+
+// The pair kernel for a weight dtype.
+simd::TryMatMulFn PairKernel(DType dt) {
+  switch (dt) {
+    case DType::kBF16:
+      return simd::Bf16F32MatVecKernel();
+    case DType::kF16:
+      return simd::F16F32MatVecKernel();
+    case DType::kQ8_0:
+      return simd::Q8F32MatVecKernel();
+    default:
+      return simd::F32F32MatVecKernel();
+  }
+}
 
 // Rows [b, e) of w · x by both kernels (w's dtype picks the pair); equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
                     const std::string& what) {
-  ::dsv4::testing::ExpectSameBits(
-      simd::DenseMatMulKernel(w.dtype),
-      w.dtype == DType::kBF16 ? simd::Bf16F32MatVecKernel() : simd::F32F32MatVecKernel(), w, x, b,
-      e, what);
+  ::dsv4::testing::ExpectSameBits(simd::DenseMatMulKernel(w.dtype), PairKernel(w.dtype), w, x, b,
+                                  e, what);
 }
 
 // Every K, N, offset and row range of EqualsHighwayMatVecBitForBit.
@@ -73,6 +89,47 @@ TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
 TEST(F32F32MatVec, EqualsHighwayMatVecBitForBit) {
   DSV4_REQUIRE_F32_F32();
   ExpectSameBitsAcrossShapes(DType::kF32, {32, 64, 96, 2048, 8192});
+}
+
+TEST(F16F32MatVec, EqualsHighwayMatVecBitForBit) {
+  DSV4_REQUIRE_F16_F32();
+  ExpectSameBitsAcrossShapes(DType::kF16, {32, 64, 96, 2048, 5632});
+}
+
+TEST(Q8F32MatVec, EqualsHighwayMatVecBitForBit) {
+  DSV4_REQUIRE_Q8_F32();
+  ExpectSameBitsAcrossShapes(DType::kQ8_0, {32, 64, 96, 2048, 5632});
+}
+
+// Every f16 bit pattern as a weight (infinities, NaNs and subnormals among them).
+TEST(F16F32MatVec, EveryBitPatternEqualsHighway) {
+  DSV4_REQUIRE_F16_F32();
+  const int64_t n = 512, k = 128;  // 65536 weights: each f16 pattern once
+  Weight w = MakeWeight(DType::kF16, n, k, 9);
+  uint16_t* p = reinterpret_cast<uint16_t*>(w.bytes.data() + w.offset);
+  for (int64_t i = 0; i < n * k; ++i)
+    p[i] = static_cast<uint16_t>(i * 40503u);  // odd: a permutation
+  const std::vector<float> x = WideX(k, 5, 0);
+  ExpectSameBits(w, x.data(), 0, n, "bit patterns");
+  ExpectSameBits(w, x.data(), 7, 300, "bit patterns from row 7");
+}
+
+// q8_0 blocks with every code and scales over the f16 range (subnormal,
+// large, negative, zero, infinity): code · scale stays exact.
+TEST(Q8F32MatVec, ExtremeScalesAndCodesEqualHighway) {
+  DSV4_REQUIRE_Q8_F32();
+  const int64_t n = 64, k = 256;
+  Weight w = MakeWeight(DType::kQ8_0, n, k, 9);
+  uint8_t* p = w.bytes.data() + w.offset;
+  const uint16_t scales[] = {0x0001, 0x03ff, 0x7bff, 0xfbff, 0x0000, 0x8000, 0x3c00, 0x7c00};
+  for (int64_t b = 0; b < n * k / 32; ++b) {
+    uint8_t* blk = p + b * 34;
+    std::memcpy(blk, &scales[b % 8], 2);
+    for (int i = 0; i < 32; ++i) blk[2 + i] = static_cast<uint8_t>(b * 32 + i);  // every byte
+  }
+  const std::vector<float> x = WideX(k, 5, 0);
+  ExpectSameBits(w, x.data(), 0, n, "extreme blocks");
+  ExpectSameBits(w, x.data(), 3, 61, "extreme blocks, rows 3-60");
 }
 
 // Random bit patterns as f32 weights: every exponent, the special values
@@ -125,6 +182,25 @@ TEST(F32F32MatVec, DeclinesWritingNothing) {
   check(MakeWeight(DType::kF32, 8, 256, 1), 2, "two tokens");
   check(MakeWeight(DType::kF32, 8, 48, 2), 1, "K % 32 != 0");
   check(MakeWeight(DType::kF32, 8, 16, 3), 1, "K = 16");
+}
+
+TEST(F16F32MatVec, DeclinesWritingNothing) {
+  DSV4_REQUIRE_F16_F32();
+  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
+    ::dsv4::testing::ExpectDeclines(simd::F16F32MatVecKernel(), w, t, what);
+  };
+  check(MakeWeight(DType::kF16, 8, 256, 1), 2, "two tokens");
+  check(MakeWeight(DType::kF16, 8, 48, 2), 1, "K % 32 != 0");
+  check(MakeWeight(DType::kBF16, 8, 64, 3), 1, "a bf16 weight");
+}
+
+TEST(Q8F32MatVec, DeclinesWritingNothing) {
+  DSV4_REQUIRE_Q8_F32();
+  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
+    ::dsv4::testing::ExpectDeclines(simd::Q8F32MatVecKernel(), w, t, what);
+  };
+  check(MakeWeight(DType::kQ8_0, 8, 256, 1), 2, "two tokens");
+  check(MakeWeight(DType::kF16, 8, 64, 3), 1, "an f16 weight");
 }
 
 }  // namespace

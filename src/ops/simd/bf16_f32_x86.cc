@@ -1,15 +1,17 @@
-// ops/simd bf16 × f32 and f32 × f32 matvecs on AVX-512: the decode path of a
-// bf16 weight (DeepSeek-V4's head, its compressors' wkv and wgate, the MoE
-// gate) or an f32 one (DeepSeek-V4's mHC mixers, llama2.c checkpoints) for one
-// token.
+// ops/simd bf16, f32, f16 and q8_0 × f32 matvecs on AVX-512: the decode path
+// of a bf16 weight (DeepSeek-V4's head, its compressors' wkv and wgate, the MoE
+// gate), an f32 one (DeepSeek-V4's mHC mixers, llama2.c checkpoints) or a GGUF
+// model's f16 and q8_0 weights, for one token.
 //
-// Bit for bit the Highway matvec (matmul_simd.cc, Bf16Fmt / F32Fmt on
-// AVX-512), so that a token's result still does not depend on how many tokens
-// share its call (the tile path sums in that order too). That order, per
-// output row: lane i of one accumulator takes, in k order, bf16: for each 32
-// inputs j…j+31, FMA(w[j+2i], x[j+2i]) then FMA(w[j+2i+1], x[j+2i+1]); f32:
-// for each 16 inputs j…j+15, FMA(w[j+i], x[j+i]); the output is
-// _mm512_reduce_add_ps of the accumulator, plus 0.0f (the empty scalar tail).
+// Bit for bit the Highway matvec (matmul_simd.cc, Bf16Fmt / F32Fmt / F16Fmt /
+// Q8Fmt on AVX-512), so that a token's result still does not depend on how
+// many tokens share its call (the tile path sums in that order too). That
+// order, per output row: lane i of one accumulator takes, in k order, bf16:
+// for each 32 inputs j…j+31, FMA(w[j+2i], x[j+2i]) then FMA(w[j+2i+1],
+// x[j+2i+1]); f32 and f16: for each 16 inputs j…j+15, FMA(w[j+i], x[j+i]);
+// q8_0: the same with w = code · block scale (an exact product: 8 × 11
+// significant bits); the output is _mm512_reduce_add_ps of the accumulator,
+// plus 0.0f (the empty scalar tail).
 //
 // Why it is faster. That order is one chain of dependent FMAs per row, one or
 // two per 64 bytes of weights: one row at a time waits on the FMA latency.
@@ -28,6 +30,7 @@
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ops/simd/simd_kernels.h"
@@ -51,7 +54,8 @@ namespace dsv4::ops::simd {
 #if DSV4_HAVE_BF16_F32
 namespace {
 
-#define DSV4_BF16F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#define DSV4_BF16F32_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c")))
 
 // How far each row's prefetch runs ahead of it. On Zen 5, for the staggered
 // kernel's window (before session 15), with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
@@ -72,25 +76,65 @@ DSV4_BF16F32_TARGET inline __m512 Step(const uint16_t* w, const float* xe, const
   return _mm512_fmadd_ps(odd, _mm512_loadu_ps(xo), acc);
 }
 
-// acc after the 16 weights at w (f32) against inputs x (64 bytes, as one bf16 step).
-DSV4_BF16F32_TARGET inline __m512 Step(const float* w, const float* x, __m512 acc) {
-  return _mm512_fmadd_ps(_mm512_castsi512_ps(x86::Opaque(_mm512_loadu_si512(w))),
-                         _mm512_loadu_ps(x), acc);
-}
+// The weight formats. A row is walked in steps of kInputs inputs, kBytes
+// bytes (kBytes ≤ 64: one line fetched ahead per step keeps the prefetch
+// contiguous); At(p, x, acc) is acc after the step whose weights start at p,
+// against x at its first input (as Prepare laid x out). Calls whose K is not
+// a multiple of kKMultiple are declined.
+//
+// bf16: 32 inputs per 64 bytes, x deinterleaved per step into evens and odds.
+struct Bf16 {
+  static constexpr DType kDType = DType::kBF16;
+  static constexpr int64_t kInputs = 32, kBytes = 64;
+  // Two steps: the staggered kernel's half rows needed it; the two-stream loop
+  // needs one, but the calls it takes stay as they were (DeclinesWritingNothing
+  // asserts K % 64 != 0 declines).
+  static constexpr int64_t kKMultiple = 64;
+  static constexpr bool kDeinterleaveX = true;
+  static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
+    return Step(reinterpret_cast<const uint16_t*>(p), x, x + 16, acc);
+  }
+};
 
-// The weight formats: bf16 (32 inputs per 64-byte step, x deinterleaved into
-// evens and odds per step) and f32 (16 inputs per step, x as it is).
-template <typename W>
-struct Format {
-  static constexpr int64_t kStep = 64 / sizeof(W);  // inputs per 64 bytes of a row
-  static constexpr DType kDType = sizeof(W) == 2 ? DType::kBF16 : DType::kF32;
-  // acc after the step of row w at input k, against x as Prepare laid it out.
-  static DSV4_BF16F32_TARGET __m512 At(const W* w, const float* x, int64_t k, __m512 acc) {
-    if constexpr (sizeof(W) == 2) {
-      return Step(w + k, x + k, x + k + 16, acc);
-    } else {
-      return Step(w + k, x + k, acc);
-    }
+// f32: 16 inputs per 64 bytes.
+struct F32 {
+  static constexpr DType kDType = DType::kF32;
+  static constexpr int64_t kInputs = 16, kBytes = 64, kKMultiple = 32;
+  static constexpr bool kDeinterleaveX = false;
+  static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(x86::Opaque(_mm512_loadu_si512(p))),
+                           _mm512_loadu_ps(x), acc);
+  }
+};
+
+// f16: 32 inputs per 64 bytes, converted 16 at a time (vcvtph2ps, exact).
+struct F16 {
+  static constexpr DType kDType = DType::kF16;
+  static constexpr int64_t kInputs = 32, kBytes = 64, kKMultiple = 32;
+  static constexpr bool kDeinterleaveX = false;
+  static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
+    const __m512i u = x86::Opaque(_mm512_loadu_si512(p));
+    acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(u)), _mm512_loadu_ps(x), acc);
+    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(u, 1)),
+                           _mm512_loadu_ps(x + 16), acc);
+  }
+};
+
+// q8_0: one 34-byte block per step (an f16 scale d, then 32 int8 codes), 32
+// inputs; weights code · d, 16 at a time.
+struct Q8_0 {
+  static constexpr DType kDType = DType::kQ8_0;
+  static constexpr int64_t kInputs = 32, kBytes = 34, kKMultiple = 32;
+  static constexpr bool kDeinterleaveX = false;
+  static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+    const __m128i* q = reinterpret_cast<const __m128i*>(p + 2);
+    const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q)));
+    const __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1)));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(w0, d), _mm512_loadu_ps(x), acc);
+    return _mm512_fmadd_ps(_mm512_mul_ps(w1, d), _mm512_loadu_ps(x + 16), acc);
   }
 };
 
@@ -109,27 +153,23 @@ struct Scratch {
   std::vector<float> x;  // x deinterleaved per 32 inputs: evens, then odds
 };
 
-template <typename W>
+template <class Fmt>
 DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
-  using Fmt = Format<W>;
-  constexpr int64_t kStep = Fmt::kStep;
   const int64_t k_size = a.w.sizes[1];
-  // K a multiple of two steps: the staggered kernel's half rows needed it; the
-  // two-stream loop needs one step, but the calls it takes stay as they were
-  // (DeclinesWritingNothing asserts bf16 K % 64 != 0 declines).
-  if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % (2 * kStep) != 0 || k_size == 0 ||
-      a.w.strides[1] != 1) {
+  if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % Fmt::kKMultiple != 0 ||
+      k_size == 0 || a.w.strides[1] != 1) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   if constexpr (x86::kStreamOnly) {
-    const W* rows = static_cast<const W*>(a.w.data) + a.row_begin * a.w.strides[0];
-    x86::StreamOnly(rows, (a.row_end - a.row_begin) * a.w.strides[0] * int64_t{sizeof(W)}, nullptr,
+    x86::StreamOnly(base + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes, nullptr,
                     0, kAheadBytes, a.out, a.row_end - a.row_begin);
     return true;
   }
   const float* xd = a.x;
-  if constexpr (sizeof(W) == 2) {
+  if constexpr (Fmt::kDeinterleaveX) {
     thread_local Scratch s;
     if (s.x.size() < static_cast<size_t>(k_size + 16)) s.x.resize(static_cast<size_t>(k_size + 16));
     float* xs =
@@ -146,34 +186,33 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
     }
     xd = xs;
   }
-  const int64_t row_elems = a.w.strides[0];
-  const W* base = static_cast<const W*>(a.w.data);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_elems);
+  const int64_t steps = k_size / Fmt::kInputs;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_bytes);
   // Row i of the range's first half beside row i of its second half: two
   // chains, each a sequential stream (rows side by side a few KiB apart
   // defeat the hardware prefetcher), each prefetched kAheadBytes ahead.
   const int64_t pairs = (a.row_end - a.row_begin) / 2;
-  const int64_t second = pairs * row_elems;  // elements from a row to its partner
+  const int64_t second = pairs * row_bytes;  // bytes from a row to its partner
   for (int64_t i = 0; i < pairs; ++i) {
-    const W* r0 = base + (a.row_begin + i) * row_elems;
-    const W* r1 = r0 + second;
+    const uint8_t* r0 = base + (a.row_begin + i) * row_bytes;
+    const uint8_t* r1 = r0 + second;
     const uintptr_t f0 = reinterpret_cast<uintptr_t>(r0) + kAheadBytes;
     const uintptr_t f1 = reinterpret_cast<uintptr_t>(r1) + kAheadBytes;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    for (int64_t k = 0; k < k_size; k += kStep) {
-      const uintptr_t off = static_cast<uintptr_t>(k) * sizeof(W);
-      Fetch(f0 + off, 64, end);
-      Fetch(f1 + off, 64, end);
-      acc0 = Fmt::At(r0, xd, k, acc0);
-      acc1 = Fmt::At(r1, xd, k, acc1);
+    for (int64_t j = 0; j < steps; ++j) {
+      const int64_t off = j * Fmt::kBytes;
+      Fetch(f0 + static_cast<uintptr_t>(off), 64, end);
+      Fetch(f1 + static_cast<uintptr_t>(off), 64, end);
+      acc0 = Fmt::At(r0 + off, xd + j * Fmt::kInputs, acc0);
+      acc1 = Fmt::At(r1 + off, xd + j * Fmt::kInputs, acc1);
     }
     a.out[i] = _mm512_reduce_add_ps(acc0) + 0.0f;
     a.out[i + pairs] = _mm512_reduce_add_ps(acc1) + 0.0f;
   }
   for (int64_t n = a.row_begin + 2 * pairs; n < a.row_end; ++n) {  // the odd row left
-    const W* r = base + n * row_elems;
+    const uint8_t* r = base + n * row_bytes;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t k = 0; k < k_size; k += kStep) acc = Fmt::At(r, xd, k, acc);
+    for (int64_t j = 0; j < steps; ++j) acc = Fmt::At(r + j * Fmt::kBytes, xd + j * Fmt::kInputs, acc);
     a.out[n - a.row_begin] = _mm512_reduce_add_ps(acc) + 0.0f;
   }
   return true;
@@ -183,18 +222,30 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
 
 TryMatMulFn Bf16F32MatVecKernel() {
   static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_BF16_F32_MATVEC");
-  return on ? &TryMatVec<uint16_t> : nullptr;
+  return on ? &TryMatVec<Bf16> : nullptr;
 }
 
 TryMatMulFn F32F32MatVecKernel() {
   static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_F32_MATVEC");
-  return on ? &TryMatVec<float> : nullptr;
+  return on ? &TryMatVec<F32> : nullptr;
+}
+
+TryMatMulFn F16F32MatVecKernel() {
+  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_F16_MATVEC");
+  return on ? &TryMatVec<F16> : nullptr;
+}
+
+TryMatMulFn Q8F32MatVecKernel() {
+  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_Q8_0_MATVEC");
+  return on ? &TryMatVec<Q8_0> : nullptr;
 }
 
 #else  // !DSV4_HAVE_BF16_F32
 
 TryMatMulFn Bf16F32MatVecKernel() { return nullptr; }
 TryMatMulFn F32F32MatVecKernel() { return nullptr; }
+TryMatMulFn F16F32MatVecKernel() { return nullptr; }
+TryMatMulFn Q8F32MatVecKernel() { return nullptr; }
 
 #endif
 

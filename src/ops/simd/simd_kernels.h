@@ -99,6 +99,12 @@ TryMatMulFn Bf16F32MatVecKernel();
 // DenseMatMulKernel(kF32)'s. Declines unless n_tokens == 1 and K % 32 == 0.
 // nullptr when the CPU lacks AVX-512 or DSV4_F32_MATVEC=0.
 TryMatMulFn F32F32MatVecKernel();
+// f16 and q8_0 × f32 matvecs (one token), the same kernel: bit for bit
+// DenseMatMulKernel(kF16 / kQ8_0)'s. Decline unless n_tokens == 1 and
+// K % 32 == 0. nullptr when the CPU lacks AVX-512 or DSV4_F16_MATVEC=0 /
+// DSV4_Q8_0_MATVEC=0.
+TryMatMulFn F16F32MatVecKernel();
+TryMatMulFn Q8F32MatVecKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
 // 0 where those kernels are not available.
