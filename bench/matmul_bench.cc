@@ -85,6 +85,8 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
     for (int64_t i = 0; i < n * k; ++i) f[i] = static_cast<float>(w.bytes[i * 4] % 17) * 0.01f;
   } else if (dtype == DType::kBF16) {
     for (size_t i = 1; i < w.bytes.size(); i += 2) w.bytes[i] = 0x3c;  // |w| ~ 1e-2
+  } else if (dtype == DType::kF16) {
+    for (size_t i = 1; i < w.bytes.size(); i += 2) w.bytes[i] = (w.bytes[i] & 0x83) | 0x20;  // ~1e-2
   }
   w.scale.assign(static_cast<size_t>(n * std::max<int64_t>(k / 32, 1)), 119);
   return w;
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
       "%.1f GFLOP/s, peak bf16 dot %.1f GFLOP/s, peak int8 dot %.1f GOP/s\n",
       dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops,
       dot_peak.gflops, int8_peak.gflops);
-  for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
                    DType::kQ4_K, DType::kQ6_K}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
     // Decode: a [N, 4096] matrix of decode_mb MB.
