@@ -12,8 +12,8 @@
 // its many small matrices), "prefill:T:N" runs only a prefill product of T
 // tokens and N rows. DSV4_BENCH_X=f32 gives x full f32 mantissas (as
 // DeepSeek-V4's wo_a and head see them) instead of bf16-exact values;
-// DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary (a model's
-// activations are 16-byte aligned).
+// DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary, in decode
+// and prefill (a model's activations are 16-byte aligned).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -217,8 +217,16 @@ int main(int argc, char** argv) {
     if (!decode_only) {
       const int64_t t = prefill_t, np = prefill_n;
       const Weight w = MakeWeight(dt, np, k);
-      std::vector<float> x = MakeX(t * k), out(t * np);
-      const double s = RunMedian(pool, w, x.data(), out, t, std::max(1, repeat / 2));
+      // x at DSV4_BENCH_X_OFFSET floats past a 64-byte boundary here too.
+      const char* off_env = std::getenv("DSV4_BENCH_X_OFFSET");
+      const int64_t x_off = off_env != nullptr ? std::clamp<int64_t>(std::atoll(off_env), 0, 15) : 0;
+      const std::vector<float> x0 = MakeX(t * k);
+      std::vector<float> xbuf(static_cast<size_t>(t * k + 32)), out(t * np);
+      float* x = reinterpret_cast<float*>(
+                     (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) & ~uintptr_t{63}) +
+                 x_off;
+      std::copy(x0.begin(), x0.end(), x);
+      const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
       const double gflops = 2.0 * t * np * k / s / 1e9;
       const bool dot = dot_peak.gflops > 0 && k % 128 == 0 &&
                        (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1);

@@ -29,6 +29,18 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
          "in integers, as llama.cpp's CPU kernels do (its logits; fast); f32 by the f32 "
          "activations (the exactly dequantised weights' logits; slower). Default q8_K")
       ->check(CLI::IsMember({"q8_K", "f32"}));
+  // llama.cpp's --cache-type-k / --cache-type-v (its default is f16; ours is
+  // f32, the reference's bits).
+  const auto cache_type = [&sub](const char* name, DType* out, const char* what) {
+    sub.add_option_function<std::string>(
+           name, [out](const std::string& v) { *out = v == "f16" ? DType::kF16 : DType::kF32; },
+           std::string("llama models: the KV cache's ") + what +
+               ", f32 (default: exact) or f16 (half the bytes, as llama.cpp's default; "
+               "heads narrower than 32 keep f32)")
+        ->check(CLI::IsMember({"f32", "f16"}));
+  };
+  cache_type("--cache-type-k", &options.cache_type_k, "keys");
+  cache_type("--cache-type-v", &options.cache_type_v, "values");
 }
 
 Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source) {

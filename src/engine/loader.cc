@@ -90,10 +90,13 @@ Result<std::unique_ptr<Tokenizer>> Tok512Tokenizer(const std::string& path, int3
 
 // Binds a Llama model over `reader` and pairs it with its tokenizer.
 Result<LoadedModel> FinishLlama(std::unique_ptr<CheckpointReader> file, LlamaConfig c,
-                                std::unique_ptr<Tokenizer> tok, const std::string& path,
+                                std::unique_ptr<Tokenizer> tok, const LoadOptions& o,
                                 const char* format) {
   c.bos_id = tok->bos_id();
   c.eos_id = tok->eos_id();
+  c.cache_k = o.cache_type_k;
+  c.cache_v = o.cache_type_v;
+  const std::string& path = o.model_path;
   std::shared_ptr<const CheckpointReader> reader(std::move(file));
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::Load(reader, c));
   LoadedModel m;
@@ -126,7 +129,7 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tok512Tokenizer(tok_path, h.vocab_size));
-  return FinishLlama(std::move(file), c, std::move(tok), o.model_path, "llama2c");
+  return FinishLlama(std::move(file), c, std::move(tok), o, "llama2c");
 }
 
 Result<LoadedModel> LoadGguf(const LoadOptions& o) {
@@ -162,7 +165,7 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, TokenizerFromGguf(*file));
   c.vocab_size = tok->vocab_size();
-  return FinishLlama(std::move(file), c, std::move(tok), o.model_path, "gguf");
+  return FinishLlama(std::move(file), c, std::move(tok), o, "gguf");
 }
 
 Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
@@ -275,6 +278,11 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   ops::SetKQuantActivations(o.kquant_activations);
   Result<LoadedModel> r = NotFound("");
   if (fs::is_directory(o.model_path, ec)) {
+    if (o.cache_type_k != DType::kF32 || o.cache_type_v != DType::kF32) {
+      return InvalidArgument(o.model_path + ": --cache-type-k/--cache-type-v f16 apply to llama "
+                                            "models (.gguf, llama2.c .bin)",
+                             "a checkpoint directory's model keeps its own cache; drop the flags");
+    }
     r = LoadDirectory(o);
   } else if (EndsWith(o.model_path, ".gguf")) {
     r = LoadGguf(o);

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "model/model.h"
 #include "ops/matmul.h"
+#include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
@@ -32,6 +33,10 @@ struct LoadOptions {
   // How GGUF q4_K/q6_K weights meet their activations, set for the process
   // at load (ops::SetKQuantActivations): q8_K as llama.cpp (default), or f32.
   ops::KQuantActivations kquant_activations = ops::KQuantActivations::kQ8K;
+  // Llama models' KV cache element types (LlamaConfig::cache_k / cache_v):
+  // f32 (default) or f16. Other models reject f16 at load.
+  DType cache_type_k = DType::kF32;
+  DType cache_type_v = DType::kF32;
 };
 
 struct LoadedModel {

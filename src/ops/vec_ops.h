@@ -72,6 +72,15 @@ inline void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha
                      const float* const* x, int64_t n_keys, int64_t n) {
   simd::AxpyMany(y, n_y, y_stride, alpha, x, n_keys, n);
 }
+// AxpyMany with f16 x rows (an f16 KV cache's values): bit for bit AxpyMany
+// on the rows converted to f32 (exactly).
+inline void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                        const uint16_t* const* x, int64_t n_keys, int64_t n) {
+  simd::AxpyManyF16(y, n_y, y_stride, alpha, x, n_keys, n);
+}
+// out[i] = F32ToF16(x[i]) (an f16 KV cache's writes), vectorised; a NaN
+// stays a NaN but its payload may differ.
+inline void F32ToF16Row(const float* x, uint16_t* out, int64_t n) { simd::F32ToF16Row(x, out, n); }
 
 // out[j] = Σ_i c[i] · x[i][j] for j < n, the sum from 0 in order of the n_x
 // rows, each product rounded before its add (no FMA): bit for bit

@@ -230,5 +230,52 @@ TEST(KQuantModelTest, Q8KActivationsMatchLlamaCppQuantised) {
   }
 }
 
+// --cache-type-k/v f16 (llama.cpp's default cache): keys and values rounded
+// to f16 move the logits from the f32 cache's (they do move: the option takes
+// effect). This random model amplifies any perturbation: f16 keys alone, or
+// values alone, move them by ~2.3% of their max, as q8_K activations move
+// llama.cpp's own by 2.4% (the two committed llama.cpp files); the f16 cache
+// must stay within twice that of both the f32 cache and llama.cpp, and
+// prefill and token-by-token decode must agree. (The f16 cache's arithmetic
+// is checked tightly against a scalar reference in llama_attention_test.)
+TEST(KQuantModelTest, F16CacheStaysNearF32CacheAndLlamaCpp) {
+  ASSERT_EQ(ops::GetKQuantActivations(), ops::KQuantActivations::kQ8K);
+  const std::vector<float> lcpp_q = ReadLogits("llamacpp_logits_24x512.f32");
+  const double lcpp_self = MaxRelDiff(lcpp_q, ReadLogits("llamacpp_f32_logits_24x512.f32"));
+  LoadedModel f32 = LoadQuantized(1);
+  ASSERT_NE(f32.model, nullptr);
+  const std::vector<float> f32_logits = AllLogits(*f32.model, kTokens);
+  auto m = LoadModel({.model_path = kModel,
+                      .threads = 1,
+                      .cache_type_k = DType::kF16,
+                      .cache_type_v = DType::kF16});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (int threads : {1, 2}) {
+    m->model->SetThreads(threads);
+    const std::vector<float> prefill = AllLogits(*m->model, kTokens);
+    const std::vector<float> decode = DecodeLogits(*m->model, kTokens);
+    const double vs_f32 = MaxRelDiff(prefill, f32_logits), vs_lcpp = MaxRelDiff(prefill, lcpp_q);
+    std::printf("%d threads: f16 cache vs f32 cache %.3g, vs llama.cpp %.3g, decode vs prefill %.3g\n",
+                threads, vs_f32, vs_lcpp, MaxRelDiff(decode, prefill));
+    EXPECT_GT(vs_f32, 1e-4) << threads << " threads";
+    EXPECT_LE(vs_f32, 2 * lcpp_self) << threads << " threads";
+    EXPECT_LE(vs_lcpp, 2 * lcpp_self) << threads << " threads";
+    EXPECT_LE(MaxRelDiff(decode, prefill), 1e-5) << threads << " threads";
+  }
+}
+
+// An f16 cache is a llama-model option: a checkpoint directory refuses it.
+TEST(KQuantModelTest, F16CacheRefusedForCheckpointDirectories) {
+  LoadOptions o;
+  o.model_path = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_bf16";
+  o.threads = 1;
+  o.cache_type_v = DType::kF16;
+  auto m = LoadModel(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().ToString().find("--cache-type"), std::string::npos)
+      << m.status().ToString();
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -2,7 +2,9 @@
 // llama2.c forward pass (ops/ref kernels, attention as loops), for both
 // attention layouts: narrow heads (E = 8 < 32: keys kept transposed, scores
 // by axpys) and wide heads (E = 32: keys as rows, scores by matrix-vector
-// products); plus chunked prefill == one-token decode; and ForwardBatch (all
+// products); with an f16 KV cache too (the reference rounding each cached key
+// and value to f16; narrow heads keep f32); plus chunked prefill == one-token
+// decode; and ForwardBatch (all
 // sequences' rows through each linear at once) == separate Forward calls, on
 // random models and on stories260K.
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/float_types.h"
 #include "io/llama2c.h"
 #include "model/llama/llama_model.h"
 #include "ops/ref/ops_ref.h"
@@ -79,9 +82,10 @@ std::shared_ptr<MemoryReader> RandomLlama(const LlamaConfig& c, uint32_t seed) {
   return r;
 }
 
-// llama2.c run.c's forward pass, token by token, with the scalar kernels.
+// llama2.c run.c's forward pass, token by token, with the scalar kernels;
+// f16_cache: every cached key and value rounded to f16 (F32ToF16).
 std::vector<float> Reference(const LlamaConfig& c, const MemoryReader& r,
-                             const std::vector<int32_t>& tokens) {
+                             const std::vector<int32_t>& tokens, bool f16_cache = false) {
   const int64_t D = c.d_model, F = c.d_ff, H = c.n_heads, G = c.n_kv_heads, E = c.head_dim();
   const int64_t KVD = c.kv_dim(), V = c.vocab_size, T = static_cast<int64_t>(tokens.size());
   auto view = [&](const std::string& name) { return r.Find(name)->view(); };
@@ -101,6 +105,12 @@ std::vector<float> Reference(const LlamaConfig& c, const MemoryReader& r,
       float* vl = vc.data() + l * T * KVD;
       std::copy(k.begin(), k.end(), kl + pos * KVD);
       std::copy(v.begin(), v.end(), vl + pos * KVD);
+      if (f16_cache) {
+        for (int64_t i = 0; i < KVD; ++i) {
+          kl[pos * KVD + i] = F16ToF32(F32ToF16(kl[pos * KVD + i]));
+          vl[pos * KVD + i] = F16ToF32(F32ToF16(vl[pos * KVD + i]));
+        }
+      }
       for (int64_t h = 0; h < H; ++h) {
         const int64_t g = h / (H / G);
         for (int64_t s = 0; s <= pos; ++s) {
@@ -130,8 +140,6 @@ std::vector<float> Reference(const LlamaConfig& c, const MemoryReader& r,
   return logits;
 }
 
-class LlamaAttentionTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
-
 LlamaConfig Config(int head_dim) {
   LlamaConfig c;
   c.n_heads = 4;
@@ -144,16 +152,20 @@ LlamaConfig Config(int head_dim) {
   return c;
 }
 
-TEST_P(LlamaAttentionTest, MatchesScalarReferenceAndDecodeEqualsPrefill) {
-  const auto [head_dim, threads] = GetParam();
-  const LlamaConfig c = Config(head_dim);
+// The model (KV cache of `cache` type) against the scalar reference, and
+// chunked prefill then decode against one prefill.
+void ExpectMatchesReference(int head_dim, int threads, DType cache) {
+  LlamaConfig c = Config(head_dim);
+  c.cache_k = c.cache_v = cache;
   auto reader = RandomLlama(c, 1234 + head_dim);
   auto model = LlamaModel::Load(reader, c);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   (*model)->SetThreads(threads);
   std::vector<int32_t> tokens(70);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 31 + 7) % 97);
-  const auto want = Reference(c, *reader, tokens);
+  // Narrow heads (the transposed cache) keep f32 whatever the type.
+  const bool f16 = cache == DType::kF16 && head_dim >= 32;
+  const auto want = Reference(c, *reader, tokens, f16);
   const int64_t V = c.vocab_size, T = static_cast<int64_t>(tokens.size());
 
   auto cache = (*model)->NewCache(c.max_context);
@@ -166,6 +178,19 @@ TEST_P(LlamaAttentionTest, MatchesScalarReferenceAndDecodeEqualsPrefill) {
   }
   EXPECT_GT(max_abs, 0.5);  // the logits are not all tiny
   EXPECT_LE(max_diff, 1e-4 * std::max(1.0, max_abs)) << "head_dim " << head_dim;
+  if (f16) {
+    // The f16 rounding shows: the f32-cache reference is further away.
+    const auto f32_want = Reference(c, *reader, tokens, false);
+    double f32_diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      f32_diff = std::max<double>(f32_diff, std::fabs(all[i] - f32_want[i]));
+    }
+    // (Measured 4.5×: a key one f32 ulp off the reference's may round to
+    // the neighbouring f16, so the model and the reference drift apart more
+    // than with f32 caches.)
+    EXPECT_GT(f32_diff, 3 * max_diff) << "head_dim " << head_dim;
+    EXPECT_LE(f32_diff, 1e-2 * std::max(1.0, max_abs)) << "head_dim " << head_dim;
+  }
 
   // Chunked prefill (37 tokens, then 16), then one token at a time.
   auto inc = (*model)->NewCache(c.max_context);
@@ -189,9 +214,31 @@ TEST_P(LlamaAttentionTest, MatchesScalarReferenceAndDecodeEqualsPrefill) {
   EXPECT_LE(inc_diff, 1e-5 * std::max(1.0, max_abs)) << "head_dim " << head_dim;
 }
 
+class LlamaAttentionTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(LlamaAttentionTest, MatchesScalarReferenceAndDecodeEqualsPrefill) {
+  const auto [head_dim, threads] = GetParam();
+  ExpectMatchesReference(head_dim, threads, DType::kF32);
+}
+
+// An f16 KV cache (--cache-type-k/v f16): the reference with f16-rounded keys
+// and values.
+TEST_P(LlamaAttentionTest, F16CacheMatchesScalarReferenceAndDecodeEqualsPrefill) {
+  const auto [head_dim, threads] = GetParam();
+  ExpectMatchesReference(head_dim, threads, DType::kF16);
+}
+
 // head_dim 8: narrow layout; 32 and 48: wide layout (48: not a power of two).
 INSTANTIATE_TEST_SUITE_P(HeadDimsAndThreads, LlamaAttentionTest,
                          ::testing::Combine(::testing::Values(8, 32, 48), ::testing::Values(1, 2)));
+
+TEST(LlamaConfigTest, RejectsOtherCacheTypes) {
+  LlamaConfig c = Config(32);
+  c.cache_v = DType::kBF16;
+  const Status s = c.Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("cache_v"), std::string::npos) << s.ToString();
+}
 
 // ---- ForwardBatch ----
 

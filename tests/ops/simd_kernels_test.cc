@@ -699,6 +699,92 @@ TEST(SimdVec, DotManyEqualsDotBitForBit) {
   });
 }
 
+// AxpyManyF16 (an f16 KV cache's value mix) leaves y exactly as AxpyMany on
+// the rows converted to f32 does, on every target, and agrees with its scalar
+// twin up to rounding; the rows hold every kind of f16 (subnormals, ±0,
+// large values).
+TEST(SimdVec, AxpyManyF16EqualsAxpyManyOnConvertedRowsBitForBit) {
+  ForEachTarget([] {
+    for (int64_t n : kManyN) {
+      for (int64_t n_y : kManyRows) {
+        for (int64_t n_keys : kManyKeys) {
+          const std::string what = ManyShape(n, n_y, n_keys);
+          const int64_t y_stride = n + 3;
+          const std::vector<float> y0 = RandomFloats(1 + n_y * y_stride, 41 + n);
+          const std::vector<float> alpha = RandomFloats(n_y * n_keys, 42 + n_keys, 0.1f);
+          // n_keys rows of n + 5 f16 values, misaligned by one, pointers reversed.
+          std::vector<uint16_t> bits(1 + n_keys * (n + 5));
+          uint32_t r = 43 + static_cast<uint32_t>(n);
+          for (uint16_t& b : bits) {
+            r = r * 1664525u + 1013904223u;
+            b = static_cast<uint16_t>(r >> 16);
+            if ((b & 0x7c00u) == 0x7c00u) b &= 0xbfffu;  // no inf/NaN: finite sums
+          }
+          std::vector<float> as_f32(bits.size());
+          for (size_t i = 0; i < bits.size(); ++i) as_f32[i] = F16ToF32(bits[i]);
+          std::vector<const uint16_t*> rows16;
+          std::vector<const float*> rows32;
+          for (int64_t i = 0; i < n_keys; ++i) {
+            rows16.push_back(bits.data() + 1 + (n_keys - 1 - i) * (n + 5));
+            rows32.push_back(as_f32.data() + 1 + (n_keys - 1 - i) * (n + 5));
+          }
+          std::vector<float> got = y0, want = y0, ref = y0;
+          ops::AxpyManyF16(got.data() + 1, n_y, y_stride, alpha.data(), rows16.data(), n_keys, n);
+          ops::AxpyMany(want.data() + 1, n_y, y_stride, alpha.data(), rows32.data(), n_keys, n);
+          for (size_t j = 0; j < got.size(); ++j) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(want[j]))
+                << what << " float " << j << ": " << got[j] << " vs AxpyMany " << want[j];
+          }
+          ops::ref::AxpyManyF16(ref.data() + 1, n_y, y_stride, alpha.data(), rows16.data(),
+                                n_keys, n);
+          for (int64_t h = 0; h < n_y; ++h) {
+            for (int64_t j = 0; j < n; ++j) {
+              const int64_t at = 1 + h * y_stride + j;
+              double norm = std::fabs(y0[at]);
+              for (int64_t i = 0; i < n_keys; ++i) {
+                norm += std::fabs(double{alpha[h * n_keys + i]} * rows32[i][j]);
+              }
+              EXPECT_LE(std::fabs(got[at] - ref[at]), 1e-5 * norm) << what << " vs ref";
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// F32ToF16Row: bit for bit F32ToF16 on every target, over ties (to even),
+// subnormal results, overflow to ±inf, ±0, ±inf and random values, at every
+// length 0…70 (vector bodies and scalar tails); a NaN stays a NaN.
+TEST(SimdVec, F32ToF16RowEqualsScalarTwin) {
+  ForEachTarget([] {
+    std::vector<float> x = {0.0f,           -0.0f,         1.0f,          -2.5f,
+                            65504.0f,       65519.0f,      65520.0f,      -70000.0f,
+                            1e-8f,          -3e-6f,        6.1e-5f,       5.96e-8f,
+                            2.98e-8f,       1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::denorm_min()};
+    const std::vector<float> rnd = RandomFloats(200, 51, 100.0f);
+    x.insert(x.end(), rnd.begin(), rnd.end());
+    for (size_t i = 0; i < 40; ++i) x.push_back(std::ldexp(1.0f + 0x1p-11f * static_cast<float>(i), -20 + static_cast<int>(i)));
+    for (int64_t n = 0; n <= 70; ++n) {
+      for (size_t start = 0; start + static_cast<size_t>(n) <= x.size(); start += 37) {
+        std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0x1234);
+        ops::F32ToF16Row(x.data() + start, got.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(got[i], F32ToF16(x[start + i])) << "n=" << n << " x=" << x[start + i];
+        }
+        EXPECT_EQ(got[n], 0x1234) << "n=" << n << ": wrote past out";
+      }
+    }
+    std::vector<float> nan(20, std::numeric_limits<float>::quiet_NaN());
+    std::vector<uint16_t> out(20);
+    ops::F32ToF16Row(nan.data(), out.data(), 20);
+    for (uint16_t h : out) EXPECT_TRUE(std::isnan(F16ToF32(h))) << std::hex << h;
+  });
+}
+
 // LinearCombine: bit for bit its scalar twin (each product rounded before its
 // add, sums from 0 in row order) on every target, over 0…4 vectors with and
 // without a remainder, 0…130 rows, rows misaligned and in reverse order;

@@ -20,10 +20,16 @@
 # probe (1 GiB read, same threads) gives the bandwidth each round; llama.cpp's
 # weight bytes per token come from tools/bench/gguf_bytes_per_token.py when
 # GGUF_PY (llama.cpp's gguf-py directory) and PYTHON (with numpy) are set.
+# DSV4_ARGS and LLAMA_ARGS (word-split) are added to every dsv4 bench and
+# llama-bench call, e.g. DSV4_ARGS="--cache-type-k f16 --cache-type-v f16"
+# for llama.cpp's default f16 KV cache (dsv4's default is f32), or
+# LLAMA_ARGS="-ctk f32 -ctv f32" for an f32 cache on both.
 set -euo pipefail
+read -r -a DSV4_EXTRA <<<"${DSV4_ARGS:-}"
+read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
 
 if [[ $# -lt 4 ]]; then
-  sed -n '2,24p' "$0"
+  sed -n '2,28p' "$0"
   exit 2
 fi
 DSV4=$1 DIR=$2 GGUF=$3 LLAMA_BENCH=$4
@@ -48,12 +54,14 @@ fi
 
 echo "date: $(date -Is)  load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "threads $THREADS, prompt $PROMPT, gen $GEN, repeats $REPEAT, rounds $ROUNDS"
+echo "dsv4 extra args: ${DSV4_ARGS:-none}; llama-bench extra args: ${LLAMA_ARGS:-none}"
 declare -a L_PP L_TG L_TGD D_PP D_TG BW
 D_BPT=""
 for ((r = 1; r <= ROUNDS; ++r)); do
-  csv=$("$LLAMA_BENCH" -m "$GGUF" -p "$PROMPT" -n "$GEN" -t "$THREADS" -r "$REPEAT" -o csv 2>/dev/null)
+  csv=$("$LLAMA_BENCH" -m "$GGUF" -p "$PROMPT" -n "$GEN" -t "$THREADS" -r "$REPEAT" -o csv \
+        "${LLAMA_EXTRA[@]}" 2>/dev/null)
   csv_d=$("$LLAMA_BENCH" -m "$GGUF" -p 0 -n "$GEN" -d "$PROMPT" -t "$THREADS" -r "$REPEAT" -o csv \
-          2>/dev/null | tail -n +2)
+          "${LLAMA_EXTRA[@]}" 2>/dev/null | tail -n +2)
   # Columns by name from the header: n_prompt, n_gen, n_depth, avg_ts.
   read -r lpp ltg ltgd < <(awk -F'","|^"|"$' -v P="$PROMPT" -v G="$GEN" '
       NR == 1 { gsub(/"/, ""); n = split($0, h, ","); for (i = 1; i <= n; ++i) col[h[i]] = i + 1; next }
@@ -62,7 +70,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
       $col["n_prompt"] == 0 && $col["n_gen"] == G && $col["n_depth"] == P { tgd = $col["avg_ts"] }
       END { print pp, tg, tgd }' <<<"$csv"$'\n'"$csv_d")
   last=$("$DSV4" bench --model "$DIR" --prompt-len "$PROMPT" --gen "$GEN" --threads "$THREADS" \
-         --repeat "$REPEAT" 2>/dev/null | tail -n 1)
+         --repeat "$REPEAT" "${DSV4_EXTRA[@]}" 2>/dev/null | tail -n 1)
   kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$last"; }
   dpp=$(kv prefill_tps) dtg=$(kv decode_tps) bw=$(kv bandwidth_gbs) D_BPT=$(kv weight_bytes_per_token)
   L_PP+=("$lpp") L_TG+=("$ltg") L_TGD+=("$ltgd") D_PP+=("$dpp") D_TG+=("$dtg") BW+=("$bw")

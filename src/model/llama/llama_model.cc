@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "base/huge_page_buffer.h"
 #include "ops/matmul.h"
@@ -22,41 +24,75 @@ constexpr int64_t kNarrowHeadDim = 32;
 // kNarrowHeadDim transposed per kv head, [G, E, S]: a head's scores are then E
 // axpys and its value mix Σ_s a[s] v[s] E dot products over contiguous rows
 // of length S, instead of S products of vectors shorter than one register.
+//
+// Keys and values are f32 or f16 each (LlamaConfig::cache_k / cache_v,
+// llama.cpp's --cache-type-k/v): f16 rows are rounded as written (F32ToF16),
+// scored by the f16 matvec kernels and mixed by AxpyManyF16. The transposed
+// layout of narrow heads keeps f32.
 class LlamaCache final : public SequenceCache {
  public:
   LlamaCache(const LlamaConfig& c, int64_t max_tokens)
       : max_tokens_(max_tokens),
         kv_dim_(c.kv_dim()),
-        k_(static_cast<size_t>(c.n_layers * max_tokens * c.kv_dim()) * sizeof(float)),
-        v_(static_cast<size_t>(c.n_layers * max_tokens * c.kv_dim()) * sizeof(float)),
-        keys_transposed_(c.head_dim() < kNarrowHeadDim) {}
+        head_dim_(c.head_dim()),
+        keys_transposed_(c.head_dim() < kNarrowHeadDim),
+        key_type_(keys_transposed_ ? DType::kF32 : c.cache_k),
+        value_type_(keys_transposed_ ? DType::kF32 : c.cache_v),
+        k_(static_cast<size_t>(DTypeBytes(key_type_, c.n_layers * max_tokens * c.kv_dim()))),
+        v_(static_cast<size_t>(DTypeBytes(value_type_, c.n_layers * max_tokens * c.kv_dim()))) {}
   int64_t length() const override { return length_; }
   void Truncate(int64_t n) override {
     CHECK(n >= 0 && n <= length_);
     length_ = n;
   }
   int64_t max_tokens() const { return max_tokens_; }
-  // [G, S, E] rows of layer `layer` ([G, E, S] when keys_transposed()).
+  DType key_type() const { return key_type_; }
+  DType value_type() const { return value_type_; }
+  // [G, S, E] rows of layer `layer` ([G, E, S] when keys_transposed()), f32 caches only.
   float* keys(int64_t layer) {
+    CHECK(key_type_ == DType::kF32);
     return reinterpret_cast<float*>(k_.data()) + layer * max_tokens_ * kv_dim_;
   }
   bool keys_transposed() const { return keys_transposed_; }
   // [G, S, E] of layer `layer` like the keys, or with narrow heads [G, E, S]:
-  // element (g, e, s) at (g * E + e) * max_tokens() + s.
+  // element (g, e, s) at (g * E + e) * max_tokens() + s. f32 caches only.
   float* values(int64_t layer) {
+    CHECK(value_type_ == DType::kF32);
     return reinterpret_cast<float*>(v_.data()) + layer * max_tokens_ * kv_dim_;
+  }
+  // Row (g, s) of layer `layer`'s [G, S, E] keys / values, in their type.
+  uint8_t* key_row(int64_t layer, int64_t g, int64_t s) {
+    return k_.data() + DTypeBytes(key_type_, Element(layer, g, s));
+  }
+  uint8_t* value_row(int64_t layer, int64_t g, int64_t s) {
+    return v_.data() + DTypeBytes(value_type_, Element(layer, g, s));
   }
   void Advance(int64_t n) { length_ += n; }
 
  private:
+  int64_t Element(int64_t layer, int64_t g, int64_t s) const {
+    return layer * max_tokens_ * kv_dim_ + (g * max_tokens_ + s) * head_dim_;
+  }
+
   int64_t max_tokens_;
   int64_t kv_dim_;
+  int64_t head_dim_;
   int64_t length_ = 0;
-  // In 2 MiB pages, touched as the sequence grows.
-  HugePageBuffer k_;  // [L, G, S, E] or [L, G*E, S] floats
-  HugePageBuffer v_;  // the same
   bool keys_transposed_;
+  DType key_type_, value_type_;
+  // In 2 MiB pages, touched as the sequence grows.
+  HugePageBuffer k_;  // [L, G, S, E] or [L, G*E, S] of key_type_
+  HugePageBuffer v_;  // the same, of value_type_
 };
+
+// Writes E floats as a cache row of type t (f32 or f16).
+void WriteCacheRow(const float* x, DType t, uint8_t* row, int64_t e) {
+  if (t == DType::kF16) {
+    ops::F32ToF16Row(x, reinterpret_cast<uint16_t*>(row), e);
+  } else {
+    std::memcpy(row, x, static_cast<size_t>(e) * sizeof(float));
+  }
+}
 
 // out[T, N] = x[T, K] · w[N, K]ᵀ with the SIMD row kernels, output rows split
 // over the pool (small products stay on the calling thread).
@@ -70,11 +106,12 @@ void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
       ops::RowGrain(w.sizes[1] * n_tokens), w.data);  // each matrix balances its own split
 }
 
-// An f32 [rows, cols] view whose rows are `row_stride` floats apart.
-TensorView RowsView(const float* data, int64_t rows, int64_t cols, int64_t row_stride) {
+// A [rows, cols] view of `dtype` whose rows are `row_stride` elements apart.
+TensorView RowsView(const void* data, int64_t rows, int64_t cols, int64_t row_stride,
+                    DType dtype = DType::kF32) {
   TensorView v;
-  v.dtype = DType::kF32;
-  v.data = const_cast<float*>(data);
+  v.dtype = dtype;
+  v.data = const_cast<void*>(data);
   v.rank = 2;
   v.sizes[0] = rows;
   v.sizes[1] = cols;
@@ -118,6 +155,12 @@ Status LlamaConfig::Validate() const {
   if (d_model % n_heads != 0 || head_dim() % 2 != 0) {
     return InvalidArgument("llama config: d_model " + std::to_string(d_model) + " is not n_heads " +
                            std::to_string(n_heads) + " × an even head_dim");
+  }
+  for (const auto& [name, t] : {std::pair{"cache_k", cache_k}, std::pair{"cache_v", cache_v}}) {
+    if (t != DType::kF32 && t != DType::kF16) {
+      return InvalidArgument(std::string("llama config: ") + name + " = " +
+                             std::string(DTypeName(t)) + "; the KV cache holds f32 or f16");
+    }
   }
   if (n_heads % n_kv_heads != 0) {
     return InvalidArgument("llama config: n_heads " + std::to_string(n_heads) +
@@ -208,7 +251,9 @@ void LlamaModel::EnsureScratch(int64_t n) {
                              (config_.n_heads / config_.n_kv_heads) * config_.max_context;
   const size_t rows_size =
       static_cast<size_t>(pool_->size()) * 2 * std::max(config_.head_dim(), config_.max_context);
-  if (n <= scratch_tokens_ && scores_.size() >= scores_size && attn_rows_.size() >= rows_size) {
+  const size_t rows16_size = static_cast<size_t>(pool_->size()) * config_.max_context;
+  if (n <= scratch_tokens_ && scores_.size() >= scores_size && attn_rows_.size() >= rows_size &&
+      attn_rows16_.size() >= rows16_size) {
     return;
   }
   n = std::max(n, scratch_tokens_);
@@ -223,7 +268,8 @@ void LlamaModel::EnsureScratch(int64_t n) {
   hb_.resize(n * c.d_ff);
   hb2_.resize(n * c.d_ff);
   scores_.resize(scores_size);   // [threads, kAttendRows, H/G, S]
-  attn_rows_.resize(rows_size);  // [threads, 2, max(E, S)]
+  attn_rows_.resize(rows_size);      // [threads, 2, max(E, S)]
+  attn_rows16_.resize(rows16_size);  // [threads, S]
   attn_q_.resize(static_cast<size_t>(pool_->size()) * kAttendRows * c.head_dim());
   blocks_.reserve(static_cast<size_t>(n / kAttendRows + 8));
 }
@@ -252,17 +298,25 @@ void LlamaModel::AttendBlocks(int64_t l, std::span<const Segment> segments, int6
     float* att = scores_.data() + thread * kAttendRows * heads_per_group * c.max_context;
     float* qs = attn_q_.data() + thread * kAttendRows * E;  // [R, E]
     const float** value_rows = attn_rows_.data() + thread * 2 * std::max(E, c.max_context);
+    const uint16_t** value_rows16 = attn_rows16_.data() + thread * c.max_context;
     for (int64_t item = begin; item < end; ++item) {
       // Blocks zigzag (first, last, second, ...) for equal chunks of keys.
       const int64_t bb = item / G, g = item % G;
       const AttendBlock& blk = blocks_[bb % 2 == 0 ? bb / 2 : n_blocks - 1 - bb / 2];
       const Segment& sg = *blk.segment;
       auto& cache = static_cast<LlamaCache&>(*sg.cache);
-      const int64_t S = cache.max_tokens(), R = blk.n_rows;
+      const int64_t R = blk.n_rows;
       const int64_t n_max = sg.pos0 + (blk.row0 + R - 1 - sg.row0) + 1;  // the last row's keys
-      const TensorView keys = RowsView(cache.keys(l) + g * S * E, n_max, E, E);  // [n_max, E]
-      const float* v = cache.values(l) + g * S * E;                              // [S, E]
-      for (int64_t k = 0; k < n_max; ++k) value_rows[k] = v + k * E;
+      const TensorView keys =
+          RowsView(cache.key_row(l, g, 0), n_max, E, E, cache.key_type());  // [n_max, E]
+      const bool f16_values = cache.value_type() == DType::kF16;
+      for (int64_t k = 0; k < n_max; ++k) {  // [n_max] rows of [E]
+        if (f16_values) {
+          value_rows16[k] = reinterpret_cast<const uint16_t*>(cache.value_row(l, g, k));
+        } else {
+          value_rows[k] = reinterpret_cast<const float*>(cache.value_row(l, g, k));
+        }
+      }
       for (int64_t j = 0; j < heads_per_group; ++j) {
         const int64_t head = g * heads_per_group + j;
         for (int64_t r = 0; r < R; ++r) {
@@ -279,7 +333,11 @@ void LlamaModel::AttendBlocks(int64_t l, std::span<const Segment> segments, int6
         }
         float* out = att_out_.data() + blk.row0 * D + head * E;  // R rows, D apart
         for (int64_t r = 0; r < R; ++r) std::fill_n(out + r * D, E, 0.0f);
-        ops::AxpyMany(out, R, D, a, value_rows, n_max, E);
+        if (f16_values) {
+          ops::AxpyManyF16(out, R, D, a, value_rows16, n_max, E);
+        } else {
+          ops::AxpyMany(out, R, D, a, value_rows, n_max, E);
+        }
       }
     }
   };
@@ -391,20 +449,22 @@ void LlamaModel::Run(std::span<const Segment> segments) {
     Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
     for (const Segment& sg : segments) {
       auto& cache = static_cast<LlamaCache&>(*sg.cache);
-      float* key_cache = cache.keys(l);  // [G, S, E] or [G*E, S]
-      float* values = cache.values(l);   // the same
       const int64_t S = cache.max_tokens();
       for (int64_t t = 0; t < static_cast<int64_t>(sg.tokens.size()); ++t) {
         const int64_t pos = sg.pos0 + t, row = sg.row0 + t;
         ops::RopeInterleaved(q_.data() + row * D, H, E, E, pos, c.rope_theta);
         ops::RopeInterleaved(k_.data() + row * KVD, G, E, E, pos, c.rope_theta);
-        if (cache.keys_transposed()) {
+        if (cache.keys_transposed()) {  // [G*E, S] f32
+          float* key_cache = cache.keys(l);
+          float* values = cache.values(l);
           for (int64_t i = 0; i < KVD; ++i) key_cache[i * S + pos] = k_[row * KVD + i];
           for (int64_t i = 0; i < KVD; ++i) values[i * S + pos] = v_[row * KVD + i];
-        } else {
+        } else {  // [G, S, E] rows of the cache's types
           for (int64_t g = 0; g < G; ++g) {
-            std::copy_n(k_.data() + row * KVD + g * E, E, key_cache + (g * S + pos) * E);
-            std::copy_n(v_.data() + row * KVD + g * E, E, values + (g * S + pos) * E);
+            WriteCacheRow(k_.data() + row * KVD + g * E, cache.key_type(), cache.key_row(l, g, pos),
+                          E);
+            WriteCacheRow(v_.data() + row * KVD + g * E, cache.value_type(),
+                          cache.value_row(l, g, pos), E);
           }
         }
       }
@@ -425,6 +485,7 @@ void LlamaModel::Run(std::span<const Segment> segments) {
       // [E] rows of [S] (narrow heads), then [E] or [S] value rows.
       const float** key_rows = attn_rows_.data() + thread * 2 * std::max(E, c.max_context);
       const float** value_rows = key_rows + E;
+      const uint16_t** value_rows16 = attn_rows16_.data() + thread * c.max_context;
       for (int64_t item = begin; item < end; ++item) {
         // Rows zigzag (0, T-1, 1, T-2, ...) so that every contiguous chunk
         // of items has about the same number of keys to score.
@@ -432,19 +493,19 @@ void LlamaModel::Run(std::span<const Segment> segments) {
         const int64_t row = tt % 2 == 0 ? tt / 2 : T - 1 - tt / 2;
         const Segment& sg = segment_of(row);
         auto& cache = static_cast<LlamaCache&>(*sg.cache);
-        const float* key_cache = cache.keys(l);
         const int64_t S = cache.max_tokens();
         const int64_t n_keys = sg.pos0 + (row - sg.row0) + 1;
         const float* q_group = q_.data() + row * D + g * heads_per_group * E;  // [H/G, E]
         if (cache.keys_transposed()) {
           // a_j = Σ_e q_j[e] · kt[e], e in order: E axpys per head, the
           // group's heads register-blocked (AxpyMany, bit for bit).
-          const float* kt = key_cache + g * E * S;  // [E, S]
+          const float* kt = cache.keys(l) + g * E * S;  // [E, S]
           for (int64_t e = 0; e < E; ++e) key_rows[e] = kt + e * S;
           std::fill_n(att, heads_per_group * n_keys, 0.0f);
           ops::AxpyMany(att, heads_per_group, n_keys, q_group, key_rows, E, n_keys);
         } else {
-          const TensorView keys = RowsView(key_cache + g * S * E, n_keys, E, E);  // [n_keys, E]
+          const TensorView keys =
+              RowsView(cache.key_row(l, g, 0), n_keys, E, E, cache.key_type());  // [n_keys, E]
           for (int64_t j = 0; j < heads_per_group; ++j) {
             ops::MatMulRows(att + j * n_keys, n_keys, q_group + j * E, keys, 1, 0, n_keys);
           }
@@ -465,10 +526,18 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           // out[j, :] = Σ_s p_j[s] · v[s] in order of s (llama2.c's order),
           // the group's heads together (AxpyMany): each value row read once,
           // and a decoded token appends its values as one row.
-          const float* v = cache.values(l) + g * S * E;  // [S, E]
-          for (int64_t k = 0; k < n_keys; ++k) value_rows[k] = v + k * E;
           std::fill_n(out, heads_per_group * E, 0.0f);
-          ops::AxpyMany(out, heads_per_group, E, att, value_rows, n_keys, E);
+          if (cache.value_type() == DType::kF16) {
+            for (int64_t k = 0; k < n_keys; ++k) {  // [n_keys] rows of [E]
+              value_rows16[k] = reinterpret_cast<const uint16_t*>(cache.value_row(l, g, k));
+            }
+            ops::AxpyManyF16(out, heads_per_group, E, att, value_rows16, n_keys, E);
+          } else {
+            for (int64_t k = 0; k < n_keys; ++k) {
+              value_rows[k] = reinterpret_cast<const float*>(cache.value_row(l, g, k));
+            }
+            ops::AxpyMany(out, heads_per_group, E, att, value_rows, n_keys, E);
+          }
         }
       }
     };

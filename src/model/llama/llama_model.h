@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "io/llama2c.h"
 #include "model/model.h"
+#include "tensor/dtype.h"
 
 namespace dsv4 {
 
@@ -37,6 +38,11 @@ struct LlamaConfig {
   float norm_eps = 1e-5f;
   int32_t bos_id = 1;
   int32_t eos_id = 2;
+  // The KV cache's element types, f32 (exact) or f16 (llama.cpp's default,
+  // half the bytes): keys and values rounded to f16 as they are written.
+  // Heads narrower than 32 (kept transposed) keep f32 whatever these say.
+  DType cache_k = DType::kF32;
+  DType cache_v = DType::kF32;
 
   int64_t head_dim() const { return d_model / n_heads; }  // E
   int64_t kv_dim() const { return n_kv_heads * head_dim(); }
@@ -115,6 +121,8 @@ class LlamaModel final : public Model {
   // attn_rows_ is [threads, 2, max(head_dim, max_context)]: a thread's key
   // and value row pointers for the register-blocked attention products.
   std::vector<const float*> attn_rows_;
+  // [threads, max_context]: a thread's f16 value row pointers (f16 cache).
+  std::vector<const uint16_t*> attn_rows16_;
   // Prefill attention in blocks of rows (AttendBlocks): per thread a block's
   // queries of one head, [kAttendRows, head_dim]; the blocks of a call.
   static constexpr int64_t kAttendRows = 8;

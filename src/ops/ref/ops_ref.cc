@@ -6,6 +6,8 @@
 #include <numeric>
 #include <vector>
 
+#include "base/float_types.h"
+
 namespace dsv4::ops::ref {
 
 void MatMul(float* out, const float* x, const TensorView& w, int64_t n_tokens, int64_t out_stride) {
@@ -126,6 +128,17 @@ void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const
     for (int64_t i = 0; i < n_keys; ++i) {
       const float a = alpha[h * n_keys + i];
       for (int64_t j = 0; j < n; ++j) yh[j] += a * x[i][j];
+    }
+  }
+}
+
+void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                 const uint16_t* const* x, int64_t n_keys, int64_t n) {
+  for (int64_t h = 0; h < n_y; ++h) {
+    float* yh = y + h * y_stride;
+    for (int64_t i = 0; i < n_keys; ++i) {
+      const float a = alpha[h * n_keys + i];
+      for (int64_t j = 0; j < n; ++j) yh[j] += a * F16ToF32(x[i][j]);
     }
   }
 }

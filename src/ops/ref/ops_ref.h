@@ -62,6 +62,9 @@ void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* 
 // keys i = 0 … n_keys − 1 in order; alpha: [n_y, n_keys].
 void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
               int64_t n_keys, int64_t n);
+// The same over f16 x rows (uint16_t bits, converted exactly).
+void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                 const uint16_t* const* x, int64_t n_keys, int64_t n);
 
 // out[j] = (…((0 + c[0]·x[0][j]) + c[1]·x[1][j]) + …) + c[n_x − 1]·x[n_x − 1][j]
 // for j < n: each product rounded, then added (no fused multiply-add), the

@@ -149,6 +149,13 @@ void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* 
 // Axpy(y + h · y_stride, alpha[h · n_keys + i], x[i], n), bit for bit.
 void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
               int64_t n_keys, int64_t n);
+// AxpyMany over f16 x rows (uint16_t bits, each value converted exactly):
+// bit for bit AxpyMany on the rows converted to f32.
+void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                 const uint16_t* const* x, int64_t n_keys, int64_t n);
+// out[i] = x[i] as f16 bits, rounded to nearest even: bit for bit
+// F32ToF16 (base/float_types.h), except that a NaN's payload may differ.
+void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
 // Σ over rows i in order, from 0, of the rounded products c[i] · x[i][j]
 // (multiply, then add: no fused multiply-add), bit for bit
 // ops::ref::LinearCombine (mHC's stream collapse and expansion).

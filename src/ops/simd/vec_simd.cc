@@ -95,6 +95,10 @@ float SumAheadImpl(const float* x, int64_t n) { return SumWith<8192>(x, n); }
 HWY_INLINE void AxpyTail(float* y, float alpha, const float* x, int64_t i, int64_t n) {
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
+// The same over f16 x (each value converted exactly, then as above).
+HWY_INLINE void AxpyTail(float* y, float alpha, const uint16_t* x, int64_t i, int64_t n) {
+  for (; i < n; ++i) y[i] += alpha * F16ToF32(x[i]);
+}
 
 void AxpyImpl(float* y, float alpha, const float* x, int64_t n) {
   const DF d;
@@ -285,9 +289,17 @@ void DotManyImpl(const float* q, int64_t n_q, int64_t q_stride, const float* con
 // for MY rows r (MY ≤ 4, MV ≤ 4 vectors), the tile held in registers across
 // all keys, which run in order: each y value sees the MulAdds of n_keys
 // AxpyImpl calls, in their order, and each x vector is loaded once per tile.
-template <int MY, int MV>
-HWY_INLINE void AxpyTile(DF d, float* y, int64_t y_stride, const float* alpha,
-                         const float* const* x, int64_t n_keys, int64_t j) {
+// N values of x at p as f32: f32 as they are, f16 (uint16_t bits) converted
+// exactly.
+HWY_INLINE VF LoadAsF32(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE VF LoadAsF32(DF d, const uint16_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+template <int MY, int MV, typename X>
+HWY_INLINE void AxpyTile(DF d, float* y, int64_t y_stride, const float* alpha, const X* const* x,
+                         int64_t n_keys, int64_t j) {
   static_assert(MY >= 1 && MY <= 4 && MV >= 1 && MV <= 4);
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const VF z = hn::Zero(d);
@@ -300,11 +312,11 @@ HWY_INLINE void AxpyTile(DF d, float* y, int64_t y_stride, const float* alpha,
   DSV4_AXPY_LOAD(2);
   DSV4_AXPY_LOAD(3);
   for (int64_t i = 0; i < n_keys; ++i) {
-    const float* xi = x[i] + j;
-    const VF x0 = hn::LoadU(d, xi);
-    const VF x1 = MV > 1 ? hn::LoadU(d, xi + N) : z;
-    const VF x2 = MV > 2 ? hn::LoadU(d, xi + 2 * N) : z;
-    const VF x3 = MV > 3 ? hn::LoadU(d, xi + 3 * N) : z;
+    const X* xi = x[i] + j;
+    const VF x0 = LoadAsF32(d, xi);
+    const VF x1 = MV > 1 ? LoadAsF32(d, xi + N) : z;
+    const VF x2 = MV > 2 ? LoadAsF32(d, xi + 2 * N) : z;
+    const VF x3 = MV > 3 ? LoadAsF32(d, xi + 3 * N) : z;
     DSV4_AXPY_FMA(0);
     DSV4_AXPY_FMA(1);
     DSV4_AXPY_FMA(2);
@@ -321,17 +333,18 @@ HWY_INLINE void AxpyTile(DF d, float* y, int64_t y_stride, const float* alpha,
 #undef DSV4_AXPY_STORE
 
 // AxpyTile for my ≤ MY rows.
-template <int MY, int MV>
+template <int MY, int MV, typename X>
 HWY_INLINE void AxpyTileN(DF d, int64_t my, float* y, int64_t y_stride, const float* alpha,
-                          const float* const* x, int64_t n_keys, int64_t j) {
+                          const X* const* x, int64_t n_keys, int64_t j) {
   if constexpr (MY > 1) {
     if (my < MY) return AxpyTileN<MY - 1, MV>(d, my, y, y_stride, alpha, x, n_keys, j);
   }
   AxpyTile<MY, MV>(d, y, y_stride, alpha, x, n_keys, j);
 }
 
-void AxpyManyImpl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
-                  const float* const* x, int64_t n_keys, int64_t n) {
+template <typename X>
+HWY_INLINE void AxpyManyOf(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                           const X* const* x, int64_t n_keys, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   // Column tiles outermost: every row tile reads the same slice of the x
@@ -355,6 +368,16 @@ void AxpyManyImpl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
       AxpyTail(y + h * y_stride, alpha[h * n_keys + i], x[i], j, n);
     }
   }
+}
+
+void AxpyManyImpl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                  const float* const* x, int64_t n_keys, int64_t n) {
+  AxpyManyOf(y, n_y, y_stride, alpha, x, n_keys, n);
+}
+
+void AxpyManyF16Impl(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                     const uint16_t* const* x, int64_t n_keys, int64_t n) {
+  AxpyManyOf(y, n_y, y_stride, alpha, x, n_keys, n);
 }
 
 // Channels a vector at a time: the max over the slots, then each slot's
@@ -555,6 +578,24 @@ void SwiGluLimitedImpl(float* out, const float* gate, const float* up, int64_t n
   }
 }
 
+// f32 → f16 rounded to nearest even: vcvtps2ph on x86 targets from AVX2 up
+// (F16C), the scalar twin elsewhere (Highway's emulation on SSE4 truncates
+// and drops the sign of −0) and for the tail. A NaN stays a NaN (its payload
+// may differ from F32ToF16's 0x7e00).
+void F32ToF16RowImpl(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  const DF d;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::DemoteTo(dh, hn::LoadU(d, x + i)), dh,
+               reinterpret_cast<hwy::float16_t*>(out + i));
+  }
+#endif
+  for (; i < n; ++i) out[i] = F32ToF16(x[i]);
+}
+
 void RopeInterleavedImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                          float theta) {
   CHECK(rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim <= detail::kMaxRopeDim,
@@ -703,6 +744,8 @@ HWY_EXPORT(SumAheadImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(DotManyImpl);
 HWY_EXPORT(AxpyManyImpl);
+HWY_EXPORT(AxpyManyF16Impl);
+HWY_EXPORT(F32ToF16RowImpl);
 HWY_EXPORT(ArgmaxImpl);
 HWY_EXPORT(SoftmaxPoolImpl);
 HWY_EXPORT(RmsNormImpl);
@@ -730,6 +773,13 @@ void DotMany(const float* q, int64_t n_q, int64_t q_stride, const float* const* 
 void AxpyMany(float* y, int64_t n_y, int64_t y_stride, const float* alpha, const float* const* x,
               int64_t n_keys, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AxpyManyImpl)(y, n_y, y_stride, alpha, x, n_keys, n);
+}
+void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
+                 const uint16_t* const* x, int64_t n_keys, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(AxpyManyF16Impl)(y, n_y, y_stride, alpha, x, n_keys, n);
+}
+void F32ToF16Row(const float* x, uint16_t* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(F32ToF16RowImpl)(x, out, n);
 }
 int64_t Argmax(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxImpl)(x, n); }
 void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
