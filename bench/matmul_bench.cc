@@ -230,7 +230,9 @@ int main(int argc, char** argv) {
       const double gflops = 2.0 * t * np * k / s / 1e9;
       const bool dot = dot_peak.gflops > 0 && k % 128 == 0 &&
                        (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1);
-      const bool int8 = int8_peak.gflops > 0 && (dt == DType::kQ4_K || dt == DType::kQ6_K) &&
+      const bool int8 = int8_peak.gflops > 0 &&
+                        (dt == DType::kQ4_K || dt == DType::kQ6_K ||
+                         (dt == DType::kQ8_0 && dsv4::ops::simd::Q8_0Q8MatMulKernel() != nullptr)) &&
                         dsv4::ops::GetKQuantActivations() == dsv4::ops::KQuantActivations::kQ8K;
       const double roof = int8 ? int8_peak.gflops : dot ? dot_peak.gflops : peak.gflops;
       std::printf(

@@ -159,6 +159,17 @@ void KQuantKernel(const simd::MatMulArgs& a) {
   }
 }
 
+// GGUF q8_0: with q8 activations (the default) the q8_0 × q8_0 kernels where
+// the CPU has AVX-512 VNNI, else (or with f32 activations) the f32 kernels.
+void Q8_0Kernel(const simd::MatMulArgs& a) {
+  static const simd::TryMatMulFn q8 = simd::Q8_0Q8MatMulKernel();
+  if (q8 != nullptr &&
+      g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kQ8K && q8(a)) {
+    return;
+  }
+  DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>(a);
+}
+
 // The SIMD kernel for a weight without a separate scale tensor: the dense
 // formats, then the GGUF k-quants; nullptr means ops/ref.
 simd::MatMulFn PlainKernel(DType t) {
@@ -171,9 +182,7 @@ simd::MatMulFn PlainKernel(DType t) {
   if (t == DType::kF16 && simd::DenseMatMulKernel(t) != nullptr) {
     return &DenseKernel<DType::kF16, &simd::F16F32MatVecKernel>;
   }
-  if (t == DType::kQ8_0 && simd::DenseMatMulKernel(t) != nullptr) {
-    return &DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>;
-  }
+  if (t == DType::kQ8_0 && simd::DenseMatMulKernel(t) != nullptr) return &Q8_0Kernel;
   if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
   if (t == DType::kQ4_K) return &KQuantKernel<DType::kQ4_K>;
   if (t == DType::kQ6_K) return &KQuantKernel<DType::kQ6_K>;

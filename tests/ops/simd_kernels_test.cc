@@ -12,6 +12,7 @@
 #include <hwy/targets.h>
 #include "../common/for_each_target.h"
 #include "../common/matmul_fixtures.h"
+#include "../common/scoped_kquant_activations.h"
 
 #include <algorithm>
 #include <bit>
@@ -128,6 +129,8 @@ TEST(SimdMatMul, DenseAllSizesMatchRef) {
 }
 
 TEST(SimdMatMul, BlockFormatsMatchRef) {
+  // q8_0 through the f32 kernels (its q8_0 × q8_0 path: q8_0_q8_test.cc).
+  const ::dsv4::testing::ScopedKQuantActivations f32(ops::KQuantActivations::kF32);
   ForEachTarget([] {
     struct Case {
       DType dtype;
@@ -161,6 +164,8 @@ TEST(SimdMatMul, BlockFormatsMatchRef) {
 // compared bit for bit with the scalar one (matvec path for T < 4 via single
 // columns, panel path for the whole identity).
 TEST(SimdMatMul, DequantisationIsExact) {
+  // q8_0 through the f32 kernels (its q8_0 × q8_0 path: q8_0_q8_test.cc).
+  const ::dsv4::testing::ScopedKQuantActivations f32(ops::KQuantActivations::kF32);
   ForEachTarget([] {
     const std::vector<std::pair<DType, int64_t>> cases = {
         {DType::kF32, 37},  {DType::kBF16, 37},     {DType::kF16, 37},
@@ -223,6 +228,8 @@ TEST(SimdMatMul, BatchInvariantBitForBit) {
 // row range starting mid-panel written with a wider output stride — and match
 // the scalar twin.
 TEST(SimdMatMul, BlockedTilesBitForBitAcrossBlocks) {
+  // q8_0 through the f32 kernels (its q8_0 × q8_0 path: q8_0_q8_test.cc).
+  const ::dsv4::testing::ScopedKQuantActivations f32(ops::KQuantActivations::kF32);
   ForEachTarget([] {
     const std::vector<std::pair<DType, int64_t>> cases = {
         {DType::kF32, 405},     {DType::kBF16, 397},    {DType::kF16, 389},     {DType::kQ8_0, 416},
@@ -296,6 +303,8 @@ TEST(SimdMatMul, RowRangesAndOutputStride) {
 // agree with the single-call kernels exactly (each output is computed by the
 // same code).
 TEST(SimdMatMul, PooledEntryPointsMatchRowKernels) {
+  // q8_0 through the f32 kernels (its q8_0 × q8_0 path: q8_0_q8_test.cc).
+  const ::dsv4::testing::ScopedKQuantActivations f32(ops::KQuantActivations::kF32);
   ThreadPool pool(3);
   for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1}) {
     for (int64_t n : {int64_t{517}, int64_t{20}}) {

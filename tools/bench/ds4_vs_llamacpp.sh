@@ -23,7 +23,8 @@
 # DSV4_ARGS and LLAMA_ARGS (word-split) are added to every dsv4 bench and
 # llama-bench call, e.g. DSV4_ARGS="--cache-type-k f16 --cache-type-v f16"
 # for llama.cpp's default f16 KV cache (dsv4's default is f32), or
-# LLAMA_ARGS="-ctk f32 -ctv f32" for an f32 cache on both.
+# LLAMA_ARGS for other llama-bench settings (its -ctk takes f16, q8_0, ...,
+# not f32, in llama-cpp-python 0.3.36).
 set -euo pipefail
 read -r -a DSV4_EXTRA <<<"${DSV4_ARGS:-}"
 read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"

@@ -147,4 +147,46 @@ void MatMulKQuantQ8K(float* out, const float* x, const TensorView& w, int64_t n_
   }
 }
 
+void QuantizeRowQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
+  CHECK(k % 32 == 0, "QuantizeRowQ8_0: %lld values, not a multiple of 32", static_cast<long long>(k));
+  for (int64_t b = 0; b < k / 32; ++b, x += 32) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = F32ToF16(d);
+    for (int i = 0; i < 32; ++i) y[b].qs[i] = static_cast<int8_t>(std::roundf(x[i] * id));
+  }
+}
+
+float DotQ8_0Q8_0(const uint8_t* row, const BlockQ8_0* x, int64_t n_blocks) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    // Byte offsets, not a BlockQ8_0*: rows need not be aligned for its uint16.
+    const uint8_t* blk = row + b * static_cast<int64_t>(sizeof(BlockQ8_0));
+    const int8_t* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+    int32_t isum = 0;
+    for (int i = 0; i < 32; ++i) isum += int32_t{qs[i]} * int32_t{x[b].qs[i]};
+    const float dw = F16At(blk + offsetof(BlockQ8_0, d));
+    acc = acc + (dw * F16ToF32(x[b].d)) * static_cast<float>(isum);
+  }
+  return acc;
+}
+
+void MatMulQ8_0Q8_0(float* out, const float* x, const TensorView& w, int64_t n_tokens,
+                    int64_t out_stride) {
+  CHECK(w.rank == 2 && w.strides[1] == 1 && w.dtype == DType::kQ8_0 && w.sizes[1] % 32 == 0,
+        "MatMulQ8_0Q8_0: w must be a row-major [N, K] q8_0 matrix, got %s", w.ShapeString().c_str());
+  const int64_t n_out = w.sizes[0], n_in = w.sizes[1], n_blocks = n_in / 32;
+  if (out_stride < 0) out_stride = n_out;
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_blocks));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    QuantizeRowQ8_0(x + t * n_in, n_in, xq.data());
+    for (int64_t n = 0; n < n_out; ++n) {
+      out[t * out_stride + n] =
+          DotQ8_0Q8_0(static_cast<const uint8_t*>(w[n].data), xq.data(), n_blocks);
+    }
+  }
+}
+
 }  // namespace dsv4::ops::ref

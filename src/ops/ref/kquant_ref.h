@@ -48,6 +48,28 @@ float DotKQuantQ8K(DType w_dtype, const uint8_t* row, const BlockQ8K* x, int64_t
 void MatMulKQuantQ8K(float* out, const float* x, const TensorView& w, int64_t n_tokens,
                      int64_t out_stride = -1);
 
+// ---- The q8_0 path: llama.cpp's arithmetic for q8_0 weights ----
+//
+// The activations are quantised per 32-value block to q8_0 as ggml's
+// quantize_row_q8_0_ref (and gguf-py) do: d = max |x| / 127, codes round(x / d)
+// with ties away from zero (roundf; through x · (1 / d)), d stored as f16
+// (rounded to nearest even); an all-zero block has d = 0 and codes 0. Per
+// block b of a weight row, with dw and dx the two f16 scales:
+//   isum = Σ_k w[k]·x8[k];  acc = acc + (dw·dx)·isum
+// from acc = 0, blocks in order, each product rounded (no contraction): the
+// SIMD kernels (ops/simd/q8_0_x86.cc) give these bits.
+
+// x[K] (K a multiple of 32) as K / 32 q8_0 blocks.
+void QuantizeRowQ8_0(const float* x, int64_t k, BlockQ8_0* y);
+
+// Σ over the n_blocks blocks of one q8_0 weight row against q8_0 activation blocks.
+float DotQ8_0Q8_0(const uint8_t* row, const BlockQ8_0* x, int64_t n_blocks);
+
+// out[t * out_stride + n] for w: [N, K] q8_0 with each token's activations
+// quantised to q8_0 first. out_stride < 0 means N.
+void MatMulQ8_0Q8_0(float* out, const float* x, const TensorView& w, int64_t n_tokens,
+                    int64_t out_stride = -1);
+
 }  // namespace dsv4::ops::ref
 
 #endif  // DSV4_OPS_REF_KQUANT_REF_H_

@@ -105,6 +105,15 @@ TryMatMulFn F32F32MatVecKernel();
 // DSV4_Q8_0_MATVEC=0.
 TryMatMulFn F16F32MatVecKernel();
 TryMatMulFn Q8F32MatVecKernel();
+// GGUF q8_0 weights × activations quantised to q8_0 (llama.cpp's arithmetic,
+// ops/simd/q8_0_x86.cc), AVX-512 VNNI: bit for bit ops::ref::MatMulQ8_0Q8_0
+// for any token count and row range (each thread quantises the call's
+// activations itself). Declines a non-q8_0 weight. nullptr when the CPU lacks
+// AVX-512 VNNI or DSV4_Q8_0_Q8=0; the caller then takes the f32 kernels.
+TryMatMulFn Q8_0Q8MatMulKernel();
+// Its activation quantisation, bit for bit ops::ref::QuantizeRowQ8_0.
+using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);
+Q8_0QuantizeFn Q8_0QuantizeKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
 // 0 where those kernels are not available.
