@@ -25,9 +25,11 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
            options.kquant_activations =
                v == "f32" ? ops::KQuantActivations::kF32 : ops::KQuantActivations::kQ8K;
          },
-         "GGUF q4_K/q6_K weights: q8_K multiplies them by activations quantised to 8 bits, "
-         "in integers, as llama.cpp's CPU kernels do (its logits; fast); f32 by the f32 "
-         "activations (the exactly dequantised weights' logits; slower). Default q8_K")
+         "GGUF q4_K/q6_K/q8_0 weights: q8_K multiplies them by activations quantised to 8 "
+         "bits (q8_K blocks of 256 for q4_K/q6_K, q8_0 blocks of 32 for q8_0; q8_0 needs "
+         "AVX-512 VNNI, else f32), in integers, as llama.cpp's CPU kernels do (its logits; "
+         "fast); f32 by the f32 activations (the exactly dequantised weights' logits; "
+         "slower). Default q8_K")
       ->check(CLI::IsMember({"q8_K", "f32"}));
   // llama.cpp's --cache-type-k / --cache-type-v (its default is f16; ours is
   // f32, the reference's bits).

@@ -30,8 +30,9 @@ struct LoadOptions {
   // at load, none paged out later (llama.cpp's --mlock). Fails the load with
   // the locked-memory limit and a hint where the process may not lock them.
   bool mlock = false;
-  // How GGUF q4_K/q6_K weights meet their activations, set for the process
-  // at load (ops::SetKQuantActivations): q8_K as llama.cpp (default), or f32.
+  // How GGUF q4_K/q6_K/q8_0 weights meet their activations, set for the
+  // process at load (ops::SetKQuantActivations): quantised to 8 bits as
+  // llama.cpp does (q8_K; q8_0 for q8_0 weights; the default), or f32.
   ops::KQuantActivations kquant_activations = ops::KQuantActivations::kQ8K;
   // Llama models' KV cache element types (LlamaConfig::cache_k / cache_v):
   // f32 (default) or f16. Other models reject f16 at load.

@@ -36,6 +36,9 @@ bool StreamOnlyBuild();
 // within float rounding; ops/ref/kquant_ref.h); kF32 multiplies the exactly
 // dequantised weights by the f32 activations (the logits of the weights
 // dequantised to f32 first, to within float rounding; several times slower).
+// q8_0 weights follow the same switch: kQ8K quantises their activations to
+// q8_0 (32 values per block, llama.cpp's arithmetic for them) where the CPU
+// has AVX-512 VNNI (ops/simd/q8_0_x86.cc), else they take the f32 kernels.
 enum class KQuantActivations { kQ8K, kF32 };
 void SetKQuantActivations(KQuantActivations a);
 KQuantActivations GetKQuantActivations();

@@ -14,7 +14,11 @@
    running llama.cpp on exactly the quantised weights without its q8_K
    activation quantisation (README.md).
 
+With --type Q8_0 the same f32 model is quantised to Q8_0 instead, into
+tests/data/kquant/tiny_llama_q8_0.gguf (every matrix q8_0, norms f32).
+
 Usage: python make_tiny_llama_kquant.py /path/to/llama-quantize [dequantised.gguf]
+                                        [--type Q4_K_M|Q8_0]
 """
 import os
 import subprocess
@@ -26,7 +30,7 @@ from gguf import GGUFReader, GGUFValueType, GGUFWriter, quants
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..", "..")
-OUT = os.path.join(HERE, "tiny_llama_q4_k_m.gguf")
+OUTS = {"Q4_K_M": "tiny_llama_q4_k_m.gguf", "Q8_0": "tiny_llama_q8_0.gguf"}
 
 D, F, L, H, KV, V, CTX = 256, 512, 2, 4, 2, 512, 256
 HD = D // H
@@ -76,9 +80,16 @@ def write_dequantised(src, dst):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    args = sys.argv[1:]
+    qtype = "Q4_K_M"
+    if "--type" in args:
+        i = args.index("--type")
+        qtype = args[i + 1] if i + 1 < len(args) else ""
+        del args[i:i + 2]
+    if len(args) not in (1, 2) or qtype not in OUTS:
         sys.exit(__doc__)
-    quantize = sys.argv[1]
+    out = os.path.join(HERE, OUTS[qtype])
+    quantize = args[0]
     rng = np.random.default_rng(20261130)
 
     def mat(n, k, scale=1.0):  # [n, k] outermost first; ggml ne = (k, n)
@@ -120,14 +131,14 @@ def main():
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-        subprocess.run([quantize, f32_path, OUT, "Q4_K_M"], check=True)
-    r = GGUFReader(OUT)
+        subprocess.run([quantize, f32_path, out, qtype], check=True)
+    r = GGUFReader(out)
     for t in r.tensors:
         print(f"{t.name:28s} {t.tensor_type.name:5s} {list(t.shape)}")
-    print(OUT, os.path.getsize(OUT), "bytes")
-    if len(sys.argv) == 3:
-        write_dequantised(OUT, sys.argv[2])
-        print("dequantised:", sys.argv[2])
+    print(out, os.path.getsize(out), "bytes")
+    if len(args) == 2:
+        write_dequantised(out, args[1])
+        print("dequantised:", args[1])
 
 
 if __name__ == "__main__":
