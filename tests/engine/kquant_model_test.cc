@@ -246,10 +246,11 @@ TEST(KQuantModelTest, F16CacheStaysNearF32CacheAndLlamaCpp) {
   LoadedModel f32 = LoadQuantized(1);
   ASSERT_NE(f32.model, nullptr);
   const std::vector<float> f32_logits = AllLogits(*f32.model, kTokens);
-  auto m = LoadModel({.model_path = kModel,
-                      .threads = 1,
-                      .cache_type_k = DType::kF16,
-                      .cache_type_v = DType::kF16});
+  LoadOptions o;
+  o.model_path = kModel;
+  o.threads = 1;
+  o.cache_type_k = o.cache_type_v = DType::kF16;
+  auto m = LoadModel(o);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (int threads : {1, 2}) {
     m->model->SetThreads(threads);
@@ -286,7 +287,11 @@ TEST(KQuantModelTest, Q8_0MatchesLlamaCppBothWays) {
   EXPECT_GT(lcpp_self, 1e-4);  // the activations' rounding shows
   ScopedKQuantActivations restore(ops::GetKQuantActivations());
   for (const auto mode : {ops::KQuantActivations::kQ8K, ops::KQuantActivations::kF32}) {
-    auto m = LoadModel({.model_path = kQ8Model, .threads = 1, .kquant_activations = mode});
+    LoadOptions o;
+    o.model_path = kQ8Model;
+    o.threads = 1;
+    o.kquant_activations = mode;
+    auto m = LoadModel(o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     const bool q8 = mode == ops::KQuantActivations::kQ8K;
     const std::vector<float>& want = q8 ? lcpp_q : lcpp_f32;
