@@ -164,43 +164,45 @@ TEST(Bf16F32MatVec, EveryBitPatternEqualsHighway) {
   ExpectSameBits(w, x.data(), 7, 300, "bit patterns from row 7");
 }
 
+// Each (weight, tokens, why) declined by fn, nothing written.
+struct Decline {
+  Weight w;
+  int64_t t;
+  const char* what;
+};
+void ExpectDeclinesEach(simd::TryMatMulFn fn, const std::vector<Decline>& cases) {
+  for (const Decline& c : cases) ::dsv4::testing::ExpectDeclines(fn, c.w, c.t, c.what);
+}
+
 TEST(Bf16F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_BF16_F32();
-  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
-    ::dsv4::testing::ExpectDeclines(simd::Bf16F32MatVecKernel(), w, t, what);
-  };
-  check(MakeWeight(DType::kBF16, 8, 256, 1), 2, "two tokens");
-  check(MakeWeight(DType::kBF16, 8, 96, 2), 1, "K % 64 != 0");
-  check(MakeWeight(DType::kBF16, 8, 32, 3), 1, "K = 32");
+  ExpectDeclinesEach(simd::Bf16F32MatVecKernel(),
+                     {{MakeWeight(DType::kBF16, 8, 256, 1), 2, "two tokens"},
+                      {MakeWeight(DType::kBF16, 8, 96, 2), 1, "K % 64 != 0"},
+                      {MakeWeight(DType::kBF16, 8, 32, 3), 1, "K = 32"}});
 }
 
 TEST(F32F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_F32_F32();
-  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
-    ::dsv4::testing::ExpectDeclines(simd::F32F32MatVecKernel(), w, t, what);
-  };
-  check(MakeWeight(DType::kF32, 8, 256, 1), 2, "two tokens");
-  check(MakeWeight(DType::kF32, 8, 48, 2), 1, "K % 32 != 0");
-  check(MakeWeight(DType::kF32, 8, 16, 3), 1, "K = 16");
+  ExpectDeclinesEach(simd::F32F32MatVecKernel(),
+                     {{MakeWeight(DType::kF32, 8, 256, 1), 2, "two tokens"},
+                      {MakeWeight(DType::kF32, 8, 48, 2), 1, "K % 32 != 0"},
+                      {MakeWeight(DType::kF32, 8, 16, 3), 1, "K = 16"}});
 }
 
 TEST(F16F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_F16_F32();
-  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
-    ::dsv4::testing::ExpectDeclines(simd::F16F32MatVecKernel(), w, t, what);
-  };
-  check(MakeWeight(DType::kF16, 8, 256, 1), 2, "two tokens");
-  check(MakeWeight(DType::kF16, 8, 48, 2), 1, "K % 32 != 0");
-  check(MakeWeight(DType::kBF16, 8, 64, 3), 1, "a bf16 weight");
+  ExpectDeclinesEach(simd::F16F32MatVecKernel(),
+                     {{MakeWeight(DType::kF16, 8, 256, 1), 2, "two tokens"},
+                      {MakeWeight(DType::kF16, 8, 48, 2), 1, "K % 32 != 0"},
+                      {MakeWeight(DType::kBF16, 8, 64, 3), 1, "a bf16 weight"}});
 }
 
 TEST(Q8F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_Q8_F32();
-  const auto check = [](const Weight& w, int64_t t, const std::string& what) {
-    ::dsv4::testing::ExpectDeclines(simd::Q8F32MatVecKernel(), w, t, what);
-  };
-  check(MakeWeight(DType::kQ8_0, 8, 256, 1), 2, "two tokens");
-  check(MakeWeight(DType::kF16, 8, 64, 3), 1, "an f16 weight");
+  ExpectDeclinesEach(simd::Q8F32MatVecKernel(),
+                     {{MakeWeight(DType::kQ8_0, 8, 256, 1), 2, "two tokens"},
+                      {MakeWeight(DType::kF16, 8, 64, 3), 1, "an f16 weight"}});
 }
 
 }  // namespace
