@@ -279,8 +279,9 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   Result<LoadedModel> r = NotFound("");
   if (fs::is_directory(o.model_path, ec)) {
     if (o.cache_type_k != DType::kF32 || o.cache_type_v != DType::kF32) {
-      return InvalidArgument(o.model_path + ": --cache-type-k/--cache-type-v f16 apply to llama "
-                                            "models (.gguf, llama2.c .bin)",
+      return InvalidArgument(o.model_path +
+                                 ": --cache-type-k/--cache-type-v f16 apply to llama "
+                                 "models (.gguf, llama2.c .bin)",
                              "a checkpoint directory's model keeps its own cache; drop the flags");
     }
     r = LoadDirectory(o);

@@ -257,8 +257,9 @@ TEST(KQuantModelTest, F16CacheStaysNearF32CacheAndLlamaCpp) {
     const std::vector<float> prefill = AllLogits(*m->model, kTokens);
     const std::vector<float> decode = DecodeLogits(*m->model, kTokens);
     const double vs_f32 = MaxRelDiff(prefill, f32_logits), vs_lcpp = MaxRelDiff(prefill, lcpp_q);
-    std::printf("%d threads: f16 cache vs f32 cache %.3g, vs llama.cpp %.3g, decode vs prefill %.3g\n",
-                threads, vs_f32, vs_lcpp, MaxRelDiff(decode, prefill));
+    std::printf(
+        "%d threads: f16 cache vs f32 cache %.3g, vs llama.cpp %.3g, decode vs prefill %.3g\n",
+        threads, vs_f32, vs_lcpp, MaxRelDiff(decode, prefill));
     EXPECT_GT(vs_f32, 1e-4) << threads << " threads";
     EXPECT_LE(vs_f32, 2 * lcpp_self) << threads << " threads";
     EXPECT_LE(vs_lcpp, 2 * lcpp_self) << threads << " threads";
@@ -300,9 +301,10 @@ TEST(KQuantModelTest, Q8_0MatchesLlamaCppBothWays) {
       const std::vector<float> prefill = AllLogits(*m->model, kTokens);
       const std::vector<float> decode = DecodeLogits(*m->model, kTokens);
       const double rel = MaxRelDiff(prefill, want), rel_decode = MaxRelDiff(decode, want);
-      std::printf("q8_0 file, %s activations, %d threads: vs llama.cpp %.3g (decode %.3g); "
-                  "llama.cpp q8 vs f32 %.3g\n",
-                  q8 ? "q8_0" : "f32", threads, rel, rel_decode, lcpp_self);
+      std::printf(
+          "q8_0 file, %s activations, %d threads: vs llama.cpp %.3g (decode %.3g); "
+          "llama.cpp q8 vs f32 %.3g\n",
+          q8 ? "q8_0" : "f32", threads, rel, rel_decode, lcpp_self);
       EXPECT_LE(rel, q8 ? 1e-5 : 1e-4) << threads << " threads";
       EXPECT_LE(rel_decode, q8 ? 1e-5 : 1e-4) << threads << " threads";
       EXPECT_LE(rel, 0.2 * lcpp_self) << threads << " threads";
@@ -320,8 +322,7 @@ TEST(KQuantModelTest, F16CacheRefusedForCheckpointDirectories) {
   auto m = LoadModel(o);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(m.status().ToString().find("--cache-type"), std::string::npos)
-      << m.status().ToString();
+  EXPECT_NE(m.status().ToString().find("--cache-type"), std::string::npos) << m.status().ToString();
 }
 
 }  // namespace

@@ -56,8 +56,8 @@ simd::TryMatMulFn PairKernel(DType dt) {
 // Rows [b, e) of w · x by both kernels (w's dtype picks the pair); equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
                     const std::string& what) {
-  ::dsv4::testing::ExpectSameBits(simd::DenseMatMulKernel(w.dtype), PairKernel(w.dtype), w, x, b,
-                                  e, what);
+  ::dsv4::testing::ExpectSameBits(simd::DenseMatMulKernel(w.dtype), PairKernel(w.dtype), w, x, b, e,
+                                  what);
 }
 
 // Every K, N, offset and row range of EqualsHighwayMatVecBitForBit.

@@ -41,9 +41,8 @@ using ::dsv4::testing::MakeWeight;
 using ::dsv4::testing::ScopedKQuantActivations;
 using ::dsv4::testing::Weight;
 
-#define DSV4_REQUIRE_Q8_0_Q8()                   \
-  DSV4_REQUIRE_KERNEL(simd::Q8_0Q8MatMulKernel(), \
-                      "this CPU lacks AVX-512 VNNI (or DSV4_Q8_0_Q8=0)")
+#define DSV4_REQUIRE_Q8_0_Q8() \
+  DSV4_REQUIRE_KERNEL(simd::Q8_0Q8MatMulKernel(), "no AVX-512 VNNI (or DSV4_Q8_0_Q8=0)")
 
 struct Golden {
   std::vector<float> x;
@@ -151,8 +150,8 @@ void ExpectKernelEqualsRef(const Weight& w, int64_t t, int64_t b, int64_t e, uin
   for (int64_t tt = 0; tt < t; ++tt) {
     for (int64_t n = b; n < e; ++n) {
       const float g = got[tt * stride + (n - b)], wv = want[tt * w.n + n];
-      ASSERT_EQ(std::memcmp(&g, &wv, 4), 0) << what << " t=" << tt << " n=" << n << ": " << g
-                                            << " vs ref " << wv;
+      ASSERT_EQ(std::memcmp(&g, &wv, 4), 0)
+          << what << " t=" << tt << " n=" << n << ": " << g << " vs ref " << wv;
     }
     for (int64_t j = e - b; j < stride; ++j) {
       ASSERT_EQ(got[tt * stride + j], kUnwritten) << what << ": wrote past the row range";
@@ -179,8 +178,8 @@ TEST(Q8_0Q8, KernelEqualsRefBitForBit) {
 
 TEST(Q8_0Q8, DeclinesOtherWeights) {
   DSV4_REQUIRE_Q8_0_Q8();
-  ::dsv4::testing::ExpectDeclines(simd::Q8_0Q8MatMulKernel(), MakeWeight(DType::kF16, 8, 64, 1),
-                                  1, "an f16 weight");
+  ::dsv4::testing::ExpectDeclines(simd::Q8_0Q8MatMulKernel(), MakeWeight(DType::kF16, 8, 64, 1), 1,
+                                  "an f16 weight");
 }
 
 // ops::MatMul on a q8_0 weight: in the default q8 mode the q8_0 × q8_0 path
@@ -216,7 +215,7 @@ TEST(Q8_0Q8, MatMulTakesThePathItsModeNames) {
       max_f32 = std::max<double>(max_f32, std::fabs(f32[i] - f32_ref[i]));
       mag = std::max<double>(mag, std::fabs(f32_ref[i]));
     }
-    EXPECT_LE(max_f32, 1e-5 * mag) << "T=" << t;  // f32 mode: the f32 kernels
+    EXPECT_LE(max_f32, 1e-5 * mag) << "T=" << t;   // f32 mode: the f32 kernels
     EXPECT_GT(max_q8, 10 * max_f32) << "T=" << t;  // q8 mode: the activations' rounding shows
     EXPECT_LE(max_q8, 2e-2 * mag) << "T=" << t;
   }

@@ -744,8 +744,8 @@ TEST(SimdVec, AxpyManyF16EqualsAxpyManyOnConvertedRowsBitForBit) {
             ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(want[j]))
                 << what << " float " << j << ": " << got[j] << " vs AxpyMany " << want[j];
           }
-          ops::ref::AxpyManyF16(ref.data() + 1, n_y, y_stride, alpha.data(), rows16.data(),
-                                n_keys, n);
+          ops::ref::AxpyManyF16(ref.data() + 1, n_y, y_stride, alpha.data(), rows16.data(), n_keys,
+                                n);
           for (int64_t h = 0; h < n_y; ++h) {
             for (int64_t j = 0; j < n; ++j) {
               const int64_t at = 1 + h * y_stride + j;
@@ -767,16 +767,29 @@ TEST(SimdVec, AxpyManyF16EqualsAxpyManyOnConvertedRowsBitForBit) {
 // length 0…70 (vector bodies and scalar tails); a NaN stays a NaN.
 TEST(SimdVec, F32ToF16RowEqualsScalarTwin) {
   ForEachTarget([] {
-    std::vector<float> x = {0.0f,           -0.0f,         1.0f,          -2.5f,
-                            65504.0f,       65519.0f,      65520.0f,      -70000.0f,
-                            1e-8f,          -3e-6f,        6.1e-5f,       5.96e-8f,
-                            2.98e-8f,       1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 1e30f,
+    std::vector<float> x = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -2.5f,
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -70000.0f,
+                            1e-8f,
+                            -3e-6f,
+                            6.1e-5f,
+                            5.96e-8f,
+                            2.98e-8f,
+                            1.0f + 0x1p-11f,
+                            1.0f + 0x3p-11f,
+                            1e30f,
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::denorm_min()};
     const std::vector<float> rnd = RandomFloats(200, 51, 100.0f);
     x.insert(x.end(), rnd.begin(), rnd.end());
-    for (size_t i = 0; i < 40; ++i) x.push_back(std::ldexp(1.0f + 0x1p-11f * static_cast<float>(i), -20 + static_cast<int>(i)));
+    for (size_t i = 0; i < 40; ++i)
+      x.push_back(std::ldexp(1.0f + 0x1p-11f * static_cast<float>(i), -20 + static_cast<int>(i)));
     for (int64_t n = 0; n <= 70; ++n) {
       for (size_t start = 0; start + static_cast<size_t>(n) <= x.size(); start += 37) {
         std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0x1234);

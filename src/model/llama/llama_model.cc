@@ -267,7 +267,7 @@ void LlamaModel::EnsureScratch(int64_t n) {
   att_out_.resize(n * c.d_model);
   hb_.resize(n * c.d_ff);
   hb2_.resize(n * c.d_ff);
-  scores_.resize(scores_size);   // [threads, kAttendRows, H/G, S]
+  scores_.resize(scores_size);       // [threads, kAttendRows, H/G, S]
   attn_rows_.resize(rows_size);      // [threads, 2, max(E, S)]
   attn_rows16_.resize(rows16_size);  // [threads, S]
   attn_q_.resize(static_cast<size_t>(pool_->size()) * kAttendRows * c.head_dim());

@@ -148,7 +148,8 @@ void MatMulKQuantQ8K(float* out, const float* x, const TensorView& w, int64_t n_
 }
 
 void QuantizeRowQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
-  CHECK(k % 32 == 0, "QuantizeRowQ8_0: %lld values, not a multiple of 32", static_cast<long long>(k));
+  CHECK(k % 32 == 0, "QuantizeRowQ8_0: %lld values, not a multiple of 32",
+        static_cast<long long>(k));
   for (int64_t b = 0; b < k / 32; ++b, x += 32) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
@@ -176,7 +177,8 @@ float DotQ8_0Q8_0(const uint8_t* row, const BlockQ8_0* x, int64_t n_blocks) {
 void MatMulQ8_0Q8_0(float* out, const float* x, const TensorView& w, int64_t n_tokens,
                     int64_t out_stride) {
   CHECK(w.rank == 2 && w.strides[1] == 1 && w.dtype == DType::kQ8_0 && w.sizes[1] % 32 == 0,
-        "MatMulQ8_0Q8_0: w must be a row-major [N, K] q8_0 matrix, got %s", w.ShapeString().c_str());
+        "MatMulQ8_0Q8_0: w must be a row-major [N, K] q8_0 matrix, got %s",
+        w.ShapeString().c_str());
   const int64_t n_out = w.sizes[0], n_in = w.sizes[1], n_blocks = n_in / 32;
   if (out_stride < 0) out_stride = n_out;
   std::vector<BlockQ8_0> xq(static_cast<size_t>(n_blocks));

@@ -54,8 +54,7 @@ namespace dsv4::ops::simd {
 #if DSV4_HAVE_BF16_F32
 namespace {
 
-#define DSV4_BF16F32_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c")))
+#define DSV4_BF16F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c")))
 
 // How far each row's prefetch runs ahead of it. On Zen 5, for the staggered
 // kernel's window (before session 15), with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
@@ -156,8 +155,8 @@ struct Scratch {
 template <class Fmt>
 DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const int64_t k_size = a.w.sizes[1];
-  if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % Fmt::kKMultiple != 0 ||
-      k_size == 0 || a.w.strides[1] != 1) {
+  if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % Fmt::kKMultiple != 0 || k_size == 0 ||
+      a.w.strides[1] != 1) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
@@ -212,7 +211,8 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   for (int64_t n = a.row_begin + 2 * pairs; n < a.row_end; ++n) {  // the odd row left
     const uint8_t* r = base + n * row_bytes;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < steps; ++j) acc = Fmt::At(r + j * Fmt::kBytes, xd + j * Fmt::kInputs, acc);
+    for (int64_t j = 0; j < steps; ++j)
+      acc = Fmt::At(r + j * Fmt::kBytes, xd + j * Fmt::kInputs, acc);
     a.out[n - a.row_begin] = _mm512_reduce_add_ps(acc) + 0.0f;
   }
   return true;

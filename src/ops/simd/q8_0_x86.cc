@@ -92,8 +92,8 @@ DSV4_Q80_TARGET void QuantizeRow(const float* x, int64_t k, BlockQ8_0* y) {
       const __m512 frac = _mm512_sub_ps(q, t);  // exact: |q| ≤ 128
       const __mmask16 up = _mm512_cmp_ps_mask(_mm512_and_ps(frac, abs_mask), half, _CMP_GE_OQ);
       // ±1 with q's sign where |frac| ≥ 1/2.
-      const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f),
-                                      _mm512_andnot_ps(abs_mask, q));  // copysign(1, q)
+      const __m512 one =
+          _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_andnot_ps(abs_mask, q));  // copysign(1, q)
       const __m512 r = _mm512_mask_add_ps(t, up, t, one);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * h),
                        _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
@@ -233,17 +233,16 @@ DSV4_Q80_TARGET void MatMul(const MatMulArgs& a) {
     for (size_t i = 0; i < need; ++i) s.dx[i] = F16ToF32(s.xq[i].d);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       for (int64_t n = a.row_begin; n < a.row_end; ++n) {
-        a.out[t * a.out_stride + (n - a.row_begin)] =
-            RowDot(base + n * row_bytes, s.xq.data() + t * n_blocks, s.dx.data() + t * n_blocks,
-                   n_blocks);
+        a.out[t * a.out_stride + (n - a.row_begin)] = RowDot(
+            base + n * row_bytes, s.xq.data() + t * n_blocks, s.dx.data() + t * n_blocks, n_blocks);
       }
     }
     return;
   }
   // Lanes: chunks of 16-token groups whose activations stay in L2 (~384 KiB).
   const int64_t groups = (a.n_tokens + kLaneTokens - 1) / kLaneTokens;
-  const int64_t chunk = std::clamp<int64_t>(
-      (int64_t{384} << 10) / (n_blocks * int64_t{sizeof(LaneActs)}), 1, groups);
+  const int64_t chunk =
+      std::clamp<int64_t>((int64_t{384} << 10) / (n_blocks * int64_t{sizeof(LaneActs)}), 1, groups);
   if (s.acts.size() < static_cast<size_t>(chunk * n_blocks)) s.acts.resize(chunk * n_blocks);
   if (s.rows.size() < static_cast<size_t>(n_blocks)) s.rows.resize(n_blocks);
   for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
@@ -259,10 +258,12 @@ DSV4_Q80_TARGET void MatMul(const MatMulArgs& a) {
         for (int r = 0; r < kLaneRows; ++r) {
           const uint8_t* blk = rows[r] + b * kBlockBytes;
           // Σ codes: the bytes + 128 summed by vpsadbw, less 32 · 128.
-          const __m256i u = _mm256_xor_si256(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(-128));
+          const __m256i u =
+              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                               _mm256_set1_epi8(-128));
           const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
-          const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+          const __m128i s2 =
+              _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
           const int32_t sum =
               static_cast<int32_t>(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
           s.rows[b].wc[r] = 128 * sum;
