@@ -408,9 +408,9 @@ struct Fmt<DType::kQ6_K> {
                                         float* p) {
     uint16_t h[4];
     for (int j = 0; j < 4; ++j) std::memcpy(&h[j], blk + j * kBytes + offsetof(BlockQ6_K, d), 2);
-    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
-                                                 static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]),
-                                                 0, 0, 0, 0));
+    const __m128 d = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
+                       static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]), 0, 0, 0, 0));
     const __m128i ints = _mm_sub_epi32(isum, _mm_slli_epi32(corr, 5));
     _mm_store_ps(p, _mm_mul_ps(_mm_mul_ps(dx, d), _mm_cvtepi32_ps(ints)));
   }

@@ -128,15 +128,18 @@ DSV4_Q80_TARGET float RowDot(const uint8_t* row, const BlockQ8_0* x, const float
     for (int64_t o = 0; o < 4 * kBlockBytes; o += 64) {
       x86::PrefetchWeights(reinterpret_cast<const char*>(blk + kFetchAheadBytes + o));
     }
-    alignas(16) int32_t is[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(is),
-                    Sum4(BlockDots(blk, x[b].qs), BlockDots(blk + kBlockBytes, x[b + 1].qs),
-                         BlockDots(blk + 2 * kBlockBytes, x[b + 2].qs),
-                         BlockDots(blk + 3 * kBlockBytes, x[b + 3].qs)));
-    for (int j = 0; j < 4; ++j) {
-      const float dw = F16At(blk + j * kBlockBytes);
-      acc = acc + (dw * dx[b + j]) * static_cast<float>(is[j]);
-    }
+    const __m128i is = Sum4(BlockDots(blk, x[b].qs), BlockDots(blk + kBlockBytes, x[b + 1].qs),
+                            BlockDots(blk + 2 * kBlockBytes, x[b + 2].qs),
+                            BlockDots(blk + 3 * kBlockBytes, x[b + 3].qs));
+    // The four products (dw·dx)·isum formed together, the adds one by one.
+    uint16_t h[4];
+    for (int j = 0; j < 4; ++j) std::memcpy(&h[j], blk + j * kBlockBytes, 2);
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
+                       static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]), 0, 0, 0, 0));
+    alignas(16) float p[4];
+    _mm_store_ps(p, _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(dx + b)), _mm_cvtepi32_ps(is)));
+    for (int j = 0; j < 4; ++j) acc = acc + p[j];
   }
   for (; b < n_blocks; ++b) {
     const uint8_t* blk = row + b * kBlockBytes;
