@@ -152,11 +152,11 @@ LlamaConfig Config(int head_dim) {
   return c;
 }
 
-// The model (KV cache of `cache` type) against the scalar reference, and
+// The model (KV cache of type `cache_type`) against the scalar reference, and
 // chunked prefill then decode against one prefill.
-void ExpectMatchesReference(int head_dim, int threads, DType cache) {
+void ExpectMatchesReference(int head_dim, int threads, DType cache_type) {
   LlamaConfig c = Config(head_dim);
-  c.cache_k = c.cache_v = cache;
+  c.cache_k = c.cache_v = cache_type;
   auto reader = RandomLlama(c, 1234 + head_dim);
   auto model = LlamaModel::Load(reader, c);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -164,7 +164,7 @@ void ExpectMatchesReference(int head_dim, int threads, DType cache) {
   std::vector<int32_t> tokens(70);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 31 + 7) % 97);
   // Narrow heads (the transposed cache) keep f32 whatever the type.
-  const bool f16 = cache == DType::kF16 && head_dim >= 32;
+  const bool f16 = cache_type == DType::kF16 && head_dim >= 32;
   const auto want = Reference(c, *reader, tokens, f16);
   const int64_t V = c.vocab_size, T = static_cast<int64_t>(tokens.size());
 
