@@ -85,6 +85,26 @@ class LlamaCache final : public SequenceCache {
   HugePageBuffer v_;  // the same, of value_type_
 };
 
+// y[h · y_stride + e] += Σ_k alpha[h · n_keys + k] · v[k][e] for h < n_y,
+// e < E: the value rows [0, n_keys) of kv head g in layer l, f32 or f16, in
+// order of k (AxpyMany / AxpyManyF16); rows and rows16 hold n_keys pointers.
+void MixValues(LlamaCache& cache, int64_t l, int64_t g, int64_t n_keys, int64_t e, float* y,
+               int64_t n_y, int64_t y_stride, const float* alpha, const float** rows,
+               const uint16_t** rows16) {
+  const uint8_t* v = cache.value_row(l, g, 0);  // [S, E]
+  const int64_t row_bytes = DTypeBytes(cache.value_type(), e);
+  if (cache.value_type() == DType::kF16) {
+    for (int64_t k = 0; k < n_keys; ++k) {
+      rows16[k] = reinterpret_cast<const uint16_t*>(v + k * row_bytes);
+    }
+    ops::AxpyManyF16(y, n_y, y_stride, alpha, rows16, n_keys, e);
+  } else {
+    for (int64_t k = 0; k < n_keys; ++k)
+      rows[k] = reinterpret_cast<const float*>(v + k * row_bytes);
+    ops::AxpyMany(y, n_y, y_stride, alpha, rows, n_keys, e);
+  }
+}
+
 // Writes E floats as a cache row of type t (f32 or f16).
 void WriteCacheRow(const float* x, DType t, uint8_t* row, int64_t e) {
   if (t == DType::kF16) {
@@ -309,14 +329,6 @@ void LlamaModel::AttendBlocks(int64_t l, std::span<const Segment> segments, int6
       const int64_t n_max = sg.pos0 + (blk.row0 + R - 1 - sg.row0) + 1;  // the last row's keys
       const TensorView keys =
           RowsView(cache.key_row(l, g, 0), n_max, E, E, cache.key_type());  // [n_max, E]
-      const bool f16_values = cache.value_type() == DType::kF16;
-      for (int64_t k = 0; k < n_max; ++k) {  // [n_max] rows of [E]
-        if (f16_values) {
-          value_rows16[k] = reinterpret_cast<const uint16_t*>(cache.value_row(l, g, k));
-        } else {
-          value_rows[k] = reinterpret_cast<const float*>(cache.value_row(l, g, k));
-        }
-      }
       for (int64_t j = 0; j < heads_per_group; ++j) {
         const int64_t head = g * heads_per_group + j;
         for (int64_t r = 0; r < R; ++r) {
@@ -333,11 +345,7 @@ void LlamaModel::AttendBlocks(int64_t l, std::span<const Segment> segments, int6
         }
         float* out = att_out_.data() + blk.row0 * D + head * E;  // R rows, D apart
         for (int64_t r = 0; r < R; ++r) std::fill_n(out + r * D, E, 0.0f);
-        if (f16_values) {
-          ops::AxpyManyF16(out, R, D, a, value_rows16, n_max, E);
-        } else {
-          ops::AxpyMany(out, R, D, a, value_rows, n_max, E);
-        }
+        MixValues(cache, l, g, n_max, E, out, R, D, a, value_rows, value_rows16);
       }
     }
   };
@@ -527,17 +535,7 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           // the group's heads together (AxpyMany): each value row read once,
           // and a decoded token appends its values as one row.
           std::fill_n(out, heads_per_group * E, 0.0f);
-          if (cache.value_type() == DType::kF16) {
-            for (int64_t k = 0; k < n_keys; ++k) {  // [n_keys] rows of [E]
-              value_rows16[k] = reinterpret_cast<const uint16_t*>(cache.value_row(l, g, k));
-            }
-            ops::AxpyManyF16(out, heads_per_group, E, att, value_rows16, n_keys, E);
-          } else {
-            for (int64_t k = 0; k < n_keys; ++k) {
-              value_rows[k] = reinterpret_cast<const float*>(cache.value_row(l, g, k));
-            }
-            ops::AxpyMany(out, heads_per_group, E, att, value_rows, n_keys, E);
-          }
+          MixValues(cache, l, g, n_keys, E, out, heads_per_group, E, att, value_rows, value_rows16);
         }
       }
     };

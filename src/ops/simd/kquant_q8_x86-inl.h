@@ -25,14 +25,6 @@ DSV4_KQ8_TARGET inline __m128i Sum4(__m512i a, __m512i b, __m512i c, __m512i d) 
   return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-DSV4_KQ8_TARGET inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-  const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
-  const __m256i abcd =
-      _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
-  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
-}
-
 #if DSV4_KQ8_VNNI
 // A byte shuffle (within 128-bit lanes): in lanes 0–1 words 0–3 become byte
 // a0 and words 4–7 byte b0, zero-extended; in lanes 2–3 bytes a1 and b1.
@@ -476,12 +468,12 @@ DSV4_KQ8_TARGET inline float BlocksOneToken(const uint8_t* row, const typename F
     // order. A quarter fewer instructions per q4_K block than four Combines.
     const __m128 dx = _mm_setr_ps(F::Scale(x[0]), F::Scale(x[1]), F::Scale(x[2]), F::Scale(x[3]));
     alignas(32) float p[8];
-    F::Products4(row, dx, Sum4(s[0], s[1], s[2], s[3]), Sum4(t[0], t[1], t[2], t[3]), p);
+    F::Products4(row, dx, Sum4(s[0], s[1], s[2], s[3]), x86::Sum4(t[0], t[1], t[2], t[3]), p);
     return F::Accumulate4(acc, p);
   } else {
     alignas(16) int32_t is[4], it[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(is), Sum4(s[0], s[1], s[2], s[3]));
-    _mm_store_si128(reinterpret_cast<__m128i*>(it), Sum4(t[0], t[1], t[2], t[3]));
+    _mm_store_si128(reinterpret_cast<__m128i*>(it), x86::Sum4(t[0], t[1], t[2], t[3]));
     for (int j = 0; j < kGroup; ++j) {
       acc = F::Combine(acc, d[j], dmin[j], F::Scale(x[j]), is[j], it[j]);
     }
@@ -603,14 +595,10 @@ DSV4_KQ8_TARGET void MatMulLanes(const MatMulArgs& a, const BlockQ8K* xq, int64_
       for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[kLaneRows];
         LaneBlocks<kW>(rows.data(), &acts[(g - g0) * n_blocks], n_blocks, acc);
-        alignas(64) float o[kLaneRows][kLaneTokens];
-        for (int r = 0; r < kLaneRows; ++r) _mm512_store_ps(o[r], acc[r]);
         const int64_t t0 = g * kLaneTokens;
         const int nt = static_cast<int>(std::min<int64_t>(kLaneTokens, a.n_tokens - t0));
-        for (int j = 0; j < nt; ++j) {
-          float* out = a.out + (t0 + j) * a.out_stride + (n0 - a.row_begin);
-          for (int r = 0; r < nr; ++r) out[r] = o[r][j];
-        }
+        x86::StoreLaneTile<kLaneRows>(acc, nr, nt, a.out + t0 * a.out_stride + (n0 - a.row_begin),
+                                      a.out_stride);
       }
     }
   }

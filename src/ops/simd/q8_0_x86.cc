@@ -101,15 +101,6 @@ DSV4_Q80_TARGET void QuantizeRow(const float* x, int64_t k, BlockQ8_0* y) {
   }
 }
 
-// The int32 sums of four 8-lane vectors, [Σ a, Σ b, Σ c, Σ d] (exact).
-DSV4_Q80_TARGET inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-  const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
-  const __m256i abcd =
-      _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
-  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
-}
-
 // Dword sums of one block's products (8 lanes, four products each).
 DSV4_Q80_TARGET inline __m256i BlockDots(const uint8_t* blk, const int8_t* xq) {
   const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
@@ -128,9 +119,9 @@ DSV4_Q80_TARGET float RowDot(const uint8_t* row, const BlockQ8_0* x, const float
     for (int64_t o = 0; o < 4 * kBlockBytes; o += 64) {
       x86::PrefetchWeights(reinterpret_cast<const char*>(blk + kFetchAheadBytes + o));
     }
-    const __m128i is = Sum4(BlockDots(blk, x[b].qs), BlockDots(blk + kBlockBytes, x[b + 1].qs),
-                            BlockDots(blk + 2 * kBlockBytes, x[b + 2].qs),
-                            BlockDots(blk + 3 * kBlockBytes, x[b + 3].qs));
+    const __m128i is = x86::Sum4(BlockDots(blk, x[b].qs), BlockDots(blk + kBlockBytes, x[b + 1].qs),
+                                 BlockDots(blk + 2 * kBlockBytes, x[b + 2].qs),
+                                 BlockDots(blk + 3 * kBlockBytes, x[b + 3].qs));
     // The four products (dw·dx)·isum formed together, the adds one by one.
     uint16_t h[4];
     for (int j = 0; j < 4; ++j) std::memcpy(&h[j], blk + j * kBlockBytes, 2);
@@ -145,7 +136,7 @@ DSV4_Q80_TARGET float RowDot(const uint8_t* row, const BlockQ8_0* x, const float
     const uint8_t* blk = row + b * kBlockBytes;
     x86::PrefetchWeights(reinterpret_cast<const char*>(blk + kFetchAheadBytes));
     const __m256i z = _mm256_setzero_si256();
-    const int32_t isum = _mm_cvtsi128_si32(Sum4(BlockDots(blk, x[b].qs), z, z, z));
+    const int32_t isum = _mm_cvtsi128_si32(x86::Sum4(BlockDots(blk, x[b].qs), z, z, z));
     acc = acc + (F16At(blk) * dx[b]) * static_cast<float>(isum);
   }
   return acc;
@@ -276,14 +267,10 @@ DSV4_Q80_TARGET void MatMul(const MatMulArgs& a) {
       for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[kLaneRows];
         LaneBlocks(rows, s.rows.data(), &s.acts[(g - g0) * n_blocks], n_blocks, acc);
-        alignas(64) float o[kLaneRows][kLaneTokens];
-        for (int r = 0; r < kLaneRows; ++r) _mm512_store_ps(o[r], acc[r]);
         const int64_t t0 = g * kLaneTokens;
         const int nt = static_cast<int>(std::min<int64_t>(kLaneTokens, a.n_tokens - t0));
-        for (int j = 0; j < nt; ++j) {
-          float* out = a.out + (t0 + j) * a.out_stride + (n0 - a.row_begin);
-          for (int r = 0; r < nr; ++r) out[r] = o[r][j];
-        }
+        x86::StoreLaneTile<kLaneRows>(acc, nr, nt, a.out + t0 * a.out_stride + (n0 - a.row_begin),
+                                      a.out_stride);
       }
     }
   }
@@ -299,17 +286,16 @@ DSV4_Q80_TARGET bool TryMatMul(const MatMulArgs& a) {
 
 }  // namespace
 
-TryMatMulFn Q8_0Q8MatMulKernel() {
+namespace {
+bool Enabled() {
   static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vnni") &&
                          !x86::TurnedOff("DSV4_Q8_0_Q8");
-  return on ? &TryMatMul : nullptr;
+  return on;
 }
+}  // namespace
 
-Q8_0QuantizeFn Q8_0QuantizeKernel() {
-  static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vnni") &&
-                         !x86::TurnedOff("DSV4_Q8_0_Q8");
-  return on ? &QuantizeRow : nullptr;
-}
+TryMatMulFn Q8_0Q8MatMulKernel() { return Enabled() ? &TryMatMul : nullptr; }
+Q8_0QuantizeFn Q8_0QuantizeKernel() { return Enabled() ? &QuantizeRow : nullptr; }
 
 #else  // !DSV4_HAVE_Q8_0_Q8
 

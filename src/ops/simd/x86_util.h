@@ -1,6 +1,8 @@
 // Shared by the hand-written x86-64 kernels of ops/simd (bf16dot_x86.cc,
-// fp8_f32_x86.cc, bf16_f32_x86.cc): the register barrier their weight loads go
-// through, the CPU-feature check and the environment switch each kernel has.
+// fp8_f32_x86.cc, bf16_f32_x86.cc, kquant_q8_x86.cc, q8_0_x86.cc): the
+// register barrier their weight loads go through, the CPU-feature check and
+// the environment switch each kernel has, the weight prefetch, and the integer
+// block sums and lanes-tile stores of the int8 kernels.
 #ifndef DSV4_OPS_SIMD_X86_UTIL_H_
 #define DSV4_OPS_SIMD_X86_UTIL_H_
 
@@ -52,6 +54,31 @@ __attribute__((target("avx512f"))) inline __m512i Opaque(__m512i v) {
 // same for plain row sums (docs/benchmarks.md, session 15).
 __attribute__((always_inline)) inline void PrefetchWeights(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+}
+
+// The int32 sums of four 8-lane vectors, [Σ a, Σ b, Σ c, Σ d] (exact: any
+// order): four blocks' products reduced together (the k-quant and q8_0
+// one-token products).
+__attribute__((target("avx2"))) inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+  const __m256i abcd =
+      _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+// A lanes tile (rows × 16 tokens, token j in lane j of row r's acc[r]) into
+// the outputs: out[j · stride + r] for rows r < n_rows, tokens j < n_tokens
+// (the k-quant and q8_0 prefill products).
+template <int kRows>
+__attribute__((target("avx512f"))) inline void StoreLaneTile(const __m512* acc, int n_rows,
+                                                             int n_tokens, float* out,
+                                                             int64_t stride) {
+  alignas(64) float o[kRows][16];
+  for (int r = 0; r < kRows; ++r) _mm512_store_ps(o[r], acc[r]);
+  for (int j = 0; j < n_tokens; ++j) {
+    for (int r = 0; r < n_rows; ++r) out[j * stride + r] = o[r][j];
+  }
 }
 
 // A measurement, never a release: in a build with -DDSV4_STREAM_ONLY=ON, the
