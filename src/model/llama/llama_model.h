@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/llama2c.h"
@@ -117,7 +118,8 @@ class LlamaModel final : public Model {
   // only when a longer prefill chunk arrives.
   int64_t scratch_tokens_ = 0;
   // scores_ is [threads, H/G, max_context]: attention rows per pool thread.
-  std::vector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
+  // On 64-byte boundaries, as the products' vector loads want their rows.
+  AlignedVector<float> x_, xb_, q_, k_, v_, att_out_, hb_, hb2_, scores_;
   // attn_rows_ is [threads, 2, max(head_dim, max_context)]: a thread's key
   // and value row pointers for the register-blocked attention products.
   std::vector<const float*> attn_rows_;

@@ -6,7 +6,7 @@
 //   - matvec (T = 1, decode): four weight rows at a time, each weight vector
 //     decoded in registers, scaled by its block scale and multiplied into one
 //     accumulator per row.
-//   - tiles (T ≥ 2, prefill), cache-blocked: panels of 32 rows × 256 inputs
+//   - tiles (T ≥ 2, prefill), cache-blocked: panels of 32 rows × 768 inputs
 //     decoded into a per-thread buffer (L1), then micro-tiles of 4 rows × 6
 //     tokens (2 on 16-register targets) with one vector accumulator each,
 //     carried across the K-blocks in a per-thread buffer; the decode cost is
@@ -587,14 +587,20 @@ void MatVecRows(const MatMulArgs& a) {
 // Blocking. kKc is a multiple of every decode step (2·lanes ≤ 32) and scale
 // block (32, 128), so K-blocks start on block boundaries; kPanelRows is a
 // multiple of 4. Per thread on AVX-512: decoded weights kPanelRows·kKc floats
-// (32 KiB, L1), accumulators up to 132 tokens × kPanelRows vectors (264 KiB,
-// L2), scales, and for pairs formats (FP4) up to kPackedXFloats of x (2 MiB).
+// (96 KiB, L2; a micro-tile's x, 6 × kKc floats, stays in L1), accumulators
+// up to 132 tokens × kPanelRows vectors (264 KiB, L2), scales, and for pairs
+// formats (FP4) up to kPackedXFloats of x (2 MiB). Longer K-blocks store and
+// reload the accumulators less often.
 // Tuned on Zen 5 (docs/benchmarks.md, "prefill blocking"): 16-row panels or
 // 128-input K-blocks cost 5–10%, 512-input K-blocks gained nothing;
 // deinterleaving FP4's x once per panel instead of once per super-block cost
-// it 20%.
+// it 20%. On Zen 4 (session 17), 768-input K-blocks beat 256 by 7–13% in
+// every format (f16 1 thread 75 → 81% of the FMA peak, 2 threads 74 → 82%;
+// `matmul_bench T 8 5 FMT 2048 prefill:128:5632`, alternated); 512 to 896
+// were within 3% of each other, 1024 and 2048 worse, 16 or 64-row panels no
+// better.
 inline constexpr int64_t kPanelRows = 32;
-inline constexpr int64_t kKc = 256;
+inline constexpr int64_t kKc = 768;
 inline constexpr int64_t kTokenBlock = 128;
 inline constexpr int64_t kPackedXFloats = int64_t{1} << 19;
 // Floats of padding after each deinterleaved x row, so that rows K = 2^n

@@ -9,7 +9,7 @@
 //
 // Matmul numerics: weights are read in their stored format and dequantised in
 // registers (never to a temporary matrix; the prefill path decodes one panel
-// of 32 rows × 256 inputs at a time into L1), products accumulate in fp32. The sum
+// of 32 rows × 768 inputs at a time into L2), products accumulate in fp32. The sum
 // order differs from ops/ref (lanes, then blocks), so results agree to the
 // kernel tolerances, not bit for bit. On CPUs with AVX512-BF16, FP8/FP4 products
 // whose inputs are exactly bf16 run on bf16 dot products instead (the same
