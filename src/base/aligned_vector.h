@@ -20,12 +20,13 @@ struct CacheLineAllocator {
   using value_type = T;
   CacheLineAllocator() = default;
   template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {
+  }  // NOLINT(google-explicit-constructor)
   T* allocate(std::size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kCacheLineBytes}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kCacheLineBytes}));
   }
   void deallocate(T* p, std::size_t) noexcept {
-    ::operator delete(p, std::align_val_t{kCacheLineBytes});
+    ::operator delete (p, std::align_val_t{kCacheLineBytes});
   }
   template <class U>
   bool operator==(const CacheLineAllocator<U>&) const noexcept {

@@ -2,8 +2,10 @@
 // bytes read per decoded token, the machine's measured read bandwidth, decode
 // efficiency = achieved weight bytes/s ÷ bandwidth), peak RSS, and with
 // --speculative K the greedy decode speed with MTP self-speculation
-// (acceptance rate, speed-up). Each figure is the median of --repeat runs; the
-// bandwidth probe runs after each decode run, and decode efficiency is the
+// (acceptance rate, speed-up). Each figure is the median of --repeat runs,
+// after an untimed warm-up prefill; the prefill runs go first, back to back,
+// then the decode runs (each after an untimed prefill); the bandwidth probe
+// runs after each decode run, and decode efficiency is the
 // median of each run against the probe after it (so a shared host whose memory
 // speed changes from second to second compares each run with its own moment;
 // the runs and probes are listed when the probes differ by over 15%). The
@@ -91,19 +93,31 @@ int Run(const BenchArgs& a) {
   const int threads = a.load.threads > 0 ? a.load.threads : 0;
   double peak_rss_mb = 0.0;   // of the model runs, without the probe's buffer
   int64_t decode_faults = 0;  // major page faults in the decode loops, all runs
-  for (int r = 0; r < a.repeat; ++r) {
+  // A warm-up prefill, not timed (llama-bench's warm-up run): it faults in
+  // the weights' pages and the cache's. Then the prefill runs back to back,
+  // then the decode runs, each after an untimed prefill and followed by its
+  // bandwidth probe: a prefill right after a probe ran up to 30% slower on a
+  // 2-vCPU VM (llama F16 GGUF, P = 128), so no timed prefill follows one.
+  auto prefill = [&]() -> Status {
     cache->Truncate(0);
+    return model.Forward(prompt, *cache, logits, false);
+  };
+  if (Status st = prefill(); !st.ok()) return ReportError(st);
+  for (int r = 0; r < a.repeat; ++r) {
     Timer t;
-    Status st = model.Forward(prompt, *cache, logits, false);
-    if (!st.ok()) return ReportError(st);
+    if (Status st = prefill(); !st.ok()) return ReportError(st);
     prefill_tps.push_back(static_cast<double>(a.prompt_len) / t.Seconds());
-    t.Reset();
+  }
+  for (int r = 0; r < a.repeat; ++r) {
+    if (r > 0) {
+      if (Status st = prefill(); !st.ok()) return ReportError(st);
+    }
+    Timer t;
     const int64_t faults_before = MajorPageFaults();
     int32_t next = prompt.back();
     for (int64_t i = 0; i < a.gen; ++i) {
       const int32_t one[1] = {next};
-      st = model.Forward(one, *cache, logits, false);
-      if (!st.ok()) return ReportError(st);
+      if (Status st = model.Forward(one, *cache, logits, false); !st.ok()) return ReportError(st);
       next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
     decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
@@ -129,6 +143,14 @@ int Run(const BenchArgs& a) {
               static_cast<long long>(a.prompt_len), p, a.repeat);
   std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(a.gen),
               d, a.repeat);
+  if (a.repeat > 1) {
+    // Every run, in order (a shared machine's speed changes between runs).
+    std::printf("runs (prefill / decode tokens/s):");
+    for (size_t i = 0; i < prefill_tps.size(); ++i) {
+      std::printf(" %.1f/%.1f", prefill_tps[i], decode_tps[i]);
+    }
+    std::printf("\n");
+  }
   if (decode_faults > 0) {
     // Each one waited for a disk read (milliseconds): decode speed then says
     // as much about the page cache as about the engine.

@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -82,6 +82,26 @@ TEST(Cli, BenchLastLineIsMachineReadable) {
   EXPECT_EQ(o.exit_code, 0) << o.out;
   EXPECT_NE(o.out.find("prefill_tps="), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("decode_tps="), std::string::npos) << o.out;
+}
+
+// With several runs, every run's prefill and decode speeds are listed, in order.
+TEST(Cli, BenchListsEveryRun) {
+  Output o = RunDsv4("bench --prompt-len 8 --gen 4 --repeat 3 --threads 1 --probe-mib 0");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  const size_t at = o.out.find("runs (prefill / decode tokens/s):");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const size_t colon = o.out.find(':', at);
+  std::istringstream runs(o.out.substr(colon + 1, o.out.find('\n', at) - colon - 1));
+  int n = 0;
+  for (std::string run; runs >> run; ++n) {
+    double prefill = 0.0, decode = 0.0;
+    char slash = 0;
+    std::istringstream one(run);
+    EXPECT_TRUE(one >> prefill >> slash >> decode && slash == '/') << run;
+    EXPECT_GT(prefill, 0.0) << run;
+    EXPECT_GT(decode, 0.0) << run;
+  }
+  EXPECT_EQ(n, 3) << o.out;
 }
 
 // Both --kquant-activations values run a k-quant GGUF (the tiny Q4_K_M model).
