@@ -7,10 +7,11 @@
 //     decoded in registers, scaled by its block scale and multiplied into one
 //     accumulator per row.
 //   - tiles (T ≥ 2, prefill), cache-blocked: panels of 32 rows × 768 inputs
-//     decoded into a per-thread buffer (L1), then micro-tiles of 4 rows × 6
-//     tokens (2 on 16-register targets) with one vector accumulator each,
-//     carried across the K-blocks in a per-thread buffer; the decode cost is
-//     shared by up to 128 tokens and each token's x is reused by 32 rows.
+//     decoded into a per-thread buffer (L2; f16 instead read in place and
+//     converted in the loop), then micro-tiles of 4 rows × 6 tokens (2 on
+//     16-register targets) with one vector accumulator each, carried across
+//     the K-blocks in a per-thread buffer; the decode cost is shared by up to
+//     128 tokens and each token's x is reused by 32 rows.
 // Both sum every output in the same order, so they agree bit for bit.
 //
 // Decoding in registers (exact for every finite value): a small float format
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/check.h"
@@ -571,13 +573,14 @@ void MatVecRows(const MatMulArgs& a) {
 //     for each panel of up to kPanelRows rows (block scales converted once):
 //       for each block of up to kTokenBlock tokens:
 //         for each K-block of up to kKc inputs of the vector part (k < k_vec):
-//           decode the panel's weights there, in decode step layout (L1);
+//           decode the panel's weights there, in decode step layout (L2;
+//           f16, kDirect: none, the micro-tiles convert the rows in place);
 //           for each tile of MT tokens, for each quad of the panel's rows: a
 //           4 × MT micro-tile, one vector accumulator per (row, token),
 //           carried from K-block to K-block in a per-thread buffer;
 //         then each output = horizontal sum of its accumulator + scalar tail.
 // A micro-tile's x (MT × kKc floats) stays in L1 while every row quad of the
-// panel uses it, and the decoded weights stay in L1 for every token tile, so
+// panel uses it, and the decoded weights stay in L2 for every token tile, so
 // x streams through the caches once per panel rather than once per 4 rows,
 // and each weight is decoded once per token block. Storing and reloading an
 // accumulator is exact: every lane still takes its products in k order, so
@@ -601,6 +604,9 @@ void MatVecRows(const MatMulArgs& a) {
 // better.
 inline constexpr int64_t kPanelRows = 32;
 inline constexpr int64_t kKc = 768;
+// K-blocks of the formats read in place (kDirect, below): no decoded panel
+// to keep in L2, only a quad's rows and the micro-tile's x in L1.
+inline constexpr int64_t kKcDirect = 1024;
 inline constexpr int64_t kTokenBlock = 128;
 inline constexpr int64_t kPackedXFloats = int64_t{1} << 19;
 // Floats of padding after each deinterleaved x row, so that rows K = 2^n
@@ -660,10 +666,10 @@ std::vector<float>& TileBuffer() {
 // acc[t · acc_stride + i · lanes] (+)= Σ_k w[i · len + k] · x[t · x_stride + k]
 // lane by lane in k order, for 4 rows i × MT tokens t (MT ≤ 6) over k in
 // [0, len) (whole vectors). first: the accumulators start from zero instead.
-template <int MT>
-HWY_INLINE void MicroTile(DF d, const float* HWY_RESTRICT w, int64_t len,
-                          const float* HWY_RESTRICT x, int64_t x_stride, float* HWY_RESTRICT acc,
-                          int64_t acc_stride, bool first) {
+template <int MT, class W>
+HWY_INLINE void MicroTile(DF d, const W& w, int64_t len, const float* HWY_RESTRICT x,
+                          int64_t x_stride, float* HWY_RESTRICT acc, int64_t acc_stride,
+                          bool first) {
   static_assert(MT >= 1 && MT <= 6);
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const VF z = hn::Zero(d);
@@ -679,13 +685,9 @@ HWY_INLINE void MicroTile(DF d, const float* HWY_RESTRICT w, int64_t len,
   DSV4_TILE_LOAD(3);
   DSV4_TILE_LOAD(4);
   DSV4_TILE_LOAD(5);
-  const float* w0p = w;
-  const float* w1p = w + len;
-  const float* w2p = w + 2 * len;
-  const float* w3p = w + 3 * len;
   for (int64_t k = 0; k < len; k += N) {
-    const VF w0 = hn::Load(d, w0p + k), w1 = hn::Load(d, w1p + k);
-    const VF w2 = hn::Load(d, w2p + k), w3 = hn::Load(d, w3p + k);
+    const VF w0 = w.template Get<0>(d, k), w1 = w.template Get<1>(d, k);
+    const VF w2 = w.template Get<2>(d, k), w3 = w.template Get<3>(d, k);
     DSV4_TILE_FMA(0);
     DSV4_TILE_FMA(1);
     DSV4_TILE_FMA(2);
@@ -706,15 +708,45 @@ HWY_INLINE void MicroTile(DF d, const float* HWY_RESTRICT w, int64_t len,
 #undef DSV4_TILE_STORE
 
 // MicroTile for mt ≤ MT tokens (called with MT = kTileTokens).
-template <int MT>
-HWY_INLINE void MicroTileN(DF d, int64_t mt, const float* HWY_RESTRICT w, int64_t len,
-                           const float* HWY_RESTRICT x, int64_t x_stride, float* HWY_RESTRICT acc,
-                           int64_t acc_stride, bool first) {
+template <int MT, class W>
+HWY_INLINE void MicroTileN(DF d, int64_t mt, const W& w, int64_t len, const float* HWY_RESTRICT x,
+                           int64_t x_stride, float* HWY_RESTRICT acc, int64_t acc_stride,
+                           bool first) {
   if constexpr (MT > 1) {
     if (mt < MT) return MicroTileN<MT - 1>(d, mt, w, len, x, x_stride, acc, acc_stride, first);
   }
   MicroTile<MT>(d, w, len, x, x_stride, acc, acc_stride, first);
 }
+
+// A micro-tile's four weight rows: decoded ones in the per-thread panel
+// (DecodeRow's f32, four rows `len` apart)…
+struct PanelRows {
+  const float* HWY_RESTRICT w;
+  int64_t len;
+  template <int R>
+  HWY_INLINE VF Get(DF d, int64_t k) const {
+    return hn::Load(d, w + R * len + k);
+  }
+};
+// …or, for f16, read in place from the weight rows and converted in the loop
+// (one vcvtph2ps per vector, which Zen 4 issues beside the FMAs: a 4 × 6
+// micro-tile from L1 runs at the FMA peak either way): no panel to write and
+// read back, and the rows cross the caches at half the bytes. Zen 4, 1
+// thread: 82.5 → 88.0% of the FMA peak at K = 2048, 84.4 → 90.1% at K = 5632
+// (`matmul_bench 1 8 5 f16 2048 prefill:128:5632`, session 17). f32 read in
+// place measured the same as from the panel, so it keeps the panel.
+template <class Fmt>
+struct DirectRows {
+  const uint8_t* p[4];  // each row at the K-block's first input
+  template <int R>
+  HWY_INLINE VF Get(DF d, int64_t k) const {
+    VF v0, v1;
+    Fmt::Decode(d, p[R], k, v0, v1);
+    return v0;
+  }
+};
+template <class Fmt>
+inline constexpr bool kDirect = std::is_same_v<Fmt, F16Fmt>;
 
 // dst[0, k_end − k_begin) = the row's weights k in [k_begin, k_end) times
 // their scales, in decode step layout (k_begin on a step and scale block
@@ -794,7 +826,8 @@ void TileRows(const MatMulArgs& a) {
   // Scratch, each part 64-byte aligned: decoded weights [kPanelRows, kKc],
   // accumulators [block_tokens, kPanelRows, N], deinterleaved x
   // [super_tokens, x_stride] (pairs formats), scales [kPanelRows, scale_count].
-  const int64_t w_floats = kPanelRows * kKc;
+  constexpr int64_t kc = kDirect<Fmt> ? kKcDirect : kKc;
+  const int64_t w_floats = kDirect<Fmt> ? 0 : kPanelRows * kKc;
   const int64_t acc_floats = block_tokens * acc_token_stride;
   const int64_t x_floats = Fmt::kPairs ? super_tokens * x_stride : 0;
   const int64_t s_floats = kPanelRows * scale_count;
@@ -825,13 +858,15 @@ void TileRows(const MatMulArgs& a) {
       }
       for (int64_t tb0 = 0; tb0 < sb; tb0 += block_tokens) {
         const int64_t tb = std::min<int64_t>(block_tokens, sb - tb0);
-        for (int64_t kc0 = 0; kc0 < k_vec; kc0 += kKc) {
-          const int64_t len = std::min<int64_t>(kKc, k_vec - kc0);
-          for (int64_t r = 0; r < rows_here; ++r) {
-            DecodeRow<Fmt>(d, rows[r], scales[r], kc0, kc0 + len, wbuf + r * len);
+        for (int64_t kc0 = 0; kc0 < k_vec; kc0 += kc) {
+          const int64_t len = std::min<int64_t>(kc, k_vec - kc0);
+          if constexpr (!kDirect<Fmt>) {
+            for (int64_t r = 0; r < rows_here; ++r) {
+              DecodeRow<Fmt>(d, rows[r], scales[r], kc0, kc0 + len, wbuf + r * len);
+            }
+            // A short last quad gets zero weights; its results are dropped.
+            std::fill(wbuf + rows_here * len, wbuf + quads * 4 * len, 0.0f);
           }
-          // A short last quad gets zero weights; its results are dropped.
-          std::fill(wbuf + rows_here * len, wbuf + quads * 4 * len, 0.0f);
           const float* xk = xs + tb0 * x_stride + kc0;
           const bool first = kc0 == 0;
           for (int64_t t0 = 0; t0 < tb; t0 += kTileTokens) {
@@ -839,8 +874,18 @@ void TileRows(const MatMulArgs& a) {
             const float* xt = xk + t0 * x_stride;
             float* acc_t = acc + t0 * acc_token_stride;
             for (int64_t q = 0; q < quads; ++q) {
-              MicroTileN<kTileTokens>(d, mt, wbuf + q * 4 * len, len, xt, x_stride,
-                                      acc_t + q * 4 * N, acc_token_stride, first);
+              if constexpr (kDirect<Fmt>) {
+                // A short last quad repeats its last row; its results are dropped.
+                DirectRows<Fmt> w;
+                for (int r = 0; r < 4; ++r) {
+                  w.p[r] = Fmt::Ptr(rows[std::min<int64_t>(q * 4 + r, rows_here - 1)], kc0);
+                }
+                MicroTileN<kTileTokens>(d, mt, w, len, xt, x_stride, acc_t + q * 4 * N,
+                                        acc_token_stride, first);
+              } else {
+                MicroTileN<kTileTokens>(d, mt, PanelRows{wbuf + q * 4 * len, len}, len, xt,
+                                        x_stride, acc_t + q * 4 * N, acc_token_stride, first);
+              }
             }
           }
         }
