@@ -16,8 +16,8 @@
 // Why it is faster. That order is one chain of dependent FMAs per row, one or
 // two per 64 bytes of weights: one row at a time waits on the FMA latency.
 // Here two chains run side by side: row i of the call's first half of rows
-// beside row i of its second half, each row a sequential stream of its own,
-// prefetched kAheadBytes ahead (into L2). Rows that lie a few KiB apart and
+// beside row i of its second half, each row a sequential stream of its own
+// (q8_0's also fetched kAheadBytes ahead into L2; see kPrefetch). Rows that lie a few KiB apart and
 // advance together — the Highway kernel's four adjacent rows, or the second
 // half of row n beside the first half of row n + 1, which this kernel did
 // until session 15 — defeat the hardware prefetcher on Zen 4: without a
@@ -25,7 +25,8 @@
 // plain sum reads 27–32 and the two far-apart streams 26–31
 // (`stream_patterns 256`, bench/). `matmul_bench T 128 5 bf16 2048 decode:8`,
 // before → after, medians of six alternations: 1 thread 19.7 → 24.5 GB/s,
-// 2 threads 29.4 → 34.0 (docs/benchmarks.md, session 15).
+// 2 threads 29.4 → 34.0 (docs/benchmarks.md, session 15); without the
+// software prefetch of the two streams, 24 → 32 and 32 → 36 (f16, session 17).
 //
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
@@ -79,7 +80,16 @@ DSV4_BF16F32_TARGET inline __m512 Step(const uint16_t* w, const float* xe, const
 // bytes (kBytes ≤ 64: one line fetched ahead per step keeps the prefetch
 // contiguous); At(p, x, acc) is acc after the step whose weights start at p,
 // against x at its first input (as Prepare laid x out). Calls whose K is not
-// a multiple of kKMultiple are declined.
+// a multiple of kKMultiple are declined. kPrefetch: whether the two streams
+// are fetched kAheadBytes ahead by software. For the 64-byte formats it cost
+// more than it gave on Zen 4 (session 17, alternating a build with the
+// distance from an environment variable against one with the fetches
+// skipped): `matmul_bench 2 256 3 f16 2048 decode:8` read 29.0–33.4 GB/s
+// with them and 34.1–37.3 without in 8 of 8 pairs (bf16 and f32 alike;
+// 1 thread 24 → 32 GB/s); the F16 GGUF model's decode (2 threads) took
+// 89–92% of the probe with them and 91–92% without in the usual memory
+// state, 58% against 70–77% in the fast one. The hardware prefetcher
+// follows two far-apart sequential streams by itself.
 //
 // bf16: 32 inputs per 64 bytes, x deinterleaved per step into evens and odds.
 struct Bf16 {
@@ -90,6 +100,7 @@ struct Bf16 {
   // asserts K % 64 != 0 declines).
   static constexpr int64_t kKMultiple = 64;
   static constexpr bool kDeinterleaveX = true;
+  static constexpr bool kPrefetch = false;
   static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
     return Step(reinterpret_cast<const uint16_t*>(p), x, x + 16, acc);
   }
@@ -100,6 +111,7 @@ struct F32 {
   static constexpr DType kDType = DType::kF32;
   static constexpr int64_t kInputs = 16, kBytes = 64, kKMultiple = 32;
   static constexpr bool kDeinterleaveX = false;
+  static constexpr bool kPrefetch = false;
   static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
     return _mm512_fmadd_ps(_mm512_castsi512_ps(x86::Opaque(_mm512_loadu_si512(p))),
                            _mm512_loadu_ps(x), acc);
@@ -111,6 +123,7 @@ struct F16 {
   static constexpr DType kDType = DType::kF16;
   static constexpr int64_t kInputs = 32, kBytes = 64, kKMultiple = 32;
   static constexpr bool kDeinterleaveX = false;
+  static constexpr bool kPrefetch = false;
   static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
     const __m512i u = x86::Opaque(_mm512_loadu_si512(p));
     acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(u)), _mm512_loadu_ps(x), acc);
@@ -125,6 +138,7 @@ struct Q8_0 {
   static constexpr DType kDType = DType::kQ8_0;
   static constexpr int64_t kInputs = 32, kBytes = 34, kKMultiple = 32;
   static constexpr bool kDeinterleaveX = false;
+  static constexpr bool kPrefetch = true;  // not measured without
   static DSV4_BF16F32_TARGET __m512 At(const uint8_t* p, const float* x, __m512 acc) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -189,7 +203,7 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_bytes);
   // Row i of the range's first half beside row i of its second half: two
   // chains, each a sequential stream (rows side by side a few KiB apart
-  // defeat the hardware prefetcher), each prefetched kAheadBytes ahead.
+  // defeat the hardware prefetcher), q8_0's prefetched kAheadBytes ahead.
   const int64_t pairs = (a.row_end - a.row_begin) / 2;
   const int64_t second = pairs * row_bytes;  // bytes from a row to its partner
   for (int64_t i = 0; i < pairs; ++i) {
@@ -200,8 +214,10 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (int64_t j = 0; j < steps; ++j) {
       const int64_t off = j * Fmt::kBytes;
-      Fetch(f0 + static_cast<uintptr_t>(off), 64, end);
-      Fetch(f1 + static_cast<uintptr_t>(off), 64, end);
+      if constexpr (Fmt::kPrefetch) {
+        Fetch(f0 + static_cast<uintptr_t>(off), 64, end);
+        Fetch(f1 + static_cast<uintptr_t>(off), 64, end);
+      }
       acc0 = Fmt::At(r0 + off, xd + j * Fmt::kInputs, acc0);
       acc1 = Fmt::At(r1 + off, xd + j * Fmt::kInputs, acc1);
     }
