@@ -572,7 +572,8 @@ void MatVecRows(const MatMulArgs& a) {
 //   x read in place):
 //     for each panel of up to kPanelRows rows (block scales converted once):
 //       for each block of up to kTokenBlock tokens:
-//         for each K-block of up to kKc inputs of the vector part (k < k_vec):
+//         for each K-block of up to kKc (kDirect: kKcDirect) inputs of the
+//         vector part (k < k_vec):
 //           decode the panel's weights there, in decode step layout (L2;
 //           f16, kDirect: none, the micro-tiles convert the rows in place);
 //           for each tile of MT tokens, for each quad of the panel's rows: a
@@ -823,7 +824,8 @@ void TileRows(const MatMulArgs& a) {
   const int64_t block_tokens = EvenPart(super_tokens, kTokenBlock);
   const int64_t acc_token_stride = kPanelRows * N;  // one token's accumulators to the next
 
-  // Scratch, each part 64-byte aligned: decoded weights [kPanelRows, kKc],
+  // Scratch, each part 64-byte aligned: decoded weights [kPanelRows, kKc]
+  // (none for kDirect formats),
   // accumulators [block_tokens, kPanelRows, N], deinterleaved x
   // [super_tokens, x_stride] (pairs formats), scales [kPanelRows, scale_count].
   constexpr int64_t kc = kDirect<Fmt> ? kKcDirect : kKc;
@@ -867,6 +869,14 @@ void TileRows(const MatMulArgs& a) {
             // A short last quad gets zero weights; its results are dropped.
             std::fill(wbuf + rows_here * len, wbuf + quads * 4 * len, 0.0f);
           }
+          // kDirect: each quad's rows at this K-block (a short last quad
+          // repeats its last row; its results are dropped).
+          DirectRows<Fmt> direct[kPanelRows / 4];
+          if constexpr (kDirect<Fmt>) {
+            for (int64_t r = 0; r < quads * 4; ++r) {
+              direct[r / 4].p[r % 4] = Fmt::Ptr(rows[std::min(r, rows_here - 1)], kc0);
+            }
+          }
           const float* xk = xs + tb0 * x_stride + kc0;
           const bool first = kc0 == 0;
           for (int64_t t0 = 0; t0 < tb; t0 += kTileTokens) {
@@ -875,12 +885,7 @@ void TileRows(const MatMulArgs& a) {
             float* acc_t = acc + t0 * acc_token_stride;
             for (int64_t q = 0; q < quads; ++q) {
               if constexpr (kDirect<Fmt>) {
-                // A short last quad repeats its last row; its results are dropped.
-                DirectRows<Fmt> w;
-                for (int r = 0; r < 4; ++r) {
-                  w.p[r] = Fmt::Ptr(rows[std::min<int64_t>(q * 4 + r, rows_here - 1)], kc0);
-                }
-                MicroTileN<kTileTokens>(d, mt, w, len, xt, x_stride, acc_t + q * 4 * N,
+                MicroTileN<kTileTokens>(d, mt, direct[q], len, xt, x_stride, acc_t + q * 4 * N,
                                         acc_token_stride, first);
               } else {
                 MicroTileN<kTileTokens>(d, mt, PanelRows{wbuf + q * 4 * len, len}, len, xt,
