@@ -73,35 +73,70 @@ DSV4_KQ8_TARGET inline __m128i Q4ScalesMins(const uint8_t* blk) {
   return _mm_or_si128(lo, hi);
 }
 
-DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  Q4Block w;
-  const __m128i scm = Q4ScalesMins(blk);
+// Each sub-block's scale in the words its pair sums land in (Q4Block::sc),
+// from `all`: Q4ScalesMins' 16 bytes in every 128-bit lane.
+DSV4_KQ8_TARGET inline void Q4ScaleWords(__m512i all, __m512i sc[4]) {
   // Scale j sits in byte j (j < 4) or 4 + j (j ≥ 4); per vector a byte
   // shuffle within 128-bit lanes puts scale a in every word of lanes 0–1 and
   // scale b in lanes 2–3, zero-extended.
-  const __m512i all = _mm512_broadcast_i32x4(scm);
 #if DSV4_KQ8_VNNI
   // For Q4Dots' packed sums: sub-blocks 0 | 1 in lanes 0–1 and 2 | 3 in lanes
   // 2–3 of the first vector, 4 | 5 and 6 | 7 of the second.
-  w.sc[0] = _mm512_shuffle_epi8(all, QuadShuffle(0, 1, 2, 3));
-  w.sc[1] = _mm512_shuffle_epi8(all, QuadShuffle(8, 9, 10, 11));
+  sc[0] = _mm512_shuffle_epi8(all, QuadShuffle(0, 1, 2, 3));
+  sc[1] = _mm512_shuffle_epi8(all, QuadShuffle(8, 9, 10, 11));
 #else
-  w.sc[0] = _mm512_shuffle_epi8(all, PairShuffle(0, 2));
-  w.sc[1] = _mm512_shuffle_epi8(all, PairShuffle(1, 3));
-  w.sc[2] = _mm512_shuffle_epi8(all, PairShuffle(8, 10));
-  w.sc[3] = _mm512_shuffle_epi8(all, PairShuffle(9, 11));
+  sc[0] = _mm512_shuffle_epi8(all, PairShuffle(0, 2));
+  sc[1] = _mm512_shuffle_epi8(all, PairShuffle(1, 3));
+  sc[2] = _mm512_shuffle_epi8(all, PairShuffle(8, 10));
+  sc[3] = _mm512_shuffle_epi8(all, PairShuffle(9, 11));
 #endif
-  // The mins as 8 words (bytes 4–7, 12–15).
-  w.m = _mm256_zextsi128_si256(_mm_shuffle_epi8(
-      scm,
-      _mm_set_epi8(-128, 15, -128, 14, -128, 13, -128, 12, -128, 7, -128, 6, -128, 5, -128, 4)));
+}
+
+// The byte shuffle that takes Q4ScalesMins' mins (bytes 4–7, 12–15) into
+// words 0…7, zero-extended.
+DSV4_KQ8_TARGET inline __m128i Q4MinsShuffle() {
+  return _mm_set_epi8(-128, 15, -128, 14, -128, 13, -128, 12, -128, 7, -128, 6, -128, 5, -128, 4);
+}
+
+// The codes 0…15 of a block in the activations' layout (Q4Acts).
+DSV4_KQ8_TARGET inline void Q4Codes(const uint8_t* blk, __m512i q[4]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
   const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
   const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
-  w.q[0] = _mm512_and_si512(q0, low4);
-  w.q[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
-  w.q[2] = _mm512_and_si512(q1, low4);
-  w.q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
+  q[0] = _mm512_and_si512(q0, low4);
+  q[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
+  q[2] = _mm512_and_si512(q1, low4);
+  q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
+}
+
+// Q4ScalesMins of four blocks, block r's bytes in 128-bit lane r.
+DSV4_KQ8_TARGET inline __m512i Q4ScalesMins4(const uint8_t* const blk[4]) {
+  const auto at = [&](int r) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + offsetof(BlockQ4_K, scales)));
+  };
+  __m512i v = _mm512_castsi128_si512(at(0));
+  v = _mm512_inserti32x4(v, at(1), 1);
+  v = _mm512_inserti32x4(v, at(2), 2);
+  v = _mm512_inserti32x4(v, at(3), 3);
+  // Q4ScalesMins' steps per lane.
+  const __m512i x = _mm512_shuffle_epi32(v, static_cast<_MM_PERM_ENUM>(0xa4));
+  const __m512i y = _mm512_shuffle_epi32(v, static_cast<_MM_PERM_ENUM>(0x44));
+  const __m512i lo = _mm512_and_si512(
+      _mm512_srlv_epi32(x, _mm512_broadcast_i32x4(_mm_set_epi32(4, 0, 0, 0))),
+      _mm512_broadcast_i32x4(_mm_set_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f)));
+  const __m512i hi = _mm512_slli_epi32(
+      _mm512_and_si512(_mm512_srli_epi32(y, 6),
+                       _mm512_broadcast_i32x4(_mm_set_epi32(0x03030303, 0x03030303, 0, 0))),
+      4);
+  return _mm512_or_si512(lo, hi);
+}
+
+DSV4_KQ8_TARGET inline Q4Block DecodeQ4(const uint8_t* blk) {
+  Q4Block w;
+  const __m128i scm = Q4ScalesMins(blk);
+  Q4ScaleWords(_mm512_broadcast_i32x4(scm), w.sc);
+  w.m = _mm256_zextsi128_si256(_mm_shuffle_epi8(scm, Q4MinsShuffle()));
+  Q4Codes(blk, w.q);
   w.d = F16At(blk + offsetof(BlockQ4_K, d));
   w.dmin = F16At(blk + offsetof(BlockQ4_K, dmin));
   return w;
@@ -152,17 +187,6 @@ DSV4_KQ8_TARGET inline void Q4Products(const Q4Block& w, const Q4Acts& x, __m512
 // qh[32h…32h + 31]. The activations are in value order (BlockQ8K as it is).
 // ---------------------------------------------------------------------------
 
-// Codes 0…63 of 64 values: low nibbles `lo` (0…15 per byte) and the 2-bit
-// pairs at bit `shift` of qh (bytes 0…31) and at bit shift + 2 (bytes 32…63)
-// of `qh2` (qh's 32 bytes in both halves).
-DSV4_KQ8_TARGET inline __m512i Codes6(__m512i lo, __m512i qh2, int shift) {
-  const __m512i a = _mm512_srl_epi16(qh2, _mm_cvtsi32_si128(shift));
-  const __m512i b = _mm512_srl_epi16(qh2, _mm_cvtsi32_si128(shift + 2));
-  const __m512i hi =
-      _mm512_and_si512(_mm512_mask_blend_epi8(0xffffffff00000000ull, a, b), _mm512_set1_epi8(3));
-  return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-}
-
 #if DSV4_KQ8_VNNI
 // DecodeQ6's byte shuffles: in lane L, words 0–3 take scale byte 8i + L and
 // words 4–7 byte 8i + 4 + L, each into the word's high byte (low byte 0).
@@ -183,17 +207,26 @@ inline constexpr Q6PairCtrl kQ6PairCtrlTable{};
 inline constexpr const int16_t (&kQ6PairCtrl)[2][32] = kQ6PairCtrlTable.v;
 #endif
 
-// q[i]: the codes 0…63 of values 64i … 64i + 63, in order.
+// q[i]: the codes 0…63 of values 64i … 64i + 63, in order. Per half h,
+// qhx holds qh[32h…32h + 31] in its low 32 bytes and the same shifted right
+// by 2 (as words) in its high 32, so that one shift serves both: bit pair 0
+// (2 in the high bytes) moved to bits 4–5 for q[2h], bit pair 2 (6) already
+// there for q[2h + 1]. Word shifts carry bits across bytes, but the pairs
+// picked (bits k, k + 1 of a byte, k ≤ 6) are each byte's own.
 DSV4_KQ8_TARGET inline void Q6Codes(const uint8_t* blk, __m512i q[4]) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), hi2 = _mm512_set1_epi8(0x30);
   const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));  // qh[0…31], qh[32…63]
   for (int h = 0; h < 2; ++h) {
     const __m512i ql = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64 * h);
     // qh's half h in both halves (the immediate must be a constant).
     const __m512i qh2 =
         h == 0 ? _mm512_shuffle_i64x2(qh, qh, 0x44) : _mm512_shuffle_i64x2(qh, qh, 0xee);
-    q[2 * h] = Codes6(_mm512_and_si512(ql, low4), qh2, 0);
-    q[2 * h + 1] = Codes6(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh2, 4);
+    const __m512i qhx = _mm512_mask_srli_epi16(qh2, 0xffff0000u, qh2, 2);
+    // lo | (hi & 0x30) (vpternlog: A | (B & C)).
+    q[2 * h] =
+        _mm512_ternarylogic_epi32(_mm512_and_si512(ql, low4), _mm512_slli_epi16(qhx, 4), hi2, 0xf8);
+    q[2 * h + 1] =
+        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qhx, hi2, 0xf8);
   }
 }
 
@@ -501,6 +534,110 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
   return acc;
 }
 
+// Four q4_K rows of one token at a time: their scales and mins decoded
+// together (a row per 128-bit lane), each block's activations loaded once
+// for the four, and the four rows' float steps in the lanes of one vector.
+// Each lane takes the ref's steps in block order, as RowOneToken does: the
+// same bits, with a third fewer instructions per row and block (the one-token
+// product is bound by its vector instructions, not by memory, on Zen 4).
+// out[r] = row r (rows at row0 + r · row_bytes).
+DSV4_KQ8_TARGET inline void Q4RowsOneToken4(const uint8_t* row0, int64_t row_bytes, const Q4Acts* x,
+                                            int64_t n_blocks, float* out) {
+  constexpr int64_t kBytes = sizeof(BlockQ4_K);
+  const __m512i mins_shuffle = _mm512_broadcast_i32x4(Q4MinsShuffle());
+  // d, dmin of four blocks (f16 words 0, 2, 4, 6 and 1, 3, 5, 7) as words 0–3, 4–7.
+  const __m128i dd_order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  // Weights are fetched kFetchAheadBytes ahead, or at least the next four
+  // rows' same block: a shorter distance would land inside these four rows
+  // when they are long (a row of 5632 values read 30.5 → 34.1 GB/s with 2
+  // threads; at 2048 values the next four rows were too near: 36.6 → 33.2).
+  const int64_t ahead = std::max(kFetchAheadBytes, 4 * row_bytes);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk[4];
+    for (int r = 0; r < 4; ++r) {
+      blk[r] = row0 + r * row_bytes + b * kBytes;
+      for (int64_t o = 0; o < kBytes; o += 64) x86::PrefetchWeights(blk[r] + ahead + o);
+    }
+    const Q4Acts& xb = x[b];
+    __m512i a[4];
+    for (int i = 0; i < 4; ++i) a[i] = _mm512_load_si512(xb.v[i]);
+    const __m512i scm = Q4ScalesMins4(blk);
+    // Row r's scales broadcast from lane r (the immediate must be a constant).
+    const __m512i all[4] = {
+        _mm512_shuffle_i32x4(scm, scm, 0x00), _mm512_shuffle_i32x4(scm, scm, 0x55),
+        _mm512_shuffle_i32x4(scm, scm, 0xaa), _mm512_shuffle_i32x4(scm, scm, 0xff)};
+    __m512i s[4];
+    for (int r = 0; r < 4; ++r) {
+      __m512i q[4], sc[4];
+      Q4ScaleWords(all[r], sc);
+      Q4Codes(blk[r], q);
+      s[r] = BlockDots(q, sc, a);
+    }
+    const __m128i isum = Sum4(s[0], s[1], s[2], s[3]);
+    // Per lane r: Σ m[j] · bsum32[j] in every dword.
+    __m512i m = _mm512_madd_epi16(
+        _mm512_shuffle_epi8(scm, mins_shuffle),
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xb.bsum32))));
+    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, static_cast<_MM_PERM_ENUM>(0x4e)));
+    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, static_cast<_MM_PERM_ENUM>(0xb1)));
+    const __m128i imin = _mm512_castsi512_si128(_mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m));
+    // The float steps: acc + (dx·d)·isum, then − (dx·dmin)·imin, per lane.
+    uint32_t dd[4];  // d | dmin << 16 (they lead the block)
+    for (int r = 0; r < 4; ++r) std::memcpy(&dd[r], blk[r] + offsetof(BlockQ4_K, d), 4);
+    const __m256 w = _mm256_cvtph_ps(
+        _mm_shuffle_epi8(_mm_setr_epi32(static_cast<int>(dd[0]), static_cast<int>(dd[1]),
+                                        static_cast<int>(dd[2]), static_cast<int>(dd[3])),
+                         dd_order));  // d0…d3, dmin0…dmin3
+    const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(xb.d), w),
+                                   _mm256_cvtepi32_ps(_mm256_set_m128i(imin, isum)));
+    acc = _mm_add_ps(acc, _mm256_castps256_ps128(p));
+    acc = _mm_sub_ps(acc, _mm256_extractf128_ps(p, 1));
+  }
+  _mm_storeu_ps(out, acc);
+}
+
+// Four q6_K rows of one token at a time, as Q4RowsOneToken4: the
+// activations loaded once per block for the four rows, the −32 corrections'
+// and the float steps of the four rows together, each lane the ref's steps in
+// block order (the same bits as RowOneToken).
+DSV4_KQ8_TARGET inline void Q6RowsOneToken4(const uint8_t* row0, int64_t row_bytes,
+                                            const BlockQ8K* x, int64_t n_blocks, float* out) {
+  constexpr int64_t kBytes = sizeof(BlockQ6_K);
+  const int64_t ahead = std::max(kFetchAheadBytes, 4 * row_bytes);  // as Q4RowsOneToken4
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk[4];
+    for (int r = 0; r < 4; ++r) {
+      blk[r] = row0 + r * row_bytes + b * kBytes;
+      for (int64_t o = 0; o < kBytes; o += 64) x86::PrefetchWeights(blk[r] + ahead + o);
+    }
+    const BlockQ8K& xb = x[b];
+    __m512i a[4];
+    for (int i = 0; i < 4; ++i) a[i] = _mm512_loadu_si512(xb.qs + 64 * i);
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+    __m512i s[4];
+    __m256i corr[4];
+    for (int r = 0; r < 4; ++r) {
+      const Q6Block w = DecodeQ6(blk[r]);
+      s[r] = BlockDots(w.q, w.sc, a);
+      corr[r] = _mm256_madd_epi16(w.sc16, bsums);
+    }
+    const __m128i ints =
+        _mm_sub_epi32(Sum4(s[0], s[1], s[2], s[3]),
+                      _mm_slli_epi32(x86::Sum4(corr[0], corr[1], corr[2], corr[3]), 5));
+    uint16_t h[4];
+    for (int r = 0; r < 4; ++r) std::memcpy(&h[r], blk[r] + offsetof(BlockQ6_K, d), 2);
+    const __m128 d = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
+                       static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]), 0, 0, 0, 0));
+    // acc + (dx·d)·(isum − 32·corr), per lane.
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(xb.d), d), _mm_cvtepi32_ps(ints)));
+  }
+  _mm_storeu_ps(out, acc);
+}
+
 // ---------------------------------------------------------------------------
 // Several tokens: 8 rows × 16 tokens (LaneActs, LaneRows), the tokens in the
 // lanes. Per sub-block and row, its quads' products with every token
@@ -629,7 +766,16 @@ DSV4_KQ8_TARGET void MatMulQ8K(const MatMulArgs& a, const BlockQ8K* xq) {
     x = xq;
   }
   for (int64_t t = 0; t < a.n_tokens; ++t) {
-    for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+    int64_t n = a.row_begin;
+    for (; n + 4 <= a.row_end; n += 4) {
+      float* out = a.out + t * a.out_stride + (n - a.row_begin);
+      if constexpr (kW == DType::kQ4_K) {
+        Q4RowsOneToken4(base + n * row_bytes, row_bytes, x + t * n_blocks, n_blocks, out);
+      } else {
+        Q6RowsOneToken4(base + n * row_bytes, row_bytes, x + t * n_blocks, n_blocks, out);
+      }
+    }
+    for (; n < a.row_end; ++n) {
       a.out[t * a.out_stride + (n - a.row_begin)] =
           RowOneToken<kW>(base + n * row_bytes, x + t * n_blocks, n_blocks);
     }

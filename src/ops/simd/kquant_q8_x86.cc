@@ -19,9 +19,13 @@
 // times q6_K codes − 32 (−32…31) or q4_K codes (0…15): pair sums ≤ 2·255·32,
 // a sub-block's sum ≤ 16·255·32 before its scale, all far inside int32.
 //
-// One token (and up to kLaneMinTokens − 1, a token at a time): weights
-// stream one row at a time, one stream through memory, fetched 8 KiB ahead
-// (FetchAhead); the blocks' integer sums are reduced four blocks at a time.
+// One token (and up to kLaneMinTokens − 1, a token at a time): four rows at a
+// time (Q4RowsOneToken4, Q6RowsOneToken4), block by block: the activations
+// loaded once for the four, four rows' integer sums reduced together and
+// their float steps in the lanes of one vector; fetched ahead by 8 KiB or
+// four rows, whichever is further. The last rows % 4 go a row at a time
+// (RowOneToken: the sums reduced four blocks at a time). Per lane the float
+// steps are the ref's, so either way gives the same bits.
 // More tokens: sixteen in the lanes of a vector (LaneActs, LaneRows, the
 // includer's MatMulLanes): eight rows' blocks decoded once per chunk of
 // tokens into signed codes in value order, four codes broadcast against
