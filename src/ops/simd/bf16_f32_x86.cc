@@ -16,8 +16,9 @@
 // Why it is faster. That order is one chain of dependent FMAs per row, one or
 // two per 64 bytes of weights: one row at a time waits on the FMA latency.
 // Here two chains run side by side: row i of the call's first half of rows
-// beside row i of its second half, each row a sequential stream of its own
-// (q8_0's also fetched kAheadBytes ahead into L2; see kPrefetch). Rows that lie a few KiB apart and
+// beside row i of its second half, each half a sequential stream of its own
+// (q8_0's also fetched kAheadBytes ahead into L2; see kPrefetch); for rows
+// longer than kLongX, four chains (quarters). Rows that lie a few KiB apart and
 // advance together — the Highway kernel's four adjacent rows, or the second
 // half of row n beside the first half of row n + 1, which this kernel did
 // until session 15 — defeat the hardware prefetcher on Zen 4: without a
@@ -65,6 +66,15 @@ namespace {
 // environment variables in an edit not kept): 6 KiB into L1 30.9 (1 thread)
 // and 38.6 GB/s (2), into L2 32.7 and 39.9; 16 KiB into L2 31.7 and 39.6.
 constexpr int64_t kAheadBytes = 6 * 1024;
+
+// Rows of more inputs than this run as four streams, not two: x (4·K bytes)
+// no longer stays in L1 beside two streams of weights, and four rows load it
+// once per step instead of two. Zen 4, session 18, `matmul_bench T 256 3 FMT
+// K decode:C` (C: 4·K/1000 MB), alternating two streams against four, 1
+// thread: f16 K = 5632 18.5 → 22.3 GB/s, bf16 19.6 → 23.3 (2 threads f16
+// 30.0 → 36.0); K = 4096 alike (24.6, 23.1); K ≤ 3072 four streams cost
+// 6–12% (f16 K = 3072 30.1 → 26.5, bf16 K = 2048 32.0 → 30.9).
+constexpr int64_t kLongX = 4096;
 
 // acc after the 32 weights at w (bf16) against inputs xe (even) and xo (odd).
 DSV4_BF16F32_TARGET inline __m512 Step(const uint16_t* w, const float* xe, const float* xo,
@@ -166,6 +176,34 @@ struct Scratch {
   std::vector<float> x;  // x deinterleaved per 32 inputs: evens, then odds
 };
 
+// Row i of each of the S parts of the call's rows side by side: S chains,
+// each part a sequential stream of its own (rows side by side a few KiB apart
+// defeat the hardware prefetcher), q8_0's prefetched kAheadBytes ahead, x
+// loaded once per step for the S rows. Returns the first row not done (the
+// last rows % S).
+template <class Fmt, int S>
+DSV4_BF16F32_TARGET int64_t Streams(const MatMulArgs& a, const uint8_t* base, int64_t row_bytes,
+                                    const float* xd, int64_t steps, uintptr_t end) {
+  const int64_t per = (a.row_end - a.row_begin) / S;  // rows per part
+  const int64_t part = per * row_bytes;               // bytes from a row to its partner
+  for (int64_t i = 0; i < per; ++i) {
+    const uint8_t* r0 = base + (a.row_begin + i) * row_bytes;
+    const uintptr_t f0 = reinterpret_cast<uintptr_t>(r0) + kAheadBytes;
+    __m512 c[S];
+    for (int s = 0; s < S; ++s) c[s] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < steps; ++j) {
+      const int64_t off = j * Fmt::kBytes;
+      if constexpr (Fmt::kPrefetch) {
+        for (int s = 0; s < S; ++s) Fetch(f0 + static_cast<uintptr_t>(s * part + off), 64, end);
+      }
+      const float* xj = xd + j * Fmt::kInputs;
+      for (int s = 0; s < S; ++s) c[s] = Fmt::At(r0 + s * part + off, xj, c[s]);
+    }
+    for (int s = 0; s < S; ++s) a.out[i + s * per] = _mm512_reduce_add_ps(c[s]) + 0.0f;
+  }
+  return a.row_begin + S * per;
+}
+
 template <class Fmt>
 DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const int64_t k_size = a.w.sizes[1];
@@ -201,30 +239,15 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   }
   const int64_t steps = k_size / Fmt::kInputs;
   const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_bytes);
-  // Row i of the range's first half beside row i of its second half: two
-  // chains, each a sequential stream (rows side by side a few KiB apart
-  // defeat the hardware prefetcher), q8_0's prefetched kAheadBytes ahead.
-  const int64_t pairs = (a.row_end - a.row_begin) / 2;
-  const int64_t second = pairs * row_bytes;  // bytes from a row to its partner
-  for (int64_t i = 0; i < pairs; ++i) {
-    const uint8_t* r0 = base + (a.row_begin + i) * row_bytes;
-    const uint8_t* r1 = r0 + second;
-    const uintptr_t f0 = reinterpret_cast<uintptr_t>(r0) + kAheadBytes;
-    const uintptr_t f1 = reinterpret_cast<uintptr_t>(r1) + kAheadBytes;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    for (int64_t j = 0; j < steps; ++j) {
-      const int64_t off = j * Fmt::kBytes;
-      if constexpr (Fmt::kPrefetch) {
-        Fetch(f0 + static_cast<uintptr_t>(off), 64, end);
-        Fetch(f1 + static_cast<uintptr_t>(off), 64, end);
-      }
-      acc0 = Fmt::At(r0 + off, xd + j * Fmt::kInputs, acc0);
-      acc1 = Fmt::At(r1 + off, xd + j * Fmt::kInputs, acc1);
-    }
-    a.out[i] = _mm512_reduce_add_ps(acc0) + 0.0f;
-    a.out[i + pairs] = _mm512_reduce_add_ps(acc1) + 0.0f;
+  // Rows of x longer than kLongX inputs: four streams (x no longer stays
+  // in L1 beside the weights, and is loaded once per four rows); shorter, two.
+  int64_t n = a.row_begin;
+  if (k_size > kLongX) {
+    n = Streams<Fmt, 4>(a, base, row_bytes, xd, steps, end);
+  } else {
+    n = Streams<Fmt, 2>(a, base, row_bytes, xd, steps, end);
   }
-  for (int64_t n = a.row_begin + 2 * pairs; n < a.row_end; ++n) {  // the odd row left
+  for (; n < a.row_end; ++n) {  // the last rows
     const uint8_t* r = base + n * row_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < steps; ++j)
