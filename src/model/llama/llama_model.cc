@@ -126,6 +126,20 @@ void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
       ops::RowGrain(w.sizes[1] * n_tokens), w.data);  // each matrix balances its own split
 }
 
+// fn(begin, end) over the rows [0, T) of a step's elementwise work (norms,
+// RoPE, cache writes, SwiGLU, residual adds), split over the pool when a
+// prompt brings many rows: each row's work is its own, so any split gives the
+// same bits. A decoded token (or a few) stays on the calling thread.
+template <class F>
+void ForRows(ThreadPool& pool, int64_t T, const F& fn) {
+  constexpr int64_t kMinSplitRows = 8;
+  if (T < kMinSplitRows || pool.size() == 1) {
+    fn(int64_t{0}, T);
+    return;
+  }
+  pool.ParallelFor(T, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
+
 // A [rows, cols] view of `dtype` whose rows are `row_stride` elements apart.
 TensorView RowsView(const void* data, int64_t rows, int64_t cols, int64_t row_stride,
                     DType dtype = DType::kF32) {
@@ -449,17 +463,20 @@ void LlamaModel::Run(std::span<const Segment> segments) {
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];
     // Attention block.
-    for (int64_t t = 0; t < T; ++t) {
-      ops::RmsNorm(xb_.data() + t * D, x + t * D, L.attn_norm.data(), D, c.norm_eps);
-    }
+    ForRows(*pool_, T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        ops::RmsNorm(xb_.data() + t * D, x + t * D, L.attn_norm.data(), D, c.norm_eps);
+      }
+    });
     Linear(*pool_, q_.data(), xb_.data(), L.wq, T);  // [T, H*E]
     Linear(*pool_, k_.data(), xb_.data(), L.wk, T);  // [T, G*E]
     Linear(*pool_, v_.data(), xb_.data(), L.wv, T);  // [T, G*E]
-    for (const Segment& sg : segments) {
-      auto& cache = static_cast<LlamaCache&>(*sg.cache);
-      const int64_t S = cache.max_tokens();
-      for (int64_t t = 0; t < static_cast<int64_t>(sg.tokens.size()); ++t) {
-        const int64_t pos = sg.pos0 + t, row = sg.row0 + t;
+    ForRows(*pool_, T, [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        const Segment& sg = segment_of(row);
+        auto& cache = static_cast<LlamaCache&>(*sg.cache);
+        const int64_t S = cache.max_tokens();
+        const int64_t pos = sg.pos0 + (row - sg.row0);
         ops::RopeInterleaved(q_.data() + row * D, H, E, E, pos, c.rope_theta);
         ops::RopeInterleaved(k_.data() + row * KVD, G, E, E, pos, c.rope_theta);
         if (cache.keys_transposed()) {  // [G*E, S] f32
@@ -476,7 +493,7 @@ void LlamaModel::Run(std::span<const Segment> segments) {
           }
         }
       }
-    }
+    });
     // Causal attention: row t of a segment sees its cache positions
     // [0, pos0 + t]. Work items are (row, kv-head) pairs split over the pool.
     // Per query head, the scores against all visible keys are one
@@ -548,17 +565,25 @@ void LlamaModel::Run(std::span<const Segment> segments) {
       pool_->ParallelFor(T * G, attend, grain);
     }
     Linear(*pool_, xb_.data(), att_out_.data(), L.wo, T);  // [T, D]
-    ops::Axpy(x, 1.0f, xb_.data(), T * D);
+    ForRows(*pool_, T, [&](int64_t t0, int64_t t1) {
+      ops::Axpy(x + t0 * D, 1.0f, xb_.data() + t0 * D, (t1 - t0) * D);
+    });
 
     // Feed-forward block: SwiGLU.
-    for (int64_t t = 0; t < T; ++t) {
-      ops::RmsNorm(xb_.data() + t * D, x + t * D, L.ffn_norm.data(), D, c.norm_eps);
-    }
+    ForRows(*pool_, T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        ops::RmsNorm(xb_.data() + t * D, x + t * D, L.ffn_norm.data(), D, c.norm_eps);
+      }
+    });
     Linear(*pool_, hb_.data(), xb_.data(), L.w_gate, T);  // [T, F]
     Linear(*pool_, hb2_.data(), xb_.data(), L.w_up, T);   // [T, F]
-    ops::SwiGlu(hb_.data(), hb_.data(), hb2_.data(), T * F);
+    ForRows(*pool_, T, [&](int64_t t0, int64_t t1) {
+      ops::SwiGlu(hb_.data() + t0 * F, hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
+    });
     Linear(*pool_, xb_.data(), hb_.data(), L.w_down, T);  // [T, D]
-    ops::Axpy(x, 1.0f, xb_.data(), T * D);
+    ForRows(*pool_, T, [&](int64_t t0, int64_t t1) {
+      ops::Axpy(x + t0 * D, 1.0f, xb_.data() + t0 * D, (t1 - t0) * D);
+    });
   }
   for (const Segment& sg : segments) {
     static_cast<LlamaCache&>(*sg.cache).Advance(static_cast<int64_t>(sg.tokens.size()));
