@@ -349,42 +349,8 @@ DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], _
 template <Format F>
 inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
 
-// The sum of v's 16 lanes by the tree ((l0 + l8) + (l4 + l12)) + ((l2 +
-// l10) + (l6 + l14)) + (the same from l1) — the order _mm512_reduce_add_ps
-// takes with GCC, written out so that every compiler takes it, and so that
-// Tree16 (below) can do 16 outputs at once in the same order.
-DSV4_BF16DOT_TARGET inline float ReduceTree(__m512 v) {
-  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  const __m128 c = _mm_add_ps(b, _mm_shuffle_ps(b, b, _MM_SHUFFLE(1, 0, 3, 2)));
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, _MM_SHUFFLE(3, 2, 0, 1))));
-}
-
-// Lane i of the result = ReduceTree of the vector at v + 16 i, for 16
-// vectors at once by transposing adds: 46 instructions instead of 16 × 8.
-DSV4_BF16DOT_TARGET inline __m512 Tree16(const float* v) {
-  __m512 c[8], d[4], e[2];
-  for (int j = 0; j < 8; ++j) {  // l(i + 8) onto li: c[j] = [v(2j) | v(2j + 1)] halves
-    const __m512 a = _mm512_load_ps(v + 32 * j), b = _mm512_load_ps(v + 32 * j + 16);
-    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  for (int j = 0; j < 4; ++j) {  // l(i + 4) onto li: quarter q of d[j] from v(4j + q)
-    d[j] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  for (int j = 0; j < 2; ++j) {  // l(i + 2) onto li: the 64-bit halves of each quarter
-    const __m512d a = _mm512_castps_pd(d[2 * j]), b = _mm512_castps_pd(d[2 * j + 1]);
-    e[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  // l1 onto l0: lane 4q + p of f holds the sum of v(4p + q).
-  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  return _mm512_permutexvar_ps(order, f);
-}
+using x86::ReduceTree;
+using x86::Tree16;
 
 // FP4, one token: rows in pairs, each x vector loaded once for both. The
 // FP4 matvec is bound by its instructions, not by memory (one core: 42 GB/s
