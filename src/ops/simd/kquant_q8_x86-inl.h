@@ -534,6 +534,21 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
   return acc;
 }
 
+// Block b of rows row0 + r · row_bytes (r < 4) into blk, each row's block
+// fetched `ahead` bytes on: kFetchAheadBytes, or at least the next four rows'
+// same block, since a shorter distance lands inside these four rows when they
+// are long (q4_K rows of 5632 values, 2 threads: 30.5 → 34.1 GB/s; at 2048
+// values the next four rows alone were too near: 36.6 → 33.2).
+template <int64_t kBytes>
+DSV4_KQ8_TARGET inline void FourBlocks(const uint8_t* row0, int64_t row_bytes, int64_t b,
+                                       const uint8_t* blk[4]) {
+  const int64_t ahead = std::max(kFetchAheadBytes, 4 * row_bytes);
+  for (int r = 0; r < 4; ++r) {
+    blk[r] = row0 + r * row_bytes + b * kBytes;
+    for (int64_t o = 0; o < kBytes; o += 64) x86::PrefetchWeights(blk[r] + ahead + o);
+  }
+}
+
 // Four q4_K rows of one token at a time: their scales and mins decoded
 // together (a row per 128-bit lane), each block's activations loaded once
 // for the four, and the four rows' float steps in the lanes of one vector.
@@ -547,18 +562,10 @@ DSV4_KQ8_TARGET inline void Q4RowsOneToken4(const uint8_t* row0, int64_t row_byt
   const __m512i mins_shuffle = _mm512_broadcast_i32x4(Q4MinsShuffle());
   // d, dmin of four blocks (f16 words 0, 2, 4, 6 and 1, 3, 5, 7) as words 0–3, 4–7.
   const __m128i dd_order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-  // Weights are fetched kFetchAheadBytes ahead, or at least the next four
-  // rows' same block: a shorter distance would land inside these four rows
-  // when they are long (a row of 5632 values read 30.5 → 34.1 GB/s with 2
-  // threads; at 2048 values the next four rows were too near: 36.6 → 33.2).
-  const int64_t ahead = std::max(kFetchAheadBytes, 4 * row_bytes);
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* blk[4];
-    for (int r = 0; r < 4; ++r) {
-      blk[r] = row0 + r * row_bytes + b * kBytes;
-      for (int64_t o = 0; o < kBytes; o += 64) x86::PrefetchWeights(blk[r] + ahead + o);
-    }
+    FourBlocks<kBytes>(row0, row_bytes, b, blk);
     const Q4Acts& xb = x[b];
     __m512i a[4];
     for (int i = 0; i < 4; ++i) a[i] = _mm512_load_si512(xb.v[i]);
@@ -605,14 +612,10 @@ DSV4_KQ8_TARGET inline void Q4RowsOneToken4(const uint8_t* row0, int64_t row_byt
 DSV4_KQ8_TARGET inline void Q6RowsOneToken4(const uint8_t* row0, int64_t row_bytes,
                                             const BlockQ8K* x, int64_t n_blocks, float* out) {
   constexpr int64_t kBytes = sizeof(BlockQ6_K);
-  const int64_t ahead = std::max(kFetchAheadBytes, 4 * row_bytes);  // as Q4RowsOneToken4
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* blk[4];
-    for (int r = 0; r < 4; ++r) {
-      blk[r] = row0 + r * row_bytes + b * kBytes;
-      for (int64_t o = 0; o < kBytes; o += 64) x86::PrefetchWeights(blk[r] + ahead + o);
-    }
+    FourBlocks<kBytes>(row0, row_bytes, b, blk);
     const BlockQ8K& xb = x[b];
     __m512i a[4];
     for (int i = 0; i < 4; ++i) a[i] = _mm512_loadu_si512(xb.qs + 64 * i);
