@@ -9,10 +9,12 @@
 // integers (vpdpbusd: four byte products summed per dword lane), exact, and
 // each block ends in the ref's three float steps.
 //
-// One token (up to kLaneMinTokens − 1, a token at a time): one weight row at
-// a time, one stream through memory fetched ahead; per block |w| · sign(x, w)
-// (vpabsb, vpsignb: unsigned × signed bytes, as vpdpbusd takes them, the same
-// products), four blocks' dword sums reduced together. More tokens: sixteen in
+// One token (up to kLaneMinTokens − 1, a token at a time): four weight rows
+// at a time (RowDot4), fetched ahead; per block |w| · sign(x, w) (vpabsb,
+// vpsignb: unsigned × signed bytes, as vpdpbusd takes them, the same
+// products), the four rows' dword sums reduced together and their float steps
+// in the lanes of one vector; the last rows % 4 one at a time (RowDot: four
+// blocks' sums reduced together). More tokens: sixteen in
 // the lanes of a vector (Lanes), activations + 128 as unsigned bytes, each
 // row's four codes broadcast against sixteen tokens' four activation bytes
 // per vpdpbusd, the + 128's share (128 · Σ codes of the block) taken out per
@@ -142,6 +144,36 @@ DSV4_Q80_TARGET float RowDot(const uint8_t* row, const BlockQ8_0* x, const float
   return acc;
 }
 
+// Four rows against one token's blocks (out[r]: row r, at row0 + r ·
+// row_bytes): per block the four rows' integer sums reduced together and
+// their float steps in the lanes of one vector, each lane the ref's steps in
+// block order, as RowDot: the same bits, with no chain of scalar adds
+// through every block of a row.
+DSV4_Q80_TARGET void RowDot4(const uint8_t* row0, int64_t row_bytes, const BlockQ8_0* x,
+                             const float* dx, int64_t n_blocks, float* out) {
+  // As the k-quant kernels: at least the next four rows' same block ahead.
+  const int64_t ahead = std::max(kFetchAheadBytes, 4 * row_bytes);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = row0 + b * kBlockBytes;
+    uint16_t h[4];
+    __m256i dots[4];
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* p = blk + r * row_bytes;
+      x86::PrefetchWeights(reinterpret_cast<const char*>(p + ahead));
+      dots[r] = BlockDots(p, x[b].qs);
+      std::memcpy(&h[r], p, 2);
+    }
+    const __m128i is = x86::Sum4(dots[0], dots[1], dots[2], dots[3]);
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
+                       static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]), 0, 0, 0, 0));
+    // acc + (dw·dx)·isum, per lane.
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, _mm_set1_ps(dx[b])), _mm_cvtepi32_ps(is)));
+  }
+  _mm_storeu_ps(out, acc);
+}
+
 // ---------------------------------------------------------------------------
 // The lanes: per block and 16 tokens, x[q] holds token j's activation bytes
 // 4q … 4q + 3 (+ 128, unsigned) in dword j; dx[j] its scale (0 past the
@@ -226,7 +258,12 @@ DSV4_Q80_TARGET void MatMul(const MatMulArgs& a) {
     if (s.dx.size() < need) s.dx.resize(need);
     for (size_t i = 0; i < need; ++i) s.dx[i] = F16ToF32(s.xq[i].d);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
-      for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+      int64_t n = a.row_begin;
+      for (; n + 4 <= a.row_end; n += 4) {
+        RowDot4(base + n * row_bytes, row_bytes, s.xq.data() + t * n_blocks,
+                s.dx.data() + t * n_blocks, n_blocks, a.out + t * a.out_stride + (n - a.row_begin));
+      }
+      for (; n < a.row_end; ++n) {
         a.out[t * a.out_stride + (n - a.row_begin)] = RowDot(
             base + n * row_bytes, s.xq.data() + t * n_blocks, s.dx.data() + t * n_blocks, n_blocks);
       }
