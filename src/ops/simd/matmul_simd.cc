@@ -909,8 +909,8 @@ void TileRows(const MatMulArgs& a) {
           if (k_vec > 0) {
             for (; r + 16 <= rows_here; r += 16) {
               const __m512 sum16 = x86::Tree16(acc + t * acc_token_stride + r * N);
-              if (k_vec == k_size) {  // no tail: the sums are the outputs
-                _mm512_storeu_ps(o + r, sum16);
+              if (k_vec == k_size) {  // no tail: the sums + 0.0f (the empty tail, below)
+                _mm512_storeu_ps(o + r, _mm512_add_ps(sum16, _mm512_setzero_ps()));
                 continue;
               }
               alignas(64) float sums[16];
