@@ -357,27 +357,6 @@ struct Fmt<DType::kQ4_K> {
     acc = acc + (dx * d) * static_cast<float>(isum);
     return acc - (dx * dmin) * static_cast<float>(imin);
   }
-  // Combine's products for four blocks at blk, blk + kBytes, …: p = [(dx·d)·isum,
-  // (dx·dmin)·imin] per block, in block order.
-  static DSV4_KQ8_TARGET void Products4(const uint8_t* blk, __m128 dx, __m128i isum, __m128i imin,
-                                        float* p) {
-    uint32_t dd[4];  // d | dmin << 16 (they lead the block)
-    for (int j = 0; j < 4; ++j) std::memcpy(&dd[j], blk + j * kBytes + offsetof(BlockQ4_K, d), 4);
-    const __m256 w = _mm256_cvtph_ps(
-        _mm_setr_epi32(static_cast<int>(dd[0]), static_cast<int>(dd[1]), static_cast<int>(dd[2]),
-                       static_cast<int>(dd[3])));  // d0, dmin0, d1, dmin1, …
-    const __m256 dx2 = _mm256_set_m128(_mm_unpackhi_ps(dx, dx), _mm_unpacklo_ps(dx, dx));
-    const __m256i ints =
-        _mm256_set_m128i(_mm_unpackhi_epi32(isum, imin), _mm_unpacklo_epi32(isum, imin));
-    _mm256_store_ps(p, _mm256_mul_ps(_mm256_mul_ps(dx2, w), _mm256_cvtepi32_ps(ints)));
-  }
-  static float Accumulate4(float acc, const float* p) {
-    for (int j = 0; j < 4; ++j) {
-      acc = acc + p[2 * j];
-      acc = acc - p[2 * j + 1];
-    }
-    return acc;
-  }
   // Codes 0…15 in value order: a 64-byte load of qs[64p …] holds values
   // 128p … + 31 and 128p + 64 … + 95 in its low nibbles, the 32 after each
   // in its high ones.
@@ -428,21 +407,6 @@ struct Fmt<DType::kQ6_K> {
   static float Combine(float acc, float d, float /*dmin*/, float dx, int32_t isum, int32_t corr) {
     return acc + (dx * d) * static_cast<float>(isum - 32 * corr);
   }
-  // Combine's products for four blocks: p[j] = (dx·d)·(isum − 32·corr).
-  static DSV4_KQ8_TARGET void Products4(const uint8_t* blk, __m128 dx, __m128i isum, __m128i corr,
-                                        float* p) {
-    uint16_t h[4];
-    for (int j = 0; j < 4; ++j) std::memcpy(&h[j], blk + j * kBytes + offsetof(BlockQ6_K, d), 2);
-    const __m128 d = _mm_cvtph_ps(
-        _mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
-                       static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]), 0, 0, 0, 0));
-    const __m128i ints = _mm_sub_epi32(isum, _mm_slli_epi32(corr, 5));
-    _mm_store_ps(p, _mm_mul_ps(_mm_mul_ps(dx, d), _mm_cvtepi32_ps(ints)));
-  }
-  static float Accumulate4(float acc, const float* p) {
-    for (int j = 0; j < 4; ++j) acc = acc + p[j];
-    return acc;
-  }
   // Codes q − 32 (−32…31) in value order.
   static DSV4_KQ8_TARGET void LaneDecode(const uint8_t* blk, LaneRows* w, int r) {
     __m512i q[4];
@@ -463,9 +427,9 @@ struct Fmt<DType::kQ6_K> {
 };
 
 // ---------------------------------------------------------------------------
-// One token: a row at a time, per block the float steps of
-// ops/ref/kquant_ref.h in block order; the integer sums are reduced four
-// blocks at a time.
+// One token: four rows at a time (Q4RowsOneToken4, Q6RowsOneToken4), the
+// last rows % 4 of a call a row at a time (RowOneToken); either way per block
+// and row the float steps of ops/ref/kquant_ref.h in block order.
 // ---------------------------------------------------------------------------
 
 // The lines of [p, p + bytes) kFetchAheadBytes on, into L2 (past the weights
@@ -478,58 +442,23 @@ DSV4_KQ8_TARGET inline void FetchAhead(const uint8_t* p, int64_t bytes) {
   }
 }
 
-// Blocks four at a time (a constant count, so that the sums stay in
-// registers), then the last n_blocks % 4 one at a time.
-template <DType kW, int kGroup>
-DSV4_KQ8_TARGET inline float BlocksOneToken(const uint8_t* row, const typename Fmt<kW>::Acts* x,
-                                            float acc) {
-  using F = Fmt<kW>;
-  float d[4], dmin[4];
-  __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                  _mm512_setzero_si512()};
-  __m256i t[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                  _mm256_setzero_si256()};
-  for (int j = 0; j < kGroup; ++j) {
-    const typename F::Block w = F::Decode(row + j * F::kBytes);
-    F::Products(w, x[j], &s[j], &t[j]);
-    d[j] = w.d;
-    dmin[j] = F::Min(w);
-  }
-  if constexpr (kGroup == 4) {
-    // Four blocks' float steps with their products formed together (the same
-    // single roundings as Combine's); only the adds to acc run one by one, in
-    // order. A quarter fewer instructions per q4_K block than four Combines.
-    const __m128 dx = _mm_setr_ps(F::Scale(x[0]), F::Scale(x[1]), F::Scale(x[2]), F::Scale(x[3]));
-    alignas(32) float p[8];
-    F::Products4(row, dx, Sum4(s[0], s[1], s[2], s[3]), x86::Sum4(t[0], t[1], t[2], t[3]), p);
-    return F::Accumulate4(acc, p);
-  } else {
-    alignas(16) int32_t is[4], it[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(is), Sum4(s[0], s[1], s[2], s[3]));
-    _mm_store_si128(reinterpret_cast<__m128i*>(it), x86::Sum4(t[0], t[1], t[2], t[3]));
-    for (int j = 0; j < kGroup; ++j) {
-      acc = F::Combine(acc, d[j], dmin[j], F::Scale(x[j]), is[j], it[j]);
-    }
-    return acc;
-  }
-}
-
+// One row: per block its integer sums, then Combine.
 template <DType kW>
 DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Acts* x,
                                   int64_t n_blocks) {
-  constexpr int64_t kBytes = Fmt<kW>::kBytes;
+  using F = Fmt<kW>;
+  const __m512i z = _mm512_setzero_si512();
+  const __m256i z8 = _mm256_setzero_si256();
   float acc = 0.0f;
-  int64_t b = 0;
-  for (; b + 4 <= n_blocks; b += 4) {
-    FetchAhead(row + b * kBytes, 4 * kBytes);
-    acc = BlocksOneToken<kW, 4>(row + b * kBytes, x + b, acc);
-  }
-  // The last n_blocks % 4 blocks are fetched ahead too: a row of 22 q4_K
-  // blocks (K = 5632, a llama FFN's down projection) whose last two were not
-  // read at 22 GB/s against 38 for K = 5120 (2 threads, probe 36 GB/s).
-  for (; b < n_blocks; ++b) {
-    FetchAhead(row + b * kBytes, kBytes);
-    acc = BlocksOneToken<kW, 1>(row + b * kBytes, x + b, acc);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = row + b * F::kBytes;
+    FetchAhead(blk, F::kBytes);
+    const typename F::Block w = F::Decode(blk);
+    __m512i s;
+    __m256i t;
+    F::Products(w, x[b], &s, &t);
+    acc = F::Combine(acc, w.d, F::Min(w), F::Scale(x[b]), _mm_cvtsi128_si32(Sum4(s, z, z, z)),
+                     _mm_cvtsi128_si32(x86::Sum4(t, z8, z8, z8)));
   }
   return acc;
 }

@@ -24,8 +24,8 @@
 // loaded once for the four, four rows' integer sums reduced together and
 // their float steps in the lanes of one vector; fetched ahead by 8 KiB or
 // four rows, whichever is further. The last rows % 4 go a row at a time
-// (RowOneToken: the sums reduced four blocks at a time). Per lane the float
-// steps are the ref's, so either way gives the same bits.
+// (RowOneToken). Per lane the float steps are the ref's, so either way gives
+// the same bits.
 // More tokens: sixteen in the lanes of a vector (LaneActs, LaneRows, the
 // includer's MatMulLanes): eight rows' blocks decoded once per chunk of
 // tokens into signed codes in value order, four codes broadcast against

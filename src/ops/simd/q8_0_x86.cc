@@ -13,8 +13,8 @@
 // at a time (RowDot4), fetched ahead; per block |w| · sign(x, w) (vpabsb,
 // vpsignb: unsigned × signed bytes, as vpdpbusd takes them, the same
 // products), the four rows' dword sums reduced together and their float steps
-// in the lanes of one vector; the last rows % 4 one at a time (RowDot: four
-// blocks' sums reduced together). More tokens: sixteen in
+// in the lanes of one vector; the last rows % 4 one at a time (RowDot). More
+// tokens: sixteen in
 // the lanes of a vector (Lanes), activations + 128 as unsigned bytes, each
 // row's four codes broadcast against sixteen tokens' four activation bytes
 // per vpdpbusd, the + 128's share (128 · Σ codes of the block) taken out per
@@ -110,34 +110,15 @@ DSV4_Q80_TARGET inline __m256i BlockDots(const uint8_t* blk, const int8_t* xq) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
 
-// One row against one token's blocks: the ref's float steps per block, the
-// integer sums four blocks at a time.
+// One row against one token's blocks (the last rows % 4 of a call): per
+// block its integer sum, then the ref's float steps.
 DSV4_Q80_TARGET float RowDot(const uint8_t* row, const BlockQ8_0* x, const float* dx,
                              int64_t n_blocks) {
+  const __m256i z = _mm256_setzero_si256();
   float acc = 0.0f;
-  int64_t b = 0;
-  for (; b + 4 <= n_blocks; b += 4) {
-    const uint8_t* blk = row + b * kBlockBytes;
-    for (int64_t o = 0; o < 4 * kBlockBytes; o += 64) {
-      x86::PrefetchWeights(reinterpret_cast<const char*>(blk + kFetchAheadBytes + o));
-    }
-    const __m128i is = x86::Sum4(BlockDots(blk, x[b].qs), BlockDots(blk + kBlockBytes, x[b + 1].qs),
-                                 BlockDots(blk + 2 * kBlockBytes, x[b + 2].qs),
-                                 BlockDots(blk + 3 * kBlockBytes, x[b + 3].qs));
-    // The four products (dw·dx)·isum formed together, the adds one by one.
-    uint16_t h[4];
-    for (int j = 0; j < 4; ++j) std::memcpy(&h[j], blk + j * kBlockBytes, 2);
-    const __m128 dw = _mm_cvtph_ps(
-        _mm_setr_epi16(static_cast<int16_t>(h[0]), static_cast<int16_t>(h[1]),
-                       static_cast<int16_t>(h[2]), static_cast<int16_t>(h[3]), 0, 0, 0, 0));
-    alignas(16) float p[4];
-    _mm_store_ps(p, _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(dx + b)), _mm_cvtepi32_ps(is)));
-    for (int j = 0; j < 4; ++j) acc = acc + p[j];
-  }
-  for (; b < n_blocks; ++b) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* blk = row + b * kBlockBytes;
     x86::PrefetchWeights(reinterpret_cast<const char*>(blk + kFetchAheadBytes));
-    const __m256i z = _mm256_setzero_si256();
     const int32_t isum = _mm_cvtsi128_si32(x86::Sum4(BlockDots(blk, x[b].qs), z, z, z));
     acc = acc + (F16At(blk) * dx[b]) * static_cast<float>(isum);
   }

@@ -95,7 +95,7 @@ __attribute__((target("avx512f"))) inline __m512 Tree16(const float* v) {
 }
 
 // The int32 sums of four 8-lane vectors, [Σ a, Σ b, Σ c, Σ d] (exact: any
-// order): four blocks' products reduced together (the k-quant and q8_0
+// order): four rows' block products reduced together (the k-quant and q8_0
 // one-token products).
 __attribute__((target("avx2"))) inline __m128i Sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
