@@ -64,19 +64,19 @@ namespace dsv4::ops::simd {
 namespace bf16dot {
 
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
-// Matvec: bytes its software prefetch (into L2, x86::PrefetchWeights) runs
-// ahead of the weight stream. On Zen 5 (into L1 then) 4–16 KiB read within
-// noise with 2 threads, 2 KiB −6% (`matmul_bench 2 256 3 fp8_e4m3 2048
-// decode`). On Zen 4, into L2, `matmul_bench T 128 5 FMT 2048 decode:8`
-// (medians of six alternations, the distance set by an environment variable
-// in an edit not kept; GB/s, 9 / 16 / 24 KiB): FP8 1 thread 29.4 /
-// 29.6 / 30.1, 2 threads 32.0 / 32.1 / 32.0; FP4 1 thread 22.6 / 22.6 / 22.4,
-// 2 threads 29.6 / 31.9 / 31.2.
-inline constexpr int64_t kPrefetchBytes = 16 * 1024;
-// Matvec, FP4: rows its software prefetch of the scale rows runs ahead. With
-// 16, a decoded token's MoE steps (FP4, 2 threads, 4 GB synthetic V4) took
-// 1–3% less time than without, in 5 of 5 alternations (pool region timings,
-// docs/benchmarks.md).
+// Matvec: no software prefetch of the weight streams (the hardware
+// prefetcher alone follows them; the FP4 scale rows keep theirs, below).
+// Until session 19 they were fetched 16 KiB ahead into L2, a distance chosen
+// on Zen 5 and checked on Zen 4 against other distances, never against none.
+// On Zen 4 (docs/benchmarks.md, session 19), the 4 GB synthetic V4's decode
+// (2 threads, alternating builds, pairs in the same memory state) was faster
+// without it in 10 of 13 pairs in the fast memory state and 3 of 4 in the
+// usual one, by a median 3.0% in both; keeping it for FP8 alone lost 3 of 4. `matmul_bench 2 256 3
+// FMT 2048 decode:8`, one 256 MiB stream, is mixed: FP4 gains (3 of 4), FP8 gains in the usual
+// state (33.4–34.5 against 30.2–31.6 GB/s) but loses in the fast one (~41 against ~48). Matvec,
+// FP4: rows its software prefetch of the scale rows runs ahead. With 16, a decoded token's MoE
+// steps (FP4, 2 threads, 4 GB synthetic V4) took 1–3% less time than without, in 5 of 5
+// alternations (pool region timings, docs/benchmarks.md).
 inline constexpr int64_t kScaleRowsAhead = 16;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
@@ -393,10 +393,6 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t off = g * kGroupBytes<F>;
-      // Addresses past the matrix are only prefetched, never read.
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(row0) + off + bf16dot::kPrefetchBytes;
-      x86::PrefetchWeights(reinterpret_cast<const char*>(ahead));
-      x86::PrefetchWeights(reinterpret_cast<const char*>(ahead + half * row_bytes));
       __m512i x[4], w0[4], w1[4];
       for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + g * kGroup + 32 * v);
       Decode<F>(row0 + off, tab, w0);
@@ -413,9 +409,8 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // Decode path (one token, or a few): one row at a time, decoded in
 // registers, for each token in turn (the row stays in L1 from the first token
 // on; FP4 with one token: two rows, Fp4RowPairs). The weights stream through
-// memory in order — one stream per thread (two for FP4 pairs),
-// with a software prefetch kPrefetchBytes ahead — which on Zen 5
-// read 20–40% more GB/s with 2 threads than four rows side by side
+// memory in order — one stream per thread (two for FP4 pairs) — which on
+// Zen 5 read 20–40% more GB/s with 2 threads than four rows side by side
 // (docs/benchmarks.md); x (bf16, ≤ 16 KiB) stays in L1 for every row.
 template <Format F>
 DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
@@ -430,7 +425,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
       const int64_t s1 = F == Format::kFp4 ? a.row_end : (a.row_end + 127) / 128;
       x86::StreamOnly(base + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes,
                       static_cast<const uint8_t*>(a.scale.data) + s0 * srow, (s1 - s0) * srow,
-                      bf16dot::kPrefetchBytes, a.out, a.row_end - a.row_begin);
+                      /*ahead=*/0, a.out, a.row_end - a.row_begin);
       return;
     }
   }
@@ -481,11 +476,6 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
       __m512 acc = _mm512_setzero_ps();
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t off = g * kGroupBytes<F>;
-        // An address past the matrix is only prefetched, never read.
-        const uintptr_t ahead = reinterpret_cast<uintptr_t>(row) + off + bf16dot::kPrefetchBytes;
-        for (int64_t b = 0; b < kGroupBytes<F>; b += 64) {
-          x86::PrefetchWeights(reinterpret_cast<const char*>(ahead + b));
-        }
         __m512i x[4], w[4];
         for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + g * kGroup + 32 * v);
         Decode<F>(row + off, tab, w);

@@ -122,7 +122,8 @@ __attribute__((target("avx512f"))) inline void StoreLaneTile(const __m512* acc, 
 // A measurement, never a release: in a build with -DDSV4_STREAM_ONLY=ON, the
 // one-token matvecs do no arithmetic. Each reads its call's bytes — [p, p +
 // bytes), then its block scales' [q, q + q_bytes) — as one stream, fetched
-// `ahead` bytes on as the kernels fetch their rows, and writes 0 to
+// `ahead` bytes on as the kernels fetch their rows (0: not fetched by
+// software, as the FP8/FP4 kernels), and writes 0 to
 // its outputs (junk). So a decode measures what the weight streams cost
 // without the decoding and products (docs/benchmarks.md, "stream-only").
 #if defined(DSV4_STREAM_ONLY) && DSV4_STREAM_ONLY
@@ -138,7 +139,7 @@ __attribute__((target("avx512f"))) inline void StreamOnly(const void* p, int64_t
     const char* c = static_cast<const char*>(from);
     __m512i acc = _mm512_setzero_si512();
     for (int64_t off = 0; off + 64 <= n; off += 64) {
-      PrefetchWeights(c + off + ahead);  // past the end only fetched, never read
+      if (ahead > 0) PrefetchWeights(c + off + ahead);  // past the end only fetched, never read
       acc = _mm512_xor_si512(acc, _mm512_loadu_si512(c + off));
     }
     asm volatile("" : : "v"(acc));  // the loads stay
