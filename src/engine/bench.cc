@@ -62,11 +62,53 @@ PeakFlops MeasurePeakBf16DotFlops(int threads, int repeats) {
 
 namespace {
 
-// Σ over a DeepSeek-V4 checkpoint's tensors of per_tensor(t, routed-expert
-// layer or −1), routed experts scaled by k / E: the shared walk of the bytes
-// and the multiply-adds per token.
+// Σ over a DeepSeek-V4 checkpoint's tensors of per_tensor(t), routed experts
+// scaled by top_k / n_experts: the shared walk of the bytes and the
+// multiply-adds per token.
 template <typename PerTensor>
-Result<int64_t> DeepSeekV4PerToken(const std::string& dir, PerTensor per_tensor) {
+int64_t DeepSeekV4PerToken(const std::vector<TensorInfo>& tensors, int64_t n_experts, int64_t top_k,
+                           PerTensor per_tensor) {
+  int64_t total = 0;
+  std::map<int64_t, int64_t> expert_sum;  // layer -> the sum over all its routed experts
+  for (const TensorInfo& t : tensors) {
+    if (t.name.rfind("mtp.", 0) == 0) continue;  // MTP runs only when speculating
+    const int64_t layer = RoutedExpertLayer(t.name);
+    if (layer >= 0) {
+      expert_sum[layer] += per_tensor(t);
+    } else {
+      total += per_tensor(t);
+    }
+  }
+  for (const auto& [layer, sum] : expert_sum) total += sum / n_experts * top_k;
+  return total;
+}
+
+// The same for a loaded model: the tensor list of the checkpoint its weights
+// are mapped from (reading a large checkpoint's headers again took seconds).
+template <typename PerTensor>
+int64_t DeepSeekV4PerToken(const deepseek_v4::DeepSeekV4Model& model, PerTensor per_tensor) {
+  const deepseek_v4::DeepSeekV4Config& c = model.config();
+  return DeepSeekV4PerToken(model.checkpoint().tensors(), c.n_routed_experts, c.num_experts_per_tok,
+                            per_tensor);
+}
+
+// Bytes as stored, one row of the embedding and of the hash table.
+int64_t StoredBytesPerToken(const TensorInfo& t) {
+  if (t.name == "embed.weight" || EndsWith(t.name, ".ffn.gate.tid2eid")) {
+    return t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
+  }
+  return t.nbytes;
+}
+
+// The loaded DeepSeek-V4 model of a checkpoint directory, or null.
+const deepseek_v4::DeepSeekV4Model* V4FromDirectory(const LoadedModel& model) {
+  if (model.format != "safetensors") return nullptr;
+  return dynamic_cast<const deepseek_v4::DeepSeekV4Model*>(model.model.get());
+}
+
+}  // namespace
+
+Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
@@ -85,40 +127,17 @@ Result<int64_t> DeepSeekV4PerToken(const std::string& dir, PerTensor per_tensor)
   ASSIGN_OR_RETURN(const int64_t n_experts, get_int("n_routed_experts"));
   ASSIGN_OR_RETURN(const int64_t top_k, get_int("num_experts_per_tok"));
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, OpenCheckpointDir(dir));
-
-  int64_t total = 0;
-  std::map<int64_t, int64_t> expert_sum;  // layer -> the sum over all its routed experts
-  for (const TensorInfo& t : reader->tensors()) {
-    if (t.name.rfind("mtp.", 0) == 0) continue;  // MTP runs only when speculating
-    const int64_t layer = RoutedExpertLayer(t.name);
-    if (layer >= 0) {
-      expert_sum[layer] += per_tensor(t);
-    } else {
-      total += per_tensor(t);
-    }
-  }
-  for (const auto& [layer, sum] : expert_sum) total += sum / n_experts * top_k;
-  return total;
-}
-
-}  // namespace
-
-Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir) {
-  return DeepSeekV4PerToken(dir, [](const TensorInfo& t) -> int64_t {
-    if (t.name == "embed.weight" || EndsWith(t.name, ".ffn.gate.tid2eid")) {
-      return t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
-    }
-    return t.nbytes;
-  });
+  return DeepSeekV4PerToken(reader->tensors(), n_experts, top_k, &StoredBytesPerToken);
 }
 
 Result<int64_t> WeightMacsPerToken(const LoadedModel& model) {
-  if (model.model->info().architecture != "deepseek_v4" || model.format != "safetensors") {
+  const deepseek_v4::DeepSeekV4Model* v4 = V4FromDirectory(model);
+  if (v4 == nullptr) {
     return NotFound("weight multiply-adds per token of a '" + model.model->info().architecture +
                         "' model are not computed",
                     "only DeepSeek-V4 checkpoint directories");
   }
-  return DeepSeekV4PerToken(model.path, [](const TensorInfo& t) -> int64_t {
+  return DeepSeekV4PerToken(*v4, [](const TensorInfo& t) -> int64_t {
     // 2-D weights a token is multiplied by; not the embedding (a lookup),
     // block scales or the hash table.
     if (t.shape.size() != 2 || t.name == "embed.weight" || EndsWith(t.name, "scale") ||
@@ -131,8 +150,8 @@ Result<int64_t> WeightMacsPerToken(const LoadedModel& model) {
 }
 
 Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model) {
-  const auto* v4 = dynamic_cast<const deepseek_v4::DeepSeekV4Model*>(model.model.get());
-  if (v4 == nullptr || model.format != "safetensors") {
+  const deepseek_v4::DeepSeekV4Model* v4 = V4FromDirectory(model);
+  if (v4 == nullptr) {
     return NotFound("bf16 dot-product multiply-adds of a '" + model.model->info().architecture +
                         "' model are not computed",
                     "only DeepSeek-V4 checkpoint directories");
@@ -141,7 +160,7 @@ Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model) {
       ops::simd::Fp4Bf16DotKernel() == nullptr) {
     return 0;
   }
-  return DeepSeekV4PerToken(model.path, [](const TensorInfo& t) -> int64_t {
+  return DeepSeekV4PerToken(*v4, [](const TensorInfo& t) -> int64_t {
     // FP8 (F8_E4M3) and FP4 (packed in I8) weights whose input the reference
     // FP8-quantises: all but wo_a (a bf16 einsum there), with K % 128 == 0.
     const bool fp8 = t.dtype == DType::kFp8E4m3, fp4 = t.dtype == DType::kI8;
@@ -156,8 +175,8 @@ Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model) {
 Result<int64_t> WeightBytesPerToken(const LoadedModel& model) {
   const ModelInfo& info = model.model->info();
   if (info.weight_bytes_per_token > 0) return info.weight_bytes_per_token;
-  if (info.architecture == "deepseek_v4" && model.format == "safetensors") {
-    return DeepSeekV4WeightBytesPerToken(model.path);
+  if (const deepseek_v4::DeepSeekV4Model* v4 = V4FromDirectory(model)) {
+    return DeepSeekV4PerToken(*v4, &StoredBytesPerToken);
   }
   return NotFound("weight bytes per token of a '" + info.architecture + "' model are not known",
                   "the model does not report ModelInfo::weight_bytes_per_token");

@@ -52,6 +52,11 @@ TEST(WeightBytesPerToken, DeepSeekV4CountsTopKExpertsAndOneEmbeddingRow) {
   auto via_model = WeightBytesPerToken(m);
   ASSERT_TRUE(via_model.ok()) << via_model.status().ToString();
   EXPECT_EQ(*via_model, 676886);
+  // The same from a loaded model's own checkpoint (what dsv4 bench uses: no
+  // second read of the headers), MTP tensors skipped there too.
+  auto mixed_via_model = WeightBytesPerToken(Load(kV4 + "mixed_mtp_bf16"));
+  ASSERT_TRUE(mixed_via_model.ok()) << mixed_via_model.status().ToString();
+  EXPECT_EQ(*mixed_via_model, 394212);
 }
 
 TEST(WeightMacsPerToken, DeepSeekV4FromTheConfigDimensions) {

@@ -69,6 +69,8 @@ class DeepSeekV4Model final : public Model {
   const ModelWeights& weights() const { return weights_; }
   const NumericsOptions& numerics() const { return numerics_; }
   const RollbackOptions& rollback() const { return rollback_; }
+  // The checkpoint the weights are mapped from (its tensor list: dsv4 bench).
+  const CheckpointReader& checkpoint() const { return *reader_; }
 
   // A cache for up to max_tokens tokens (≤ 0: max_context), its stores
   // reserved for that length. Truncate(n) is exact for every n (cache.h).
