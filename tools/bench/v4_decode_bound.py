@@ -34,15 +34,20 @@ CLASS = {"F8_E4M3": "fp8", "F8_E8M0": "fp8", "I8": "fp4", "BF16": "bf16", "F32":
 
 
 def tensors(model_dir):
+    """(name, dtype, shape, bytes) of the checkpoint's tensors, as dsv4 opens it: the
+    tensors model.safetensors.index.json names, else those of model.safetensors."""
     index = model_dir / "model.safetensors.index.json"
-    files = sorted({v for v in json.loads(index.read_text())["weight_map"].values()}) \
-        if index.exists() else [p.name for p in sorted(model_dir.glob("*.safetensors"))]
+    if index.exists():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        files = sorted(set(weight_map.values()))
+    else:
+        weight_map, files = None, ["model.safetensors"]
     for name in files:
         with open(model_dir / name, "rb") as f:
             n = struct.unpack("<Q", f.read(8))[0]
             header = json.loads(f.read(n))
         for key, v in header.items():
-            if key != "__metadata__":
+            if key != "__metadata__" and (weight_map is None or weight_map.get(key) == name):
                 yield key, v["dtype"], v["shape"], v["data_offsets"][1] - v["data_offsets"][0]
 
 
@@ -57,6 +62,8 @@ def main():
     args = ap.parse_args()
     try:
         ceiling = {k: float(v) for k, v in (c.split("=") for c in args.ceiling)}
+        if args.bandwidth <= 0 or any(v <= 0 for v in ceiling.values()) or args.other_us < 0:
+            raise ValueError("bandwidth and ceilings must be positive, --other-us not negative")
         config = json.loads((args.model_dir / "config.json").read_text())
         experts, top_k = config["n_routed_experts"], config["num_experts_per_tok"]
         per_class = defaultdict(float)
