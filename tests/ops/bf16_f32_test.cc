@@ -1,13 +1,11 @@
 // The bf16, f32, f16 and q8_0 × f32 matvecs with rows in pairs
 // (ops/simd/bf16_f32_x86.cc: row i of a call's first half of rows beside row
-// i of its second half) against the Highway matvecs they stand in for
-// (DenseMatMulKernel of the same dtype), bit for bit: K of 32
-// or 64 to 8192, N from 1 (no pair) to 261 (odd counts leave a row alone),
-// row ranges starting anywhere, unaligned weights and x, x
-// with zeros, signs and a wide range of magnitudes, every bf16 bit pattern
-// and random f32 ones (infinities, NaNs and subnormals included) as weights;
-// every f16 bit pattern; and declining, writing nothing, for T != 1 and
-// K % 64 != 0 (bf16) or K % 32 != 0 (f32, f16, q8_0).
+// i of its second half; quarters, four streams, for K > kLongX = 4096) against the Highway matvecs
+// they stand in for (DenseMatMulKernel of the same dtype), bit for bit: K of 32 or 64 to 8192, N
+// from 1 (no pair) to 261 (N % 2 or N % 4 rows left alone), row ranges starting anywhere, unaligned
+// weights and x, x with zeros, signs and a wide range of magnitudes, every bf16 bit pattern and
+// random f32 ones (infinities, NaNs and subnormals included) as weights; every f16 bit pattern; and
+// declining, writing nothing, for T != 1 and K % 64 != 0 (bf16) or K % 32 != 0 (f32, f16, q8_0).
 //
 // The kernel exists only on x86-64 CPUs with AVX-512; elsewhere its tests are
 // reported as skipped with the reason.

@@ -241,12 +241,8 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_bytes);
   // Rows of x longer than kLongX inputs: four streams (x no longer stays
   // in L1 beside the weights, and is loaded once per four rows); shorter, two.
-  int64_t n = a.row_begin;
-  if (k_size > kLongX) {
-    n = Streams<Fmt, 4>(a, base, row_bytes, xd, steps, end);
-  } else {
-    n = Streams<Fmt, 2>(a, base, row_bytes, xd, steps, end);
-  }
+  int64_t n = k_size > kLongX ? Streams<Fmt, 4>(a, base, row_bytes, xd, steps, end)
+                              : Streams<Fmt, 2>(a, base, row_bytes, xd, steps, end);
   for (; n < a.row_end; ++n) {  // the last rows
     const uint8_t* r = base + n * row_bytes;
     __m512 acc = _mm512_setzero_ps();

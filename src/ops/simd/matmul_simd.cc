@@ -900,6 +900,14 @@ void TileRows(const MatMulArgs& a) {
           const int64_t token = sb0 + tb0 + t;
           const float* xt = a.x + token * k_size;
           float* o = a.out + token * a.out_stride + (n0 - a.row_begin);
+          // Row r's scalar tail: its inputs past the vector part, in k order.
+          const auto tail_of = [&](int64_t r) {
+            float tail = 0.0f;
+            for (int64_t k = k_vec; k < k_size; ++k) {
+              tail += ScalarScaled<Fmt>(rows[r], scales[r], k) * xt[k];
+            }
+            return tail;
+          };
           int64_t r = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
           // Sixteen rows at a time by transposing adds (x86::Tree16: each
@@ -915,13 +923,7 @@ void TileRows(const MatMulArgs& a) {
               }
               alignas(64) float sums[16];
               _mm512_store_ps(sums, sum16);
-              for (int64_t i = 0; i < 16; ++i) {
-                float tail = 0.0f;
-                for (int64_t k = k_vec; k < k_size; ++k) {
-                  tail += ScalarScaled<Fmt>(rows[r + i], scales[r + i], k) * xt[k];
-                }
-                o[r + i] = sums[i] + tail;
-              }
+              for (int64_t i = 0; i < 16; ++i) o[r + i] = sums[i] + tail_of(r + i);
             }
           }
 #endif
@@ -929,11 +931,7 @@ void TileRows(const MatMulArgs& a) {
             const float sum = k_vec > 0 ? hn::GetLane(hn::SumOfLanes(
                                               d, hn::Load(d, acc + t * acc_token_stride + r * N)))
                                         : 0.0f;
-            float tail = 0.0f;
-            for (int64_t k = k_vec; k < k_size; ++k) {
-              tail += ScalarScaled<Fmt>(rows[r], scales[r], k) * xt[k];
-            }
-            o[r] = sum + tail;
+            o[r] = sum + tail_of(r);
           }
         }
       }
