@@ -172,6 +172,40 @@ TEST(BF16Dot, ExtremeScales) {
   }
 }
 
+// One-token FP4 row pairs read the scales of K a multiple of 512 as f32 in
+// registers where both rows' are normal (codes 1 … 254); a pair with a code 0
+// (2^-127, subnormal in f32) or 255 (NaN) among them takes E8m0Row's floats.
+// Rows of both kinds in one call: against the scalar twin, and decode equal
+// to each token of a multi-token call bit for bit (a row of 2^-127 scales
+// sums subnormal products, which the multi-token path keeps: read as 0 they
+// would differ); a 255 makes its row NaN (read as infinity, a row of positive
+// products would be +inf) and no other.
+TEST(BF16Dot, Fp4PairsWithSpecialScaleCodes) {
+  DSV4_REQUIRE_BF16DOT();
+  for (int64_t k : {512, 2048}) {
+    Weight w = MakeWeight(DType::kFp4E2m1, 21, k, static_cast<uint32_t>(k + 5));
+    std::fill_n(w.scale_bytes.begin() + 2 * w.scale_cols, w.scale_cols, 0);  // row 2: all 2^-127
+    w.scale_bytes[13 * w.scale_cols + w.scale_cols - 1] = 0;  // row 13: its last block
+    for (int64_t t : {1, 6, 7}) CheckCase(w, t, static_cast<uint32_t>(t + k));
+    w.scale_bytes[7 * w.scale_cols + 3] = 255;  // row 7: NaN, its weights all +1
+    std::fill_n(w.bytes.begin() + static_cast<int64_t>(w.offset) + 7 * (k / 2), k / 2,
+                uint8_t{0x22});
+    std::vector<float> x = QuantizedX(1, w.k, 3);
+    for (float& v : x) v = std::fabs(v);
+    std::vector<float> want(w.n), got(w.n);
+    RefRows(w, want.data(), w.n, x.data(), 1, 0, w.n);
+    ASSERT_TRUE(KernelFor(w.dtype)(KernelArgs(w, got.data(), w.n, x.data(), 1, 0, w.n)));
+    std::vector<float> got_rest, want_rest;
+    for (int64_t i = 0; i < w.n; ++i) {
+      EXPECT_EQ(std::isnan(got[i]), i == 7) << "K=" << k << " row " << i;
+      if (i == 7) continue;
+      got_rest.push_back(got[i]);
+      want_rest.push_back(want[i]);
+    }
+    ExpectMatMulClose(got_rest, want_rest, Describe(w, 1, " beside a NaN row"));
+  }
+}
+
 // The tiles fold e8m0 scales 2^-32 … 2^32 into the decoded weights and keep
 // the others beside them. Rows of either kind, in one panel and in one pair
 // of rows (scales 2^-40 and 2^40 here), and FP8 128-row blocks of either
