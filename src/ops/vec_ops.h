@@ -89,6 +89,14 @@ inline void LinearCombine(float* out, const float* const* x, const float* c, int
                           int64_t n) {
   simd::LinearCombine(out, x, c, n_x, n);
 }
+// n_out LinearCombines of the same x rows in one pass over them, coefficients
+// c[k · n_x + i]: bit for bit ops::ref::LinearCombineRows. Every x[·][j] is
+// read before out[·][j] is written, so out rows may be x rows (in place);
+// n_out ≤ 64 (ops::ref::kMaxCombineRows).
+inline void LinearCombineRows(float* const* out, int64_t n_out, const float* const* x, int64_t n_x,
+                              const float* c, int64_t n) {
+  simd::LinearCombineRows(out, n_out, x, n_x, c, n);
+}
 // FP8 e4m3 quantise-dequantise per block (DeepSeek-V4's simulated activation
 // quantisation): bit for bit ops::ref::QuantizeDequantizeFp8.
 inline void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block) {

@@ -71,8 +71,7 @@ TEST(DeepSeekV4Blocks, HcExpandUsesCombRowsAsSourceStreams) {
   const float post[2] = {2.0f, 3.0f};
   const float comb[4] = {0.1f, 0.2f,   // from stream 0 to streams 0, 1
                          0.3f, 0.4f};  // from stream 1 to streams 0, 1
-  float scratch[2];
-  HcExpand(p, x, y, post, comb, 1, scratch);
+  HcExpand(p, x, y, post, comb, 1);
   EXPECT_FLOAT_EQ(x[0], 2.0f + 0.1f * 10.0f + 0.3f * 100.0f);
   EXPECT_FLOAT_EQ(x[1], 3.0f + 0.2f * 10.0f + 0.4f * 100.0f);
 }
@@ -116,9 +115,9 @@ TEST(DeepSeekV4Blocks, HcPooledEqualsSerialBitForBit) {
       }
       for (const int threads : {1, 2, 3, 4}) {
         ThreadPool pool(threads);
-        std::vector<float> u(T * D, -1.0f), xe = x, scratch(threads * C * D);
+        std::vector<float> u(T * D, -1.0f), xe = x;
         HcCollapse(pool, p, x.data(), pre.data(), T, u.data());
-        HcExpand(pool, p, xe.data(), y.data(), post.data(), comb.data(), T, scratch.data());
+        HcExpand(pool, p, xe.data(), y.data(), post.data(), comb.data(), T);
         EXPECT_EQ(std::memcmp(u.data(), u_def.data(), u.size() * 4), 0)
             << "collapse D " << D << " T " << T << " threads " << threads;
         EXPECT_EQ(std::memcmp(xe.data(), x_def.data(), xe.size() * 4), 0)

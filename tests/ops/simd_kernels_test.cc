@@ -835,6 +835,56 @@ TEST(SimdVec, LinearCombineEqualsScalarTwinBitForBit) {
   });
 }
 
+// LinearCombineRows: each output row the bits of ops::LinearCombine with its
+// coefficients, and of the scalar twin, on every target; out of place (rows
+// misaligned, nothing written past them) and in place (outputs over the
+// first input rows, as mHC's expansion writes its streams), over 0…4 vectors
+// with and without a remainder, 1…5 outputs of 1…6 rows.
+TEST(SimdVec, LinearCombineRowsEqualsLinearCombineBitForBit) {
+  ForEachTarget([] {
+    for (int64_t n : kManyN) {
+      for (int64_t n_x : {1, 2, 5, 6}) {
+        for (int64_t n_out : {1, 4, 5}) {
+          if (n_out > n_x) continue;  // in place writes over input rows
+          const std::string what = ManyShape(n, n_out, n_x);
+          const KeyRows x = MakeKeyRows(n_x, n, static_cast<uint32_t>(41 + n + n_x));
+          std::vector<float> c = RandomFloats(n_out * n_x, static_cast<uint32_t>(42 + n_out));
+          // Want: one LinearCombine per output.
+          std::vector<float> want(n_out * n);
+          for (int64_t k = 0; k < n_out; ++k) {
+            ops::LinearCombine(want.data() + k * n, x.rows.data(), c.data() + k * n_x, n_x, n);
+          }
+          // Out of place, and the scalar twin.
+          const float kUnwritten = -7.0f;
+          std::vector<float> got(n_out * (n + 2), kUnwritten), ref(n_out * n);
+          std::vector<float*> outs(n_out), ref_outs(n_out);
+          for (int64_t k = 0; k < n_out; ++k) {
+            outs[k] = got.data() + k * (n + 2) + 1;
+            ref_outs[k] = ref.data() + k * n;
+          }
+          ops::LinearCombineRows(outs.data(), n_out, x.rows.data(), n_x, c.data(), n);
+          ops::ref::LinearCombineRows(ref_outs.data(), n_out, x.rows.data(), n_x, c.data(), n);
+          // In place: outputs over input rows 0 … n_out − 1.
+          KeyRows inplace = MakeKeyRows(n_x, n, static_cast<uint32_t>(41 + n + n_x));
+          std::vector<float*> over;  // the buffer is inplace.data's, not const
+          for (int64_t k = 0; k < n_out; ++k) over.push_back(const_cast<float*>(inplace.rows[k]));
+          ops::LinearCombineRows(over.data(), n_out, inplace.rows.data(), n_x, c.data(), n);
+          for (int64_t k = 0; k < n_out; ++k) {
+            for (int64_t j = 0; j < n; ++j) {
+              const uint32_t w = std::bit_cast<uint32_t>(want[k * n + j]);
+              ASSERT_EQ(std::bit_cast<uint32_t>(outs[k][j]), w) << what << " k=" << k << " j=" << j;
+              ASSERT_EQ(std::bit_cast<uint32_t>(ref_outs[k][j]), w) << what << " twin";
+              ASSERT_EQ(std::bit_cast<uint32_t>(over[k][j]), w) << what << " in place";
+            }
+            EXPECT_EQ(outs[k][-1], kUnwritten) << what << ": wrote before out row " << k;
+            EXPECT_EQ(outs[k][n], kUnwritten) << what << ": wrote past out row " << k;
+          }
+        }
+      }
+    }
+  });
+}
+
 // AxpyMany leaves every float of y's buffer (rows, the gaps between them,
 // the float before) exactly as the sequence of ops::Axpy calls does, and
 // agrees with the scalar twin up to rounding.

@@ -41,16 +41,15 @@ void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_t
 
 // x[t, k] ← post[t, k] · y[t] + Σ_j comb[t, j, k] · x[t, j], in place.
 // Note the transpose: comb row j is the SOURCE stream (§11 item 8).
-// y: [T, D]; scratch: [C, D].
+// y: [T, D].
 void HcExpand(const HcParams& p, float* x, const float* y, const float* post, const float* comb,
-              int64_t n_tokens, float* scratch);
+              int64_t n_tokens);
 
-// The same two over the pool, tokens split across threads (prefill); scratch
-// of HcExpand: [pool.size(), C, D].
+// The same two over the pool, tokens split across threads (prefill).
 void HcCollapse(ThreadPool& pool, const HcParams& p, const float* x, const float* pre,
                 int64_t n_tokens, float* u);
 void HcExpand(ThreadPool& pool, const HcParams& p, float* x, const float* y, const float* post,
-              const float* comb, int64_t n_tokens, float* scratch);
+              const float* comb, int64_t n_tokens);
 
 // The final head (spec §3.3): pre = sigmoid((fn · v)/rms(v)·scale[0] + base) + hc_eps
 // (no ×2, no Sinkhorn), u[t] = Σ_c pre[t, c] · x[t, c].

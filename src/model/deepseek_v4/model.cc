@@ -227,7 +227,9 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
 
 void DeepSeekV4Model::SetThreads(int n_threads) {
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
-  scratch_tokens_ = 0;  // per-thread scratch (hc_tmp_) is sized again on the next call
+  // Scratch is sized again on the next call (attention's per thread).
+  scratch_tokens_ = 0;
+  scratch_context_ = 0;
 }
 
 std::unique_ptr<SequenceCache> DeepSeekV4Model::NewCache(int64_t max_tokens) const {
@@ -258,7 +260,6 @@ void DeepSeekV4Model::EnsureScratch(int64_t n) {
   pre_.resize(n * C);
   post_.resize(n * C);
   comb_.resize(n * C * C);
-  hc_tmp_.resize(pool_->size() * C * D);
   attn_scratch_.Reserve(c, n);
   moe_scratch_.Reserve(c, n);
 }
@@ -330,7 +331,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   }
   AttentionOutput(pool, c, lw.attn, numerics_, trace, l, T, attn_scratch_, y);
   trace("attn_out", l, y, {T, D});
-  HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
+  HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T);
   trace("attn_resid", l, x, {T, C, D});
 
   // ---- FFN site: mHC pre → ffn_norm → MoE → mHC post (§2 step 3d–f) ----
@@ -345,7 +346,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   trace("ffn_norm_out", l, h, {T, D});
   MoeForward(pool, c, plan, lw.moe, numerics_, trace, h, tokens, moe_scratch_, y);
   trace("ffn_out", l, y, {T, D});
-  HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T, hc_tmp_.data());
+  HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T);
   trace("out", l, x, {T, C, D});
 }
 
@@ -540,12 +541,12 @@ CacheStats DeepSeekV4Model::GetCacheStats(const SequenceCache& seq) const {
 int64_t DeepSeekV4Model::scratch_bytes() const {
   const AttentionScratch& a = attn_scratch_;
   size_t n = x_.capacity() + u_.capacity() + h_.capacity() + y_.capacity() + mix_.capacity() +
-             pre_.capacity() + post_.capacity() + comb_.capacity() + hc_tmp_.capacity() +
-             mtp_tmp_.capacity() + mtp_act_.capacity() + hidden_.capacity() +
-             mtp_hidden_.capacity() + head_x_.capacity() + head_logits_.capacity() +
-             a.qr.capacity() + a.q.capacity() + a.kv.capacity() + a.o.capacity() +
-             a.o_group.capacity() + a.z.capacity() + a.scores.capacity() + a.act.capacity() +
-             a.compressor.kv.capacity() + a.compressor.score.capacity() + a.indexer.q.capacity() +
+             pre_.capacity() + post_.capacity() + comb_.capacity() + mtp_tmp_.capacity() +
+             mtp_act_.capacity() + hidden_.capacity() + mtp_hidden_.capacity() +
+             head_x_.capacity() + head_logits_.capacity() + a.qr.capacity() + a.q.capacity() +
+             a.kv.capacity() + a.o.capacity() + a.o_group.capacity() + a.z.capacity() +
+             a.scores.capacity() + a.act.capacity() + a.compressor.kv.capacity() +
+             a.compressor.score.capacity() + a.indexer.q.capacity() +
              a.indexer.head_weight.capacity() + a.indexer.scores.capacity() +
              a.indexer.act.capacity() + a.indexer.compressor.kv.capacity() +
              a.indexer.compressor.score.capacity();

@@ -183,7 +183,6 @@ class DeepSeekV4Model final : public Model {
   std::vector<float> pre_;             // [T, C]
   std::vector<float> post_;            // [T, C]
   std::vector<float> comb_;            // [T, C, C]
-  std::vector<float> hc_tmp_;          // [threads, C, D] HcExpand's scratch
   std::vector<float> mtp_tmp_;         // [T, C, D] hnorm of the main residual
   std::vector<float> mtp_act_;         // activation-quant copies (MTP projections)
   std::vector<float> hidden_;          // [T, C, D] the last Forward's final residual (new tokens)

@@ -154,6 +154,24 @@ void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_
   }
 }
 
+void LinearCombineRows(float* const* out, int64_t n_out, const float* const* x, int64_t n_x,
+                       const float* c, int64_t n) {
+  CHECK(n_out <= kMaxCombineRows, "LinearCombineRows: %lld output rows, at most %lld",
+        static_cast<long long>(n_out), static_cast<long long>(kMaxCombineRows));
+  float sums[kMaxCombineRows];
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t k = 0; k < n_out; ++k) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n_x; ++i) {
+        const float product = c[k * n_x + i] * x[i][j];
+        acc += product;
+      }
+      sums[k] = acc;
+    }
+    for (int64_t k = 0; k < n_out; ++k) out[k][j] = sums[k];
+  }
+}
+
 int64_t Argmax(const float* x, int64_t n) {
   int64_t best = 0;
   float best_value = -std::numeric_limits<float>::infinity();

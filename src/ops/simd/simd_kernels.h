@@ -169,6 +169,10 @@ void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
 // (multiply, then add: no fused multiply-add), bit for bit
 // ops::ref::LinearCombine (mHC's stream collapse and expansion).
 void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n);
+// ops::ref::LinearCombineRows bit for bit (each output row LinearCombine's
+// bits; out rows may be x rows).
+void LinearCombineRows(float* const* out, int64_t n_out, const float* const* x, int64_t n_x,
+                       const float* c, int64_t n);
 
 // FP8 e4m3 quantise-dequantise of activations per block of `block` values
 // (n a multiple of block), bit for bit ops::ref::QuantizeDequantizeFp8.
