@@ -92,7 +92,7 @@ inline void LinearCombine(float* out, const float* const* x, const float* c, int
 // n_out LinearCombines of the same x rows in one pass over them, coefficients
 // c[k · n_x + i]: bit for bit ops::ref::LinearCombineRows. Every x[·][j] is
 // read before out[·][j] is written, so out rows may be x rows (in place);
-// n_out ≤ 64 (ops::ref::kMaxCombineRows).
+// n_out ≤ 64 (ops::ref::kMaxCombineRows), n_x ≤ 128.
 inline void LinearCombineRows(float* const* out, int64_t n_out, const float* const* x, int64_t n_x,
                               const float* c, int64_t n) {
   simd::LinearCombineRows(out, n_out, x, n_x, c, n);

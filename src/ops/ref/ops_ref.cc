@@ -156,8 +156,10 @@ void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_
 
 void LinearCombineRows(float* const* out, int64_t n_out, const float* const* x, int64_t n_x,
                        const float* c, int64_t n) {
-  CHECK(n_out <= kMaxCombineRows, "LinearCombineRows: %lld output rows, at most %lld",
-        static_cast<long long>(n_out), static_cast<long long>(kMaxCombineRows));
+  CHECK(n_out <= kMaxCombineRows && n_x <= 2 * kMaxCombineRows,
+        "LinearCombineRows: %lld outputs of %lld rows, at most %lld of %lld",
+        static_cast<long long>(n_out), static_cast<long long>(n_x),
+        static_cast<long long>(kMaxCombineRows), static_cast<long long>(2 * kMaxCombineRows));
   float sums[kMaxCombineRows];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t k = 0; k < n_out; ++k) {

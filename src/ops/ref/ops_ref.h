@@ -71,7 +71,8 @@ void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
 // sum from 0 in order of the rows. out must not overlap the x rows.
 void LinearCombine(float* out, const float* const* x, const float* c, int64_t n_x, int64_t n);
 // out[k][j] = LinearCombine's sum with the coefficients c[k · n_x, (k + 1) ·
-// n_x), for k < n_out ≤ kMaxCombineRows: every x[·][j] is read before any
+// n_x), for k < n_out ≤ kMaxCombineRows and n_x ≤ 2 · kMaxCombineRows
+// rows: every x[·][j] is read before any
 // out[·][j] is written, so an out row may be an x row (in place); out rows
 // must not otherwise overlap x rows or each other.
 inline constexpr int64_t kMaxCombineRows = 64;

@@ -12,6 +12,7 @@
 // clang-format on
 
 #include "base/check.h"
+#include "ops/ref/ops_ref.h"
 #include "ops/simd/simd_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -49,9 +50,11 @@ void LinearCombineImpl(float* out, const float* const* x, const float* c, int64_
 // n_out (mHC's expansion: 4 outputs of 5 rows of 2048).
 void LinearCombineRowsImpl(float* const* out, int64_t n_out, const float* const* x, int64_t n_x,
                            const float* c, int64_t n) {
-  constexpr int64_t kMaxRows = 64;  // ops::ref::kMaxCombineRows
-  CHECK(n_out <= kMaxRows, "LinearCombineRows: %lld output rows, at most %lld",
-        static_cast<long long>(n_out), static_cast<long long>(kMaxRows));
+  constexpr int64_t kMaxRows = ref::kMaxCombineRows;
+  CHECK(n_out <= kMaxRows && n_x <= 2 * kMaxRows,
+        "LinearCombineRows: %lld outputs of %lld rows, at most %lld of %lld",
+        static_cast<long long>(n_out), static_cast<long long>(n_x),
+        static_cast<long long>(kMaxRows), static_cast<long long>(2 * kMaxRows));
   const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   HWY_ALIGN float tmp[kMaxRows * 32];
@@ -73,17 +76,13 @@ void LinearCombineRowsImpl(float* const* out, int64_t n_out, const float* const*
       hn::StoreU(hn::Load(d, tmp + k * 2 * N + N), d, out[k] + j + N);
     }
   }
-  for (; j < n; ++j) {
-    for (int64_t k = 0; k < n_out; ++k) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < n_x; ++i) {
-        const float product = c[k * n_x + i] * x[i][j];
-        acc += product;
-      }
-      tmp[k] = acc;
-    }
-    for (int64_t k = 0; k < n_out; ++k) out[k][j] = tmp[k];
-  }
+  if (j == n) return;
+  // The remainder: the scalar twin on the rows from j.
+  float* out_tail[kMaxRows];
+  const float* x_tail[2 * kMaxRows];
+  for (int64_t k = 0; k < n_out; ++k) out_tail[k] = out[k] + j;
+  for (int64_t i = 0; i < n_x; ++i) x_tail[i] = x[i] + j;
+  ref::LinearCombineRows(out_tail, n_out, x_tail, n_x, c, n - j);
 }
 
 }  // namespace HWY_NAMESPACE
