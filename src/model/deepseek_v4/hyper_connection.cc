@@ -103,9 +103,8 @@ void HcExpand(const HcParams& p, float* x, const float* y, const float* post, co
     const float* cb = comb + t * C * C;  // [C(src j), C(dst k)]
     // out_k[d] = post_k · y[d] + Σ_j comb[j, k] · x_j[d]: the sum from 0 in
     // order of j, then the post term added (a LinearCombine over the rows
-    // x_0 … x_{C−1}, y), all C outputs in one pass over the rows, in place.
-    // (One LinearCombine per output into scratch, then a copy back, read the
-    // rows C times: 8 µs of a decoded token's serial time per site.)
+    // x_0 … x_{C−1}, y), all C outputs in one pass over the rows, in place
+    // (no scratch, no copy back).
     const float* rows[kMaxHcMult + 1];
     float* outs[kMaxHcMult];
     for (int64_t j = 0; j < C; ++j) rows[j] = outs[j] = xt + j * D;

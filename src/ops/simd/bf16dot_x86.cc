@@ -71,12 +71,14 @@ inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // On Zen 4 (docs/benchmarks.md, session 19), the 4 GB synthetic V4's decode
 // (2 threads, alternating builds, pairs in the same memory state) was faster
 // without it in 10 of 13 pairs in the fast memory state and 3 of 4 in the
-// usual one, by a median 3.0% in both; keeping it for FP8 alone lost 3 of 4. `matmul_bench 2 256 3
-// FMT 2048 decode:8`, one 256 MiB stream, is mixed: FP4 gains (3 of 4), FP8 gains in the usual
-// state (33.4–34.5 against 30.2–31.6 GB/s) but loses in the fast one (~41 against ~48). Matvec,
-// FP4: rows its software prefetch of the scale rows runs ahead. With 16, a decoded token's MoE
-// steps (FP4, 2 threads, 4 GB synthetic V4) took 1–3% less time than without, in 5 of 5
-// alternations (pool region timings, docs/benchmarks.md).
+// usual one, by a median 3.0% in both; keeping it for FP8 alone lost 3 of 4.
+// `matmul_bench 2 256 3 FMT 2048 decode:8`, one 256 MiB stream, is mixed:
+// FP4 gains (3 of 4), FP8 gains in the usual state (33.4–34.5 against
+// 30.2–31.6 GB/s) but loses in the fast one (~41 against ~48).
+// Matvec, FP4: rows its software prefetch of the scale rows runs ahead. With
+// 16, a decoded token's MoE steps (FP4, 2 threads, 4 GB synthetic V4) took
+// 1–3% less time than without, in 5 of 5 alternations (pool region timings,
+// docs/benchmarks.md).
 inline constexpr int64_t kScaleRowsAhead = 16;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
@@ -297,20 +299,21 @@ DSV4_BF16DOT_TARGET inline __m512 ScaleVector(const float* s, int64_t g) {
   }
 }
 
-// Whether the count e8m0 scales at p are all normal f32 values (codes 1 …
-// 254: 0 is 2^-127, an f32 subnormal, and 255 NaN, which E8m0Row converts).
-DSV4_BF16DOT_TARGET __attribute__((always_inline)) inline bool NormalE8m0(const uint8_t* p,
-                                                                          int64_t count) {
-  const __m512i one = _mm512_set1_epi8(1), top = _mm512_set1_epi8(static_cast<char>(253));
-  for (int64_t i = 0; i < count; i += 64) {
-    const __mmask64 m = count - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (count - i)) - 1;
-    const __m512i e = _mm512_maskz_loadu_epi8(m, p + i);
-    if (_mm512_mask_cmpgt_epu8_mask(m, _mm512_sub_epi8(e, one), top) != 0) return false;
+// Whether every byte of p[0, n) lies in [lo, hi].
+DSV4_BF16DOT_TARGET inline bool BytesInRange(const uint8_t* p, int64_t n, int lo, int hi) {
+  const __m512i vlo = _mm512_set1_epi8(static_cast<char>(lo));
+  const __m512i vhi = _mm512_set1_epi8(static_cast<char>(hi));
+  for (int64_t i = 0; i < n; i += 64) {
+    const __mmask64 m = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(m, p + i);
+    if ((_mm512_mask_cmplt_epu8_mask(m, v, vlo) | _mm512_mask_cmpgt_epu8_mask(m, v, vhi)) != 0) {
+      return false;
+    }
   }
   return true;
 }
 
-// Sixteen normal e8m0 scales at p as f32 (NormalE8m0), the first count of
+// Sixteen normal e8m0 scales at p (codes 1 … 254) as f32, the first count of
 // them read (count ≤ 16; the lanes past it are 0).
 DSV4_BF16DOT_TARGET __attribute__((always_inline)) inline __m512 E8m0Quad(const uint8_t* p,
                                                                           int64_t count) {
@@ -422,7 +425,8 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
     };
     const uint8_t* e0 = scale_bytes + n * scale_row_bytes;
     const uint8_t* e1 = scale_bytes + (n + half) * scale_row_bytes;
-    if (e8m0 && NormalE8m0(e0, 4 * groups) && NormalE8m0(e1, 4 * groups)) {
+    // Codes 0 (2^-127, an f32 subnormal) and 255 (NaN) take E8m0Row.
+    if (e8m0 && BytesInRange(e0, 4 * groups, 1, 254) && BytesInRange(e1, 4 * groups, 1, 254)) {
       // Four groups' sixteen scales per row in a register, each group's
       // vector permuted from it: the same values as E8m0Row's, with no round
       // trip through memory (that and E8m0Row's special cases were 8% of a
@@ -544,20 +548,6 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
 // fold rows whose scales all lie in that range: a vaddps, which on Zen 5
 // issues beside the dot products, replaces the FMA, which competes with them.
 inline constexpr int kFoldMinE = 127 - 32, kFoldMaxE = 127 + 32;
-
-// Whether every byte of p[0, n) lies in [lo, hi].
-DSV4_BF16DOT_TARGET bool BytesInRange(const uint8_t* p, int64_t n, int lo, int hi) {
-  const __m512i vlo = _mm512_set1_epi8(static_cast<char>(lo));
-  const __m512i vhi = _mm512_set1_epi8(static_cast<char>(hi));
-  for (int64_t i = 0; i < n; i += 64) {
-    const __mmask64 m = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
-    const __m512i v = _mm512_maskz_loadu_epi8(m, p + i);
-    if ((_mm512_mask_cmplt_epu8_mask(m, v, vlo) | _mm512_mask_cmpgt_epu8_mask(m, v, vhi)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Row n's e8m0 scale bytes (scale rows contiguous): FP8 its 128-row block's
 // row of the scale tensor (one per group), FP4 its own (four per group).

@@ -1,8 +1,9 @@
 // ops/simd LinearCombine and LinearCombineRows (mHC's stream collapse and
-// expansion), one copy per Highway target, picked at run time: out[j] = Σ_i c[i] · x[i][j] from 0
-// in order of the rows, each product rounded before its add — the bits of the plain loops of
-// ops::ref::LinearCombine, which baseline x86-64 has no FMA to contract into. This file is compiled
-// with -ffp-contract=off (src/ops/CMakeLists.txt): GCC would otherwise fuse the Mul and the Add on
+// expansion), one copy per Highway target, picked at run time: out[j] =
+// Σ_i c[i] · x[i][j] from 0 in order of the rows, each product rounded before
+// its add — the bits of the plain loops of ops::ref, which baseline x86-64
+// has no FMA to contract into. This file is compiled with -ffp-contract=off
+// (src/ops/CMakeLists.txt): GCC would otherwise fuse the Mul and the Add on
 // targets with FMA.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/simd/combine_simd.cc"
