@@ -14,6 +14,12 @@
 // DeepSeek-V4's wo_a and head see them) instead of bf16-exact values;
 // DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary, in decode
 // and prefill (a model's activations are 16-byte aligned).
+// "decode-ab:SWITCH[:C]" compares a kernel switch (ops::simd::SetKernelSwitch,
+// e.g. DSV4_FP8_PAIRS) on and off within the process: REPEAT rounds of a
+// 128 MiB probe, the decode product on, off, on, and the probe again, a line
+// each; then, over the rounds whose two probes agree within 10%, the medians
+// split at the probes' midpoint (this host's memory bandwidth switches
+// between two levels every few seconds; one group if they stay within 25%).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -57,8 +63,8 @@ struct Weight {
 // Random codes with realistic spreads (no NaN codes), e8m0 scales near 2^-8.
 Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
   Weight w{dtype, n, k, {}, {}, {}};
-  w.mem = std::make_shared<dsv4::HugePageBuffer>(
-      static_cast<size_t>(dsv4::DTypeBytes(dtype, n * k)));
+  w.mem =
+      std::make_shared<dsv4::HugePageBuffer>(static_cast<size_t>(dsv4::DTypeBytes(dtype, n * k)));
   w.bytes = w.mem->bytes();
   uint64_t s = 0x9e3779b97f4a7c15ull;
   for (auto& b : w.bytes) {
@@ -86,7 +92,8 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
   } else if (dtype == DType::kBF16) {
     for (size_t i = 1; i < w.bytes.size(); i += 2) w.bytes[i] = 0x3c;  // |w| ~ 1e-2
   } else if (dtype == DType::kF16) {
-    for (size_t i = 1; i < w.bytes.size(); i += 2) w.bytes[i] = (w.bytes[i] & 0x83) | 0x20;  // ~1e-2
+    for (size_t i = 1; i < w.bytes.size(); i += 2)
+      w.bytes[i] = (w.bytes[i] & 0x83) | 0x20;  // ~1e-2
   }
   w.scale.assign(static_cast<size_t>(n * std::max<int64_t>(k / 32, 1)), 119);
   return w;
@@ -120,8 +127,8 @@ double CpuSeconds() {
 // what the kernel costs rather than how much of the core it got).
 // chunk_rows > 0: the product runs as consecutive calls of that many rows
 // (one parallel region each), as a model's decode runs many small matrices.
-double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const float* x, std::vector<float>& out, int64_t t, int repeat, double* cpu_secs = nullptr,
-                 int64_t chunk_rows = 0) {
+double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const float* x, std::vector<float>& out,
+                 int64_t t, int repeat, double* cpu_secs = nullptr, int64_t chunk_rows = 0) {
   std::vector<double> secs, cpus;
   const int64_t step = chunk_rows > 0 ? chunk_rows : w.n;
   for (int r = 0; r <= repeat; ++r) {
@@ -152,18 +159,87 @@ double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const float* x, std::v
   return secs[secs.size() / 2];
 }
 
+// decode-ab: REPEAT rounds of probe, on, off, on, probe (see the header).
+void RunAb(dsv4::ThreadPool& pool, const std::string& name, const Weight& w, const float* x,
+           std::vector<float>& out, int repeat, int64_t chunk_rows) {
+  struct Round {
+    double p0, on0, off, on1, p1;
+  };
+  const auto gbs = [&](bool on) {
+    dsv4::ops::simd::SetKernelSwitch(name, on);
+    return static_cast<double>(w.bytes.size()) /
+           RunMedian(pool, w, x, out, 1, 1, nullptr, chunk_rows) / 1e9;
+  };
+  const auto probe = [&] {
+    return dsv4::ops::MeasureReadBandwidth(pool, int64_t{128} << 20, 1).gb_per_s;
+  };
+  std::vector<Round> rounds;
+  for (int r = 0; r < repeat; ++r) {
+    Round d;
+    d.p0 = probe();
+    d.on0 = gbs(true);
+    d.off = gbs(false);
+    d.on1 = gbs(true);
+    d.p1 = probe();
+    std::printf("ab round %d: probe %.1f, on %.1f, off %.1f, on %.1f GB/s, probe %.1f\n", r, d.p0,
+                d.on0, d.off, d.on1, d.p1);
+    rounds.push_back(d);
+  }
+  dsv4::ops::simd::SetKernelSwitch(name, true);
+  double lo = 1e30, hi = 0;
+  for (const Round& d : rounds) lo = std::min({lo, d.p0, d.p1}), hi = std::max({hi, d.p0, d.p1});
+  // One group when the probes stay within 25% of each other (one state).
+  const bool split = hi > 1.25 * lo;
+  const double mid = split ? (lo + hi) / 2 : 0;
+  for (const bool fast : {true, false}) {
+    if (!split && !fast) break;
+    std::vector<double> on, off, ratio;
+    for (const Round& d : rounds) {
+      if (std::max(d.p0, d.p1) > 1.1 * std::min(d.p0, d.p1)) continue;  // the state changed
+      if ((d.p0 + d.p1) / 2 > mid != fast) continue;
+      on.push_back((d.on0 + d.on1) / 2);
+      off.push_back(d.off);
+      ratio.push_back(on.back() / d.off);
+    }
+    if (on.empty()) continue;
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf("ab %s, probe %s %.1f GB/s: %zu rounds, on %.1f GB/s, off %.1f, on/off %.3f\n",
+                name.c_str(), fast ? "above" : "at or below", mid, on.size(), median(on),
+                median(off), median(ratio));  // "above 0.0": every round
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : dsv4::ThreadPool::DefaultThreads();
   const int64_t decode_mb = argc > 2 ? std::atoll(argv[2]) : 512;
   const int repeat = argc > 3 ? std::atoi(argv[3]) : 5;
-  const std::string only = argc > 4 ? argv[4] : "";  // one format's name, e.g. fp8_e4m3
+  const std::string only = argc > 4 ? argv[4] : "";         // one format's name, e.g. fp8_e4m3
   const int64_t k = argc > 5 ? std::atoll(argv[5]) : 4096;  // inputs per row
   // "decode" or "decode:C": decode only, C = MB per call (default: one call).
   const bool decode_only = argc > 6 && std::string(argv[6]).rfind("decode", 0) == 0;
   double chunk_mb = 0;
-  if (decode_only) std::sscanf(argv[6], "decode:%lf", &chunk_mb);
+  // "decode-ab:SWITCH[:C]": the switch on against off (RunAb).
+  std::string ab_switch;
+  if (decode_only && std::string(argv[6]).rfind("decode-ab:", 0) == 0) {
+    ab_switch = std::string(argv[6]).substr(10);
+    if (const size_t colon = ab_switch.find(':'); colon != std::string::npos) {
+      chunk_mb = std::atof(ab_switch.c_str() + colon + 1);
+      ab_switch.resize(colon);
+    }
+    if (!dsv4::ops::simd::SetKernelSwitch(ab_switch, true)) {
+      std::fprintf(stderr,
+                   "matmul_bench: unknown kernel switch '%s' (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS)\n",
+                   ab_switch.c_str());
+      return 2;
+    }
+  } else if (decode_only) {
+    std::sscanf(argv[6], "decode:%lf", &chunk_mb);
+  }
   // "prefill:T:N": the prefill product with T tokens and N rows instead of 512 × 4096.
   int64_t prefill_t = 512, prefill_n = 4096;
   const bool prefill_only = argc > 6 && std::string(argv[6]).rfind("prefill:", 0) == 0;
@@ -183,8 +259,8 @@ int main(int argc, char** argv) {
       "%.1f GFLOP/s, peak bf16 dot %.1f GFLOP/s, peak int8 dot %.1f GOP/s\n",
       dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops,
       dot_peak.gflops, int8_peak.gflops);
-  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
-                   DType::kQ4_K, DType::kQ6_K}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3,
+                   DType::kFp4E2m1, DType::kQ4_K, DType::kQ6_K}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
     // Decode: a [N, 4096] matrix of decode_mb MB.
     const int64_t row_bytes = dsv4::DTypeBytes(dt, k);
@@ -193,18 +269,23 @@ int main(int argc, char** argv) {
       const Weight w = MakeWeight(dt, n, k);
       // x at DSV4_BENCH_X_OFFSET floats past a 64-byte boundary (default 0).
       const char* off_env = std::getenv("DSV4_BENCH_X_OFFSET");
-      const int64_t x_off = off_env != nullptr ? std::clamp<int64_t>(std::atoll(off_env), 0, 15) : 0;
+      const int64_t x_off =
+          off_env != nullptr ? std::clamp<int64_t>(std::atoll(off_env), 0, 15) : 0;
       const std::vector<float> x0 = MakeX(k);
       std::vector<float> xbuf(static_cast<size_t>(k + 32)), out(n);
-      float* x = reinterpret_cast<float*>(
-                     (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) & ~uintptr_t{63}) +
+      float* x = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(xbuf.data()) + 63) &
+                                          ~uintptr_t{63}) +
                  x_off;
       std::copy(x0.begin(), x0.end(), x);
       double cpu = 0;
       const int64_t chunk_rows =
-          chunk_mb > 0 ? std::max<int64_t>(1, static_cast<int64_t>(chunk_mb * 1e6) / row_bytes /
-                                                  128) * 128
-                       : 0;
+          chunk_mb > 0
+              ? std::max<int64_t>(1, static_cast<int64_t>(chunk_mb * 1e6) / row_bytes / 128) * 128
+              : 0;
+      if (!ab_switch.empty()) {
+        RunAb(pool, ab_switch, w, x, out, repeat, chunk_rows);
+        continue;
+      }
       const double s = RunMedian(pool, w, x, out, 1, repeat, &cpu, chunk_rows);
       const double gbs = static_cast<double>(w.bytes.size()) / s / 1e9;
       std::printf(
@@ -219,27 +300,32 @@ int main(int argc, char** argv) {
       const Weight w = MakeWeight(dt, np, k);
       // x at DSV4_BENCH_X_OFFSET floats past a 64-byte boundary here too.
       const char* off_env = std::getenv("DSV4_BENCH_X_OFFSET");
-      const int64_t x_off = off_env != nullptr ? std::clamp<int64_t>(std::atoll(off_env), 0, 15) : 0;
+      const int64_t x_off =
+          off_env != nullptr ? std::clamp<int64_t>(std::atoll(off_env), 0, 15) : 0;
       const std::vector<float> x0 = MakeX(t * k);
       std::vector<float> xbuf(static_cast<size_t>(t * k + 32)), out(t * np);
-      float* x = reinterpret_cast<float*>(
-                     (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) & ~uintptr_t{63}) +
+      float* x = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(xbuf.data()) + 63) &
+                                          ~uintptr_t{63}) +
                  x_off;
       std::copy(x0.begin(), x0.end(), x);
       const double s = RunMedian(pool, w, x, out, t, std::max(1, repeat / 2));
       const double gflops = 2.0 * t * np * k / s / 1e9;
-      const bool dot = dot_peak.gflops > 0 && k % 128 == 0 &&
-                       (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1);
-      const bool int8 = int8_peak.gflops > 0 &&
-                        (dt == DType::kQ4_K || dt == DType::kQ6_K ||
-                         (dt == DType::kQ8_0 && dsv4::ops::simd::Q8_0Q8MatMulKernel() != nullptr)) &&
-                        dsv4::ops::GetKQuantActivations() == dsv4::ops::KQuantActivations::kQ8K;
+      const bool dot =
+          dot_peak.gflops > 0 && k % 128 == 0 && (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1);
+      const bool int8 =
+          int8_peak.gflops > 0 &&
+          (dt == DType::kQ4_K || dt == DType::kQ6_K ||
+           (dt == DType::kQ8_0 && dsv4::ops::simd::Q8_0Q8MatMulKernel() != nullptr)) &&
+          dsv4::ops::GetKQuantActivations() == dsv4::ops::KQuantActivations::kQ8K;
       const double roof = int8 ? int8_peak.gflops : dot ? dot_peak.gflops : peak.gflops;
       std::printf(
           "prefill %-9s [%lld, %lld] T=%lld: %8.1f ms  %6.1f GFLOP/s  %5.1f%% of peak (%s)\n",
           std::string(dsv4::DTypeName(dt)).c_str(), static_cast<long long>(np),
           static_cast<long long>(k), static_cast<long long>(t), s * 1e3, gflops,
-          100.0 * gflops / roof, int8 ? "int8 dot" : dot ? "bf16 dot" : "fp32 FMA");
+          100.0 * gflops / roof,
+          int8  ? "int8 dot"
+          : dot ? "bf16 dot"
+                : "fp32 FMA");
     }
   }
   return 0;

@@ -104,6 +104,21 @@ TEST(Cli, BenchListsEveryRun) {
   EXPECT_EQ(n, 3) << o.out;
 }
 
+// --ab-switch pairs the decoded tokens (the odd one of each run left out)
+// and reports them; an unknown switch is a one-line error, exit 2.
+TEST(Cli, BenchAbSwitchPairsTokens) {
+  Output o = RunDsv4(
+      "bench --prompt-len 8 --gen 9 --repeat 2 --threads 1 --probe-mib 0 --ab-switch "
+      "DSV4_FP8_PAIRS");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("ab DSV4_FP8_PAIRS, all pairs: 8 token pairs"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode_tps="), std::string::npos) << o.out;
+  o = RunDsv4("bench --prompt-len 8 --gen 4 --repeat 1 --threads 1 --probe-mib 0 --ab-switch NOPE");
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_NE(o.out.find("unknown kernel switch 'NOPE'"), std::string::npos) << o.out;
+  EXPECT_LE(CountLines(o.out), 2) << o.out;  // error + hint
+}
+
 // Both --kquant-activations values run a k-quant GGUF (the tiny Q4_K_M model).
 TEST(Cli, KQuantActivationsChooseThePath) {
   const std::string model = std::string(DSV4_TEST_DATA_DIR) + "/kquant/tiny_llama_q4_k_m.gguf";

@@ -279,9 +279,10 @@ TEST(BF16Dot, RowRangeAndStride) {
 
 // One token over row ranges that start on odd rows and straddle FP8 128-row
 // scale blocks: every row equals a call of that row alone, bit for bit (how a
-// product is split over threads never changes its rows). FP4 ranges of two
-// rows or more take the paired path (Fp4RowPairs: rows i and i + half, the
-// odd row last), one-row calls the single-row path.
+// product is split over threads never changes its rows). Ranges of two rows
+// or more take the paired paths (Fp4RowPairs / Fp8RowPairs: rows i and
+// i + half, each half with its own FP8 scale block, the odd row last),
+// one-row calls the single-row path.
 TEST(BF16Dot, RowRangesEqualSingleRows) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
@@ -299,6 +300,29 @@ TEST(BF16Dot, RowRangesEqualSingleRows) {
                         " rows [" + std::to_string(begin) + ", " + std::to_string(end) + "): row " +
                             std::to_string(n) + " differs from a one-row call");
       }
+    }
+  }
+}
+
+// The row-pair layouts switched off at run time (as benchmarks alternate
+// them): the same bits, for ranges with and without an odd row; an unknown
+// switch is refused.
+TEST(BF16Dot, PairSwitchesKeepTheBits) {
+  DSV4_REQUIRE_BF16DOT();
+  EXPECT_FALSE(simd::SetKernelSwitch("DSV4_NO_SUCH_SWITCH", false));
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
+    const char* name = dt == DType::kFp8E4m3 ? "DSV4_FP8_PAIRS" : "DSV4_FP4_PAIRS";
+    const Weight w = MakeWeight(dt, 261, 512, 29);
+    const std::vector<float> x = QuantizedX(1, w.k, 8);
+    for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 261}, {1, 261}, {120, 250}}) {
+      std::vector<float> on(end - begin, -5.0f), off(end - begin, -6.0f);
+      ASSERT_TRUE(simd::SetKernelSwitch(name, true));
+      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, on.data(), w.n, x.data(), 1, begin, end)));
+      ASSERT_TRUE(simd::SetKernelSwitch(name, false));
+      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, off.data(), w.n, x.data(), 1, begin, end)));
+      ASSERT_TRUE(simd::SetKernelSwitch(name, true));
+      EXPECT_EQ(0, std::memcmp(on.data(), off.data(), 4 * on.size()))
+          << name << " rows [" << begin << ", " << end << ")";
     }
   }
 }

@@ -36,9 +36,11 @@
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "base/check.h"
@@ -61,6 +63,31 @@
 #endif
 
 namespace dsv4::ops::simd {
+namespace {
+
+// SetKernelSwitch's switches (read once per call, relaxed: a benchmark sets
+// them between products).
+struct Switches {
+  std::atomic<bool> fp8_pairs{!x86::TurnedOff("DSV4_FP8_PAIRS")};
+  std::atomic<bool> fp4_pairs{!x86::TurnedOff("DSV4_FP4_PAIRS")};
+};
+Switches& GetSwitches() {
+  static Switches s;
+  return s;
+}
+
+}  // namespace
+
+bool SetKernelSwitch(std::string_view name, bool on) {
+  Switches& s = GetSwitches();
+  std::atomic<bool>* sw = name == "DSV4_FP8_PAIRS"   ? &s.fp8_pairs
+                          : name == "DSV4_FP4_PAIRS" ? &s.fp4_pairs
+                                                     : nullptr;
+  if (sw == nullptr) return false;
+  sw->store(on, std::memory_order_relaxed);
+  return true;
+}
+
 namespace bf16dot {
 
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
@@ -457,10 +484,57 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
   return a.row_begin + 2 * half;
 }
 
+// FP8, one token: rows in pairs as Fp4RowPairs (row i of the range's first
+// half beside row i of its second half), each x vector loaded once for both;
+// each row takes the single-row path's operations in its order. Not for the
+// arithmetic (one thread from L2 reads 35.3 GB/s so against 36.2 one row at a
+// time, session 20) but for memory: two sequential streams per thread keep
+// more lines in flight than one, where FP8's decoding leaves the loads too
+// sparse for the hardware prefetcher alone. Two threads from memory, the
+// layouts alternating within one process (docs/benchmarks.md, session 21):
+// 52.2 → 60.8 GB/s with the probe at ~60, 33.9 → 35.1 at ~35; in 2 MB calls
+// 50.8 → 55.3. s0, s1: room for one row's f32 scales each. Returns the row
+// the single-row path goes on from (the odd one left, if any).
+DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
+                                        const __m512i tab[4], float* s0, float* s1) {
+  constexpr Format F = Format::kFp8;
+  const int64_t groups = a.w.sizes[1] / kGroup;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  const int64_t half = (a.row_end - a.row_begin) / 2;
+  int64_t key0 = -1, key1 = -1;
+  float* out = a.out;
+  for (int64_t n = a.row_begin; n < a.row_begin + half; ++n) {
+    const uint8_t* row0 = base + n * row_bytes;
+    const uint8_t* row1 = row0 + half * row_bytes;
+    if (ScaleKey<F>(n) != key0) {
+      RowScales(F, a.scale, n, groups, s0);
+      key0 = ScaleKey<F>(n);
+    }
+    if (ScaleKey<F>(n + half) != key1) {
+      RowScales(F, a.scale, n + half, groups, s1);
+      key1 = ScaleKey<F>(n + half);
+    }
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t off = g * kGroupBytes<F>;
+      __m512i x[4], w0[4], w1[4];
+      for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + g * kGroup + 32 * v);
+      Decode<F>(row0 + off, tab, w0);
+      Decode<F>(row1 + off, tab, w1);
+      acc0 = _mm512_fmadd_ps(GroupDot(w0, x), _mm512_set1_ps(s0[g]), acc0);
+      acc1 = _mm512_fmadd_ps(GroupDot(w1, x), _mm512_set1_ps(s1[g]), acc1);
+    }
+    out[n - a.row_begin] = ReduceTree(acc0);
+    out[n + half - a.row_begin] = ReduceTree(acc1);
+  }
+  return a.row_begin + 2 * half;
+}
+
 // Decode path (one token, or a few): one row at a time, decoded in
 // registers, for each token in turn (the row stays in L1 from the first token
-// on; FP4 with one token: two rows, Fp4RowPairs). The weights stream through
-// memory in order — one stream per thread (two for FP4 pairs) — which on
+// on; one token: two rows, Fp4RowPairs / Fp8RowPairs). The weights stream
+// through memory in order — one stream per thread (two for row pairs) — which on
 // Zen 5 read 20–40% more GB/s with 2 threads than four rows side by side
 // (docs/benchmarks.md); x (bf16, ≤ 16 KiB) stays in L1 for every row.
 template <Format F>
@@ -503,8 +577,13 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   }
   int64_t n = a.row_begin;
   if constexpr (F == Format::kFp4) {
-    static const bool pairs = !x86::TurnedOff("DSV4_FP4_PAIRS");  // =0: one row at a time
-    if (a.n_tokens == 1 && pairs) n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
+    if (a.n_tokens == 1 && GetSwitches().fp4_pairs.load(std::memory_order_relaxed)) {
+      n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
+    }
+  } else {
+    if (a.n_tokens == 1 && GetSwitches().fp8_pairs.load(std::memory_order_relaxed)) {
+      n = Fp8RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
+    }
   }
   for (; n < a.row_end; ++n) {
     const uint8_t* row = base + n * row_bytes;
