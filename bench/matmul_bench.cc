@@ -14,12 +14,13 @@
 // DeepSeek-V4's wo_a and head see them) instead of bf16-exact values;
 // DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary, in decode
 // and prefill (a model's activations are 16-byte aligned).
-// "decode-ab:SWITCH[:C]" compares a kernel switch (ops::simd::SetKernelSwitch,
+// "decode-ab:SWITCH[:C]" compares a kernel switch (base/runtime_switch.h,
 // e.g. DSV4_FP8_PAIRS) on and off within the process: REPEAT rounds of a
 // 128 MiB probe, the decode product on, off, on, and the probe again, a line
 // each; then, over the rounds whose two probes agree within 10%, the medians
 // split at the probes' midpoint (this host's memory bandwidth switches
-// between two levels every few seconds; one group if they stay within 25%).
+// between two levels every few seconds; one group if they stay within 25%,
+// 10th to 90th percentile).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "base/huge_page_buffer.h"
+#include "base/runtime_switch.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "ops/bandwidth.h"
@@ -166,7 +168,7 @@ void RunAb(dsv4::ThreadPool& pool, const std::string& name, const Weight& w, con
     double p0, on0, off, on1, p1;
   };
   const auto gbs = [&](bool on) {
-    dsv4::ops::simd::SetKernelSwitch(name, on);
+    dsv4::SetRuntimeSwitch(name, on);
     return static_cast<double>(w.bytes.size()) /
            RunMedian(pool, w, x, out, 1, 1, nullptr, chunk_rows) / 1e9;
   };
@@ -185,10 +187,13 @@ void RunAb(dsv4::ThreadPool& pool, const std::string& name, const Weight& w, con
                 d.on0, d.off, d.on1, d.p1);
     rounds.push_back(d);
   }
-  dsv4::ops::simd::SetKernelSwitch(name, true);
-  double lo = 1e30, hi = 0;
-  for (const Round& d : rounds) lo = std::min({lo, d.p0, d.p1}), hi = std::max({hi, d.p0, d.p1});
-  // One group when the probes stay within 25% of each other (one state).
+  dsv4::SetRuntimeSwitch(name, true);
+  // The faster and the slower state apart when the probes' 10th and 90th
+  // percentiles lie over 25% apart, split at the middle; else one group.
+  std::vector<double> probes;
+  for (const Round& d : rounds) probes.push_back((d.p0 + d.p1) / 2);
+  std::sort(probes.begin(), probes.end());
+  const double lo = probes[probes.size() / 10], hi = probes[probes.size() * 9 / 10];
   const bool split = hi > 1.25 * lo;
   const double mid = split ? (lo + hi) / 2 : 0;
   for (const bool fast : {true, false}) {
@@ -231,7 +236,7 @@ int main(int argc, char** argv) {
       chunk_mb = std::atof(ab_switch.c_str() + colon + 1);
       ab_switch.resize(colon);
     }
-    if (!dsv4::ops::simd::SetKernelSwitch(ab_switch, true)) {
+    if (!dsv4::SetRuntimeSwitch(ab_switch, true)) {
       std::fprintf(stderr,
                    "matmul_bench: unknown kernel switch '%s' (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS)\n",
                    ab_switch.c_str());

@@ -25,7 +25,7 @@
 // SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
 //   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
 // (--kv-pruner on|off|auto and --kv-budget N set the pruner as `dsv4 run` does).
-// --ab-switch NAME (a kernel layout, ops::SetKernelSwitch) turns it on and
+// --ab-switch NAME (a RuntimeSwitch: base/runtime_switch.h) turns it on and
 // off token by token in the decode runs (pairs of tokens, the order swapped
 // every pair) and reports the median off/on token-time ratio of the pairs:
 // both tokens of a pair see the same host, whose memory bandwidth changes
@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "base/runtime_switch.h"
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "engine/bench.h"
@@ -144,9 +145,11 @@ int Run(const BenchArgs& a) {
   double peak_rss_mb = 0.0;      // of the model runs, without the probe's buffer
   int64_t decode_faults = 0;     // major page faults in the decode loops, all runs
   std::vector<AbPair> ab_pairs;  // --ab-switch
-  if (!a.ab_switch.empty() && !ops::SetKernelSwitch(a.ab_switch, true)) {
-    return ReportError(InvalidArgument("--ab-switch: unknown kernel switch '" + a.ab_switch + "'",
-                                       "use DSV4_FP8_PAIRS or DSV4_FP4_PAIRS"));
+  if (!a.ab_switch.empty() && !SetRuntimeSwitch(a.ab_switch, true)) {
+    std::string known;
+    for (const std::string& n : RuntimeSwitchNames()) known += (known.empty() ? "" : ", ") + n;
+    return ReportError(InvalidArgument("--ab-switch: unknown switch '" + a.ab_switch + "'",
+                                       "the switches: " + known));
   }
   // A warm-up prefill, not timed (llama-bench's warm-up run): it faults in
   // the weights' pages and the cache's. Then the prefill runs back to back,
@@ -174,7 +177,7 @@ int Run(const BenchArgs& a) {
       const int32_t one[1] = {next};
       // --ab-switch: pair i / 2 runs on then off, or off then on when odd.
       const bool ab = !a.ab_switch.empty(), on = ((i % 2) == 0) != ((i / 2) % 2 == 1);
-      if (ab) ops::SetKernelSwitch(a.ab_switch, on);
+      if (ab) SetRuntimeSwitch(a.ab_switch, on);
       Timer token;
       if (Status st = model.Forward(one, *cache, logits, false); !st.ok()) return ReportError(st);
       if (ab) {
@@ -195,7 +198,7 @@ int Run(const BenchArgs& a) {
     }
   }
   if (a.probe_mib == 0) peak_rss_mb = PeakRssMiB();
-  if (!a.ab_switch.empty()) ops::SetKernelSwitch(a.ab_switch, true);
+  if (!a.ab_switch.empty()) SetRuntimeSwitch(a.ab_switch, true);
   const double p = Median(prefill_tps), d = Median(decode_tps);
   if (ops::StreamOnlyBuild()) {
     std::printf(
@@ -388,8 +391,9 @@ void RegisterBench(CLI::App& app, int& exit_code) {
                   "KV tokens the pruner keeps (default: the model's config)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--ab-switch", args->ab_switch,
-                  "alternate a kernel layout (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS) on and off token "
-                  "by token while decoding and report the off/on token-time ratio");
+                  "alternate a switch of equivalent code paths (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS) "
+                  "on and off token by token while decoding and report the off/on token-time "
+                  "ratio");
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

@@ -250,8 +250,6 @@ void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const Te
   Fp4Kernel(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
 }
 
-bool SetKernelSwitch(std::string_view name, bool on) { return simd::SetKernelSwitch(name, on); }
-
 bool StreamOnlyBuild() {
 #if defined(DSV4_STREAM_ONLY) && DSV4_STREAM_ONLY
   return true;

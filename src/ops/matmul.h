@@ -8,7 +8,6 @@
 #define DSV4_OPS_MATMUL_H_
 
 #include <cstdint>
-#include <string_view>
 
 #include "base/thread_pool.h"
 #include "tensor/tensor.h"
@@ -26,13 +25,6 @@ inline constexpr int64_t kMinDecodeChunkBytes = int64_t{64} << 10;
 // rows of macs_per_row multiply-adds each: at least kMinMacsPerChunk per
 // chunk, in multiples of 32 (the kernels work in 4-row groups).
 int64_t RowGrain(int64_t macs_per_row);
-
-// Switches a kernel layout at run time, by the name of the environment
-// variable that sets it at start (ops::simd::SetKernelSwitch: the FP8/FP4
-// one-token row pairs, "DSV4_FP8_PAIRS" / "DSV4_FP4_PAIRS"; the same bits
-// either way), so that a benchmark can compare both within one process.
-// False, changing nothing, for a name it does not know.
-bool SetKernelSwitch(std::string_view name, bool on);
 
 // Whether this is a DSV4_STREAM_ONLY measurement build, whose one-token
 // matvecs compute nothing (ops/simd/x86_util.h); `dsv4 bench` says so.

@@ -26,6 +26,7 @@
 
 #include "../common/matmul_fixtures.h"
 #include "base/float_types.h"
+#include "base/runtime_switch.h"
 #include "base/thread_pool.h"
 #include "ops/matmul.h"
 #include "ops/ref/quant_matmul_ref.h"
@@ -309,18 +310,18 @@ TEST(BF16Dot, RowRangesEqualSingleRows) {
 // switch is refused.
 TEST(BF16Dot, PairSwitchesKeepTheBits) {
   DSV4_REQUIRE_BF16DOT();
-  EXPECT_FALSE(simd::SetKernelSwitch("DSV4_NO_SUCH_SWITCH", false));
+  EXPECT_FALSE(SetRuntimeSwitch("DSV4_NO_SUCH_SWITCH", false));
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
     const char* name = dt == DType::kFp8E4m3 ? "DSV4_FP8_PAIRS" : "DSV4_FP4_PAIRS";
     const Weight w = MakeWeight(dt, 261, 512, 29);
     const std::vector<float> x = QuantizedX(1, w.k, 8);
     for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 261}, {1, 261}, {120, 250}}) {
       std::vector<float> on(end - begin, -5.0f), off(end - begin, -6.0f);
-      ASSERT_TRUE(simd::SetKernelSwitch(name, true));
+      ASSERT_TRUE(SetRuntimeSwitch(name, true));
       ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, on.data(), w.n, x.data(), 1, begin, end)));
-      ASSERT_TRUE(simd::SetKernelSwitch(name, false));
+      ASSERT_TRUE(SetRuntimeSwitch(name, false));
       ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, off.data(), w.n, x.data(), 1, begin, end)));
-      ASSERT_TRUE(simd::SetKernelSwitch(name, true));
+      ASSERT_TRUE(SetRuntimeSwitch(name, true));
       EXPECT_EQ(0, std::memcmp(on.data(), off.data(), 4 * on.size()))
           << name << " rows [" << begin << ", " << end << ")";
     }

@@ -36,15 +36,14 @@
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include "base/check.h"
 #include "base/float_types.h"
+#include "base/runtime_switch.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
 #include "ops/simd/x86_util.h"
@@ -65,28 +64,12 @@
 namespace dsv4::ops::simd {
 namespace {
 
-// SetKernelSwitch's switches (read once per call, relaxed: a benchmark sets
-// them between products).
-struct Switches {
-  std::atomic<bool> fp8_pairs{!x86::TurnedOff("DSV4_FP8_PAIRS")};
-  std::atomic<bool> fp4_pairs{!x86::TurnedOff("DSV4_FP4_PAIRS")};
-};
-Switches& GetSwitches() {
-  static Switches s;
-  return s;
-}
+// The one-token row pairs (two streams per thread), switchable at run time
+// for benchmarks (base/runtime_switch.h); the same bits either way.
+RuntimeSwitch g_fp8_pairs("DSV4_FP8_PAIRS");
+RuntimeSwitch g_fp4_pairs("DSV4_FP4_PAIRS");
 
 }  // namespace
-
-bool SetKernelSwitch(std::string_view name, bool on) {
-  Switches& s = GetSwitches();
-  std::atomic<bool>* sw = name == "DSV4_FP8_PAIRS"   ? &s.fp8_pairs
-                          : name == "DSV4_FP4_PAIRS" ? &s.fp4_pairs
-                                                     : nullptr;
-  if (sw == nullptr) return false;
-  sw->store(on, std::memory_order_relaxed);
-  return true;
-}
 
 namespace bf16dot {
 
@@ -577,11 +560,11 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   }
   int64_t n = a.row_begin;
   if constexpr (F == Format::kFp4) {
-    if (a.n_tokens == 1 && GetSwitches().fp4_pairs.load(std::memory_order_relaxed)) {
+    if (a.n_tokens == 1 && g_fp4_pairs.on()) {
       n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
     }
   } else {
-    if (a.n_tokens == 1 && GetSwitches().fp8_pairs.load(std::memory_order_relaxed)) {
+    if (a.n_tokens == 1 && g_fp8_pairs.on()) {
       n = Fp8RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
     }
   }

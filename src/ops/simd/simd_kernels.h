@@ -20,7 +20,6 @@
 #define DSV4_OPS_SIMD_SIMD_KERNELS_H_
 
 #include <cstdint>
-#include <string_view>
 
 #include "tensor/tensor.h"
 
@@ -82,13 +81,6 @@ KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni);
 using TryMatMulFn = bool (*)(const MatMulArgs& args);
 TryMatMulFn Fp8Bf16DotKernel();
 TryMatMulFn Fp4Bf16DotKernel();
-// Their one-token layouts that can be switched at run time (the same bits
-// either way), so that a benchmark can alternate them within one process, the
-// host's memory bandwidth drifting from one second to the next: rows in pairs,
-// two streams per thread ("DSV4_FP8_PAIRS", "DSV4_FP4_PAIRS": the names of
-// the environment variables that set them at start, on unless "0"). Returns
-// false, changing nothing, for a name it does not know.
-bool SetKernelSwitch(std::string_view name, bool on);
 // FP8 × f32 matvec (one token) on AVX-512 with VBMI (ops/simd/fp8_f32_x86.cc):
 // bit for bit Fp8BlockMatMulKernel's, with the weights decoded by byte table
 // lookups instead of through f16. Declines (false, nothing written) unless
