@@ -470,14 +470,15 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // FP8, one token: rows in pairs as Fp4RowPairs (row i of the range's first
 // half beside row i of its second half), each x vector loaded once for both;
 // each row takes the single-row path's operations in its order. Not for the
-// arithmetic (one thread from L2 reads 35.3 GB/s so against 36.2 one row at a
-// time, session 20) but for memory: two sequential streams per thread keep
-// more lines in flight than one, where FP8's decoding leaves the loads too
-// sparse for the hardware prefetcher alone. Two threads from memory, the
-// layouts alternating within one process (docs/benchmarks.md, session 21):
-// 52.2 → 60.8 GB/s with the probe at ~60, 33.9 → 35.1 at ~35; in 2 MB calls
-// 50.8 → 55.3. s0, s1: room for one row's f32 scales each. Returns the row
-// the single-row path goes on from (the odd one left, if any).
+// arithmetic (one thread from L2 reads 35.3 GB/s so, 36.2 one row at a time,
+// session 20) but for memory: two sequential streams per thread keep more
+// lines in flight than one, where FP8's decoding leaves the loads too sparse
+// for the hardware prefetcher alone. Two threads from memory, the layouts
+// alternating within one process (`matmul_bench 2 256 150 fp8_e4m3 2048
+// decode-ab:DSV4_FP8_PAIRS`, docs/benchmarks.md, session 21): 52.7 → 59.8
+// GB/s with the probe at ~60, 34.1 → 35.0 at ~35; in 2 MB calls 46.8 → 52.9.
+// s0, s1: room for one row's f32 scales each. Returns the row the single-row
+// path goes on from (the odd one left, if any).
 DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
                                         const __m512i tab[4], float* s0, float* s1) {
   constexpr Format F = Format::kFp8;
