@@ -391,9 +391,9 @@ void RegisterBench(CLI::App& app, int& exit_code) {
                   "KV tokens the pruner keeps (default: the model's config)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--ab-switch", args->ab_switch,
-                  "alternate a switch of equivalent code paths (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS) "
-                  "on and off token by token while decoding and report the off/on token-time "
-                  "ratio");
+                  "alternate a switch of equivalent code paths (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS, "
+                  "DSV4_KEY_PREFETCH) on and off token by token while decoding and report the "
+                  "off/on token-time ratio");
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/check.h"
 #include "base/float_types.h"
+#include "base/runtime_switch.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
 
@@ -233,11 +234,39 @@ HWY_INLINE void DotTileN(DF d, int64_t mq, const float* q, int64_t q_stride,
   DotTile<MQ, MK>(d, q, q_stride, keys, n, out, out_stride);
 }
 
+// DotMany's keys are rows of a KV cache listed by pointer — MQA attention's
+// window ring and its compressed entries, the CSA ones in top-k order, not
+// in memory order — which the hardware prefetcher does not follow from one
+// row to the next. So the first kKeyPrefetchLines lines of each key row
+// kKeyPrefetchChunks chunks ahead are fetched into L1 by software (the
+// prefetcher then follows each row); the same sums either way. On the 4 GB
+// synthetic V4 (trace build, `dsv4 bench … --prompt-len 128 --gen 300
+// --probe-mib 0 --ab-switch DSV4_KEY_PREFETCH`, tools/bench's region
+// timings) a decoded token's attention regions took 609 µs against 744
+// without, the token 1.1% less time (fast memory state; docs/benchmarks.md,
+// session 21). DSV4_KEY_PREFETCH=0 turns it off (base/runtime_switch.h).
+constexpr int64_t kKeyPrefetchLines = 8, kKeyPrefetchChunks = 4;
+RuntimeSwitch g_key_prefetch("DSV4_KEY_PREFETCH");
+
+HWY_INLINE void PrefetchKeys(const float* const* keys, int64_t k_begin, int64_t k_end, int64_t n) {
+  const int64_t bytes = std::min<int64_t>(64 * kKeyPrefetchLines, 4 * n);
+  for (int64_t k = k_begin; k < k_end; ++k) {
+    for (int64_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(keys[k]) + b, 0, 3);
+    }
+  }
+}
+
 void DotManyImpl(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
                  int64_t n_keys, int64_t n, float* out) {
   const DF d;
+  const bool prefetch = g_key_prefetch.on();
+  constexpr int64_t kAhead = kKeyPrefetchChunks * kDotKeyChunk;  // keys
+  if (prefetch) PrefetchKeys(keys, 0, std::min(n_keys, kAhead), n);
   for (int64_t k0 = 0; k0 < n_keys; k0 += kDotKeyChunk) {
     const int64_t k1 = std::min(n_keys, k0 + kDotKeyChunk);
+    if (prefetch)
+      PrefetchKeys(keys, std::min(n_keys, k0 + kAhead), std::min(n_keys, k1 + kAhead), n);
     for (int64_t h = 0; h < n_q; h += kManyRows) {
       const int64_t mq = std::min<int64_t>(kManyRows, n_q - h);
       const float* qh = q + h * q_stride;
