@@ -387,6 +387,17 @@ inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
 using x86::ReduceTree;
 using x86::Tree16;
 
+// A one-token call's rows in pairs (Fp4RowPairs, Fp8RowPairs): row n of the
+// range's first half beside row n + half.
+struct PairedRowsOf {
+  int64_t groups, row_bytes, half;
+  const uint8_t* base;
+};
+inline PairedRowsOf PairedRows(const MatMulArgs& a) {
+  return {a.w.sizes[1] / kGroup, DTypeBytes(a.w.dtype, a.w.strides[0]),
+          (a.row_end - a.row_begin) / 2, static_cast<const uint8_t*>(a.w.data)};
+}
+
 // FP4, one token: rows in pairs, each x vector loaded once for both. The
 // FP4 matvec is bound by its instructions, not by memory (one core: 42 GB/s
 // from L3, where FP8 reads 78), and 4 of its 27 per 64 bytes load x; in
@@ -401,12 +412,9 @@ using x86::Tree16;
 DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
                                         const __m512i tab[4], float* s0, float* s1) {
   constexpr Format F = Format::kFp4;
-  const int64_t groups = a.w.sizes[1] / kGroup;
-  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
-  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
+  const auto [groups, row_bytes, half, base] = PairedRows(a);
   const uintptr_t scale_rows = reinterpret_cast<uintptr_t>(a.scale.data);
   const int64_t scale_row_bytes = DTypeBytes(a.scale.dtype, a.scale.strides[0]);
-  const int64_t half = (a.row_end - a.row_begin) / 2;
   const bool e8m0 = E8m0Rows(a.scale);
   const uint8_t* scale_bytes = static_cast<const uint8_t*>(a.scale.data);
   float* out = a.out;
@@ -482,10 +490,7 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
                                         const __m512i tab[4], float* s0, float* s1) {
   constexpr Format F = Format::kFp8;
-  const int64_t groups = a.w.sizes[1] / kGroup;
-  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
-  const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
-  const int64_t half = (a.row_end - a.row_begin) / 2;
+  const auto [groups, row_bytes, half, base] = PairedRows(a);
   int64_t key0 = -1, key1 = -1;
   float* out = a.out;
   for (int64_t n = a.row_begin; n < a.row_begin + half; ++n) {
