@@ -188,16 +188,12 @@ void RunAb(dsv4::ThreadPool& pool, const std::string& name, const Weight& w, con
     rounds.push_back(d);
   }
   dsv4::SetRuntimeSwitch(name, true);
-  // The faster and the slower state apart when the probes' 10th and 90th
-  // percentiles lie over 25% apart, split at the middle; else one group.
+  // The faster and the slower state apart (StateSplit), or one group.
   std::vector<double> probes;
   for (const Round& d : rounds) probes.push_back((d.p0 + d.p1) / 2);
-  std::sort(probes.begin(), probes.end());
-  const double lo = probes[probes.size() / 10], hi = probes[probes.size() * 9 / 10];
-  const bool split = hi > 1.25 * lo;
-  const double mid = split ? (lo + hi) / 2 : 0;
+  const double mid = dsv4::StateSplit(probes);
   for (const bool fast : {true, false}) {
-    if (!split && !fast) break;
+    if (mid == 0 && !fast) break;
     std::vector<double> on, off, ratio;
     for (const Round& d : rounds) {
       if (std::max(d.p0, d.p1) > 1.1 * std::min(d.p0, d.p1)) continue;  // the state changed

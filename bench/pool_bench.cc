@@ -20,6 +20,7 @@
 
 #include <string>
 
+#include "base/runtime_switch.h"
 #include "base/thread_pool.h"
 #include "ops/bandwidth.h"
 
@@ -50,9 +51,7 @@ int main(int argc, char** argv) {
     }
     std::vector<double> probes;
     for (const auto& r : rounds) probes.push_back(r.first);
-    std::sort(probes.begin(), probes.end());
-    const double lo = probes[probes.size() / 10], hi = probes[probes.size() * 9 / 10];
-    const double mid = hi > 1.25 * lo ? (lo + hi) / 2 : 0;
+    const double mid = dsv4::StateSplit(probes);
     for (const bool high : {true, false}) {
       std::vector<double> us;
       for (const auto& r : rounds) {

@@ -63,4 +63,11 @@ std::vector<std::string> RuntimeSwitchNames() {
   return names;
 }
 
+double StateSplit(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double lo = values[values.size() / 10], hi = values[values.size() * 9 / 10];
+  return hi > 1.25 * lo ? (lo + hi) / 2 : 0.0;
+}
+
 }  // namespace dsv4

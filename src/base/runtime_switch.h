@@ -39,6 +39,11 @@ bool SetRuntimeSwitch(std::string_view name, bool on);
 // The registered switches' names, sorted.
 std::vector<std::string> RuntimeSwitchNames();
 
+// For reading such comparisons on a host with two memory states: the middle
+// of the 10th and 90th percentiles of `values` (times or bandwidths) when
+// those lie over 25% apart, the line between the states; else 0 (one state).
+double StateSplit(std::vector<double> values);
+
 }  // namespace dsv4
 
 #endif  // DSV4_BASE_RUNTIME_SWITCH_H_

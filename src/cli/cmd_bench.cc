@@ -73,29 +73,24 @@ struct AbPair {
 };
 
 // The median off/on ratio over the pairs, and apart for the faster and the
-// slower state when the pairs' times spread over 25% (10th to 90th
-// percentile), split at the middle of that range.
+// slower state when the pairs' times spread over 25% (StateSplit).
 void ReportAb(const std::string& name, const std::vector<AbPair>& pairs) {
   if (pairs.empty()) return;
   std::vector<double> mean;
   for (const AbPair& p : pairs) mean.push_back((p.on + p.off) / 2);
-  std::sort(mean.begin(), mean.end());
-  const double p10 = mean[mean.size() / 10], p90 = mean[mean.size() * 9 / 10];
-  const bool split = p90 > 1.25 * p10;
-  const double mid = (p10 + p90) / 2;
+  const double mid = StateSplit(mean);
   const auto report = [&](const char* what, int side) {  // side: 0 all, 1 faster, 2 slower
     std::vector<double> ratio, on, off;
+    int64_t on_faster = 0;
     for (const AbPair& p : pairs) {
       const bool faster = (p.on + p.off) / 2 < mid;
       if (side != 0 && faster != (side == 1)) continue;
       ratio.push_back(p.off / p.on);
       on.push_back(p.on);
       off.push_back(p.off);
+      on_faster += p.on < p.off ? 1 : 0;
     }
     if (ratio.empty()) return;
-    const int64_t on_faster = std::count_if(pairs.begin(), pairs.end(), [&](const AbPair& p) {
-      return p.on < p.off && (side == 0 || ((p.on + p.off) / 2 < mid) == (side == 1));
-    });
     std::printf(
         "ab %s, %s: %zu token pairs, on %.0f us, off %.0f us (medians), off/on %.4f (median), "
         "on faster in %lld\n",
@@ -103,7 +98,7 @@ void ReportAb(const std::string& name, const std::vector<AbPair>& pairs) {
         static_cast<long long>(on_faster));
   };
   report("all pairs", 0);
-  if (split) {
+  if (mid > 0) {
     report("faster state", 1);
     report("slower state", 2);
   }

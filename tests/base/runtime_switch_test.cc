@@ -1,6 +1,6 @@
 // RuntimeSwitch (base/runtime_switch.h): on unless its environment variable is
 // "0", set by name through the registry, listed by name, gone from the
-// registry once destroyed.
+// registry once destroyed; StateSplit.
 #include "base/runtime_switch.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +44,17 @@ TEST(RuntimeSwitch, SetByNameListedAndUnregistered) {
   s.reset();
   EXPECT_FALSE(Listed("DSV4_TEST_SWITCH_D"));
   EXPECT_FALSE(SetRuntimeSwitch("DSV4_TEST_SWITCH_D", true));
+}
+
+// Two states: 20 values at 35 and 20 at 60 split at their middle; one state
+// (within 25%) or nothing: 0.
+TEST(RuntimeSwitch, StateSplitFindsTwoStates) {
+  std::vector<double> two(20, 35.0);
+  two.insert(two.end(), 20, 60.0);
+  EXPECT_DOUBLE_EQ(StateSplit(two), 47.5);
+  std::vector<double> one = {35.0, 36.0, 38.0, 40.0, 41.0, 42.0};
+  EXPECT_EQ(StateSplit(one), 0.0);
+  EXPECT_EQ(StateSplit({}), 0.0);
 }
 
 }  // namespace

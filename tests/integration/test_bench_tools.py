@@ -66,3 +66,82 @@ def test_bad_input_is_a_clear_error(args):
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert "v4_decode_bound:" in r.stderr and "hint:" in r.stderr
+
+
+# ---- tools/bench/ab_regions.py and gap_samples.py on made-up traces ----
+
+AB = ROOT / "tools/bench/ab_regions.py"
+GAPS = ROOT / "tools/bench/gap_samples.py"
+HEAD = 32768
+
+
+def _run(tool, *args):
+    return subprocess.run([sys.executable, str(tool), *map(str, args)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _write_trace(path, tokens):
+    """tokens: one list per token of (n, start_us, end_us), its head last."""
+    with open(path, "w") as f:
+        f.write("n,start_ns,caller_end_ns,end_ns,workers_start_ns,workers_end_ns\n")
+        for regions in tokens:
+            for n, s, e in regions:
+                f.write(f"{n},{s * 1000},{e * 1000},{e * 1000},{s * 1000},{e * 1000}\n")
+
+
+def test_ab_regions_pairs_tokens_in_bench_order(tmp_path):
+    # A prefill head, then 4 decode tokens: switch on, off, off, on
+    # (`dsv4 bench --ab-switch`). Region 7 takes 10 us on, 30 us off.
+    tokens, t = [[(HEAD, 0, 5)]], 10
+    for i in range(4):
+        on = i in (0, 3)
+        d = 10 if on else 30
+        tokens.append([(7, t, t + d), (HEAD, t + d + 2, t + d + 4)])
+        t += 100
+    trace = tmp_path / "ab.csv"
+    _write_trace(trace, tokens)
+    r = _run(AB, trace, "--gen", 4)
+    assert r.returncode == 0, r.stderr
+    assert "2 token pairs: token on 14 us, off 34 us" in r.stdout
+    row = re.search(r"^\s+7\s+([\d.]+)\s+([\d.]+)$", r.stdout, re.M)
+    assert row and (float(row.group(1)), float(row.group(2))) == (10.0, 30.0), r.stdout
+
+
+def test_gap_samples_counts_the_callers_samples_between_regions(tmp_path):
+    # Tokens of [region 5 at 0-10 us, head at 20-30 us]: the gaps are 10-20 us
+    # inside a token and 30-100 us between tokens (head -> 5).
+    tokens = [[(5, 100 * i, 100 * i + 10), (HEAD, 100 * i + 20, 100 * i + 30)] for i in range(5)]
+    trace = tmp_path / "gaps.csv"
+    _write_trace(trace, tokens)
+    perf = tmp_path / "perf.txt"
+    lines = []
+    for tid, us, fn in [(41, 215, "Expand"), (41, 216, "Expand"), (41, 250, "Copy"),
+                        (41, 205, "Product"), (42, 215, "Worker")]:
+        lines.append(f"{tid} {us / 1e6:.9f}: \n\tffffffff81000000 {fn}+0x10\n\t400000 main\n")
+    perf.write_text("\n".join(lines))
+    r = _run(GAPS, trace, perf, "--skip", 1)
+    assert r.returncode == 0, r.stderr
+    assert "caller (tid 41): 3 samples in gaps" in r.stdout
+    assert re.search(r"^\s+2\s+66\.7%\s+Expand$", r.stdout, re.M), r.stdout
+    assert re.search(r"^\s+2\s+66\.7%\s+5 -> 32768$", r.stdout, re.M), r.stdout
+    assert re.search(r"^\s+1\s+33\.3%\s+32768 -> 5$", r.stdout, re.M), r.stdout
+
+
+@pytest.mark.parametrize("tool,args", [
+    (AB, ["/nonexistent.csv", "--gen", "8"]),
+    (AB, [ROOT / "tests/integration/conftest.py", "--gen", "8"]),
+    (AB, ["{trace}", "--gen", "2"]),
+    (AB, ["{trace}", "--gen", "400"]),
+    (GAPS, ["/nonexistent.csv", "{trace}"]),
+    (GAPS, ["{trace}", "/nonexistent.txt"]),
+    (GAPS, ["{trace}", "{trace}"]),
+    (GAPS, ["{trace}", "{trace}", "--token-n", "5"]),
+])
+def test_bench_trace_tools_bad_input_is_a_clear_error(tmp_path, tool, args):
+    trace = tmp_path / "t.csv"
+    _write_trace(trace, [[(5, 100 * i, 100 * i + 10), (HEAD, 100 * i + 20, 100 * i + 30)]
+                         for i in range(14)])
+    r = _run(tool, *[str(a).replace("{trace}", str(trace)) for a in args])
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert f"{tool.stem}:" in r.stderr and "hint:" in r.stderr

@@ -241,10 +241,11 @@ HWY_INLINE void DotTileN(DF d, int64_t mq, const float* q, int64_t q_stride,
 // kKeyPrefetchChunks chunks ahead are fetched into L1 by software (the
 // prefetcher then follows each row); the same sums either way. On the 4 GB
 // synthetic V4 (trace build, `dsv4 bench … --prompt-len 128 --gen 300
-// --probe-mib 0 --ab-switch DSV4_KEY_PREFETCH`, tools/bench's region
-// timings) a decoded token's attention regions took 609 µs against 744
-// without, the token 1.1% less time (fast memory state; docs/benchmarks.md,
-// session 21). DSV4_KEY_PREFETCH=0 turns it off (base/runtime_switch.h).
+// --probe-mib 0 --ab-switch DSV4_KEY_PREFETCH`, tools/bench/ab_regions.py) a
+// decoded token's attention regions took 609 µs against 744 without; token
+// time (`dsv4 bench … --gen 600 --ab-switch DSV4_KEY_PREFETCH`) off/on 1.0070
+// (fast memory state; docs/benchmarks.md, session 21). DSV4_KEY_PREFETCH=0
+// turns it off (base/runtime_switch.h).
 constexpr int64_t kKeyPrefetchLines = 8, kKeyPrefetchChunks = 4;
 RuntimeSwitch g_key_prefetch("DSV4_KEY_PREFETCH");
 
