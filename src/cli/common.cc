@@ -31,6 +31,13 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
          "fast); f32 by the f32 activations (the exactly dequantised weights' logits; "
          "slower). Default q8_K")
       ->check(CLI::IsMember({"q8_K", "f32"}));
+  sub.add_option_function<std::string>(
+         "--wo-a-input", [&options](const std::string& v) { options.wo_a_bf16 = v == "bf16"; },
+         "DeepSeek-V4 checkpoints: wo_a's input, the attention output, as bf16 (as the "
+         "released code holds it; bf16 dot products, faster) or f32 (the fp32 reference "
+         "path). Default: bf16 for checkpoints with the release's numerics (qat_simulation), "
+         "else f32; other models ignore it")
+      ->check(CLI::IsMember({"bf16", "f32"}));
   // llama.cpp's --cache-type-k / --cache-type-v (its default is f16; ours is
   // f32, the reference's bits).
   const auto cache_type = [&sub](const char* name, DType* out, const char* what) {

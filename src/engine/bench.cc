@@ -160,13 +160,14 @@ Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model) {
       ops::simd::Fp4Bf16DotKernel() == nullptr) {
     return 0;
   }
-  return DeepSeekV4PerToken(*v4, [](const TensorInfo& t) -> int64_t {
+  const bool wo_a_bf16 = v4->numerics().o_bf16;
+  return DeepSeekV4PerToken(*v4, [wo_a_bf16](const TensorInfo& t) -> int64_t {
     // FP8 (F8_E4M3) and FP4 (packed in I8) weights whose input the reference
-    // FP8-quantises: all but wo_a (a bf16 einsum there), with K % 128 == 0.
+    // FP8-quantises, and wo_a when its input is rounded to bf16 (o_bf16; a
+    // bf16 einsum in the reference), with K % 128 == 0.
     const bool fp8 = t.dtype == DType::kFp8E4m3, fp4 = t.dtype == DType::kI8;
-    if (t.shape.size() != 2 || !(fp8 || fp4) || t.name.find(".attn.wo_a.") != std::string::npos) {
-      return 0;
-    }
+    const bool wo_a = t.name.find(".attn.wo_a.") != std::string::npos;
+    if (t.shape.size() != 2 || !(fp8 || fp4) || (wo_a && !wo_a_bf16)) return 0;
     const int64_t k = fp4 ? 2 * t.shape[1] : t.shape[1];
     return k % 128 == 0 ? t.shape[0] * k : 0;
   });

@@ -184,6 +184,7 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
   if (type == "deepseek_v4") {
     deepseek_v4::LoadOptions lo;
     lo.threads = threads;
+    lo.o_bf16 = o.wo_a_bf16;
     ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4(o.model_path, lo));
   } else if (type == seed::kSeedModelType) {
     // The seed-article family (docs/seed-mechanisms.md); tokenizer: tokenizer.json or a

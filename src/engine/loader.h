@@ -12,6 +12,7 @@
 #define DSV4_ENGINE_LOADER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -38,6 +39,11 @@ struct LoadOptions {
   // f32 (default) or f16. Other models reject f16 at load.
   DType cache_type_k = DType::kF32;
   DType cache_type_v = DType::kF32;
+  // DeepSeek-V4 checkpoints: wo_a's input, the attention output, rounded to
+  // bf16 as the released code holds it (true) or kept f32 (false); unset: the
+  // checkpoint's numerics decide (bf16 with the release's, deepseek_v4::
+  // NumericsOptions::o_bf16). Other models ignore it.
+  std::optional<bool> wo_a_bf16;
 };
 
 struct LoadedModel {

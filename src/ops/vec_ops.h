@@ -81,6 +81,11 @@ inline void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* al
 // out[i] = F32ToF16(x[i]) (an f16 KV cache's writes), vectorised; a NaN
 // stays a NaN but its payload may differ.
 inline void F32ToF16Row(const float* x, uint16_t* out, int64_t n) { simd::F32ToF16Row(x, out, n); }
+// out[i] = x[i] rounded to bf16 (nearest even) and widened back: bit for
+// bit Bf16ToF32(F32ToBf16(x[i])), vectorised. out may be x.
+inline void RoundToBf16Row(const float* x, float* out, int64_t n) {
+  simd::RoundToBf16Row(x, out, n);
+}
 
 // out[j] = Σ_i c[i] · x[i][j] for j < n, the sum from 0 in order of the n_x
 // rows, each product rounded before its add (no FMA): bit for bit

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -282,6 +284,46 @@ TEST(Cli, RunsADeepSeekV4CheckpointDirectory) {
   o = RunDsv4("run --model " + dir + " --prompt hello");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.out.find("--prompt-ids"), std::string::npos) << o.out;
+}
+
+// --wo-a-input on the FP8 checkpoint: with f32 the last position's top
+// logit is its QAT-on fp32 golden's (the fp32 reference path); bf16 (the
+// default for this checkpoint) moves it by the released code's rounding;
+// anything else is a one-line usage error.
+TEST(Cli, WoAInputChoosesTheAttentionOutputType) {
+  const std::string dir = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_fp8";
+  const std::string ids = ReadFile(dir + "/input_ids.txt");
+  std::ifstream in(dir + "/logits_qat_fp32.f32", std::ios::binary | std::ios::ate);
+  std::vector<float> g(static_cast<size_t>(in.tellg()) / 4);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(g.data()), static_cast<std::streamsize>(g.size() * 4));
+  int n_ids = 1;
+  for (char c : ids) n_ids += c == ' ';
+  const size_t vocab = g.size() / n_ids;
+  const float* last = g.data() + (n_ids - 1) * vocab;
+  for (const char* type : {"f32", "bf16"}) {
+    Output o = RunDsv4("logits --model " + dir + " --wo-a-input " + type + " --prompt-ids '" + ids +
+                       "' --top-k 1");
+    ASSERT_EQ(o.exit_code, 0) << type << ": " << o.out;
+    // The last line: "POSITION ID:LOGIT".
+    const size_t line = o.out.find_last_of('\n', o.out.size() - 2) + 1;
+    const size_t colon = o.out.find(':', line);
+    ASSERT_NE(colon, std::string::npos) << o.out;
+    const int id = std::stoi(o.out.substr(o.out.find(' ', line) + 1));
+    const float logit = std::stof(o.out.substr(colon + 1));
+    ASSERT_GE(id, 0);
+    ASSERT_LT(static_cast<size_t>(id), vocab);
+    if (std::string(type) == "f32") {
+      EXPECT_NEAR(logit, last[id], 1e-3f) << o.out;
+      EXPECT_EQ(id, std::max_element(last, last + vocab) - last) << o.out;
+    } else {
+      EXPECT_GT(std::fabs(logit - last[id]), 1e-3f) << o.out;
+    }
+  }
+  Output bad = RunDsv4("run --model " + dir + " --wo-a-input f16 --prompt-ids '1' --max-tokens 1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--wo-a-input"), std::string::npos) << bad.out;
+  EXPECT_LE(CountLines(bad.out), 2) << bad.out;
 }
 
 TEST(Cli, RunsAndInspectsEverySeedProfile) {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <optional>
 #include <string>
 
 #include "ops/simd/simd_kernels.h"
@@ -16,10 +16,11 @@ namespace {
 const std::string kModels = std::string(DSV4_SOURCE_DIR) + "/models/stories260K/";
 const std::string kV4 = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/";
 
-LoadedModel Load(const std::string& path) {
+LoadedModel Load(const std::string& path, std::optional<bool> wo_a_bf16 = std::nullopt) {
   LoadOptions o;
   o.model_path = path;
   o.threads = 1;
+  o.wo_a_bf16 = wo_a_bf16;
   auto r = LoadModel(o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return std::move(r).value();
@@ -81,18 +82,21 @@ TEST(WeightMacsPerToken, DeepSeekV4FromTheConfigDimensions) {
   EXPECT_EQ(*qmacs, 577536);
 }
 
-TEST(Bf16DotMacsPerToken, FpQuantWeightsWithQuantisedInputsButNotWoA) {
+TEST(Bf16DotMacsPerToken, FpQuantWeightsWithQuantisedOrBf16Inputs) {
   // swa_fp8 (dims in the test above; config.json has a quantization_config, so
-  // act_quant is on): per layer the FP8 wq_a 128·128, wq_b 256·128, wkv
-  // 128·128, wo_b 128·128 and shared experts 3·128·128, and 2 of the FP4
-  // routed experts × 3·128·128 — not wo_a, whose input is not quantised, nor
-  // the bf16/f32 gate, mHC and head: 229376 per layer, × 2 layers.
-  LoadedModel q = Load(kV4 + "swa_fp8");
-  auto dot = Bf16DotMacsPerToken(q);
-  ASSERT_TRUE(dot.ok()) << dot.status().ToString();
+  // act_quant and o_bf16 are on): per layer the FP8 wq_a 128·128, wq_b
+  // 256·128, wkv 128·128, wo_a 128·128 (its input rounded to bf16), wo_b
+  // 128·128 and shared experts 3·128·128, and 2 of the FP4 routed experts ×
+  // 3·128·128 — not the bf16/f32 gate, mHC and head: 245760 per layer, × 2
+  // layers; with wo_a's input f32 (--wo-a-input f32), 229376 per layer.
   const bool kernels =
       ops::simd::Fp8Bf16DotKernel() != nullptr && ops::simd::Fp4Bf16DotKernel() != nullptr;
-  EXPECT_EQ(*dot, kernels ? 458752 : 0);
+  for (const bool wo_a_bf16 : {true, false}) {
+    LoadedModel q = Load(kV4 + "swa_fp8", wo_a_bf16 ? std::nullopt : std::optional(false));
+    auto dot = Bf16DotMacsPerToken(q);
+    ASSERT_TRUE(dot.ok()) << dot.status().ToString();
+    EXPECT_EQ(*dot, kernels ? (wo_a_bf16 ? 491520 : 458752) : 0) << wo_a_bf16;
+  }
   // A bf16 model has none.
   LoadedModel b = Load(kV4 + "swa_bf16");
   auto none = Bf16DotMacsPerToken(b);

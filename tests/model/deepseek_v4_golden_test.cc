@@ -324,11 +324,15 @@ TEST_P(DeepSeekV4Golden, AlternatingCachesEqualSeparateRuns) {
 // bar is the "full forward reduced" one of oracles/README.md, tightened: mean
 // KL ≤ 1e-4 — and ≤ 1 % of the sims-off golden's distance, which shows the
 // simulations are on and right — top-1 ≥ 99 %, indexer picks ≥ 99 % equal.
+// That golden's activations are fp32 throughout, so the attention output
+// stays f32 here too (o_bf16, on by default with the release's numerics, is
+// the released bf16 code's rounding: DeepSeekV4Model.BF16AttentionOutput…).
 TEST_P(DeepSeekV4Golden, QatSimulationsMatchOfficialFp32) {
   const std::string dir = DataDir() + "/" + GetParam();
   auto config = DeepSeekV4Config::FromFile(dir + "/config.json");
   ASSERT_TRUE(config.ok());
   LoadOptions o;
+  o.o_bf16 = false;
   if (!config->qat_simulation) {
     o.numerics = NumericsOptions{.act_quant = false, .kv_quant = true, .index_quant = true};
   }
@@ -337,6 +341,7 @@ TEST_P(DeepSeekV4Golden, QatSimulationsMatchOfficialFp32) {
   auto& m = static_cast<DeepSeekV4Model&>(**loaded);
   EXPECT_TRUE(m.numerics().kv_quant);
   EXPECT_EQ(m.numerics().act_quant, config->quantization_config.present);
+  EXPECT_FALSE(m.numerics().o_bf16);
   const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
   const int64_t T = static_cast<int64_t>(ids.size()), V = m.info().vocab_size;
   const std::vector<float> golden = ReadF32File(dir + "/logits_qat_fp32.f32");

@@ -808,6 +808,54 @@ TEST(SimdVec, F32ToF16RowEqualsScalarTwin) {
   });
 }
 
+// RoundToBf16Row: bit for bit Bf16ToF32(F32ToBf16(x)) on every target, over
+// ties (to even, both ways), carries into the exponent, overflow to ±inf, ±0,
+// ±inf, subnormals, NaNs (made quiet, sign kept) and random values, at every
+// length 0…70 (vector bodies and scalar tails), in place too.
+TEST(SimdVec, RoundToBf16RowEqualsScalarTwin) {
+  ForEachTarget([] {
+    std::vector<float> x = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -2.5f,
+                            1.0f + 0x1p-8f,  // tie, kept half even: down
+                            1.0f + 0x3p-8f,  // tie, kept half odd: up
+                            -(1.0f + 0x3p-8f),
+                            1.0f + 0x1p-9f,
+                            2.0f - 0x1p-9f,  // carries into the exponent
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::denorm_min(),
+                            std::bit_cast<float>(0x00018000u),
+                            std::bit_cast<float>(0x7fc00001u),  // quiet NaN, payload
+                            std::bit_cast<float>(0x7f800001u),  // signalling NaN
+                            std::bit_cast<float>(0xff800100u),  // negative signalling NaN
+                            std::bit_cast<float>(0x7f808000u)};
+    const std::vector<float> rnd = RandomFloats(200, 52, 100.0f);
+    x.insert(x.end(), rnd.begin(), rnd.end());
+    for (size_t i = 0; i < 40; ++i) {
+      x.push_back(
+          std::ldexp(1.0f + 0x1p-9f * static_cast<float>(i), -130 + 6 * static_cast<int>(i)));
+    }
+    for (int64_t n = 0; n <= 70; ++n) {
+      for (size_t start = 0; start + static_cast<size_t>(n) <= x.size(); start += 37) {
+        std::vector<float> got(static_cast<size_t>(n) + 1, 7.0f);
+        ops::RoundToBf16Row(x.data() + start, got.data(), n);
+        std::vector<float> in_place(x.begin() + start, x.begin() + start + n);
+        ops::RoundToBf16Row(in_place.data(), in_place.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const uint32_t want = std::bit_cast<uint32_t>(Bf16ToF32(F32ToBf16(x[start + i])));
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), want) << "n=" << n << " x=" << x[start + i];
+          ASSERT_EQ(std::bit_cast<uint32_t>(in_place[i]), want) << "in place, n=" << n;
+        }
+        EXPECT_EQ(got[n], 7.0f) << "n=" << n << ": wrote past out";
+      }
+    }
+  });
+}
+
 // LinearCombine: bit for bit its scalar twin (each product rounded before its
 // add, sums from 0 in row order) on every target, over 0…4 vectors with and
 // without a remainder, 0…130 rows, rows misaligned and in reverse order;

@@ -368,16 +368,23 @@ void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const Attentio
   const int64_t G = c.o_groups, O = c.o_lora_rank, HG = c.heads_per_group();
   const float* o = s.o.data();  // [T, H, A]
   // ---- Grouped low-rank output (§4.7): z_g = wo_a[g] · o_g; out = wo_b · z ----
-  // wo_a runs unquantized in the reference (a bf16 einsum), so no act quant here.
-  // The G products run as one pooled step (LinearMany), rows g·O … of wo_a
-  // on group g's heads.
+  // wo_a runs unquantized in the reference (a bf16 einsum of bf16 o), so no
+  // act quant here; with opts.o_bf16, o rounded to bf16 as the reference
+  // holds it. The G products run as one pooled step (LinearMany), rows g·O …
+  // of wo_a on group g's heads.
   float* og = s.o_group.data();  // [G, T, (H/G)·A]
   float* z = s.z.data();         // [T, G·O]
   s.o_jobs.clear();
   pool.ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       for (int64_t g = 0; g < G; ++g) {
-        std::copy_n(o + (t * H + g * HG) * A, HG * A, og + (g * T + t) * HG * A);
+        const float* src = o + (t * H + g * HG) * A;
+        float* dst = og + (g * T + t) * HG * A;
+        if (opts.o_bf16) {
+          ops::RoundToBf16Row(src, dst, HG * A);
+        } else {
+          std::copy_n(src, HG * A, dst);
+        }
       }
     }
   });

@@ -43,6 +43,8 @@ struct LoadOptions {
   // The QAT simulations (spec §9.2). Unset: the config decides
   // (DeepSeekV4Config::qat_simulation — on for the official FP8 releases).
   std::optional<NumericsOptions> numerics;
+  // Overrides NumericsOptions::o_bf16 alone (the CLI's --wo-a-input).
+  std::optional<bool> o_bf16;
   int threads = 1;
   int64_t max_context = 0;   // 0: max_position_embeddings
   RollbackOptions rollback;  // how Truncate stays exact (cache.h)

@@ -41,6 +41,11 @@ struct NumericsOptions {
   // FP4 QAT simulation (block 32) of the indexer's queries and keys after the
   // Hadamard rotation (spec §4.5).
   bool index_quant = false;
+  // The attention output o rounded to bf16 before wo_a: the released code
+  // holds o in bf16 and runs wo_a as a bf16 einsum (spec §4.7), so wo_a then
+  // multiplies the reference's operands (products exact in fp32), on the bf16
+  // dot-product kernels.
+  bool o_bf16 = false;
 };
 
 // Trace(name, layer, data, shape): called with named intermediates when set.

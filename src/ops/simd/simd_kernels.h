@@ -165,6 +165,9 @@ void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
 // out[i] = x[i] as f16 bits, rounded to nearest even: bit for bit
 // F32ToF16 (base/float_types.h), except that a NaN's payload may differ.
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
+// out[i] = x[i] rounded to bf16 (nearest even), as f32: bit for bit
+// Bf16ToF32(F32ToBf16(x[i])) (base/float_types.h), NaN included. out may be x.
+void RoundToBf16Row(const float* x, float* out, int64_t n);
 // Σ over rows i in order, from 0, of the rounded products c[i] · x[i][j]
 // (multiply, then add: no fused multiply-add), bit for bit
 // ops::ref::LinearCombine (mHC's stream collapse and expansion).

@@ -626,6 +626,30 @@ void F32ToF16RowImpl(const float* x, uint16_t* out, int64_t n) {
   for (; i < n; ++i) out[i] = F32ToF16(x[i]);
 }
 
+// out[i] = x[i] rounded to bf16, as f32 (Bf16ToF32(F32ToBf16(x[i]))): round
+// to nearest even on the bits, a NaN made quiet (its payload's top bits kept).
+// out may be x.
+void RoundToBf16RowImpl(const float* x, float* out, int64_t n) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto abs_mask = hn::Set(di, 0x7fffffff), inf = hn::Set(di, 0x7f800000);
+  const auto keep = hn::Set(di, static_cast<int32_t>(0xffff0000u));
+  const auto half = hn::Set(di, 0x7fff), one = hn::Set(di, 1), quiet = hn::Set(di, 0x00400000);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto u = hn::BitCast(di, hn::LoadU(d, x + i));
+    const auto nan = hn::Gt(hn::And(u, abs_mask), inf);
+    // u + 0x7fff + bit 16 of u: carries into the kept half exactly when the
+    // dropped half is above the tie, or at the tie with an odd kept half.
+    const auto rounded =
+        hn::And(hn::Add(u, hn::Add(half, hn::And(hn::ShiftRight<16>(u), one))), keep);
+    const auto r = hn::IfThenElse(nan, hn::And(hn::Or(u, quiet), keep), rounded);
+    hn::StoreU(hn::BitCast(d, r), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = Bf16ToF32(F32ToBf16(x[i]));
+}
+
 void RopeInterleavedImpl(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                          float theta) {
   CHECK(rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim <= detail::kMaxRopeDim,
@@ -776,6 +800,7 @@ HWY_EXPORT(DotManyImpl);
 HWY_EXPORT(AxpyManyImpl);
 HWY_EXPORT(AxpyManyF16Impl);
 HWY_EXPORT(F32ToF16RowImpl);
+HWY_EXPORT(RoundToBf16RowImpl);
 HWY_EXPORT(ArgmaxImpl);
 HWY_EXPORT(SoftmaxPoolImpl);
 HWY_EXPORT(RmsNormImpl);
@@ -810,6 +835,9 @@ void AxpyManyF16(float* y, int64_t n_y, int64_t y_stride, const float* alpha,
 }
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(F32ToF16RowImpl)(x, out, n);
+}
+void RoundToBf16Row(const float* x, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(RoundToBf16RowImpl)(x, out, n);
 }
 int64_t Argmax(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxImpl)(x, n); }
 void SoftmaxPool(float* out, const float* const* scores, const float* const* values,
