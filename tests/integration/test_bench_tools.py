@@ -127,7 +127,31 @@ def test_gap_samples_counts_the_callers_samples_between_regions(tmp_path):
     assert re.search(r"^\s+1\s+33\.3%\s+32768 -> 5$", r.stdout, re.M), r.stdout
 
 
+POOL = ROOT / "tools/bench/pool_regions.py"
+
+
+def test_pool_regions_by_next_parts_regions_of_equal_n(tmp_path):
+    # Tokens of [7 (10 us), 9, 7 (30 us), 4, head]: by n, the two regions of
+    # n = 7 are one kind (median of 10 and 30); by (n, next n), two.
+    tokens = []
+    for i in range(30):
+        t = 200 * i
+        tokens.append([(7, t, t + 10), (9, t + 12, t + 14), (7, t + 20, t + 50),
+                       (4, t + 52, t + 54), (HEAD, t + 60, t + 70)])
+    trace = tmp_path / "pool.csv"
+    _write_trace(trace, tokens)
+    r = _run(POOL, trace, "--token-n", HEAD, "--skip", 2, "--bytes", "7:40e3")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^\s+7 x  2\s+20\.0 us\s+2\.0 GB/s$", r.stdout, re.M), r.stdout
+    r = _run(POOL, trace, "--token-n", HEAD, "--skip", 2, "--bytes", "7:40e3", "--by-next")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^\s+7>9 x  1\s+10\.0 us\s+4\.0 GB/s$", r.stdout, re.M), r.stdout
+    assert re.search(r"^\s+7>4 x  1\s+30\.0 us\s+1\.3 GB/s$", r.stdout, re.M), r.stdout
+    assert re.search(rf"^\s+{HEAD}>7 x  1\s+10\.0 us$", r.stdout, re.M), r.stdout
+
+
 @pytest.mark.parametrize("tool,args", [
+    (POOL, ["/nonexistent.csv", "--token-n", "5"]),
     (AB, ["/nonexistent.csv", "--gen", "8"]),
     (AB, [ROOT / "tests/integration/conftest.py", "--gen", "8"]),
     (AB, ["{trace}", "--gen", "2"]),

@@ -20,7 +20,9 @@ Printed, as medians over those tokens: the token time, the time in regions
 and between them (the caller's serial steps), half the summed |caller -
 worker| end difference, then per region kind (its n) the median duration and,
 given --bytes N:BYTES, the GB/s that makes; given --gaps K, the K longest
-serial steps by their place in the token.
+serial steps by their place in the token. With --by-next a kind is the pair
+(n, n of the region after it), printed "n>next": regions of equal n that
+feed different steps (wq_b and wo_a have the same row count) then part.
 """
 import argparse
 import csv
@@ -40,6 +42,8 @@ def main():
     ap.add_argument("--gaps", type=int, default=0, metavar="K",
                     help="also print the K longest serial steps (median gap before a region "
                          "index, with the n of the regions around it)")
+    ap.add_argument("--by-next", action="store_true",
+                    help="key the region kinds by their n and the next region's n")
     args = ap.parse_args()
     try:
         size = {int(k): float(v) for k, v in (s.split(":") for s in args.bytes)}
@@ -86,14 +90,20 @@ def main():
           f"{med(in_regions):.0f}, between regions {med(gaps):.0f}, half |caller - worker| "
           f"{med(half_imb):.0f}")
 
-    kinds = defaultdict(list)  # n -> median durations of its regions in the token
+    kinds = defaultdict(list)  # kind -> median durations of its regions in the token
+    first = tokens[0][0]
     for i in range(period):
-        kinds[rows[tokens[0][0] + i]["n"]].append(med(per_index[i]))
-    print("n, regions per token, median us each" + (", GB/s" if size else ""))
-    for n, ds in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
-        line = f"  {n:>12} x{len(ds):3d} {med(ds):9.1f} us"
-        if n in size:
-            line += f"  {size[n] / med(ds) / 1e3:6.1f} GB/s"
+        n = rows[first + i]["n"]
+        # The region after a token's last is the next token's first.
+        kind = (n, rows[first + (i + 1) % period]["n"]) if args.by_next else (n,)
+        kinds[kind].append(med(per_index[i]))
+    print(("n>next" if args.by_next else "n") + ", regions per token, median us each" +
+          (", GB/s" if size else ""))
+    for kind, ds in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
+        name = ">".join(str(k) for k in kind)
+        line = f"  {name:>21} x{len(ds):3d} {med(ds):9.1f} us"
+        if kind[0] in size:
+            line += f"  {size[kind[0]] / med(ds) / 1e3:6.1f} GB/s"
         print(line)
     if args.gaps > 0:
         print(f"the {args.gaps} longest serial steps: region index, n before -> n after, median us")
