@@ -133,6 +133,8 @@ TEST(DeepSeekV4Config, InspectReportFromConfigAlone) {
   EXPECT_NE(r.find("predicted from config.json"), std::string::npos) << r;
   EXPECT_NE(r.find("fp4_e2m1"), std::string::npos) << r;
   EXPECT_NE(r.find("weights: none"), std::string::npos) << r;
+  EXPECT_NE(r.find("numerics: the release's"), std::string::npos) << r;
+  EXPECT_NE(r.find("wo_a input bf16"), std::string::npos) << r;
 }
 
 TEST(DeepSeekV4Config, InspectReportWithWeights) {
@@ -144,6 +146,12 @@ TEST(DeepSeekV4Config, InspectReportWithWeights) {
   EXPECT_NE(r.find("e8m0"), std::string::npos) << r;
   EXPECT_NE(r.find("every declared tensor bound (official names)"), std::string::npos) << r;
   EXPECT_NE(r.find("forward: supported"), std::string::npos) << r;
+  EXPECT_NE(r.find("wo_a input bf16"), std::string::npos) << r;
+  // A bf16 checkpoint (no quantization_config): the fp32 path's numerics.
+  auto bf16 = InspectPath(DataDir() + "/swa_bf16");
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_NE(bf16->find("numerics: no QAT simulations"), std::string::npos) << *bf16;
+  EXPECT_NE(bf16->find("wo_a input f32"), std::string::npos) << *bf16;
 }
 
 // Spec §4.9: at S = 1,048,576 tokens the bf16 reference cache of V4-Flash is

@@ -245,6 +245,13 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
                   : std::string("unquantized")) +
        ", routed experts " + std::string(ExpertDTypeName(c.expert_dtype)) + ", torch_dtype " +
        c.torch_dtype + "\n";
+  // What DeepSeekV4Model::Load picks by default (NumericsOptions from
+  // qat_simulation; --wo-a-input overrides the last).
+  r += c.qat_simulation
+           ? "  numerics: the release's (qat_simulation): FP8 activation quantisation, kv FP8 and "
+             "indexer FP4 simulations, wo_a input bf16 (--wo-a-input f32: f32)\n"
+           : "  numerics: no QAT simulations (qat_simulation false), wo_a input f32 "
+             "(--wo-a-input bf16: bf16)\n";
   r += Fmt("  bos %d, eos %d\n", c.bos_token_id, c.eos_token_id);
 
   const std::vector<LayerPlan> plans = BuildLayerPlans(c);
