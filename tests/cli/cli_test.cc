@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -179,6 +180,18 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The last row of a golden logits file [T, vocab] (f32) of a checkpoint
+// directory, T being the number of ids in `ids` (space-separated).
+std::vector<float> LastGoldenRow(const std::string& file, const std::string& ids) {
+  const std::string bytes = ReadFile(file);
+  std::vector<float> g(bytes.size() / 4);
+  std::memcpy(g.data(), bytes.data(), g.size() * 4);
+  size_t n_ids = 1;
+  for (char c : ids) n_ids += c == ' ';
+  const size_t vocab = g.size() / n_ids;
+  return std::vector<float>(g.end() - static_cast<std::ptrdiff_t>(vocab), g.end());
+}
+
 TEST(Cli, TokenizeWithEveryTokenizerKind) {
   const std::string data = DSV4_TEST_DATA_DIR;
   const std::string models = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
@@ -269,16 +282,8 @@ TEST(Cli, RunsADeepSeekV4CheckpointDirectory) {
   for (char c : o.out) count += c == ' ';
   EXPECT_EQ(count, 3) << o.out;  // four ids
   // The greedy first id is the argmax of the golden logits' last row.
-  std::ifstream in2(dir + "/logits.f32", std::ios::binary | std::ios::ate);
-  const auto bytes = static_cast<size_t>(in2.tellg());
-  std::vector<float> g(bytes / 4);
-  in2.seekg(0);
-  in2.read(reinterpret_cast<char*>(g.data()), static_cast<std::streamsize>(bytes));
-  int n_ids = 1;
-  for (char c : ids) n_ids += c == ' ';
-  const size_t vocab = g.size() / n_ids;
-  const float* last = g.data() + (n_ids - 1) * vocab;
-  const int want = static_cast<int>(std::max_element(last, last + vocab) - last);
+  const std::vector<float> last = LastGoldenRow(dir + "/logits.f32", ids);
+  const int want = static_cast<int>(std::max_element(last.begin(), last.end()) - last.begin());
   EXPECT_EQ(std::stoi(o.out), want) << o.out;
   // Without a tokenizer, a text prompt is a clear error.
   o = RunDsv4("run --model " + dir + " --prompt hello");
@@ -293,14 +298,7 @@ TEST(Cli, RunsADeepSeekV4CheckpointDirectory) {
 TEST(Cli, WoAInputChoosesTheAttentionOutputType) {
   const std::string dir = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_fp8";
   const std::string ids = ReadFile(dir + "/input_ids.txt");
-  std::ifstream in(dir + "/logits_qat_fp32.f32", std::ios::binary | std::ios::ate);
-  std::vector<float> g(static_cast<size_t>(in.tellg()) / 4);
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(g.data()), static_cast<std::streamsize>(g.size() * 4));
-  int n_ids = 1;
-  for (char c : ids) n_ids += c == ' ';
-  const size_t vocab = g.size() / n_ids;
-  const float* last = g.data() + (n_ids - 1) * vocab;
+  const std::vector<float> last = LastGoldenRow(dir + "/logits_qat_fp32.f32", ids);
   for (const char* type : {"f32", "bf16"}) {
     Output o = RunDsv4("logits --model " + dir + " --wo-a-input " + type + " --prompt-ids '" + ids +
                        "' --top-k 1");
@@ -312,10 +310,10 @@ TEST(Cli, WoAInputChoosesTheAttentionOutputType) {
     const int id = std::stoi(o.out.substr(o.out.find(' ', line) + 1));
     const float logit = std::stof(o.out.substr(colon + 1));
     ASSERT_GE(id, 0);
-    ASSERT_LT(static_cast<size_t>(id), vocab);
+    ASSERT_LT(static_cast<size_t>(id), last.size());
     if (std::string(type) == "f32") {
       EXPECT_NEAR(logit, last[id], 1e-3f) << o.out;
-      EXPECT_EQ(id, std::max_element(last, last + vocab) - last) << o.out;
+      EXPECT_EQ(id, std::max_element(last.begin(), last.end()) - last.begin()) << o.out;
     } else {
       EXPECT_GT(std::fabs(logit - last[id]), 1e-3f) << o.out;
     }

@@ -107,7 +107,6 @@ def main():
         print(line)
     if args.gaps > 0:
         print(f"the {args.gaps} longest serial steps: region index, n before -> n after, median us")
-        first = tokens[0][0]
         gaps_by = sorted(((med(v), i) for i, v in gap_index.items()), reverse=True)
         for g, i in gaps_by[:args.gaps]:
             print(f"  {i:4d}  {rows[first + i - 1]['n']:>10} -> {rows[first + i]['n']:<10} {g:8.1f}")

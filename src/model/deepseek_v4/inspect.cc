@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/weights.h"
 
@@ -245,13 +246,15 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
                   : std::string("unquantized")) +
        ", routed experts " + std::string(ExpertDTypeName(c.expert_dtype)) + ", torch_dtype " +
        c.torch_dtype + "\n";
-  // What DeepSeekV4Model::Load picks by default (NumericsOptions from
-  // qat_simulation; --wo-a-input overrides the last).
-  r += c.qat_simulation
-           ? "  numerics: the release's (qat_simulation): FP8 activation quantisation, kv FP8 and "
-             "indexer FP4 simulations, wo_a input bf16 (--wo-a-input f32: f32)\n"
-           : "  numerics: no QAT simulations (qat_simulation false), wo_a input f32 "
-             "(--wo-a-input bf16: bf16)\n";
+  // What DeepSeekV4Model::Load picks unless told (--wo-a-input overrides the last).
+  const NumericsOptions nd = DefaultNumerics(c.qat_simulation);
+  const auto on_off = [](bool on) { return on ? std::string("on") : std::string("off"); };
+  r += std::string("  numerics: ") +
+       (c.qat_simulation ? "the release's (qat_simulation)"
+                         : "no QAT simulations (qat_simulation false)") +
+       ": FP8 activation quantisation " + on_off(nd.act_quant) + ", kv FP8 simulation " +
+       on_off(nd.kv_quant) + ", indexer FP4 simulation " + on_off(nd.index_quant) +
+       ", wo_a input " + (nd.o_bf16 ? "bf16" : "f32") + " (--wo-a-input)\n";
   r += Fmt("  bos %d, eos %d\n", c.bos_token_id, c.eos_token_id);
 
   const std::vector<LayerPlan> plans = BuildLayerPlans(c);

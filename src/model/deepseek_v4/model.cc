@@ -142,11 +142,7 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
   RETURN_IF_ERROR(c.CheckForwardSupported().WithContext(reader->path()));
   // QAT simulations: the caller's choice, else the config's (spec §9.2).
   const bool from_config = !options.numerics.has_value();
-  NumericsOptions numerics =
-      options.numerics.value_or(NumericsOptions{.act_quant = c.qat_simulation,
-                                                .kv_quant = c.qat_simulation,
-                                                .index_quant = c.qat_simulation,
-                                                .o_bf16 = c.qat_simulation});
+  NumericsOptions numerics = options.numerics.value_or(DefaultNumerics(c.qat_simulation));
   if (options.o_bf16.has_value()) numerics.o_bf16 = *options.o_bf16;
   const std::string off_hint =
       from_config ? "set \"qat_simulation\": false in config.json (the model was not trained "

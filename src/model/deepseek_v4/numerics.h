@@ -48,6 +48,16 @@ struct NumericsOptions {
   bool o_bf16 = false;
 };
 
+// The numerics a checkpoint runs with unless the caller chooses: the
+// release's (every simulation above, o in bf16) for a model trained with the
+// QAT simulations (DeepSeekV4Config::qat_simulation), else none of them.
+inline NumericsOptions DefaultNumerics(bool qat_simulation) {
+  return {.act_quant = qat_simulation,
+          .kv_quant = qat_simulation,
+          .index_quant = qat_simulation,
+          .o_bf16 = qat_simulation};
+}
+
 // Trace(name, layer, data, shape): called with named intermediates when set.
 // The name is the golden-dump key (tests/data/deepseek_v4/README.md): a
 // per-layer name "attn_out" of layer 3 arrives as "layers.3.attn_out", with
