@@ -238,7 +238,7 @@ int Run(const BenchArgs& a) {
     SpeculativeOptions so;
     so.draft_tokens = a.speculative;
     so.max_tokens = a.gen;
-    so.stop_at_eos = so.stop_at_bos = false;  // the same number of tokens as above
+    so.stop_at_eos = false;  // the same number of tokens as above
     std::vector<double> spec_tps;
     SpeculativeStats last;
     for (int r = 0; r < a.repeat; ++r) {

@@ -158,6 +158,7 @@ Result<LoadedModel> LoadEchoModel(const std::string& tokenizer_path, int64_t max
                            "the echo model needs the V4 special tokens");
   }
   LoadedModel m;
+  m.stop_ids = {tokenizer->eos_id()};
   m.model = std::make_unique<EchoModel>(*tokenizer, ids[0], max_context);
   m.tokenizer = std::move(tokenizer);
   m.path = "test-echo-model";

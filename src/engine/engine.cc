@@ -444,9 +444,7 @@ void Engine::SampleAndEmit(Sequence& s) {
   } else {
     next = s.sampler->Sample(logits);
   }
-  const ModelInfo& info = model_.model->info();
-  if ((s.request.stop_at_eos && next == info.eos_id) ||
-      (s.request.stop_at_bos && next == info.bos_id)) {
+  if (s.request.stop_at_eos && model_.IsStop(next)) {
     Finish(s, FinishReason::kStop);
     return;
   }

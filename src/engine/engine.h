@@ -95,8 +95,7 @@ struct SequenceRequest {
   SamplingParams sampling;        // validated by Submit
   std::vector<std::string> stop;  // stop strings; the text ends before the match
   int top_logprobs = -1;          // -1: no logprobs; 0..max: chosen token (+ this many)
-  bool stop_at_eos = true;        // EOS ends the sequence (not emitted)
-  bool stop_at_bos = false;       // llama2.c story models delimit stories with BOS
+  bool stop_at_eos = true;        // a stop id (LoadedModel::stop_ids) ends it (not emitted)
   ConstraintFactory constraint;   // null: unconstrained (no per-token cost)
 };
 

@@ -43,8 +43,7 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
   stats.stop_reason = "length";
   for (int64_t i = 0; i < options.max_tokens; ++i) {
     const int32_t next = sampler.Sample(logits);
-    if ((options.stop_at_eos && next == info.eos_id) ||
-        (options.stop_at_bos && next == info.bos_id)) {
+    if (options.stop_at_eos && m.IsStop(next)) {
       stats.stop_reason = "eos";
       break;
     }

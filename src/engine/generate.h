@@ -19,8 +19,7 @@ namespace dsv4 {
 struct GenerateOptions {
   int64_t max_tokens = 256;  // tokens generated after the prompt
   SamplingParams sampling;
-  bool stop_at_eos = true;      // stop when EOS is sampled (not emitted)
-  bool stop_at_bos = true;      // llama2.c models delimit stories with BOS
+  bool stop_at_eos = true;      // stop when a stop id (LoadedModel::stop_ids) is sampled
   int64_t prefill_chunk = 512;  // prompt tokens per Forward call
 };
 

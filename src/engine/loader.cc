@@ -104,6 +104,8 @@ Result<LoadedModel> FinishLlama(std::unique_ptr<CheckpointReader> file, LlamaCon
   m.tokenizer = std::move(tok);
   m.path = path;
   m.format = format;
+  if (c.eos_id >= 0) m.stop_ids.push_back(c.eos_id);
+  if (m.format == "llama2c" && c.bos_id >= 0) m.stop_ids.push_back(c.bos_id);
   return m;
 }
 
@@ -168,6 +170,34 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
   return FinishLlama(std::move(file), c, std::move(tok), o, "gguf");
 }
 
+// A checkpoint directory's stop ids: generation_config.json `eos_token_id`
+// (an id or a list of ids) when the file has one, else {eos_id}.
+Result<std::vector<int32_t>> DirectoryStopIds(const fs::path& dir, int32_t eos_id) {
+  std::vector<int32_t> ids;
+  if (eos_id >= 0) ids.push_back(eos_id);
+  const fs::path path = dir / "generation_config.json";
+  if (!fs::exists(path)) return ids;
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path.string()));
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument(path.string() + ": not a JSON object",
+                           "fix or remove the file; it names the tokens that end generation");
+  }
+  const auto it = j.find("eos_token_id");
+  if (it == j.end() || it->is_null()) return ids;
+  const nlohmann::json list = it->is_array() ? *it : nlohmann::json::array({*it});
+  ids.clear();
+  for (const auto& v : list) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+      return InvalidArgument(
+          path.string() + ": eos_token_id entry " + v.dump() + " is not a token id",
+          "eos_token_id is a non-negative integer or a list of them");
+    }
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return ids;
+}
+
 Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
   const fs::path dir(o.model_path);
   const std::string config_path = (dir / "config.json").string();
@@ -212,6 +242,7 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
   }
   m.path = o.model_path;
   m.format = "safetensors";
+  ASSIGN_OR_RETURN(m.stop_ids, DirectoryStopIds(dir, m.model->info().eos_id));
   return m;
 }
 

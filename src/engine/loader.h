@@ -11,9 +11,11 @@
 #ifndef DSV4_ENGINE_LOADER_H_
 #define DSV4_ENGINE_LOADER_H_
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "model/model.h"
@@ -54,6 +56,14 @@ struct LoadedModel {
   // LoadOptions::mlock: how many of the model's mappings of its weight files
   // were locked (they stay locked while the model maps them).
   int locked_mappings = 0;
+  // The token ids that end generation (sampled, not emitted): a checkpoint
+  // directory's generation_config.json `eos_token_id` (one id or a list, as
+  // transformers reads it), else the model's EOS; llama2.c models add BOS,
+  // which delimits their stories. Never BOS otherwise.
+  std::vector<int32_t> stop_ids;
+  bool IsStop(int32_t id) const {
+    return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
+  }
 };
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);

@@ -90,7 +90,7 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
   stats.stop_reason = "length";
   // Emits one token; false when generation ends before or with it.
   auto emit = [&](int32_t id) {
-    if ((options.stop_at_eos && id == info.eos_id) || (options.stop_at_bos && id == info.bos_id)) {
+    if (options.stop_at_eos && m.IsStop(id)) {
       stats.stop_reason = "eos";
       return false;
     }

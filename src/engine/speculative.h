@@ -29,10 +29,9 @@
 namespace dsv4 {
 
 struct SpeculativeOptions {
-  int64_t draft_tokens = 2;  // k drafts per round; 0 = plain greedy decoding
-  int64_t max_tokens = 256;  // tokens generated after the prompt
-  bool stop_at_eos = true;   // as GenerateOptions
-  bool stop_at_bos = true;
+  int64_t draft_tokens = 2;     // k drafts per round; 0 = plain greedy decoding
+  int64_t max_tokens = 256;     // tokens generated after the prompt
+  bool stop_at_eos = true;      // as GenerateOptions
   int64_t prefill_chunk = 512;  // prompt tokens per Forward call
   // Tests only: called with the drafts of each round (for main positions
   // n+1 ..) before verification, and may change them.

@@ -740,7 +740,6 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
       s.sampling.seed = r.has_seed ? base_seed + static_cast<uint64_t>(seqs.size()) : RandomSeed();
       s.stop = r.stop;
       s.top_logprobs = r.top_logprobs;
-      s.stop_at_bos = m.format == "llama2c";
       s.constraint = constraint;
       seqs.push_back(std::move(s));
       gen->choices.emplace_back(parse, r.thinking && format == ChatFormat::kDsv4);

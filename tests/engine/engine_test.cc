@@ -69,7 +69,6 @@ SequenceRequest Greedy(const LoadedModel& m, const std::string& prompt, int64_t 
   r.prompt = m.tokenizer->Encode(prompt, true);
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0.0f;
-  r.stop_at_bos = true;
   return r;
 }
 
@@ -191,7 +190,6 @@ TEST(Engine, SeedsReproduceAndDiffer) {
     r.sampling.top_p = 1.0f;
     r.sampling.min_p = 0.0f;
     r.sampling.seed = seed;
-    r.stop_at_bos = false;
     r.stop_at_eos = false;
     auto h = (*engine)->Submit({r, r});
     CHECK(h.ok());
@@ -270,7 +268,6 @@ TEST(Engine, ClampsToTheContext) {
   auto engine = Engine::Start(m, {.ctx_size = 16});
   ASSERT_TRUE(engine.ok());
   SequenceRequest r = Greedy(m, "Once upon a time", 1000);
-  r.stop_at_bos = false;
   r.stop_at_eos = false;
   auto h = (*engine)->Submit({r});
   ASSERT_TRUE(h.ok());
@@ -284,7 +281,6 @@ TEST(Engine, FullQueueRefusesAndCancelFreesTheSlot) {
   auto engine = Engine::Start(m, {.max_sequences = 1, .max_queue = 1, .test_step_delay_ms = 20});
   ASSERT_TRUE(engine.ok());
   SequenceRequest r = Greedy(m, "Once upon a time", 400);
-  r.stop_at_bos = false;
   r.stop_at_eos = false;
   auto running = (*engine)->Submit({r});
   ASSERT_TRUE(running.ok());

@@ -31,7 +31,6 @@ Output Plain(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t max_tok
   g.max_tokens = max_tokens;
   g.sampling.temperature = 0.0f;
   g.stop_at_eos = stop_at_eos;
-  g.stop_at_bos = false;
   g.prefill_chunk = 7;
   Output r;
   auto st = Generate(m, prompt, g, [&](int32_t id, std::string_view) {
@@ -47,7 +46,6 @@ Output Speculative(LoadedModel& m, const std::vector<int32_t>& prompt, int64_t m
   SpeculativeOptions o = base;
   o.draft_tokens = k;
   o.max_tokens = max_tokens;
-  o.stop_at_bos = false;
   o.prefill_chunk = 5;
   Output r;
   auto st = GenerateSpeculative(m, prompt, o, [&](int32_t id, std::string_view) {
@@ -78,6 +76,7 @@ LoadedModel Synthetic(const DeepSeekV4Config& c, uint32_t seed, int64_t max_cont
   LoadedModel lm;
   if (m.ok()) lm.model = std::move(m).value();
   lm.path = "synthetic";
+  lm.stop_ids = {static_cast<int32_t>(c.eos_token_id)};
   return lm;
 }
 

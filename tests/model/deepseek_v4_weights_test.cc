@@ -64,11 +64,49 @@ TEST(DeepSeekV4Names, HfStackedExperts) {
             "blk.4.ffn_down_exps.weight");
 }
 
+// transformers' default save_pretrained (spelling seen in the files that
+// tools/reference/make_hf_saved_v4.py writes).
+TEST(DeepSeekV4Names, HfDefaultSaveSpelling) {
+  auto n = [](const char* official) {
+    return TranslateName(official, NameScheme::kHfSave).value().name;
+  };
+  EXPECT_EQ(n("embed.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(n("head.weight"), "head.weight");
+  EXPECT_EQ(n("norm.weight"), "model.norm.weight");
+  EXPECT_EQ(n("hc_head_fn"), "model.hc_head.hc_fn");
+  EXPECT_EQ(n("layers.2.attn.wq_a.weight"), "model.layers.2.attn.wq_a.weight");
+  EXPECT_EQ(n("layers.2.attn.kv_norm.weight"), "model.layers.2.attn.kv_norm.weight");
+  // ... or, when the load renamed a compressor norm, `attn.norm` (both seen).
+  auto kv = CandidateNames("layers.2.attn.kv_norm.weight");
+  ASSERT_EQ(kv.size(), 4u);
+  EXPECT_EQ(kv[3].scheme, NameScheme::kHfSave);
+  EXPECT_EQ(kv[3].resolved.name, "model.layers.2.attn.norm.weight");
+  EXPECT_EQ(n("layers.2.attn.compressor.norm.weight"),
+            "model.layers.2.attn.compressor.norm.weight");
+  EXPECT_EQ(n("layers.1.ffn.experts.5.w3.weight"), "model.layers.1.ffn.experts.5.w3.weight");
+  EXPECT_EQ(TranslateName("layers.1.ffn.experts.5.w3.weight", NameScheme::kHfSave)->hf_stack,
+            HfStack::kNone);
+  // HF's internal name of the indexer's head weights (transformers 5.20-5.25).
+  EXPECT_EQ(TranslateName("layers.1.attn.indexer.weights_proj.weight", NameScheme::kHf)->name,
+            "model.layers.1.self_attn.compressor.indexer.scorer.weights_proj.weight");
+  // Candidates come in the order the binder tries them.
+  auto c = CandidateNames("layers.0.attn_norm.weight");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].resolved.name, "layers.0.attn_norm.weight");
+  EXPECT_EQ(c[1].resolved.name, "model.layers.0.input_layernorm.weight");
+  EXPECT_EQ(c[2].resolved.name, "model.layers.0.attn_norm.weight");
+}
+
 TEST(DeepSeekV4Names, MtpAndUnknownNames) {
-  // MTP tensors: official only (HF drops mtp.*).
+  // MTP tensors: HF drops mtp.*, so HF files carry the release's names (or,
+  // next to a default save, the same under `model.`).
   EXPECT_TRUE(TranslateName("mtp.0.e_proj.weight", NameScheme::kOfficial).has_value());
   EXPECT_TRUE(TranslateName("mtp.0.attn.wq_a.weight", NameScheme::kOfficial).has_value());
-  EXPECT_FALSE(TranslateName("mtp.0.attn.wq_a.weight", NameScheme::kHf).has_value());
+  EXPECT_EQ(TranslateName("mtp.0.attn.wq_a.weight", NameScheme::kHf)->name,
+            "mtp.0.attn.wq_a.weight");
+  EXPECT_EQ(TranslateName("mtp.0.e_proj.weight", NameScheme::kHfSave)->name,
+            "model.mtp.0.e_proj.weight");
+  EXPECT_FALSE(TranslateName("mtp.0.attn.wq_a.weight", NameScheme::kGguf).has_value());
   EXPECT_FALSE(TranslateName("layers.0.attn.wq_c.weight", NameScheme::kHf).has_value());
   EXPECT_FALSE(TranslateName("layers.x.attn.wq_a.weight", NameScheme::kHf).has_value());
   EXPECT_FALSE(TranslateName("layers.0.ffn.experts..w1.weight", NameScheme::kHf).has_value());
@@ -112,7 +150,7 @@ TEST(DeepSeekV4Weights, BindsBf16) {
   auto ckpt = TinyCheckpoint(SynthFormat::kBf16);
   auto w = BindWeights(*ckpt, TinyConfig(), BuildLayerPlans(TinyConfig()));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
-  EXPECT_EQ(w->scheme, NameScheme::kOfficial);
+  EXPECT_EQ(w->naming, "official");
   ASSERT_EQ(w->layers.size(), 3u);
   EXPECT_EQ(w->layers[0].attn.wq_a.format, LinearFormat::kDense);
   EXPECT_EQ(w->layers[0].moe.tid2eid.size(), 64u * 2);  // hash layer
@@ -331,7 +369,7 @@ TEST(DeepSeekV4Weights, HfNamedCheckpointGivesTheSameLogits) {
   auto m2 = DeepSeekV4Model::Load(hf, c);
   ASSERT_TRUE(m1.ok()) << m1.status().ToString();
   ASSERT_TRUE(m2.ok()) << m2.status().ToString();
-  EXPECT_EQ((*m2)->weights().scheme, NameScheme::kHf);
+  EXPECT_EQ((*m2)->weights().naming, "hf");
   const std::vector<int32_t> ids = {0, 5, 9, 5, 33, 2, 63, 7};
   std::vector<float> a(ids.size() * 64), b(ids.size() * 64);
   auto ca = (*m1)->NewCache(0), cb = (*m2)->NewCache(0);

@@ -323,9 +323,9 @@ Result<std::string> InspectPath(const std::string& path, const std::vector<int64
     ASSIGN_OR_RETURN(auto opened, OpenCheckpointDir(path));
     reader = std::shared_ptr<const CheckpointReader>(std::move(opened));
     auto bound = BindWeights(*reader, config, BuildLayerPlans(config));
-    weights_note = bound.ok() ? "weights: every declared tensor bound (" +
-                                    std::string(NameSchemeName(bound->scheme)) + " names)\n"
-                              : "weights: " + bound.status().message() + "\n";
+    weights_note = bound.ok()
+                       ? "weights: every declared tensor bound (" + bound->naming + " names)\n"
+                       : "weights: " + bound.status().message() + "\n";
   } else {
     weights_note = "weights: none (config.json only)\n";
   }

@@ -1,7 +1,8 @@
 // The DeepSeek-V4 tensor name table (see tensor_names.h).
 // Official names: spec §7.2; HF: §7.5 (transformers conversion_mapping.py);
 // GGUF: §7.6 (llama.cpp deepseek4). GGUF names marked "unverified" come from
-// third-party GGUF tooling, not from upstream llama.cpp.
+// third-party GGUF tooling, not from upstream llama.cpp. The HF default-save
+// spelling is derived from the official one (HfSaveName).
 #include "model/deepseek_v4/tensor_names.h"
 
 #include <cctype>
@@ -53,7 +54,7 @@ constexpr TensorNameRow kTable[] = {
   {S::kLayer, "attn.compressor.norm.weight",  "self_attn.compressor.kv_norm.weight",   "attn_compressor_norm.weight"},
   {S::kLayer, "attn.indexer.wq_b.weight",     "self_attn.compressor.indexer.q_b_proj.weight",           "indexer.attn_q_b.weight"},
   {S::kLayer, "attn.indexer.wq_b.scale",      "self_attn.compressor.indexer.q_b_proj.weight_scale_inv", ""},
-  {S::kLayer, "attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.weights_proj.weight",   "indexer.proj.weight"},
+  {S::kLayer, "attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.scorer.weights_proj.weight", "indexer.proj.weight"},
   {S::kLayer, "attn.indexer.compressor.wkv.weight",   "self_attn.compressor.indexer.kv_proj.weight",   "indexer_compressor_kv.weight"},
   {S::kLayer, "attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight", "indexer_compressor_gate.weight"},
   {S::kLayer, "attn.indexer.compressor.ape",          "self_attn.compressor.indexer.position_bias",    "indexer_compressor_ape.weight"},
@@ -144,6 +145,8 @@ std::string_view NameSchemeName(NameScheme s) {
       return "official";
     case NameScheme::kHf:
       return "hf";
+    case NameScheme::kHfSave:
+      return "hf default save";
     case NameScheme::kGguf:
       return "gguf";
   }
@@ -177,11 +180,27 @@ std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme 
         out.name = std::string(official);
         return out;
       case NameScheme::kHf:
-        if (row.hf.empty() || scope == NameScope::kMtp) return std::nullopt;
+        // HF has no draft layer of its own: one copied back keeps its official names.
+        if (scope == NameScope::kMtp) {
+          out.name = std::string(official);
+          return out;
+        }
+        if (row.hf.empty()) return std::nullopt;
         out.hf_stack = row.hf_stack;
         out.name = (scope == NameScope::kLayer ? "model.layers." + std::to_string(index) + "."
                                                : std::string()) +
                    Substitute(row.hf, expert);
+        return out;
+      case NameScheme::kHfSave:
+        // transformers reverses its renames by pattern: the anchored top-level ones
+        // (embed, hc_head) do not match under `model.`, `lm_head` does. (Its
+        // `.norm.` → `.kv_norm.` rename, reversed, can also turn the attention's
+        // kv_norm into `norm`: CandidateNames adds that spelling.)
+        if (scope == NameScope::kTop) {
+          out.name = row.official == "head.weight" ? std::string(row.official) : row.hf;
+          return out;
+        }
+        out.name = "model." + std::string(official);
         return out;
       case NameScheme::kGguf:
         if (row.gguf.empty() || scope == NameScope::kMtp) return std::nullopt;
@@ -194,12 +213,20 @@ std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme 
   return std::nullopt;
 }
 
-std::optional<NameScheme> DetectNameScheme(const CheckpointReader& reader) {
-  for (NameScheme s : {NameScheme::kOfficial, NameScheme::kHf, NameScheme::kGguf}) {
-    auto name = TranslateName("embed.weight", s);
-    if (name && reader.Find(name->name) != nullptr) return s;
+std::vector<CandidateName> CandidateNames(std::string_view official) {
+  std::vector<CandidateName> out;
+  for (NameScheme s : kSafetensorsSchemes) {
+    if (auto r = TranslateName(official, s)) out.push_back({s, std::move(*r)});
   }
-  return std::nullopt;
+  // transformers' default save reverses `.norm.` → `.kv_norm.` on every name
+  // when a checkpoint's load used that rename (a compressor norm was renamed):
+  // then a layer's attention kv_norm is written `attn.norm.weight`.
+  std::string_view rest = official;
+  if (auto l = TakeIndexedPrefix(rest, "layers"); l && rest == "attn.kv_norm.weight") {
+    out.push_back({NameScheme::kHfSave, ResolvedName{.name = "model.layers." + std::to_string(*l) +
+                                                             ".attn.norm.weight"}});
+  }
+  return out;
 }
 
 }  // namespace dsv4::deepseek_v4

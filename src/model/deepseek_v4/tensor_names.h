@@ -1,14 +1,25 @@
 // The one table of DeepSeek-V4 tensor names: the official checkpoint spelling
 // (the canonical key everywhere in this code), the HF transformers spelling
-// (spec deepseek-v4.md §7.5: what `save_pretrained` writes after the load-time
-// renames) and the llama.cpp GGUF spelling (§7.6, recorded for the GGUF loader;
-// GGUF dims are innermost-first and FP8 tensors are re-quantised there).
+// (spec deepseek-v4.md §7.5: what `save_pretrained(save_original_format=False)`
+// writes, HF's internal names) and the llama.cpp GGUF spelling (§7.6, recorded
+// for the GGUF loader; GGUF dims are innermost-first and FP8 tensors are
+// re-quantised there). A fourth spelling, transformers' default
+// `save_pretrained` (which reverses its load-time renames only in part), is
+// derived from the official one: official layer names under `model.`, with
+// `model.embed_tokens.weight`, `model.norm.weight`, `model.hc_head.hc_*` at the
+// top and a layer's attention `kv_norm` written as `attn.norm.weight`.
 //
 // Patterns are relative to a scope: the top level, a layer (`layers.{L}.` /
-// `model.layers.{L}.` / `blk.{L}.`) or an MTP layer (`mtp.{M}.`, which HF drops).
+// `model.layers.{L}.` / `blk.{L}.`) or an MTP layer (`mtp.{M}.`). transformers
+// drops `mtp.*` on load, so HF files carry the draft layer only when a user
+// copies the release's tensors back: under their official names, or under
+// `model.mtp.{M}.` next to a default save.
 // `{X}` is a routed expert index. HF stacks the routed experts of a layer into
 // `mlp.experts.gate_up_proj` [E, 2F, D] (w1 rows then w3 rows) and
 // `mlp.experts.down_proj` [E, D, F].
+//
+// Which spelling a checkpoint uses is decided per tensor (CandidateNames): a
+// checkpoint may mix them.
 #ifndef DSV4_MODEL_DEEPSEEK_V4_TENSOR_NAMES_H_
 #define DSV4_MODEL_DEEPSEEK_V4_TENSOR_NAMES_H_
 
@@ -17,13 +28,18 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/checkpoint.h"
 
 namespace dsv4::deepseek_v4 {
 
-enum class NameScheme { kOfficial, kHf, kGguf };
-std::string_view NameSchemeName(NameScheme s);  // "official", "hf", "gguf"
+enum class NameScheme { kOfficial, kHf, kHfSave, kGguf };
+// "official", "hf", "hf default save", "gguf"
+std::string_view NameSchemeName(NameScheme s);
+// The safetensors spellings, in the order CandidateNames tries them.
+inline constexpr NameScheme kSafetensorsSchemes[] = {NameScheme::kOfficial, NameScheme::kHf,
+                                                     NameScheme::kHfSave};
 
 enum class NameScope { kTop, kLayer, kMtp };
 
@@ -55,9 +71,13 @@ struct ResolvedName {
 // nullopt when the name is not in the table or the scheme has no spelling for it.
 std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme scheme);
 
-// Which spelling a checkpoint uses, from its embedding tensor's name; nullopt
-// when none of the three is present.
-std::optional<NameScheme> DetectNameScheme(const CheckpointReader& reader);
+// A concrete official name in each safetensors spelling that has one, in the
+// order of kSafetensorsSchemes (names may repeat where two spellings agree).
+struct CandidateName {
+  NameScheme scheme;
+  ResolvedName resolved;
+};
+std::vector<CandidateName> CandidateNames(std::string_view official);
 
 }  // namespace dsv4::deepseek_v4
 

@@ -2,6 +2,7 @@
 #include "model/deepseek_v4/weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <set>
@@ -284,26 +285,36 @@ struct Bound {
 
 class Binder {
  public:
-  Binder(const CheckpointReader& reader, const DeepSeekV4Config& config, NameScheme scheme)
-      : reader_(reader), config_(config), scheme_(scheme) {}
+  Binder(const CheckpointReader& reader, const DeepSeekV4Config& config)
+      : reader_(reader), config_(config) {}
 
   void Bind(const WeightDecl& d) {
-    auto resolved = TranslateName(d.name, scheme_);
-    if (!resolved) {
-      missing_.push_back(d.name + " (no " + std::string(NameSchemeName(scheme_)) + " spelling)");
+    const std::vector<CandidateName> candidates = CandidateNames(d.name);
+    const CandidateName* found = nullptr;
+    const TensorInfo* info = nullptr;
+    for (const CandidateName& c : candidates) {
+      info = reader_.Find(c.resolved.name);
+      if (info != nullptr) {
+        found = &c;
+        break;
+      }
+    }
+    if (found == nullptr) {
+      std::string tried;
+      for (const CandidateName& c : candidates) {
+        if (tried.find("'" + c.resolved.name + "'") != std::string::npos) continue;
+        tried += (tried.empty() ? "" : ", ") + ("'" + c.resolved.name + "'");
+      }
+      missing_.push_back(d.name + (tried.empty() ? "" : " (looked for " + tried + ")"));
       return;
     }
-    const TensorInfo* info = reader_.Find(resolved->name);
-    if (info == nullptr) {
-      missing_.push_back(scheme_ == NameScheme::kOfficial
-                             ? d.name
-                             : resolved->name + " (official: " + d.name + ")");
-      return;
-    }
+    NoteSpelling(candidates, found->resolved.name);
+    consumed_.insert(info->name);
+    const ResolvedName& resolved = found->resolved;
     Bound b;
     bool ok = true;
-    if (resolved->hf_stack != HfStack::kNone) {
-      ok = BindStacked(d, *resolved, *info, b);
+    if (resolved.hf_stack != HfStack::kNone) {
+      ok = BindStacked(d, resolved, *info, b);
     } else {
       switch (d.kind) {
         case WeightKind::kLinear:
@@ -332,6 +343,19 @@ class Binder {
     if (ok) bound_.emplace(d.name, std::move(b));
   }
 
+  // The spelling of the bound tensors (ModelWeights::naming).
+  std::string Naming() const {
+    for (NameScheme s : kSafetensorsSchemes) {
+      if (spelled_all_[static_cast<int>(s)]) return std::string(NameSchemeName(s));
+    }
+    std::string used;
+    for (NameScheme s : kSafetensorsSchemes) {
+      if (!spelled_some_[static_cast<int>(s)]) continue;
+      used += (used.empty() ? "" : ", ") + std::string(NameSchemeName(s));
+    }
+    return "mixed (" + used + ")";
+  }
+
   Bound& Get(const std::string& name) {
     auto it = bound_.find(name);
     CHECK(it != bound_.end(), "weight '%s' was not bound", name.c_str());
@@ -340,11 +364,22 @@ class Binder {
 
   Status Finish() const {
     if (missing_.empty() && problems_.empty()) return Status::Ok();
-    std::string msg = reader_.path() + ": cannot bind the DeepSeek-V4 weights (" +
-                      std::string(NameSchemeName(scheme_)) + " tensor names)";
+    std::string msg =
+        reader_.path() + ": cannot bind the DeepSeek-V4 weights (" + Naming() + " tensor names)";
     if (!missing_.empty()) {
       msg += "\n  " + std::to_string(missing_.size()) + " tensor(s) missing:";
-      for (const std::string& m : missing_) msg += "\n    " + m;
+      ListSome(msg, missing_);
+      // What the file has that no declared tensor took: usually the missing
+      // tensors under a spelling dsv4 does not know.
+      std::vector<std::string> unmatched;
+      for (const TensorInfo& t : reader_.tensors()) {
+        if (!consumed_.contains(t.name)) unmatched.push_back(t.name);
+      }
+      if (!unmatched.empty()) {
+        msg += "\n  " + std::to_string(unmatched.size()) +
+               " tensor(s) in the file matched no declared name:";
+        ListSome(msg, unmatched);
+      }
     }
     for (const std::string& p : problems_) msg += "\n  " + p;
     const std::string hint =
@@ -362,13 +397,45 @@ class Binder {
     return false;
   }
 
+  static void ListSome(std::string& msg, const std::vector<std::string>& names) {
+    constexpr size_t kShown = 24;
+    for (size_t i = 0; i < names.size() && i < kShown; ++i) msg += "\n    " + names[i];
+    if (names.size() > kShown) {
+      msg += "\n    ... and " + std::to_string(names.size() - kShown) + " more";
+    }
+  }
+
+  // Records which spellings name a found tensor `name`.
+  void NoteSpelling(const std::vector<CandidateName>& candidates, const std::string& name) {
+    std::array<bool, kNSchemes> spells{};
+    for (const CandidateName& c : candidates) {
+      if (c.resolved.name == name) spells[static_cast<int>(c.scheme)] = true;
+    }
+    bool first = true;
+    for (NameScheme s : kSafetensorsSchemes) {
+      const int i = static_cast<int>(s);
+      spelled_all_[i] = spelled_all_[i] && spells[i];
+      // The first spelling that names it (the one the binder tried first).
+      if (spells[i] && first) spelled_some_[i] = true;
+      first = first && !spells[i];
+    }
+  }
+
   // Finds the `.scale` companion of a quantized weight and checks it.
   bool BindScale(const WeightDecl& d, const TensorInfo& info, const std::vector<int64_t>& want,
                  bool fp4, Bound& b) {
     std::string official = d.name;
     official.replace(official.size() - std::string(".weight").size(), std::string::npos, ".scale");
-    auto resolved = TranslateName(official, scheme_);
-    const TensorInfo* s = resolved ? reader_.Find(resolved->name) : nullptr;
+    const TensorInfo* s = nullptr;
+    const std::vector<CandidateName> candidates = CandidateNames(official);
+    for (const CandidateName& c : candidates) {
+      s = reader_.Find(c.resolved.name);
+      if (s != nullptr) {
+        NoteSpelling(candidates, s->name);
+        consumed_.insert(s->name);
+        break;
+      }
+    }
     if (s == nullptr) {
       missing_.push_back(official + " (the block scales of " + std::string(DTypeName(info.dtype)) +
                          " '" + info.name + "')");
@@ -476,9 +543,12 @@ class Binder {
     return true;
   }
 
+  static constexpr int kNSchemes = static_cast<int>(NameScheme::kGguf) + 1;
   const CheckpointReader& reader_;
   const DeepSeekV4Config& config_;
-  NameScheme scheme_;
+  std::array<bool, kNSchemes> spelled_all_ = {true, true, true, true};
+  std::array<bool, kNSchemes> spelled_some_{};
+  std::set<std::string> consumed_;  // file tensors a declaration took
   std::map<std::string, Bound> bound_;
   std::vector<std::string> missing_;
   std::vector<std::string> problems_;
@@ -549,35 +619,36 @@ LayerWeights TakeLayer(Binder& binder, const DeepSeekV4Config& c, const LayerPla
 
 Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV4Config& c,
                                  const std::vector<LayerPlan>& plans) {
-  std::optional<NameScheme> scheme = DetectNameScheme(reader);
-  if (!scheme) {
+  auto present = [&](const std::string& official) {
+    for (const CandidateName& n : CandidateNames(official)) {
+      if (reader.Find(n.resolved.name) != nullptr) return true;
+    }
+    return false;
+  };
+  if (!present("embed.weight")) {
+    if (reader.Find(TranslateName("embed.weight", NameScheme::kGguf)->name) != nullptr) {
+      return Unimplemented(reader.path() + ": DeepSeek-V4 GGUF files are not supported yet",
+                           "use the safetensors release (official or HF tensor names)");
+    }
     return NotFound(reader.path() +
                         ": no embedding tensor: none of 'embed.weight' (official), "
                         "'model.embed_tokens.weight' (HF), 'token_embd.weight' (GGUF)",
                     "is this a DeepSeek-V4 checkpoint?");
   }
-  if (*scheme == NameScheme::kGguf) {
-    return Unimplemented(reader.path() + ": DeepSeek-V4 GGUF files are not supported yet",
-                         "use the safetensors release (official or HF tensor names)");
-  }
   // MTP layers (speculative decoding only) are bound when the checkpoint has
-  // them: their e_proj is present (official names; HF drops mtp.*).
-  auto has_mtp = [&](const LayerPlan& p) {
-    auto name = TranslateName(p.prefix + "e_proj.weight", *scheme);
-    return name && reader.Find(name->name) != nullptr;
-  };
+  // them: their e_proj is present under one of its spellings.
   std::vector<bool> bind_mtp(plans.size(), false);
   for (size_t i = 0; i < plans.size(); ++i) {
-    bind_mtp[i] = plans[i].role == LayerRole::kMtp && has_mtp(plans[i]);
+    bind_mtp[i] = plans[i].role == LayerRole::kMtp && present(plans[i].prefix + "e_proj.weight");
   }
-  Binder binder(reader, c, *scheme);
+  Binder binder(reader, c);
   ForEachWeight(c, plans, [&](const WeightDecl& d) {
     if (!d.mtp || bind_mtp[d.layer]) binder.Bind(d);
   });
   RETURN_IF_ERROR(binder.Finish());
 
   ModelWeights w;
-  w.scheme = *scheme;
+  w.naming = binder.Naming();
   w.embed = binder.Get("embed.weight").view;
   w.head = binder.Get("head.weight").view;
   w.norm = std::move(binder.Get("norm.weight").f32);

@@ -191,7 +191,10 @@ struct ModelWeights {
   HyperConnectionWeights hc_head;    // fn [C, C·D], base [C], scale [1]
   std::vector<LayerWeights> layers;  // the L main layers
   std::vector<MtpWeights> mtp;       // the MTP layers, when the checkpoint has them
-  NameScheme scheme = NameScheme::kOfficial;
+  // The tensor spelling the checkpoint uses (NameSchemeName), decided per
+  // tensor: the first of kSafetensorsSchemes that spells every bound tensor as
+  // found, else "mixed (<the spellings found>)".
+  std::string naming;
 };
 
 // Binds the weights of the main layers, and of each MTP layer whose

@@ -1,0 +1,138 @@
+// LoadModel's stop ids (LoadedModel::stop_ids): a checkpoint directory stops
+// at its generation_config.json `eos_token_id` (an id or a list), else at its
+// config's EOS, and never at BOS; llama2.c story models also stop at BOS.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/generate.h"
+#include "engine/loader.h"
+
+namespace dsv4 {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModels = std::string(DSV4_SOURCE_DIR) + "/models/stories260K/";
+const std::string kV4 = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/";
+
+// A copy of a tiny DeepSeek-V4 checkpoint directory (weights linked) with an
+// optional generation_config.json.
+class V4Dir {
+ public:
+  V4Dir(const std::string& name, const std::string& generation_config) {
+    dir_ = fs::temp_directory_path() /
+           ("dsv4_loader_test_" + name + "_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            std::to_string(counter_++));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::copy_file(kV4 + name + "/config.json", dir_ / "config.json");
+    fs::create_symlink(kV4 + name + "/model.safetensors", dir_ / "model.safetensors");
+    if (!generation_config.empty()) {
+      std::ofstream(dir_ / "generation_config.json") << generation_config;
+    }
+  }
+  ~V4Dir() { fs::remove_all(dir_); }
+  std::string path() const { return dir_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path dir_;
+};
+
+Result<LoadedModel> Load(const std::string& path) {
+  LoadOptions o;
+  o.model_path = path;
+  o.threads = 1;
+  return LoadModel(o);
+}
+
+TEST(LoaderStopIds, Llama2cStoriesStopAtEosAndBos) {
+  auto m = Load(kModels + "stories260K.bin");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->stop_ids, (std::vector<int32_t>{2, 1}));
+}
+
+TEST(LoaderStopIds, GgufStopsAtEosOnly) {
+  auto m = Load(kModels + "stories260K.gguf");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->stop_ids, (std::vector<int32_t>{2}));
+  EXPECT_FALSE(m->IsStop(1));  // BOS
+}
+
+TEST(LoaderStopIds, DeepSeekV4UsesConfigEosWithoutGenerationConfig) {
+  V4Dir dir("swa_bf16", "");
+  auto m = Load(dir.path());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->stop_ids, (std::vector<int32_t>{1}));
+  EXPECT_FALSE(m->IsStop(m->model->info().bos_id));
+}
+
+TEST(LoaderStopIds, DeepSeekV4ReadsGenerationConfigIdOrList) {
+  {
+    V4Dir dir("swa_bf16", R"({"bos_token_id": 0, "eos_token_id": 7})");
+    auto m = Load(dir.path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->stop_ids, (std::vector<int32_t>{7}));
+  }
+  {
+    V4Dir dir("swa_bf16", R"({"eos_token_id": [1, 9, 200]})");
+    auto m = Load(dir.path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->stop_ids, (std::vector<int32_t>{1, 9, 200}));
+  }
+}
+
+TEST(LoaderStopIds, BadGenerationConfigNamesTheFileAndField) {
+  for (const char* text : {R"({"eos_token_id": "x"})", R"({"eos_token_id": [1, -3]})", "[1]"}) {
+    V4Dir dir("swa_bf16", text);
+    auto m = Load(dir.path());
+    ASSERT_FALSE(m.ok()) << text;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(m.status().message().find("generation_config.json"), std::string::npos)
+        << m.status().ToString();
+    if (std::string(text) != "[1]") {
+      EXPECT_NE(m.status().message().find("eos_token_id"), std::string::npos)
+          << m.status().ToString();
+    }
+  }
+}
+
+// Generation ends at a stop id from generation_config.json (not emitted), and
+// a DeepSeek-V4 model runs through BOS.
+TEST(LoaderStopIds, GenerationStopsAtTheCheckpointsStopIds) {
+  const std::vector<int32_t> prompt = {0, 17, 42, 99, 5};
+  GenerateOptions g;
+  g.max_tokens = 12;
+  g.sampling.temperature = 0.0f;
+  std::vector<int32_t> free_run;
+  {
+    V4Dir dir("swa_bf16", R"({"eos_token_id": []})");
+    auto m = Load(dir.path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_TRUE(m->stop_ids.empty());
+    auto st = Generate(*m, prompt, g, [&](int32_t id, std::string_view) {
+      if (id >= 0) free_run.push_back(id);
+    });
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_EQ(free_run.size(), 12u);
+  }
+  // Stop at the fourth greedy token: the first three are emitted.
+  const int32_t stop = free_run[3];
+  const auto first = std::find(free_run.begin(), free_run.end(), stop) - free_run.begin();
+  V4Dir dir("swa_bf16", "{\"eos_token_id\": [250, " + std::to_string(stop) + "]}");
+  auto m = Load(dir.path());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::vector<int32_t> out;
+  auto st = Generate(*m, prompt, g, [&](int32_t id, std::string_view) {
+    if (id >= 0) out.push_back(id);
+  });
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->stop_reason, "eos");
+  EXPECT_EQ(out, std::vector<int32_t>(free_run.begin(), free_run.begin() + first));
+}
+
+}  // namespace
+}  // namespace dsv4
