@@ -303,6 +303,18 @@ struct TinyMoe {
         .w2 = {.weight = TensorView::Contiguous(sw2.data(), DType::kF32, {2, 1}), .scale = {}}};
     plan.router = RouterKind::kScored;
   }
+  // What a layer's sublayers read (no RoPE in the MoE).
+  LayerContext Ctx(ThreadPool& pool) const {
+    return LayerContext{.pool = pool,
+                        .config = c,
+                        .plan = plan,
+                        .rope = rope,
+                        .numerics = numerics,
+                        .trace = trace};
+  }
+  RopeFrequencies rope;
+  NumericsOptions numerics;
+  Tracer trace;
 };
 
 float SqrtSoftplus(float x) { return std::sqrt(std::log1p(std::exp(x))); }
@@ -313,12 +325,12 @@ TEST(DeepSeekV4Blocks, RouterBiasSelectsButDoesNotWeight) {
   MoeScratch s;
   const float x[2] = {1.0f, 0.0f};
   const int32_t tok[1] = {0};
-  Route(pool, m.c, m.plan, m.w, x, tok, s);
+  Route(m.Ctx(pool), m.w, x, tok, s);
   EXPECT_EQ(s.routing.experts[0], 3);
   EXPECT_EQ(s.routing.experts[1], 2);
   // A bias on expert 0 makes it win the selection...
   m.w.bias = {5.0f, 0.0f, 0.0f, 0.0f};
-  Route(pool, m.c, m.plan, m.w, x, tok, s);
+  Route(m.Ctx(pool), m.w, x, tok, s);
   EXPECT_EQ(s.routing.experts[0], 0);
   EXPECT_EQ(s.routing.experts[1], 3);
   // ...but the weights use the unbiased scores, normalised × route scale.
@@ -338,7 +350,7 @@ TEST(DeepSeekV4Blocks, HashRouterUsesTheTokensRow) {
   MoeScratch s;
   const float x[4] = {1.0f, 0.0f, 1.0f, 0.0f};
   const int32_t tok[2] = {2, 1};
-  Route(pool, m.c, m.plan, m.w, x, tok, s);
+  Route(m.Ctx(pool), m.w, x, tok, s);
   EXPECT_EQ(s.routing.experts[0], 1);  // token 2's row, in table order
   EXPECT_EQ(s.routing.experts[1], 0);
   EXPECT_EQ(s.routing.experts[2], 2);  // token 1's row
@@ -351,7 +363,6 @@ TEST(DeepSeekV4Blocks, SwigluClampsGateAboveAndUpBothWays) {
   TinyMoe m;
   ThreadPool pool(1);
   MoeScratch s;
-  NumericsOptions opts;
   // x0 = 50: gate = min(50, 10) = 10, up = clamp(50, ±10) = 10 -> h = silu(10)·10.
   // Shared expert: gate = 50 -> 10, up = -50 -> -10: h = silu(10)·(-10) (no weight).
   m.sw1 = {1.0f, 0.0f};
@@ -360,7 +371,7 @@ TEST(DeepSeekV4Blocks, SwigluClampsGateAboveAndUpBothWays) {
   const float x[2] = {50.0f, 0.0f};
   const int32_t tok[1] = {0};
   float out[2];
-  MoeForward(pool, m.c, m.plan, m.w, opts, Tracer(), x, tok, s, out);
+  MoeForward(m.Ctx(pool), m.w, x, tok, s, out);
   const float silu10 = 10.0f / (1.0f + std::exp(-10.0f));
   // Routed: the two picks' weights sum to route_scale (1.5), each applied before w2.
   EXPECT_NEAR(out[0], silu10 * 10.0f * 1.5f, 1e-3f);

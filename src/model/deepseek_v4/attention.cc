@@ -4,79 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
-
-RopeFrequencies::RopeFrequencies(int64_t rope_dim, double base, const YarnScaling* yarn) {
-  CHECK(rope_dim > 0 && rope_dim % 2 == 0);
-  const int64_t half = rope_dim / 2;
-  omega_.resize(half);
-  // ω_i = 1 / base^(2i/R), in fp32 like the reference's float32 arange.
-  for (int64_t i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rope_dim);
-    omega_[i] = 1.0f / std::pow(static_cast<float>(base), exponent);
-  }
-  if (yarn == nullptr) return;
-  // YaRN (reference `precompute_freqs_cis`): pairs below `low` keep ω, pairs
-  // above `high` get ω / factor, a linear ramp blends in between.
-  auto correction_dim = [&](double rotations) {
-    return static_cast<double>(rope_dim) *
-           std::log(static_cast<double>(yarn->original_max_position) /
-                    (rotations * 2.0 * std::numbers::pi)) /
-           (2.0 * std::log(base));
-  };
-  double low = std::max(std::floor(correction_dim(yarn->beta_fast)), 0.0);
-  double high =
-      std::min(std::ceil(correction_dim(yarn->beta_slow)), static_cast<double>(rope_dim - 1));
-  if (low == high) high += 0.001;
-  const float factor = static_cast<float>(yarn->factor);
-  for (int64_t i = 0; i < half; ++i) {
-    const float linear =
-        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low);
-    const float ramp = std::clamp(linear, 0.0f, 1.0f);
-    const float smooth = 1.0f - ramp;
-    omega_[i] = omega_[i] / factor * (1.0f - smooth) + omega_[i] * smooth;
-  }
-}
-
-void RopeFrequencies::Rotate(float* x, int64_t pos, bool inverse) const {
-  const float p = static_cast<float>(pos);
-  for (size_t i = 0; i < omega_.size(); ++i) {
-    const float angle = p * omega_[i];
-    const float c = std::cos(angle);
-    const float s = inverse ? -std::sin(angle) : std::sin(angle);
-    const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c - x1 * s;
-    x[2 * i + 1] = x0 * s + x1 * c;
-  }
-}
-
-void RotationCache::Rotate(float* x, int64_t pos, bool inverse) {
-  const std::vector<float>& omega = f_.omega();
-  const size_t n = omega.size();
-  if (n > kMaxPairs) {
-    f_.Rotate(x, pos, inverse);
-    return;
-  }
-  if (pos != pos_) {
-    const float p = static_cast<float>(pos);
-    for (size_t i = 0; i < n; ++i) {
-      const float angle = p * omega[i];  // as RopeFrequencies::Rotate
-      cos_[i] = std::cos(angle);
-      sin_[i] = std::sin(angle);
-    }
-    pos_ = pos;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float c = cos_[i], s = inverse ? -sin_[i] : sin_[i];
-    const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c - x1 * s;
-    x[2 * i + 1] = x0 * s + x1 * c;
-  }
-}
 
 void AttentionState::Init(const DeepSeekV4Config& c, const LayerPlan& plan, int64_t history) {
   spec = plan.cache;
@@ -193,9 +124,13 @@ void AttentionScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   top.resize(n * c.index_topk);
 }
 
-void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w, const NumericsOptions& opts, const Tracer& trace,
-                      const float* x, int64_t n_rows, AttentionScratch& s) {
+void AttentionProject(const LayerContext& ctx, const AttentionWeights& w, const float* x,
+                      int64_t n_rows, AttentionScratch& s) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const LayerPlan& plan = ctx.plan;
+  const NumericsOptions& opts = ctx.numerics;
+  const Tracer& trace = ctx.trace;
   const int64_t N = n_rows, Q = c.q_lora_rank, layer = plan.layer;
   const float eps = static_cast<float>(c.rms_norm_eps);
   s.Reserve(c, N);
@@ -242,10 +177,15 @@ void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPl
   LinearMany(pool, jobs, s.proj_job_rows);
 }
 
-void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                   const AttentionWeights& w, const RopeFrequencies& rope,
-                   const NumericsOptions& opts, const Tracer& trace, int64_t row0, int64_t n_tokens,
-                   int64_t pos0, AttentionState& state, AttentionScratch& s) {
+void AttentionCore(const LayerContext& ctx, const AttentionWeights& w, TokenRun run,
+                   AttentionState& state, AttentionScratch& s) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const LayerPlan& plan = ctx.plan;
+  const RopeFrequencies& rope = ctx.rope;
+  const NumericsOptions& opts = ctx.numerics;
+  const Tracer& trace = ctx.trace;
+  const int64_t row0 = run.row0, n_tokens = run.n_tokens, pos0 = run.pos0;
   const int64_t layer = plan.layer;
   CHECK(state.ring.end() == pos0, "layer %lld: attention at position %lld, cache at %lld",
         static_cast<long long>(plan.layer), static_cast<long long>(pos0),
@@ -282,15 +222,13 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   // ---- Compressed keys (§4.4, §4.5): entries completed by these tokens come first ----
   const int64_t r = plan.compress_ratio;
   if (r > 0) {
-    CompressorFinish(pool, w.compressor, CompressorKind::kMain, rope, R, opts, eps, row0, T, pos0,
-                     state.compressed, s.compressor);
+    CompressorFinish(ctx, w.compressor, CompressorKind::kMain, run, state.compressed, s.compressor);
     trace("attn.compressed_kv", layer, state.compressed.entries.data(),
           {state.compressed.n_entries(), A});
   }
   const int64_t k = c.index_topk;
   if (plan.has_indexer) {
-    IndexerForward(pool, c, w.indexer, rope, opts, trace, layer, row0, T, pos0, state.index_keys,
-                   s.indexer, s.top.data());
+    IndexerForward(ctx, w.indexer, run, state.index_keys, s.indexer, s.top.data());
   }
   const int64_t max_keys = W + (r == 0 ? 0 : plan.has_indexer ? k : state.compressed.n_entries());
   const int64_t n_threads = pool.size();
@@ -361,9 +299,13 @@ void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan&
   for (int64_t t = 0; t < T; ++t) std::copy_n(kv + t * A, A, state.ring.Append(pos0 + t));
 }
 
-void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
-                     const NumericsOptions& opts, const Tracer& trace, int64_t layer,
-                     int64_t n_rows, AttentionScratch& s, float* out) {
+void AttentionOutput(const LayerContext& ctx, const AttentionWeights& w, int64_t n_rows,
+                     AttentionScratch& s, float* out) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const NumericsOptions& opts = ctx.numerics;
+  const Tracer& trace = ctx.trace;
+  const int64_t layer = ctx.plan.layer;
   const int64_t T = n_rows, H = c.num_attention_heads, A = c.head_dim;
   const int64_t G = c.o_groups, O = c.o_lora_rank, HG = c.heads_per_group();
   const float* o = s.o.data();  // [T, H, A]
@@ -403,14 +345,12 @@ void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const Attentio
   Linear(pool, out, LinearInput(pool, z, T, w.wo_b, opts, s.act), w.wo_b, T);
 }
 
-void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w, const RopeFrequencies& rope,
-                      const NumericsOptions& opts, const Tracer& trace, const float* x,
+void AttentionForward(const LayerContext& ctx, const AttentionWeights& w, const float* x,
                       int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
                       float* out) {
-  AttentionProject(pool, c, plan, w, opts, trace, x, n_tokens, s);
-  AttentionCore(pool, c, plan, w, rope, opts, trace, 0, n_tokens, pos0, state, s);
-  AttentionOutput(pool, c, w, opts, trace, plan.layer, n_tokens, s, out);
+  AttentionProject(ctx, w, x, n_tokens, s);
+  AttentionCore(ctx, w, TokenRun{.row0 = 0, .n_tokens = n_tokens, .pos0 = pos0}, state, s);
+  AttentionOutput(ctx, w, n_tokens, s, out);
 }
 
 }  // namespace dsv4::deepseek_v4

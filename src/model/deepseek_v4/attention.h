@@ -6,7 +6,7 @@
 // plus on HCA layers every visible compressed entry, and on CSA layers the
 // compressed entries the lightning indexer picks (compressor.h, indexer.h).
 //
-// Source: specs/deepseek-v4.md §4.1 (projections), §4.2 (RoPE), §4.3 (window),
+// Source: specs/deepseek-v4.md §4.1 (projections), §4.2 (RoPE, rope.h), §4.3 (window),
 // §4.6 (key sets, sink), §4.7 (grouped output); gotchas §11 items 4–7, 12–13, 19.
 //
 // Dimensions: T tokens in the call, D hidden, Q q_lora_rank, H heads,
@@ -25,45 +25,13 @@
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/indexer.h"
+#include "model/deepseek_v4/layer_context.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/rope.h"
 #include "model/deepseek_v4/weights.h"
 
 namespace dsv4::deepseek_v4 {
-
-// RoPE frequencies of one layer kind (spec §4.2): ω_i = base^(−2i/R) in fp32,
-// with YaRN interpolation for compressed layers; no amplitude factor.
-class RopeFrequencies {
- public:
-  RopeFrequencies() = default;
-  // `yarn` null: plain RoPE.
-  RopeFrequencies(int64_t rope_dim, double base, const YarnScaling* yarn);
-
-  // Rotates the adjacent pairs (x[2i], x[2i+1]) of x[R] by angle pos·ω_i
-  // (by −pos·ω_i when inverse). Angles in fp32 as the reference's outer product.
-  void Rotate(float* x, int64_t pos, bool inverse) const;
-  const std::vector<float>& omega() const { return omega_; }  // [R/2]
-
- private:
-  std::vector<float> omega_;
-};
-
-// Rotate for many vectors at few positions (a token's heads): keeps the cos
-// and sin of the last position asked for, so that they are computed once per
-// position instead of once per vector (R/2 sincos calls each; at one decoded
-// token they were most of the q/kv norm step). Bit for bit Rotate. One per
-// thread (it is scratch).
-class RotationCache {
- public:
-  explicit RotationCache(const RopeFrequencies& f) : f_(f) {}
-  void Rotate(float* x, int64_t pos, bool inverse);
-
- private:
-  static constexpr size_t kMaxPairs = 128;  // larger R: no caching
-  const RopeFrequencies& f_;
-  int64_t pos_ = -1;
-  float cos_[kMaxPairs], sin_[kMaxPairs];
-};
 
 // Per-sequence attention state of one layer (what its CacheSpec describes).
 // Every store is indexed by absolute position, so truncating to an earlier
@@ -131,20 +99,16 @@ struct AttentionScratch {
 // s.qr [N, Q] = q_norm(wq_a · x), s.q [N, H·A] = wq_b · qr, s.kv [N, A] = wkv · x;
 // on compressing layers also the compressor's and the indexer's products
 // (CompressorJobs, IndexerJobs, IndexerQueryJob) into their scratch.
-void AttentionProject(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w, const NumericsOptions& opts, const Tracer& trace,
-                      const float* x, int64_t n_rows, AttentionScratch& s);
+void AttentionProject(const LayerContext& ctx, const AttentionWeights& w, const float* x,
+                      int64_t n_rows, AttentionScratch& s);
 // One sequence's T tokens at positions pos0 .., rows row0 .. row0+T−1 of the
-// projections in s: norms and RoPE on q/kv, compressor, indexer and the
-// attention itself into s.o's rows; appends the kv to `state`.
-void AttentionCore(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                   const AttentionWeights& w, const RopeFrequencies& rope,
-                   const NumericsOptions& opts, const Tracer& trace, int64_t row0, int64_t n_tokens,
-                   int64_t pos0, AttentionState& state, AttentionScratch& s);
+// projections in s (`run`): norms and RoPE on q/kv, compressor, indexer and
+// the attention itself into s.o's rows; appends the kv to `state`.
+void AttentionCore(const LayerContext& ctx, const AttentionWeights& w, TokenRun run,
+                   AttentionState& state, AttentionScratch& s);
 // out [N, D] = wo_b · (grouped wo_a · s.o).
-void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const AttentionWeights& w,
-                     const NumericsOptions& opts, const Tracer& trace, int64_t layer,
-                     int64_t n_rows, AttentionScratch& s, float* out);
+void AttentionOutput(const LayerContext& ctx, const AttentionWeights& w, int64_t n_rows,
+                     AttentionScratch& s, float* out);
 
 // The attention sublayer for T consecutive tokens at positions pos0 .. pos0+T−1.
 // x: [T, D] (= attn_norm(mHC collapse)); out: [T, D].
@@ -153,9 +117,7 @@ void AttentionOutput(ThreadPool& pool, const DeepSeekV4Config& c, const Attentio
 // return they include the T new tokens. Keys of the query at position p: the window positions
 // max(0, p−W+1) .. p in ascending order, then (HCA) the compressed entries
 // 0 .. (p+1) div r − 1 or (CSA) the indexer's picks among them.
-void AttentionForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                      const AttentionWeights& w, const RopeFrequencies& rope,
-                      const NumericsOptions& opts, const Tracer& trace, const float* x,
+void AttentionForward(const LayerContext& ctx, const AttentionWeights& w, const float* x,
                       int64_t n_tokens, int64_t pos0, AttentionState& state, AttentionScratch& s,
                       float* out);
 

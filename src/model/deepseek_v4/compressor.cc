@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/deepseek_v4/attention.h"  // RopeFrequencies
+#include "model/deepseek_v4/rope.h"
 #include "ops/matmul.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/vec_ops.h"
@@ -68,10 +68,14 @@ int64_t CompressorJobs(const CompressorWeights& w, const float* x, int64_t n_row
   return 2;
 }
 
-void CompressorFinish(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
-                      const RopeFrequencies& rope, int64_t rope_dim, const NumericsOptions& opts,
-                      float eps, int64_t row0, int64_t n_tokens, int64_t pos0, CompressorState& st,
-                      CompressorScratch& s) {
+void CompressorFinish(const LayerContext& ctx, const CompressorWeights& w, CompressorKind kind,
+                      TokenRun run, CompressorState& st, CompressorScratch& s) {
+  ThreadPool& pool = ctx.pool;
+  const RopeFrequencies& rope = ctx.rope;
+  const NumericsOptions& opts = ctx.numerics;
+  const int64_t rope_dim = ctx.config.qk_rope_head_dim;
+  const float eps = static_cast<float>(ctx.config.rms_norm_eps);
+  const int64_t row0 = run.row0, n_tokens = run.n_tokens, pos0 = run.pos0;
   const int64_t T = n_tokens, r = st.ratio, Wd = st.width, CW = st.coff * Wd;
   const bool overlap = st.coff == 2;
   CHECK(w.wkv.sizes[0] == CW, "compressor: wkv has %lld rows, the state %lld",

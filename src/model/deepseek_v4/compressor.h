@@ -24,12 +24,11 @@
 
 #include "base/thread_pool.h"
 #include "model/deepseek_v4/cache.h"
+#include "model/deepseek_v4/layer_context.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/weights.h"  // CompressorWeights
 
 namespace dsv4::deepseek_v4 {
-
-class RopeFrequencies;
 
 // What happens to an entry after norm + RoPE.
 enum class CompressorKind {
@@ -90,10 +89,8 @@ int64_t CompressorJobs(const CompressorWeights& w, const float* x, int64_t n_row
 // k) into a new entry, which is then RMS-normalised, rotated (RoPE on its last
 // R dims at position i·r, the window's first token) and post-processed by
 // `kind`. Appends to state.entries; the T rows join state.rows.
-void CompressorFinish(ThreadPool& pool, const CompressorWeights& w, CompressorKind kind,
-                      const RopeFrequencies& rope, int64_t rope_dim, const NumericsOptions& opts,
-                      float eps, int64_t row0, int64_t n_tokens, int64_t pos0,
-                      CompressorState& state, CompressorScratch& s);
+void CompressorFinish(const LayerContext& ctx, const CompressorWeights& w, CompressorKind kind,
+                      TokenRun run, CompressorState& state, CompressorScratch& s);
 
 // y = x · H · n^−½ in place, H the natural-order (Sylvester) ±1 Walsh–Hadamard
 // matrix, n a power of two (the reference's `rotate_activation`, spec §4.5).

@@ -57,8 +57,8 @@ void SinkhornProject(float* comb, int64_t n, int64_t iters, float eps) {
 }
 
 void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w,
-                        const float* x, int64_t n_tokens, float* mix, float* pre, float* post,
-                        float* comb) {
+                        const float* x, int64_t n_tokens, const HcMix& out) {
+  float *mix = out.mix, *pre = out.pre, *post = out.post, *comb = out.comb;
   const int64_t C = p.streams, CD = p.streams * p.hidden, M = (2 + C) * C;
   CHECK(w.fn.sizes[0] == M && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(M) &&
         w.scale.size() == 3);
@@ -137,7 +137,8 @@ void HcExpand(ThreadPool& pool, const HcParams& p, float* x, const float* y, con
 }
 
 void HcHead(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w, const float* x,
-            int64_t n_tokens, float* mix, float* pre, float* u) {
+            int64_t n_tokens, const HcMix& out, float* u) {
+  float *mix = out.mix, *pre = out.pre;
   const int64_t C = p.streams, CD = p.streams * p.hidden;
   CHECK(w.fn.sizes[0] == C && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(C) &&
         w.scale.size() == 1);

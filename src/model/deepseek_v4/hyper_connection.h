@@ -31,10 +31,17 @@ struct HcParams {
 //   pre  = sigmoid(m[0:C]·scale[0] + base[0:C]) + hc_eps        -> pre  [T, C]
 //   post = 2·sigmoid(m[C:2C]·scale[1] + base[C:2C])              -> post [T, C]
 //   comb = Sinkhorn(m[2C:]·scale[2] + base[2C:]) as [C(src), C(dst)] -> comb [T, C, C]
-// x: [T, C, D]; mix: scratch [T, M].
+// Where one site's coefficients for T tokens go.
+struct HcMix {
+  float* mix = nullptr;   // [T, M] scratch, M = (2 + C)·C
+  float* pre = nullptr;   // [T, C]
+  float* post = nullptr;  // [T, C]
+  float* comb = nullptr;  // [T, C, C]
+};
+
+// x: [T, C, D].
 void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w,
-                        const float* x, int64_t n_tokens, float* mix, float* pre, float* post,
-                        float* comb);
+                        const float* x, int64_t n_tokens, const HcMix& out);
 
 // u[t] = Σ_c pre[t, c] · x[t, c]   (u: [T, D]; pre is not renormalised).
 void HcCollapse(const HcParams& p, const float* x, const float* pre, int64_t n_tokens, float* u);
@@ -53,9 +60,9 @@ void HcExpand(ThreadPool& pool, const HcParams& p, float* x, const float* y, con
 
 // The final head (spec §3.3): pre = sigmoid((fn · v)/rms(v)·scale[0] + base) + hc_eps
 // (no ×2, no Sinkhorn), u[t] = Σ_c pre[t, c] · x[t, c].
-// x: [T, C, D]; mix: scratch [T, C]; pre: [T, C]; u: [T, D].
+// x: [T, C, D]; uses out.mix [T, C] and out.pre [T, C]; u: [T, D].
 void HcHead(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w, const float* x,
-            int64_t n_tokens, float* mix, float* pre, float* u);
+            int64_t n_tokens, const HcMix& out, float* u);
 
 // Sinkhorn projection of one C×C logits matrix, in place (spec §3.1 step 6):
 // row softmax, + eps; column normalise; then (iters − 1) × (row, column).

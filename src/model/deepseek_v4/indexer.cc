@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/deepseek_v4/attention.h"  // RopeFrequencies
+#include "model/deepseek_v4/rope.h"
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
@@ -39,17 +39,20 @@ int64_t IndexerQueryJob(const IndexerWeights& w, const float* qr_in, int64_t n_r
   return 1;
 }
 
-void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
-                    const RopeFrequencies& rope, const NumericsOptions& opts, const Tracer& trace,
-                    int64_t layer, int64_t row0, int64_t n_tokens, int64_t pos0,
+void IndexerForward(const LayerContext& ctx, const IndexerWeights& w, TokenRun run,
                     CompressorState& keys, IndexerScratch& s, int32_t* top) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const RopeFrequencies& rope = ctx.rope;
+  const NumericsOptions& opts = ctx.numerics;
+  const Tracer& trace = ctx.trace;
+  const int64_t layer = ctx.plan.layer;
+  const int64_t row0 = run.row0, n_tokens = run.n_tokens, pos0 = run.pos0;
   const int64_t T = n_tokens, IH = c.index_n_heads, ID = c.index_head_dim;
   const int64_t R = c.qk_rope_head_dim, k = c.index_topk, r = keys.ratio;
-  const float eps = static_cast<float>(c.rms_norm_eps);
 
   // ---- Index keys: the indexer's own compressor (Hadamard-rotated entries) ----
-  CompressorFinish(pool, w.compressor, CompressorKind::kIndexer, rope, R, opts, eps, row0, T, pos0,
-                   keys, s.compressor);
+  CompressorFinish(ctx, w.compressor, CompressorKind::kIndexer, run, keys, s.compressor);
   const int64_t n_end = keys.n_entries();  // = (pos0 + T) div r
   trace("attn.indexer_kv", layer, keys.entries.data(), {n_end, ID});
 

@@ -18,12 +18,11 @@
 #include "base/thread_pool.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/layer_context.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/weights.h"
 
 namespace dsv4::deepseek_v4 {
-
-class RopeFrequencies;
 
 struct IndexerScratch {
   std::vector<float> q;            // [T, IH, ID]
@@ -54,9 +53,7 @@ int64_t IndexerQueryJob(const IndexerWeights& w, const float* qr_in, int64_t n_r
 // to `keys`, then writes for each token t the entries it attends to: top[t, j]
 // for j < k = index_topk, the ids of the top-min(k, visible) scores among the
 // visible entries s < (p+1) div 4, best first; −1 pads the rest.
-void IndexerForward(ThreadPool& pool, const DeepSeekV4Config& c, const IndexerWeights& w,
-                    const RopeFrequencies& rope, const NumericsOptions& opts, const Tracer& trace,
-                    int64_t layer, int64_t row0, int64_t n_tokens, int64_t pos0,
+void IndexerForward(const LayerContext& ctx, const IndexerWeights& w, TokenRun run,
                     CompressorState& keys, IndexerScratch& s, int32_t* top);
 
 }  // namespace dsv4::deepseek_v4

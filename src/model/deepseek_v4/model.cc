@@ -11,130 +11,6 @@
 
 namespace dsv4::deepseek_v4 {
 
-// Per-sequence state: the attention stores of every main layer (or of the
-// first MTP layer), the token ids (for replays) and the rollback checkpoints.
-// See cache.h for how Truncate stays exact.
-class DeepSeekV4Cache final : public SequenceCache {
- public:
-  DeepSeekV4Cache(const DeepSeekV4Model* owner, int64_t max_tokens, LayerRole role)
-      : owner_(owner), max_tokens_(max_tokens), role_(role) {
-    // The MTP layer cannot replay (its input is the main model's hidden
-    // state): it keeps every row.
-    rollback_ = owner->rollback();
-    if (role == LayerRole::kMtp) rollback_.horizon = RollbackOptions::kAll;
-    for (const LayerPlan& p : owner->plans()) {
-      if (p.role != role) continue;
-      if (role == LayerRole::kMtp && !layers_.empty()) break;
-      AttentionState& s = layers_.emplace_back();
-      s.Init(owner->config(), p, rollback_.horizon);
-      s.Reserve(max_tokens);
-    }
-    tokens_.reserve(max_tokens);
-  }
-
-  int64_t length() const override { return length_; }
-
-  // Keeps the first n tokens, exactly: in place when every layer still holds
-  // the rows position n needs (within the rollback horizon), else from the
-  // last checkpoint ≤ n (or from scratch), replaying up to n on the next call.
-  void Truncate(int64_t n) override {
-    CHECK(n >= 0 && n <= length_, "Truncate(%lld) of a cache of %lld tokens",
-          static_cast<long long>(n), static_cast<long long>(length_));
-    length_ = n;
-    tokens_.resize(n);
-    while (!checkpoints_.empty() && checkpoints_.back().n_tokens > n) checkpoints_.pop_back();
-    if (n >= computed_) return;  // only part of a pending replay is dropped
-    bool in_place = true;
-    for (const AttentionState& s : layers_) in_place = in_place && s.CanTruncate(n);
-    if (in_place) {
-      for (AttentionState& s : layers_) s.Truncate(n);
-      computed_ = n;
-    } else if (!checkpoints_.empty()) {
-      const Checkpoint& cp = checkpoints_.back();
-      for (size_t l = 0; l < layers_.size(); ++l) layers_[l].Restore(cp.layers[l]);
-      computed_ = cp.n_tokens;
-    } else {
-      for (AttentionState& s : layers_) s.Reset();
-      computed_ = 0;
-    }
-  }
-
-  const DeepSeekV4Model* owner() const { return owner_; }
-  LayerRole role() const { return role_; }
-  int64_t max_tokens() const { return max_tokens_; }
-  AttentionState& layer(int64_t l) { return layers_[l]; }
-  int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
-
-  // Tokens the layers hold; [computed, length) are replayed by the next Forward.
-  int64_t computed() const { return computed_; }
-  std::span<const int32_t> tokens() const { return tokens_; }
-  void Append(std::span<const int32_t> t) {
-    tokens_.insert(tokens_.end(), t.begin(), t.end());
-    length_ += static_cast<int64_t>(t.size());
-  }
-  // Where a segment of work starting at `pos` must stop: the next checkpoint.
-  int64_t SegmentEnd(int64_t pos, int64_t end) const {
-    if (!checkpointing()) return end;
-    const int64_t p = rollback_.checkpoint_interval;
-    return std::min(end, (pos / p + 1) * p);
-  }
-  // The layers now hold the first `n` tokens; a checkpoint is taken at multiples of P.
-  void Computed(int64_t n) {
-    computed_ = n;
-    if (checkpointing() && n % rollback_.checkpoint_interval == 0 &&
-        (checkpoints_.empty() || checkpoints_.back().n_tokens < n)) {
-      Checkpoint& cp = checkpoints_.emplace_back();
-      cp.n_tokens = n;
-      cp.layers.resize(layers_.size());
-      for (size_t l = 0; l < layers_.size(); ++l) layers_[l].Save(n, cp.layers[l]);
-    }
-  }
-  void CountReplay(int64_t n) { replayed_ += n; }
-
-  CacheStats stats() const {
-    CacheStats st;
-    st.replayed_tokens = replayed_;
-    st.checkpoints = static_cast<int64_t>(checkpoints_.size());
-    st.allocated_bytes = static_cast<int64_t>(tokens_.capacity() * sizeof(int32_t));
-    for (const AttentionState& s : layers_) {
-      st.allocated_bytes += s.ring.allocated_bytes();
-      for (const CompressorState* c : {&s.compressed, &s.index_keys}) {
-        if (c->ratio == 0) continue;
-        st.allocated_bytes +=
-            c->rows.allocated_bytes() + static_cast<int64_t>(c->entries.capacity() * sizeof(float));
-      }
-    }
-    for (const Checkpoint& cp : checkpoints_) {
-      for (const AttentionState::Saved& sv : cp.layers) {
-        st.allocated_bytes += static_cast<int64_t>(
-            (sv.ring.capacity() + sv.compressed_rows.capacity() + sv.index_rows.capacity()) *
-            sizeof(float));
-      }
-    }
-    return st;
-  }
-
- private:
-  struct Checkpoint {
-    int64_t n_tokens = 0;
-    std::vector<AttentionState::Saved> layers;
-  };
-  bool checkpointing() const {
-    return rollback_.horizon != RollbackOptions::kAll && rollback_.checkpoint_interval > 0;
-  }
-
-  const DeepSeekV4Model* owner_;
-  int64_t max_tokens_;
-  LayerRole role_;
-  RollbackOptions rollback_;
-  int64_t length_ = 0;                   // tokens in the sequence
-  int64_t computed_ = 0;                 // tokens whose state the layers hold
-  int64_t replayed_ = 0;                 // tokens re-run after deep truncations
-  std::vector<int32_t> tokens_;          // [length] ids, for replays
-  std::vector<Checkpoint> checkpoints_;  // ascending n_tokens, every P tokens
-  std::vector<AttentionState> layers_;   // [L] (main) or [1] (MTP)
-};
-
 Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
     std::shared_ptr<const CheckpointReader> reader, const DeepSeekV4Config& c,
     const LoadOptions& options) {
@@ -232,7 +108,8 @@ void DeepSeekV4Model::SetThreads(int n_threads) {
 
 std::unique_ptr<SequenceCache> DeepSeekV4Model::NewCache(int64_t max_tokens) const {
   if (max_tokens <= 0 || max_tokens > info_.max_context) max_tokens = info_.max_context;
-  return std::make_unique<DeepSeekV4Cache>(this, max_tokens, LayerRole::kMain);
+  return std::make_unique<DeepSeekV4Cache>(this, config_, plans_, rollback_, max_tokens,
+                                           LayerRole::kMain);
 }
 
 void DeepSeekV4Model::TraceHc(const Tracer& trace, const char* site, int64_t layer,
@@ -310,8 +187,15 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   float* y = y_.data();  // [T, D]
 
   // ---- Attention site: mHC pre → attn_norm → attention → mHC post (§2 step 3a–c) ----
-  HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix_.data(), pre_.data(), post_.data(),
-                     comb_.data());
+  const HcMix mix{
+      .mix = mix_.data(), .pre = pre_.data(), .post = post_.data(), .comb = comb_.data()};
+  const LayerContext ctx{.pool = pool,
+                         .config = c,
+                         .plan = plan,
+                         .rope = rope_[l],
+                         .numerics = numerics_,
+                         .trace = trace};
+  HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix);
   TraceHc(trace, "hc_attn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);
   trace("hc_attn.collapsed", l, u, {T, D});
@@ -321,20 +205,19 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   trace("attn_norm_out", l, h, {T, D});
   // The projections over all rows; attention per sequence on its own cache
   // (the MTP cache holds the one MTP layer at index 0).
-  AttentionProject(pool, c, plan, lw.attn, numerics_, trace, h, T, attn_scratch_);
+  AttentionProject(ctx, lw.attn, h, T, attn_scratch_);
   for (const Segment& sg : segments) {
     AttentionState& state = sg.cache->layer(plan.role == LayerRole::kMtp ? 0 : l);
-    AttentionCore(pool, c, plan, lw.attn, rope_[l], numerics_, trace, sg.row0, sg.n, sg.pos0, state,
+    AttentionCore(ctx, lw.attn, TokenRun{.row0 = sg.row0, .n_tokens = sg.n, .pos0 = sg.pos0}, state,
                   attn_scratch_);
   }
-  AttentionOutput(pool, c, lw.attn, numerics_, trace, l, T, attn_scratch_, y);
+  AttentionOutput(ctx, lw.attn, T, attn_scratch_, y);
   trace("attn_out", l, y, {T, D});
   HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T);
   trace("attn_resid", l, x, {T, C, D});
 
   // ---- FFN site: mHC pre → ffn_norm → MoE → mHC post (§2 step 3d–f) ----
-  HcSiteCoefficients(pool, hc_, lw.hc_ffn, x, T, mix_.data(), pre_.data(), post_.data(),
-                     comb_.data());
+  HcSiteCoefficients(pool, hc_, lw.hc_ffn, x, T, mix);
   TraceHc(trace, "hc_ffn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);
   trace("hc_ffn.collapsed", l, u, {T, D});
@@ -342,7 +225,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
     for (int64_t t = b; t < e; ++t) RmsNorm(h + t * D, u + t * D, lw.ffn_norm.data(), D, eps);
   });
   trace("ffn_norm_out", l, h, {T, D});
-  MoeForward(pool, c, plan, lw.moe, numerics_, trace, h, tokens, moe_scratch_, y);
+  MoeForward(ctx, lw.moe, h, tokens, moe_scratch_, y);
   trace("ffn_out", l, y, {T, D});
   HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T);
   trace("out", l, x, {T, C, D});
@@ -355,7 +238,7 @@ void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vec
   const float eps = static_cast<float>(config_.rms_norm_eps);
   float* u = u_.data();
   float* h = h_.data();
-  HcHead(*pool_, hc_, hc_head, x, n, mix_.data(), pre_.data(), u);
+  HcHead(*pool_, hc_, hc_head, x, n, HcMix{.mix = mix_.data(), .pre = pre_.data()}, u);
   trace("hc_head_out", layer, u, {n, D});
   for (int64_t t = 0; t < n; ++t) RmsNorm(h + t * D, u + t * D, norm.data(), D, eps);
   trace("final_norm_out", layer, h, {n, D});
@@ -559,7 +442,8 @@ std::span<const float> DeepSeekV4Model::last_mtp_hidden() const { return mtp_hid
 
 std::unique_ptr<SequenceCache> DeepSeekV4Model::NewMtpCache(int64_t max_tokens) const {
   if (max_tokens <= 0 || max_tokens > info_.max_context) max_tokens = info_.max_context;
-  return std::make_unique<DeepSeekV4Cache>(this, max_tokens, LayerRole::kMtp);
+  return std::make_unique<DeepSeekV4Cache>(this, config_, plans_, rollback_, max_tokens,
+                                           LayerRole::kMtp);
 }
 
 Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,

@@ -32,12 +32,11 @@
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/sequence_cache.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/model.h"
 
 namespace dsv4::deepseek_v4 {
-
-class DeepSeekV4Cache;
 
 struct LoadOptions {
   // The QAT simulations (spec §9.2). Unset: the config decides
@@ -48,13 +47,6 @@ struct LoadOptions {
   int threads = 1;
   int64_t max_context = 0;   // 0: max_position_embeddings
   RollbackOptions rollback;  // how Truncate stays exact (cache.h)
-};
-
-// What a cache holds beyond its length (tests, benchmarks).
-struct CacheStats {
-  int64_t replayed_tokens = 0;  // re-run by Forward after truncations past the horizon
-  int64_t checkpoints = 0;      // rollback checkpoints held
-  int64_t allocated_bytes = 0;  // every store, checkpoints and token ids (capacity)
 };
 
 class DeepSeekV4Model final : public Model {

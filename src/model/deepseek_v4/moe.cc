@@ -105,8 +105,11 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   job_rows.reserve(2 * (E + 1) + 1);
 }
 
-void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, const MoeWeights& w,
-           const float* x, std::span<const int32_t> token_ids, MoeScratch& s) {
+void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
+           std::span<const int32_t> token_ids, MoeScratch& s) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const LayerPlan& plan = ctx.plan;
   const int64_t T = static_cast<int64_t>(token_ids.size());
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
   s.Reserve(c, T);
@@ -175,13 +178,17 @@ void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, c
   }
 }
 
-void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                const MoeWeights& w, const NumericsOptions& opts, const Tracer& trace,
-                const float* x, std::span<const int32_t> token_ids, MoeScratch& s, float* out) {
+void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
+                std::span<const int32_t> token_ids, MoeScratch& s, float* out) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const LayerPlan& plan = ctx.plan;
+  const NumericsOptions& opts = ctx.numerics;
+  const Tracer& trace = ctx.trace;
   const int64_t T = static_cast<int64_t>(token_ids.size());
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok, D = c.hidden_size;
   const float limit = static_cast<float>(c.swiglu_limit);
-  Route(pool, c, plan, w, x, token_ids, s);
+  Route(ctx, w, x, token_ids, s);
   const Routing& r = s.routing;
   if (trace.on()) {
     trace("router_scores", plan.layer, r.scores.data(), {T, E});

@@ -20,6 +20,7 @@
 
 #include "base/thread_pool.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/layer_context.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/weights.h"
@@ -78,13 +79,12 @@ std::shared_ptr<void> AttachScoredRouterOptions(std::span<const MoeWeights* cons
                                                 ScoredRouterOptions options);
 
 // Router for T tokens (spec §5.1). token_ids: [T] (used by hash layers).
-void Route(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan, const MoeWeights& w,
-           const float* x, std::span<const int32_t> token_ids, MoeScratch& s);
+void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
+           std::span<const int32_t> token_ids, MoeScratch& s);
 
 // The MoE sublayer: out[T, D] = Σ_k routed experts + shared expert, for x [T, D].
-void MoeForward(ThreadPool& pool, const DeepSeekV4Config& c, const LayerPlan& plan,
-                const MoeWeights& w, const NumericsOptions& opts, const Tracer& trace,
-                const float* x, std::span<const int32_t> token_ids, MoeScratch& s, float* out);
+void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
+                std::span<const int32_t> token_ids, MoeScratch& s, float* out);
 
 }  // namespace dsv4::deepseek_v4
 

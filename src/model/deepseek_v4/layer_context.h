@@ -1,0 +1,39 @@
+// What the sublayers of one layer read and do not change during a call: the
+// thread pool, the config, the layer's plan and RoPE frequencies, the numerics
+// and the tracer; and which rows of a call a sequence's tokens occupy. The
+// sublayer functions (attention.h, compressor.h, indexer.h, moe.h) take these
+// two instead of a long list of positional parameters.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_LAYER_CONTEXT_H_
+#define DSV4_MODEL_DEEPSEEK_V4_LAYER_CONTEXT_H_
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/rope.h"
+
+namespace dsv4::deepseek_v4 {
+
+struct LayerContext {
+  ThreadPool& pool;
+  const DeepSeekV4Config& config;
+  const LayerPlan& plan;  // plan.layer: the index traces and errors name
+  const RopeFrequencies& rope;
+  const NumericsOptions& numerics;
+  const Tracer& trace;
+};
+
+// One sequence's T tokens at positions pos0 .. pos0+T−1, held in rows
+// row0 .. row0+T−1 of a call's activations (a batched step concatenates
+// several sequences' tokens).
+struct TokenRun {
+  int64_t row0 = 0;
+  int64_t n_tokens = 0;
+  int64_t pos0 = 0;
+};
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_LAYER_CONTEXT_H_
