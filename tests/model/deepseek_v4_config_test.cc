@@ -4,6 +4,9 @@
 // test per rejected value — each error must name the field and the value.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <type_traits>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -135,6 +138,10 @@ TEST(DeepSeekV4Config, InspectReportFromConfigAlone) {
   EXPECT_NE(r.find("weights: none"), std::string::npos) << r;
   EXPECT_NE(r.find("numerics: the release's"), std::string::npos) << r;
   EXPECT_NE(r.find("wo_a input bf16"), std::string::npos) << r;
+  // The field table's listing: every scalar key with its value.
+  EXPECT_NE(r.find(" hidden_size=4096 "), std::string::npos) << r;
+  EXPECT_NE(r.find(" n_routed_experts=256"), std::string::npos) << r;
+  EXPECT_NE(r.find(" routed_scaling_factor=1.5"), std::string::npos) << r;
 }
 
 TEST(DeepSeekV4Config, InspectReportWithWeights) {
@@ -303,6 +310,34 @@ TEST(DeepSeekV4Config, HfV5Spellings) {
   EXPECT_EQ(BuildLayerPlans(*c)[3].attention, AttentionKind::kCsa);
 }
 
+// The field table (config.h VisitConfigFields) drives parsing: every alias
+// it lists is read into its field, and the integer ranges it states are the
+// ones Validate enforces, naming the field.
+TEST(DeepSeekV4Config, FieldTableAliasesAreRead) {
+  const DeepSeekV4Config base = *Parse(TinyJson());
+  int aliases = 0;
+  VisitConfigFields(base, [&](const ConfigField& field, const auto& value) {
+    for (const char* alias : field.aliases) {
+      if (alias == nullptr) continue;
+      ++aliases;
+      Json j = TinyJson();
+      j.erase(field.key);
+      j[alias] = value;
+      auto c = Parse(j);
+      ASSERT_TRUE(c.ok()) << alias << ": " << c.status().ToString();
+      bool same = false;
+      VisitConfigFields(*c, [&](const ConfigField& f2, const auto& v2) {
+        if (std::string(f2.key) != field.key) return;
+        if constexpr (std::is_same_v<std::decay_t<decltype(v2)>, std::decay_t<decltype(value)>>) {
+          same = v2 == value;
+        }
+      });
+      EXPECT_TRUE(same) << alias << " was not read into " << field.key;
+    }
+  });
+  EXPECT_GE(aliases, 10);
+}
+
 // ---- rejected configs: one test per case; the error names field and value ----
 
 void ExpectRejected(const Json& j, const std::string& field, const std::string& value) {
@@ -312,6 +347,25 @@ void ExpectRejected(const Json& j, const std::string& field, const std::string& 
   EXPECT_NE(msg.find(field), std::string::npos) << msg;
   EXPECT_NE(msg.find(value), std::string::npos) << msg;
   EXPECT_NE(c.status().message().find("test.json"), std::string::npos) << msg;
+}
+
+TEST(DeepSeekV4ConfigBad, FieldTableRangesAreEnforced) {
+  int checked = 0;
+  VisitConfigFields(*Parse(TinyJson()), [&](const ConfigField& field, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int64_t>) {
+      if (field.max == INT64_MAX) return;
+      ++checked;
+      Json j = TinyJson();
+      for (const char* alias : field.aliases) {
+        if (alias != nullptr) j.erase(alias);
+      }
+      j[field.key] = field.max + 1;
+      ExpectRejected(
+          j, std::string("'") + field.key + "' = " + std::to_string(field.max + 1),
+          field.range_hint != nullptr ? field.range_hint : "at most " + std::to_string(field.max));
+    }
+  });
+  EXPECT_GE(checked, 15);
 }
 
 TEST(DeepSeekV4ConfigBad, NotJson) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -29,11 +30,19 @@ std::string Str(double v) {
 // The first type or consistency problem is kept and reported by status().
 class FieldReader {
  public:
+  static std::vector<const char*> Keys(const ConfigField& field) {
+    std::vector<const char*> keys = {field.key};
+    for (const char* a : field.aliases) {
+      if (a != nullptr) keys.push_back(a);
+    }
+    return keys;
+  }
+
   FieldReader(const Json& obj, std::string source) : obj_(obj), source_(std::move(source)) {}
 
   // The value under the first present key of `keys`; nullptr when none.
   // Two present keys with different values are an error (e.g. dim vs hidden_size).
-  const Json* Find(std::initializer_list<const char*> keys) {
+  const Json* Find(const std::vector<const char*>& keys) {
     const Json* found = nullptr;
     const char* found_key = nullptr;
     for (const char* k : keys) {
@@ -51,7 +60,7 @@ class FieldReader {
     return found;
   }
 
-  void Int(std::initializer_list<const char*> keys, int64_t& out) {
+  void Int(const std::vector<const char*>& keys, int64_t& out) {
     const Json* v = Find(keys);
     if (v == nullptr) return;
     if (v->is_number_integer() || v->is_number_unsigned()) {
@@ -63,7 +72,7 @@ class FieldReader {
       TypeError(*keys.begin(), "an integer", *v);
     }
   }
-  void Int32(std::initializer_list<const char*> keys, int32_t& out) {
+  void Int32(const std::vector<const char*>& keys, int32_t& out) {
     int64_t v = out;
     Int(keys, v);
     if (v < INT32_MIN || v > INT32_MAX) {
@@ -72,7 +81,7 @@ class FieldReader {
     }
     out = static_cast<int32_t>(v);
   }
-  void Float(std::initializer_list<const char*> keys, double& out) {
+  void Float(const std::vector<const char*>& keys, double& out) {
     const Json* v = Find(keys);
     if (v == nullptr) return;
     if (v->is_number()) {
@@ -81,7 +90,7 @@ class FieldReader {
       TypeError(*keys.begin(), "a number", *v);
     }
   }
-  void Bool(std::initializer_list<const char*> keys, bool& out) {
+  void Bool(const std::vector<const char*>& keys, bool& out) {
     const Json* v = Find(keys);
     if (v == nullptr) return;
     if (v->is_boolean()) {
@@ -91,7 +100,7 @@ class FieldReader {
     }
   }
   // Returns false when absent.
-  bool String(std::initializer_list<const char*> keys, std::string& out) {
+  bool String(const std::vector<const char*>& keys, std::string& out) {
     const Json* v = Find(keys);
     if (v == nullptr) return false;
     if (!v->is_string()) {
@@ -102,7 +111,7 @@ class FieldReader {
     return true;
   }
   // Returns nullopt when absent.
-  std::optional<std::vector<int64_t>> IntList(std::initializer_list<const char*> keys) {
+  std::optional<std::vector<int64_t>> IntList(const std::vector<const char*>& keys) {
     const Json* v = Find(keys);
     if (v == nullptr) return std::nullopt;
     if (!v->is_array()) {
@@ -119,7 +128,7 @@ class FieldReader {
     }
     return out;
   }
-  std::optional<std::vector<std::string>> StringList(std::initializer_list<const char*> keys) {
+  std::optional<std::vector<std::string>> StringList(const std::vector<const char*>& keys) {
     const Json* v = Find(keys);
     if (v == nullptr) return std::nullopt;
     if (!v->is_array()) {
@@ -136,6 +145,13 @@ class FieldReader {
     }
     return out;
   }
+
+  // One field of the table (config.h), by the type of its member.
+  void Read(const ConfigField& field, int64_t& out) { Int(Keys(field), out); }
+  void Read(const ConfigField& field, int32_t& out) { Int32(Keys(field), out); }
+  void Read(const ConfigField& field, double& out) { Float(Keys(field), out); }
+  void Read(const ConfigField& field, bool& out) { Bool(Keys(field), out); }
+  void Read(const ConfigField& field, std::string& out) { String(Keys(field), out); }
 
   void Fail(std::string message, std::string hint = {}) {
     if (status_.ok()) status_ = InvalidArgument(source_ + ": " + message, std::move(hint));
@@ -220,45 +236,11 @@ Result<DeepSeekV4Config> DeepSeekV4Config::FromJson(std::string_view text,
 }
 
 namespace {
-Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& source) {
-  Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return InvalidArgument(source + ": not valid JSON", "is this a config.json file?");
-  }
-  if (!root.is_object()) {
-    return InvalidArgument(source + ": the top level is not a JSON object",
-                           "a config.json holds one object of hyper-parameters");
-  }
-  DeepSeekV4Config c;
-  FieldReader f(root, source);
-
-  if (!f.String({"model_type"}, c.model_type)) {
-    return InvalidArgument(source + ": 'model_type' is missing",
-                           "a DeepSeek-V4 config.json has \"model_type\": \"deepseek_v4\"");
-  }
-  f.Int({"vocab_size"}, c.vocab_size);
-  f.Int({"hidden_size", "dim"}, c.hidden_size);
-  f.Int({"num_hidden_layers", "n_layers"}, c.num_hidden_layers);
-  f.Int({"num_attention_heads", "n_heads"}, c.num_attention_heads);
-  f.Int({"num_key_value_heads"}, c.num_key_value_heads);
-  f.Int({"head_dim"}, c.head_dim);
-  f.Int({"qk_rope_head_dim", "rope_head_dim"}, c.qk_rope_head_dim);
-  if (root.contains("partial_rotary_factor") && !root.contains("qk_rope_head_dim") &&
-      !root.contains("rope_head_dim")) {
-    double factor = 0.0;
-    f.Float({"partial_rotary_factor"}, factor);
-    c.qk_rope_head_dim = static_cast<int64_t>(std::llround(factor * c.head_dim));
-  }
-  f.Int({"q_lora_rank"}, c.q_lora_rank);
-  f.Int({"o_groups"}, c.o_groups);
-  f.Int({"o_lora_rank"}, c.o_lora_rank);
-  f.Int({"sliding_window", "window_size"}, c.sliding_window);
-  f.Int({"max_position_embeddings"}, c.max_position_embeddings);
-
-  // RoPE bases and YaRN: official keys, HF `rope_scaling`, or HF v5 `rope_parameters`
-  // ({"main": {...}, "compress": {...}}).
-  f.Float({"rope_theta"}, c.rope_theta);
-  f.Float({"compress_rope_theta"}, c.compress_rope_theta);
+// YaRN and the RoPE bases beyond the table: rope_scaling, rope_parameters, the
+// inference keys.
+Status ReadRope(FieldReader& f, const Json& root, const std::string& source, DeepSeekV4Config& c) {
+  // YaRN and the RoPE bases' HF spellings: `rope_scaling`, or HF v5
+  // `rope_parameters` ({"main": {...}, "compress": {...}}).
   const Json* scaling = f.Find({"rope_scaling"});
   if (const Json* rp = f.Find({"rope_parameters"}); rp != nullptr && rp->is_object()) {
     if (rp->contains("main") && (*rp)["main"].is_object()) {
@@ -322,16 +304,12 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
   } else if (root.contains("rope_scaling")) {
     c.rope_scaling.enabled = false;  // explicit null
   }
+  return f.status();
+}
 
-  f.Int({"index_n_heads"}, c.index_n_heads);
-  f.Int({"index_head_dim"}, c.index_head_dim);
-  f.Int({"index_topk"}, c.index_topk);
-
-  f.Int({"n_routed_experts", "num_local_experts"}, c.n_routed_experts);
-  f.Int({"num_experts_per_tok", "n_activated_experts"}, c.num_experts_per_tok);
-  f.Int({"n_shared_experts"}, c.n_shared_experts);
-  f.Int({"moe_intermediate_size", "moe_inter_dim"}, c.moe_intermediate_size);
-  f.Int({"num_hash_layers", "n_hash_layers"}, c.num_hash_layers);
+// The router: scoring_func; and the features of other families V4 lacks.
+Status ReadRouting(FieldReader& f, const Json& root, const std::string& source,
+                   DeepSeekV4Config& c) {
   std::string scoring = "sqrtsoftplus";
   if (f.String({"scoring_func", "score_func"}, scoring)) {
     if (scoring == "sqrtsoftplus") {
@@ -344,27 +322,6 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
       return Field("scoring_func", "\"" + scoring + "\"", "sqrtsoftplus, sigmoid, softmax");
     }
   }
-  f.String({"topk_method"}, c.topk_method);
-  f.Bool({"norm_topk_prob"}, c.norm_topk_prob);
-  f.Float({"routed_scaling_factor", "route_scale"}, c.routed_scaling_factor);
-  f.Float({"swiglu_limit"}, c.swiglu_limit);
-
-  f.Int({"hc_mult"}, c.hc_mult);
-  f.Int({"hc_sinkhorn_iters"}, c.hc_sinkhorn_iters);
-  f.Float({"hc_eps"}, c.hc_eps);
-  f.Float({"rms_norm_eps", "norm_eps"}, c.rms_norm_eps);
-  f.Int({"num_nextn_predict_layers", "n_mtp_layers"}, c.num_nextn_predict_layers);
-  f.Int32({"bos_token_id"}, c.bos_token_id);
-  if (const Json* eos = f.Find({"eos_token_id"}); eos != nullptr && eos->is_array()) {
-    // HF allows a list; the first id is the end-of-sequence token.
-    if (eos->empty() || !(*eos)[0].is_number_integer()) {
-      return InvalidArgument(source + ": 'eos_token_id' must be an integer or a list of them");
-    }
-    c.eos_token_id = (*eos)[0].get<int32_t>();
-  } else {
-    f.Int32({"eos_token_id"}, c.eos_token_id);
-  }
-  f.Bool({"tie_word_embeddings"}, c.tie_word_embeddings);
 
   // Features of other families that V4 does not have: reject non-default values
   // instead of silently ignoring them.
@@ -388,7 +345,12 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
   std::string hidden_act = "silu";
   f.String({"hidden_act"}, hidden_act);
   if (hidden_act != "silu") return Field("hidden_act", "\"" + hidden_act + "\"", "\"silu\"");
+  return f.status();
+}
 
+// Weight formats and the QAT simulations.
+Status ReadWeightFormats(FieldReader& f, const Json& root, const std::string& source,
+                         DeepSeekV4Config& c) {
   // Weight formats: HF quantization_config, and the inference keys dtype /
   // scale_fmt / expert_dtype / scale_dtype.
   std::string expert_dtype;
@@ -424,17 +386,21 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
       c.quantization_config.present = true;  // inference config.json: FP8 dense weights
     } else if (dtype == "bf16") {
       // inference config.json: unquantized weights
-    } else {
+    } else if (!root.contains("torch_dtype")) {
       c.torch_dtype = dtype;  // transformers v5 writes torch_dtype as `dtype`
     }
   }
   std::string scale_fmt;
   if (f.String({"scale_fmt"}, scale_fmt)) c.quantization_config.scale_fmt = scale_fmt;
-  f.String({"torch_dtype"}, c.torch_dtype);
   // QAT simulations: the official FP8 releases were trained with them.
   c.qat_simulation = c.quantization_config.present;
   f.Bool({"qat_simulation"}, c.qat_simulation);
+  return f.status();
+}
 
+// The attention schedule and the hash layers.
+Status ReadSchedule(FieldReader& f, const Json& root, const std::string& source,
+                    DeepSeekV4Config& c) {
   // ---- attention schedule ----
   // compress_ratios (official and HF legacy) or layer_types (+ compress_rates).
   std::map<std::string, int64_t> rates = {{kCompressedSparse, 4}, {kHeavilyCompressed, 128}};
@@ -511,7 +477,47 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
     }
     c.num_hash_layers = n_hash;
   }
-  RETURN_IF_ERROR(f.status());
+  return f.status();
+}
+
+Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& source) {
+  Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return InvalidArgument(source + ": not valid JSON", "is this a config.json file?");
+  }
+  if (!root.is_object()) {
+    return InvalidArgument(source + ": the top level is not a JSON object",
+                           "a config.json holds one object of hyper-parameters");
+  }
+  DeepSeekV4Config c;
+  FieldReader f(root, source);
+
+  if (!f.String({"model_type"}, c.model_type)) {
+    return InvalidArgument(source + ": 'model_type' is missing",
+                           "a DeepSeek-V4 config.json has \"model_type\": \"deepseek_v4\"");
+  }
+  // Every scalar field of the table, under its key or an alias.
+  VisitConfigFields(c, [&](const ConfigField& field, auto& value) { f.Read(field, value); });
+  if (root.contains("partial_rotary_factor") && !root.contains("qk_rope_head_dim") &&
+      !root.contains("rope_head_dim")) {
+    double factor = 0.0;
+    f.Float({"partial_rotary_factor"}, factor);
+    c.qk_rope_head_dim = static_cast<int64_t>(std::llround(factor * c.head_dim));
+  }
+  if (const Json* eos = f.Find({"eos_token_id"}); eos != nullptr && eos->is_array()) {
+    // HF allows a list; the first id is the end-of-sequence token.
+    if (eos->empty() || !(*eos)[0].is_number_integer()) {
+      return InvalidArgument(source + ": 'eos_token_id' must be an integer or a list of them");
+    }
+    c.eos_token_id = (*eos)[0].get<int32_t>();
+  } else {
+    f.Read(ConfigField{"eos_token_id"}, c.eos_token_id);
+  }
+
+  RETURN_IF_ERROR(ReadRope(f, root, source, c));
+  RETURN_IF_ERROR(ReadRouting(f, root, source, c));
+  RETURN_IF_ERROR(ReadWeightFormats(f, root, source, c));
+  RETURN_IF_ERROR(ReadSchedule(f, root, source, c));
   return c;
 }
 }  // namespace
@@ -525,65 +531,21 @@ Status DeepSeekV4Config::Validate() const {
   if (model_type != "deepseek_v4") {
     return Field("model_type", "\"" + model_type + "\"", "\"deepseek_v4\"");
   }
-  struct Positive {
-    const char* name;
-    int64_t value;
-  };
-  for (const Positive& p :
-       {Positive{"vocab_size", vocab_size}, Positive{"hidden_size", hidden_size},
-        Positive{"num_hidden_layers", num_hidden_layers},
-        Positive{"num_attention_heads", num_attention_heads}, Positive{"head_dim", head_dim},
-        Positive{"qk_rope_head_dim", qk_rope_head_dim}, Positive{"q_lora_rank", q_lora_rank},
-        Positive{"o_groups", o_groups}, Positive{"o_lora_rank", o_lora_rank},
-        Positive{"sliding_window", sliding_window},
-        Positive{"max_position_embeddings", max_position_embeddings},
-        Positive{"n_routed_experts", n_routed_experts},
-        Positive{"num_experts_per_tok", num_experts_per_tok},
-        Positive{"moe_intermediate_size", moe_intermediate_size}, Positive{"hc_mult", hc_mult},
-        Positive{"hc_sinkhorn_iters", hc_sinkhorn_iters}}) {
-    if (p.value <= 0) return Field(p.name, Str(p.value), "a positive integer");
-  }
-  // Sizes far beyond any release (V4-Pro: vocab 129280, hidden 7168, 61 layers,
-  // 384 experts) are file damage; the limits also keep every tensor-size product
-  // (e.g. E·L·3·F·D) far from int64 overflow.
-  struct Limit {
-    const char* name;
-    int64_t value;
-    int64_t max;
-  };
-  for (const Limit& p :
-       {Limit{"vocab_size", vocab_size, int64_t{1} << 22},
-        Limit{"hidden_size", hidden_size, int64_t{1} << 16},
-        Limit{"num_hidden_layers", num_hidden_layers, 1024},
-        Limit{"num_attention_heads", num_attention_heads, 4096},
-        Limit{"head_dim", head_dim, int64_t{1} << 14},
-        Limit{"q_lora_rank", q_lora_rank, int64_t{1} << 16},
-        Limit{"o_lora_rank", o_lora_rank, int64_t{1} << 16},
-        Limit{"n_routed_experts", n_routed_experts, int64_t{1} << 14},
-        Limit{"moe_intermediate_size", moe_intermediate_size, int64_t{1} << 16},
-        Limit{"sliding_window", sliding_window, int64_t{1} << 20},
-        Limit{"index_n_heads", index_n_heads, 4096},
-        Limit{"index_head_dim", index_head_dim, int64_t{1} << 14},
-        Limit{"index_topk", index_topk, int64_t{1} << 24},
-        Limit{"max_position_embeddings", max_position_embeddings, int64_t{1} << 40}}) {
-    if (p.value > p.max) return Field(p.name, Str(p.value), "at most " + Str(p.max));
-  }
-  if (index_n_heads <= 0 || index_head_dim <= 0 || index_topk <= 0) {
-    return Field(index_n_heads <= 0    ? "index_n_heads"
-                 : index_head_dim <= 0 ? "index_head_dim"
-                                       : "index_topk",
-                 Str(std::min({index_n_heads, index_head_dim, index_topk})), "a positive integer");
-  }
-  if (hc_mult > kMaxHcMult) {
-    return Field("hc_mult", Str(hc_mult), "1.." + Str(kMaxHcMult) + " (V4 uses 4)");
-  }
-  if (hc_sinkhorn_iters > 10000) {
-    return Field("hc_sinkhorn_iters", Str(hc_sinkhorn_iters), "1..10000 (V4 uses 20)");
-  }
-  if (num_key_value_heads != 1) {
-    return Field("num_key_value_heads", Str(num_key_value_heads),
-                 "1 (DeepSeek-V4 attention has one shared K=V head)");
-  }
+  // The integer ranges of the field table.
+  Status range = Status::Ok();
+  VisitConfigFields(*this, [&](const ConfigField& field, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int64_t>) {
+      if (!range.ok()) return;
+      if (value < field.min) {
+        range = Field(field.key, Str(value),
+                      field.min == 1 ? "a positive integer" : "at least " + Str(field.min));
+      } else if (value > field.max) {
+        range = Field(field.key, Str(value),
+                      field.range_hint != nullptr ? field.range_hint : "at most " + Str(field.max));
+      }
+    }
+  });
+  RETURN_IF_ERROR(range);
   if (qk_rope_head_dim > head_dim || qk_rope_head_dim % 2 != 0) {
     return Field("qk_rope_head_dim", Str(qk_rope_head_dim),
                  "an even number ≤ head_dim = " + Str(head_dim));
@@ -591,9 +553,6 @@ Status DeepSeekV4Config::Validate() const {
   if (num_attention_heads % o_groups != 0) {
     return Field("o_groups", Str(o_groups),
                  "a divisor of num_attention_heads = " + Str(num_attention_heads));
-  }
-  if (n_shared_experts != 1) {
-    return Field("n_shared_experts", Str(n_shared_experts), "1 (the reference asserts it)");
   }
   if (num_experts_per_tok > n_routed_experts) {
     return Field("num_experts_per_tok", Str(num_experts_per_tok),
@@ -631,9 +590,6 @@ Status DeepSeekV4Config::Validate() const {
        !(rope_scaling.beta_fast > 0.0) || !(rope_scaling.beta_slow > 0.0))) {
     return Field("rope_scaling", "factor " + Str(rope_scaling.factor),
                  "yarn with factor ≥ 1, original_max_position_embeddings > 0, betas > 0");
-  }
-  if (num_nextn_predict_layers < 0 || num_nextn_predict_layers > 16) {
-    return Field("num_nextn_predict_layers", Str(num_nextn_predict_layers), "0..16");
   }
   if (bos_token_id < 0 || bos_token_id >= vocab_size) {
     return Field("bos_token_id", Str(int64_t{bos_token_id}), "an id in [0, vocab_size)");

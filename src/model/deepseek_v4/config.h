@@ -12,6 +12,8 @@
 #ifndef DSV4_MODEL_DEEPSEEK_V4_CONFIG_H_
 #define DSV4_MODEL_DEEPSEEK_V4_CONFIG_H_
 
+#include <array>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -141,6 +143,77 @@ struct DeepSeekV4Config {
   // Reads and parses a config.json file.
   static Result<DeepSeekV4Config> FromFile(const std::string& path);
 };
+
+// ---- the field table ----
+// Every scalar config.json key dsv4 reads: its name (the released config.json
+// and HF spelling), the other spellings that mean the same (the inference
+// ModelArgs names), and for integers the range Validate accepts. Parsing,
+// Validate's range checks and `dsv4 inspect`'s field listing all walk this one
+// list (VisitConfigFields, after gemma.cpp's VisitFields). The structured keys
+// (rope_scaling / rope_parameters, quantization_config, compress_ratios /
+// layer_types / compress_rates, mlp_layer_types, scoring_func, expert_dtype,
+// eos_token_id lists) are read by the parser around it.
+struct ConfigField {
+  const char* key;
+  std::array<const char*, 2> aliases{};  // nullptr: none
+  int64_t min = INT64_MIN;               // integers: the accepted range
+  int64_t max = INT64_MAX;
+  const char* range_hint = nullptr;  // a max violation's "supported: ..." (default "at most max")
+};
+
+template <class Config, class Visitor>  // Config: DeepSeekV4Config, const or not
+void VisitConfigFields(Config& c, Visitor&& v) {
+  constexpr int64_t kAny = INT64_MIN, kNoMax = INT64_MAX;
+  // ---- sizes ----
+  // The upper limits are far beyond any release (V4-Pro: vocab 129280, hidden
+  // 7168, 61 layers, 384 experts): larger values are file damage, and the
+  // limits keep every tensor-size product (e.g. E·L·3·F·D) far from overflow.
+  v(ConfigField{"vocab_size", {}, 1, int64_t{1} << 22}, c.vocab_size);
+  v(ConfigField{"hidden_size", {"dim"}, 1, int64_t{1} << 16}, c.hidden_size);
+  v(ConfigField{"num_hidden_layers", {"n_layers"}, 1, 1024}, c.num_hidden_layers);
+  v(ConfigField{"num_attention_heads", {"n_heads"}, 1, 4096}, c.num_attention_heads);
+  v(
+      ConfigField{
+          "num_key_value_heads", {}, 1, 1, "1 (DeepSeek-V4 attention has one shared K=V head)"},
+      c.num_key_value_heads);
+  v(ConfigField{"head_dim", {}, 1, int64_t{1} << 14}, c.head_dim);
+  v(ConfigField{"qk_rope_head_dim", {"rope_head_dim"}, 1, kNoMax}, c.qk_rope_head_dim);
+  v(ConfigField{"q_lora_rank", {}, 1, int64_t{1} << 16}, c.q_lora_rank);
+  v(ConfigField{"o_groups", {}, 1, kNoMax}, c.o_groups);
+  v(ConfigField{"o_lora_rank", {}, 1, int64_t{1} << 16}, c.o_lora_rank);
+  v(ConfigField{"sliding_window", {"window_size"}, 1, int64_t{1} << 20}, c.sliding_window);
+  v(ConfigField{"max_position_embeddings", {}, 1, int64_t{1} << 40}, c.max_position_embeddings);
+  // ---- RoPE bases (YaRN: rope_scaling / rope_parameters) ----
+  v(ConfigField{"rope_theta"}, c.rope_theta);
+  v(ConfigField{"compress_rope_theta"}, c.compress_rope_theta);
+  // ---- lightning indexer ----
+  v(ConfigField{"index_n_heads", {}, 1, 4096}, c.index_n_heads);
+  v(ConfigField{"index_head_dim", {}, 1, int64_t{1} << 14}, c.index_head_dim);
+  v(ConfigField{"index_topk", {}, 1, int64_t{1} << 24}, c.index_topk);
+  // ---- MoE ----
+  v(ConfigField{"n_routed_experts", {"num_local_experts"}, 1, int64_t{1} << 14},
+    c.n_routed_experts);
+  v(ConfigField{"num_experts_per_tok", {"n_activated_experts"}, 1, kNoMax}, c.num_experts_per_tok);
+  v(ConfigField{"n_shared_experts", {}, 1, 1, "1 (the reference asserts it)"}, c.n_shared_experts);
+  v(ConfigField{"moe_intermediate_size", {"moe_inter_dim"}, 1, int64_t{1} << 16},
+    c.moe_intermediate_size);
+  v(ConfigField{"num_hash_layers", {"n_hash_layers"}, kAny, kNoMax}, c.num_hash_layers);
+  v(ConfigField{"topk_method"}, c.topk_method);
+  v(ConfigField{"norm_topk_prob"}, c.norm_topk_prob);
+  v(ConfigField{"routed_scaling_factor", {"route_scale"}}, c.routed_scaling_factor);
+  v(ConfigField{"swiglu_limit"}, c.swiglu_limit);
+  // ---- manifold-constrained hyper-connections ----
+  v(ConfigField{"hc_mult", {}, 1, kMaxHcMult, "1..64 (V4 uses 4)"}, c.hc_mult);
+  v(ConfigField{"hc_sinkhorn_iters", {}, 1, 10000, "1..10000 (V4 uses 20)"}, c.hc_sinkhorn_iters);
+  v(ConfigField{"hc_eps"}, c.hc_eps);
+  // ---- the rest ----
+  v(ConfigField{"rms_norm_eps", {"norm_eps"}}, c.rms_norm_eps);
+  v(ConfigField{"num_nextn_predict_layers", {"n_mtp_layers"}, 0, 16, "0..16"},
+    c.num_nextn_predict_layers);
+  v(ConfigField{"bos_token_id"}, c.bos_token_id);
+  v(ConfigField{"tie_word_embeddings"}, c.tie_word_embeddings);
+  v(ConfigField{"torch_dtype"}, c.torch_dtype);
+}
 
 // The HF `layer_types` label of a compress ratio: "sliding_attention",
 // "compressed_sparse_attention" (4), "heavily_compressed_attention" (others).

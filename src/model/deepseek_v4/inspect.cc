@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <type_traits>
 
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/plan.h"
@@ -256,6 +257,27 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
        on_off(nd.kv_quant) + ", indexer FP4 simulation " + on_off(nd.index_quant) +
        ", wo_a input " + (nd.o_bf16 ? "bf16" : "f32") + " (--wo-a-input)\n";
   r += Fmt("  bos %d, eos %d\n", c.bos_token_id, c.eos_token_id);
+  // Every scalar field of the table (config.h), as read.
+  std::string line = "  fields:";
+  VisitConfigFields(c, [&](const ConfigField& field, const auto& value) {
+    std::string item = std::string(" ") + field.key + "=";
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, std::string>) {
+      item += value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      item += value ? "true" : "false";
+    } else if constexpr (std::is_same_v<T, double>) {
+      item += Fmt("%g", value);
+    } else {
+      item += std::to_string(value);
+    }
+    if (line.size() + item.size() > 100) {
+      r += line + "\n";
+      line = "         ";
+    }
+    line += item;
+  });
+  r += line + "\n";
 
   const std::vector<LayerPlan> plans = BuildLayerPlans(c);
   int64_t n_window = 0, n_csa = 0, n_hca = 0, n_hash = 0;
