@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <memory>
 #include <set>
 #include <string>
@@ -195,6 +197,19 @@ TEST(MacroTest, AssignOrReturnMovesMoveOnlyValuesIntoStatusFunction) {
   Status s = UseBoxes(&out);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_EQ(out, 7);
+}
+
+// The negative-test matcher (tests/common/status_matchers.h) fails on success,
+// on another code and on another cause.
+TEST(StatusMatchers, IsErrorChecksCodeAndCause) {
+  const Status bad = InvalidArgument("--top-k: -3 is negative", "use 0 or more");
+  EXPECT_TRUE(dsv4::testing::IsError(bad, StatusCode::kInvalidArgument, "--top-k"));
+  EXPECT_TRUE(dsv4::testing::IsError(bad, StatusCode::kInvalidArgument, "use 0 or more"));
+  EXPECT_FALSE(dsv4::testing::IsError(bad, StatusCode::kNotFound, "--top-k"));
+  EXPECT_FALSE(dsv4::testing::IsError(bad, StatusCode::kInvalidArgument, "--top-p"));
+  EXPECT_FALSE(dsv4::testing::IsError(Status::Ok(), StatusCode::kInvalidArgument, "--top-k"));
+  const Result<int> r = NotFound("model.gguf: no such file");
+  EXPECT_ERROR(r, StatusCode::kNotFound, "model.gguf");
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -102,12 +104,14 @@ TEST(Bf16DotMacsPerToken, FpQuantWeightsWithQuantisedOrBf16Inputs) {
   auto none = Bf16DotMacsPerToken(b);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_EQ(*none, 0);
-  EXPECT_FALSE(Bf16DotMacsPerToken(Load(kModels + "stories260K.bin")).ok());
+  EXPECT_ERROR(Bf16DotMacsPerToken(Load(kModels + "stories260K.bin")), StatusCode::kNotFound,
+               "bf16 dot-product multiply-adds of a 'llama' model");
 }
 
 TEST(WeightMacsPerToken, OtherModelsAreNotFound) {
   LoadedModel m = Load(kModels + "stories260K.bin");
-  EXPECT_FALSE(WeightMacsPerToken(m).ok());
+  EXPECT_ERROR(WeightMacsPerToken(m), StatusCode::kNotFound,
+               "weight multiply-adds per token of a 'llama' model");
 }
 
 TEST(PeakFlopsProbe, ReportsAPositiveRate) {

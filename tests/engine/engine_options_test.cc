@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <map>
 #include <span>
 
@@ -32,7 +34,8 @@ TEST(EngineOptions, ParseIndexList) {
   EXPECT_EQ(*v, (std::vector<int32_t>{0, 2, 5}));
 }
 TEST(EngineOptions, ParseIndexListRejectsEmpty) {
-  EXPECT_FALSE(ParseIndexList("", "--expert-mask").ok());
+  EXPECT_ERROR(ParseIndexList("", "--expert-mask"), StatusCode::kInvalidArgument,
+               "--expert-mask: empty expert list");
 }
 TEST(EngineOptions, ParseIndexListRejectsNegative) {
   auto v = ParseIndexList("1,-2", "--expert-mask");
@@ -40,12 +43,16 @@ TEST(EngineOptions, ParseIndexListRejectsNegative) {
   EXPECT_NE(v.status().ToString().find("--expert-mask"), std::string::npos);
 }
 TEST(EngineOptions, ParseIndexListRejectsGarbage) {
-  EXPECT_FALSE(ParseIndexList("1,x", "f").ok());
-  EXPECT_FALSE(ParseIndexList("1,", "f").ok());
-  EXPECT_FALSE(ParseIndexList("1 2", "f").ok());
+  EXPECT_ERROR(ParseIndexList("1,x", "f"), StatusCode::kInvalidArgument,
+               "f: 'x' is not an expert index");
+  EXPECT_ERROR(ParseIndexList("1,", "f"), StatusCode::kInvalidArgument,
+               "f: '' is not an expert index");
+  EXPECT_ERROR(ParseIndexList("1 2", "f"), StatusCode::kInvalidArgument,
+               "f: '1 2' is not an expert index");
 }
 TEST(EngineOptions, ParseIndexListRejectsDuplicates) {
-  EXPECT_FALSE(ParseIndexList("1,1", "f").ok());
+  EXPECT_ERROR(ParseIndexList("1,1", "f"), StatusCode::kInvalidArgument,
+               "f: expert 1 is listed twice");
 }
 
 TEST(EngineOptions, S134_ParseFreezeSpec) {
@@ -60,19 +67,24 @@ TEST(EngineOptions, S134_ParseFreezeSpec) {
 }
 TEST(EngineOptions, ParseFreezeSpecRejectsWeightCountMismatch) {
   EngineRuntimeOptions o;
-  EXPECT_FALSE(ParseFreezeSpec("0,1:0.7", o).ok());
+  EXPECT_ERROR(ParseFreezeSpec("0,1:0.7", o), StatusCode::kInvalidArgument,
+               "--freeze-router: 2 experts but 1 weights");
 }
 TEST(EngineOptions, ParseFreezeSpecRejectsBadWeight) {
   EngineRuntimeOptions o;
-  EXPECT_FALSE(ParseFreezeSpec("0,1:0.7,abc", o).ok());
-  EXPECT_FALSE(ParseFreezeSpec("0,1:0.7,-0.3", o).ok());
-  EXPECT_FALSE(ParseFreezeSpec("0,1:0.7,nan", o).ok());
+  EXPECT_ERROR(ParseFreezeSpec("0,1:0.7,abc", o), StatusCode::kInvalidArgument,
+               "--freeze-router: weight 'abc' is not a number >= 0");
+  EXPECT_ERROR(ParseFreezeSpec("0,1:0.7,-0.3", o), StatusCode::kInvalidArgument,
+               "--freeze-router: weight '-0.3' is not a number >= 0");
+  EXPECT_ERROR(ParseFreezeSpec("0,1:0.7,nan", o), StatusCode::kInvalidArgument,
+               "--freeze-router: weight 'nan' is not a number >= 0");
 }
 TEST(EngineOptions, ParsePrunerPolicy) {
   EXPECT_EQ(*ParsePrunerPolicy("on"), PrunerPolicy::kOn);
   EXPECT_EQ(*ParsePrunerPolicy("off"), PrunerPolicy::kOff);
   EXPECT_EQ(*ParsePrunerPolicy("auto"), PrunerPolicy::kModelDefault);
-  EXPECT_FALSE(ParsePrunerPolicy("yes").ok());
+  EXPECT_ERROR(ParsePrunerPolicy("yes"), StatusCode::kInvalidArgument,
+               "--kv-pruner: 'yes' is not on, off or auto");
 }
 
 TEST(EngineOptions, AppliesRouterOptionsToTheSeedModel) {
@@ -138,7 +150,8 @@ TEST(EngineOptions, RejectsPrunerOnForAModelWithout) {
   ASSERT_FALSE(m->config().kv_pruner.enabled);
   EngineRuntimeOptions o;
   o.kv_pruner = PrunerPolicy::kOn;
-  EXPECT_FALSE(ApplyEngineOptions(*m, o).ok());
+  EXPECT_ERROR(ApplyEngineOptions(*m, o), StatusCode::kInvalidArgument,
+               "--kv-pruner on: this model has no SemanticKVPruner");
 }
 
 TEST(EngineOptions, RejectsRouterOptionsForAModelWithoutMoe) {
@@ -147,7 +160,8 @@ TEST(EngineOptions, RejectsRouterOptionsForAModelWithoutMoe) {
   ASSERT_FALSE(m->config().moe.enabled);
   EngineRuntimeOptions o;
   o.reweight_router = true;
-  EXPECT_FALSE(ApplyEngineOptions(*m, o).ok());
+  EXPECT_ERROR(ApplyEngineOptions(*m, o), StatusCode::kInvalidArgument,
+               "router options given, but this seed model has no MoE layers");
 }
 
 // S-059…S-065 as an engine policy: --kv-pruner off keeps every token; on (with a

@@ -9,6 +9,8 @@
 // random models and on stories260K.
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -366,7 +368,7 @@ TEST(LlamaBatch, BadBatchLeavesEveryCacheAsItWas) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("same cache"), std::string::npos) << s.ToString();
   s = run(good, a.get(), {}, b.get());
-  EXPECT_FALSE(s.ok());
+  EXPECT_ERROR(s, StatusCode::kInvalidArgument, "entry 1: Forward: no tokens");
   std::vector<float> small(V - 1);
   const BatchEntry short_logits[] = {{.tokens = good, .cache = a.get(), .logits = la},
                                      {.tokens = good, .cache = b.get(), .logits = small}};

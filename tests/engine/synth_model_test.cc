@@ -5,8 +5,10 @@
 #include "engine/synth_model.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/resource.h>
 #include <unistd.h>
+#include "../common/status_matchers.h"
 
 #include <cmath>
 #include <cstdio>
@@ -307,7 +309,8 @@ TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--index-head-dim"), std::string::npos);
   o = Tiny("");
-  EXPECT_FALSE(WriteSyntheticDeepSeekV4(o).ok());
+  EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument,
+               "synth-model: --out is required");
   EXPECT_FALSE(fs::exists(dir_));  // nothing written on bad options
 }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -157,9 +159,10 @@ TEST(SafetensorsWriter, DuplicateNameIsAnError) {
 }
 
 TEST(SafetensorsWriter, EmptyOrReservedNameIsAnError) {
-  EXPECT_FALSE(SafetensorsWriter::Create(TempPath("e.safetensors"), {{"", "F32", {1}}}).ok());
-  EXPECT_FALSE(
-      SafetensorsWriter::Create(TempPath("m.safetensors"), {{"__metadata__", "F32", {1}}}).ok());
+  EXPECT_ERROR(SafetensorsWriter::Create(TempPath("e.safetensors"), {{"", "F32", {1}}}),
+               StatusCode::kInvalidArgument, "tensor name '' is not allowed");
+  EXPECT_ERROR(SafetensorsWriter::Create(TempPath("m.safetensors"), {{"__metadata__", "F32", {1}}}),
+               StatusCode::kInvalidArgument, "tensor name '__metadata__' is not allowed");
 }
 
 TEST(SafetensorsWriter, NegativeDimensionIsAnError) {

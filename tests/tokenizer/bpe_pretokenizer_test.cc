@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <string>
 #include <vector>
 
@@ -93,7 +95,8 @@ TEST(PreTokenizerTest, NamedTypes) {
   EXPECT_EQ(*PreTokenizerTypeFromName("deepseek-llm"), PreTokenizerType::kDeepseekLlm);
   EXPECT_EQ(*PreTokenizerTypeFromName("deepseek-coder"), PreTokenizerType::kDeepseekCoder);
   EXPECT_EQ(*PreTokenizerTypeFromName("gpt2"), PreTokenizerType::kGpt2);
-  EXPECT_FALSE(PreTokenizerTypeFromName("llama3").ok());
+  EXPECT_ERROR(PreTokenizerTypeFromName("llama3"), StatusCode::kNotFound,
+               "unknown BPE pre-tokenizer 'llama3'");
   for (auto type : {PreTokenizerType::kGpt2, PreTokenizerType::kDeepseekLlm,
                     PreTokenizerType::kDeepseekCoder, PreTokenizerType::kDeepseekV3}) {
     EXPECT_TRUE(RegexSplitter::Create(PreTokenizerPatterns(type)).ok());

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/status_matchers.h"
+
 #include <string>
 
 #include "base/mapped_file.h"
@@ -166,8 +168,10 @@ TEST(ChatDsv4BadInputTest, WrongFieldTypeDeepInside) {
 }
 
 TEST(ChatDsv4Test, OptionParsers) {
-  EXPECT_FALSE(ParseDsv4ThinkingMode("think").ok());
-  EXPECT_FALSE(ParseDsv4ReasoningEffort("low").ok());
+  EXPECT_ERROR(ParseDsv4ThinkingMode("think"), StatusCode::kInvalidArgument,
+               "unknown thinking mode 'think'");
+  EXPECT_ERROR(ParseDsv4ReasoningEffort("low"), StatusCode::kInvalidArgument,
+               "unknown reasoning effort 'low'");
   EXPECT_EQ(*ParseDsv4ReasoningEffort(""), Dsv4ReasoningEffort::kDefault);
   EXPECT_EQ(*ParseDsv4ThinkingMode("chat"), Dsv4ThinkingMode::kChat);
 }
