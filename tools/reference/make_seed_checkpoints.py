@@ -25,8 +25,8 @@ eviction ranks) has a margin of at least MIN_MARGIN, so fp32 rounding in the
 engine cannot flip one.
 
 Usage (numpy only):
-  python3 -m venv /work/tools-venv-seed && /work/tools-venv-seed/bin/pip install numpy
-  /work/tools-venv-seed/bin/python tools/reference/make_seed_checkpoints.py
+  python3 -m venv ../tools-venv-seed && ../tools-venv-seed/bin/pip install numpy
+  ../tools-venv-seed/bin/python tools/reference/make_seed_checkpoints.py
 """
 
 import argparse
