@@ -775,8 +775,8 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
       }
     }
     // While this panel's tiles run, the next panel's weights come into L2
-    // (its decode above would otherwise wait on memory: 16% of the FP4 tile
-    // time in a 512-token prefill), a share per micro-tile.
+    // (its decode above would otherwise wait on memory, a large share of the
+    // FP4 tiles' time in a long prefill), a share per micro-tile.
     const int64_t next_rows = std::clamp<int64_t>(a.row_end - n0 - kPanelRows, 0, kPanelRows);
     LinePrefetch next{
         base + (n0 + kPanelRows) * row_bytes, (next_rows * row_bytes + 63) / 64,
