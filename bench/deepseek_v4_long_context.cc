@@ -1,4 +1,4 @@
-// Long-context benchmark of the DeepSeek-V4 forward (issue 4; results in
+// Long-context benchmark of the DeepSeek-V4 forward (results in
 // docs/benchmarks.md). Not a test: it prints numbers.
 //
 //   deepseek_v4_long_context_bench write DIR

@@ -1,5 +1,4 @@
-// How one thread's read patterns stream from memory (not a test; session 15
-// in docs/benchmarks.md). A one-token matvec reads its weights row by row;
+// How one thread's read patterns stream from memory (not a test). A one-token matvec reads its weights row by row;
 // how many rows it reads side by side, and where those rows lie, decides
 // whether the hardware prefetcher keeps up. Each pattern below sums a
 // bf16 × f32 product over a [rows, K] bf16 matrix (K = 2048, one dependent

@@ -9,7 +9,7 @@ character, interleaved with the C++ sources of src/tokenizer/.
 
   python bench/tokenizer_bench.py --build-dir build/bpe \
       --tokenizer-json tests/data/tokenizer/deepseek_v4_tokenizer.json.gz \
-      --text /work/shared/oracles/text/tinyshakespeare.txt
+      --text tests/data/text/tinyshakespeare.txt
 Needs `tokenizers` (a venv outside the repo) for the HF side.
 """
 import argparse

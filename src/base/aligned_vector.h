@@ -1,9 +1,9 @@
 // AlignedVector<T>: a std::vector whose storage starts on a 64-byte boundary
 // (a cache line, one AVX-512 vector). For activations the SIMD kernels read
 // whole vectors at a time: malloc's 16-byte alignment would have every
-// 64-byte load of a row straddle two cache lines (the f16 prefill product
-// ~3.5% slower, `DSV4_BENCH_X_OFFSET=4 matmul_bench 1 8 5 f16 2048
-// prefill:128:5632`).
+// 64-byte load of a row straddle two cache lines, which slows the products
+// measurably (`DSV4_BENCH_X_OFFSET=4 matmul_bench 1 8 5 f16 2048
+// prefill:128:5632` shows it).
 #ifndef DSV4_BASE_ALIGNED_VECTOR_H_
 #define DSV4_BASE_ALIGNED_VECTOR_H_
 

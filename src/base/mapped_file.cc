@@ -70,8 +70,8 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     // Ask for 2 MiB folios: the kernel's readahead then reads the file in
     // huge-page units and maps them with one page-table entry each (ext4 and
     // xfs on Linux ≥ 6.x; elsewhere the advice is ignored). Streaming the
-    // weights then takes no 4 KiB TLB miss per page: +8% decode on the 4 GB
-    // synthetic model (docs/benchmarks.md). Pages already cached in small
+    // weights then takes no 4 KiB TLB miss per page, a visible share of a
+    // memory-bound decode (docs/performance.md). Pages already cached in small
     // folios (a file just written) stay as they are. DSV4_THP=0 turns it off.
     const char* thp = std::getenv("DSV4_THP");
     if (thp == nullptr || std::strcmp(thp, "0") != 0) {

@@ -27,8 +27,8 @@ class MappedFile {
 
   // Keeps the whole mapping resident (mlock): its pages are read in now and
   // not paged out while this object lives, so a long-running process meets no
-  // page-cache misses after idle spells (--mlock; docs/benchmarks.md, session
-  // 11). ResourceExhausted naming the file and the locked-memory limit where
+  // page-cache misses after idle spells (--mlock; docs/performance.md).
+  // ResourceExhausted naming the file and the locked-memory limit where
   // the process may not lock that much (RLIMIT_MEMLOCK without CAP_IPC_LOCK).
   Status Lock();
   // Lock() on every mapping open now of the file at `path` (the same file,

@@ -3,12 +3,12 @@
 // refresh for one that is not.
 //
 // Why. Decode streams every weight once per token; through 4 KiB page-table
-// entries it runs slower (MADV_HUGEPAGE: +8% decode on the 4 GB synthetic
-// DeepSeek-V4, docs/benchmarks.md). A file first read with MADV_HUGEPAGE is
+// entries it runs slower (a TLB miss per 4 KiB streamed; docs/performance.md).
+// A file first read with MADV_HUGEPAGE is
 // cached in 2 MiB folios. But reclaim that takes part of a folio (memory
 // pressure, or DAMON's proactive pageout on a shared VM) splits it, and the
-// file then stays cached, and mapped, in small pages for every later process:
-// on the development VM 40% of the model, 61% of its head, after a day.
+// file then stays cached, and mapped, in small pages for every later process,
+// on a busy host a large share of the model within a day.
 // Mapping the file again does not mend that; dropping the file's unmapped
 // cached pages does: the next reads bring them back in 2 MiB folios.
 #ifndef DSV4_BASE_PAGE_CACHE_H_

@@ -4,7 +4,7 @@
 //
 // Hand-off: a decoded token makes hundreds of ParallelFor calls of tens of
 // microseconds each, so waking workers through a condition variable (a futex
-// round trip, ~10-50 us on a VM) would cost as much as the work. Workers and
+// round trip, slow on a VM) would cost as much as the work. Workers and
 // the caller therefore spin on atomics for a short while (kSpinMicros) before
 // blocking on the condition variables; an idle pool sleeps. The spin time is
 // DSV4_SPIN_US microseconds (environment; default 200, 0 = block at once, as

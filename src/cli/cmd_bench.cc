@@ -149,8 +149,8 @@ int Run(const BenchArgs& a) {
   // A warm-up prefill, not timed (llama-bench's warm-up run): it faults in
   // the weights' pages and the cache's. Then the prefill runs back to back,
   // then the decode runs, each after an untimed prefill and followed by its
-  // bandwidth probe: a prefill right after a probe ran up to 30% slower on a
-  // 2-vCPU VM (llama F16 GGUF, P = 128), so no timed prefill follows one.
+  // bandwidth probe: on a small VM the first products after a probe run
+  // markedly slower, so no timed prefill follows one.
   auto prefill = [&]() -> Status {
     cache->Truncate(0);
     return model.Forward(prompt, *cache, logits, false);

@@ -15,9 +15,9 @@
 // A step is one Model::ForwardBatch over every running sequence's work (one
 // decode token each, plus the prefill chunks), so a model that batches
 // (DeepSeek-V4) reads each weight once per step, not once per sequence;
-// others fall back to Model's default loop over Forward (docs/benchmarks.md,
-// "Serving"). If a batch fails, every cache is rolled back to the start of the
-// step and the sequences rerun one by one, so only the failing one ends.
+// others fall back to Model's default loop over Forward. If a batch fails,
+// every cache is rolled back to the start of the step and the sequences
+// rerun one by one, so only the failing one ends.
 //
 // Not here: HTTP, JSON, chat templates, output parsing (src/server).
 #ifndef DSV4_ENGINE_ENGINE_H_

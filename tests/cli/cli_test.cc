@@ -195,7 +195,7 @@ std::vector<float> LastGoldenRow(const std::string& file, const std::string& ids
 TEST(Cli, TokenizeWithEveryTokenizerKind) {
   const std::string data = DSV4_TEST_DATA_DIR;
   const std::string models = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
-  // ../shared/oracles/README.md: the DeepSeek-V4 tokenizer.json and stories260K.
+  // Expected ids: the DeepSeek-V4 tokenizer.json (HF tokenizers) and stories260K (run.c).
   Output v4 =
       RunDsv4("tokenize --tokenizer " + data +
               "/tokenizer/deepseek_v4_tokenizer.json.gz "

@@ -71,7 +71,7 @@ TEST(LlamaGolden, LogitsMatchRunC) {
 }
 
 TEST(LlamaGolden, Top5AtPositions0And1MatchOracle) {
-  // ../shared/oracles/README.md "Known reference behaviour" (llama2.c run.c).
+  // llama2.c run.c's logits on stories260K (tests/data/stories260K/README.md).
   const std::vector<std::pair<int, float>> pos0 = {{403, 17.023516f},
                                                    {385, 15.406213f},
                                                    {410, 13.108263f},

@@ -8,9 +8,8 @@ mapped, samples one 4 KiB page in STEP_PAGES (default 16) and asks the kernel
 (/proc/PID/pagemap, /proc/kpageflags: root only) whether it is resident and
 part of a transparent huge page (KPF_THP). Prints, per tensor name with its
 numbers replaced by N (all layers' wq_b together), the sampled pages in huge
-folios, in small ones, and not mapped. Small folios stream more slowly (the
-decode reads 2 MiB pages as the bandwidth probe does; docs/benchmarks.md,
-session 11).
+folios, in small ones, and not mapped. Small folios stream more slowly (a
+TLB miss per 4 KiB; docs/performance.md).
 """
 import collections
 import json

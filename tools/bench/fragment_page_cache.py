@@ -8,7 +8,7 @@ For each FILE: maps it, reads it in, pages out (MADV_PAGEOUT) 64 KiB of every
 partly split), and reads it in again. A 2 MiB page-cache folio that loses part of
 itself is split, so the file is then cached, and mapped by every later
 process, in 4 KiB pages until its cache is dropped (base/page_cache.h;
-docs/benchmarks.md, session 13). Linux 5.4+ (MADV_PAGEOUT). A dsv4 loading
+docs/performance.md). Linux 5.4+ (MADV_PAGEOUT). A dsv4 loading
 the file next says that it refreshed it (unless DSV4_THP_REFRESH=0), and
 FilePmdMapped in its /proc/PID/smaps_rollup shows the share in 2 MiB pages.
 """

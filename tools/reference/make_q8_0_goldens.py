@@ -11,9 +11,9 @@ port of ggml's quantize_row_q8_0_ref (gguf.quants.quantize, Q8_0), written as
     n_blocks * 32 little-endian f32 inputs,
     n_blocks * 34 bytes of q8_0 blocks (f16 d, 32 int8 codes).
 
-Run (outside the repo venv): python -m venv /work/tools-venv-gold &&
-/work/tools-venv-gold/bin/pip install gguf numpy &&
-/work/tools-venv-gold/bin/python tools/reference/make_q8_0_goldens.py
+Run (outside the repo venv): python -m venv ../tools-venv-gold &&
+../tools-venv-gold/bin/pip install gguf numpy &&
+../tools-venv-gold/bin/python tools/reference/make_q8_0_goldens.py
 """
 import os
 import struct

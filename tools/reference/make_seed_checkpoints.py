@@ -1,6 +1,6 @@
 """Writes tiny random checkpoints of the seed-article profiles plus goldens.
 
-For each profile (P-V4, P-CED, P-V4-7B; ../shared/specs/seed-mechanisms.md §0.5) this
+For each profile (P-V4, P-CED, P-V4-7B; docs/specs/seed-mechanisms.md §0.5) this
 writes into tests/data/seed/<profile>/:
   config.json          model_type "deepseek_v4_seed", every mechanism of the profile on
   model.safetensors    f32 weights; CED weights stored column-major where the
@@ -25,8 +25,8 @@ eviction ranks) has a margin of at least MIN_MARGIN, so fp32 rounding in the
 engine cannot flip one.
 
 Usage (numpy only):
-  python3 -m venv /work/tools-venv-seed && /work/tools-venv-seed/bin/pip install numpy
-  /work/tools-venv-seed/bin/python tools/reference/make_seed_checkpoints.py
+  python3 -m venv ../tools-venv-seed && ../tools-venv-seed/bin/pip install numpy
+  ../tools-venv-seed/bin/python tools/reference/make_seed_checkpoints.py
 """
 
 import argparse

@@ -17,8 +17,8 @@ The third-party code is NOT part of this file: pass the directory of DeepSeek's
 `inference/` (model.py, kernel.py = pure-torch kernels, convert.py) with --official.
 The HF port is imported from the installed `transformers` package.
 
-Usage:
-  /work/tools-venv/bin/python tools/reference/make_tiny_v4.py \
+Usage (the environment beside the repository, as tools/reference/README.md creates it):
+  ../tools-venv/bin/python tools/reference/make_tiny_v4.py \
       --official /tmp/dsv4-official/inference --out tests/data/deepseek_v4 --hf
 """
 import argparse

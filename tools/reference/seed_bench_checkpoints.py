@@ -14,7 +14,9 @@ prenorm and ced_* share H, heads, L and intermediate_size, as the seed's v3.5 an
 v4.1 do; the CED fused width is intermediate_size (gate and up halves of I/2), so
 its MLP holds 2·I·H weights against the dense block's 3·I·H.
 
-Usage: /work/tools-venv-seed/bin/python tools/reference/seed_bench_checkpoints.py
+Usage (numpy only; the environment beside the repository, as
+tools/reference/make_seed_checkpoints.py creates it):
+  ../tools-venv-seed/bin/python tools/reference/seed_bench_checkpoints.py
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """Float64 numpy reference of the seed-article model family.
 
-Written from the digest (../shared/specs/seed-mechanisms.md, group 1, with the
+Written from the digest (docs/specs/seed-mechanisms.md, group 1, with the
 resolutions of its Analysis (a)), not from the C++ code. It keeps the whole
 sequence as plain per-position dictionaries, rotates keys per query head at
 attention time, and recomputes every statistic from scratch, so it shares no

@@ -259,8 +259,8 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
                                : quantised_input(s.xe.data(), n_all, &ExpertWeights::w1, s.act);
   // The shared expert's jobs first: its FP8 rows beside the routed FP4 ones
   // of the other thread, and a split that each layer learns for itself (the
-  // pool keys it on the first job's weights, which were a routed expert's):
-  // a decoded token's MoE steps took 1-2% less time (docs/benchmarks.md).
+  // pool keys it on the first job's weights, which would otherwise be a
+  // routed expert's, changing from token to token).
   const auto job_order = [&](int64_t j) { return j == 0 ? n_active : j - 1; };
   std::vector<LinearJob>& jobs = s.jobs;
   jobs.clear();  // capacity reserved: no allocation

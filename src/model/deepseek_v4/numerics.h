@@ -93,8 +93,8 @@ class Tracer {
 
 // Σ v[i]² over n values in double. The squares (exact in double) go into 8
 // independent sums, which vectorise: one chain of n dependent double adds
-// took ~2 µs per 2048 values, ~8 µs of a decoded token's every layer
-// (attention and FFN norms, q norms, the 16 heads' norms).
+// waits on the add latency at every value, and a decoded token runs many
+// norms per layer (attention and FFN norms, q norms, every head's norm).
 inline double SumOfSquares(const float* v, int64_t n) {
   constexpr int64_t kLanes = 8;
   double lane[kLanes] = {};

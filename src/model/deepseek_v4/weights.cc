@@ -180,17 +180,16 @@ namespace {
 // multiply-adds: its multiply-adds, or, where more, its bytes (weights and
 // block scales). A product of a few tokens is bound by memory: a decoded
 // token's FP8 shared expert reads twice the bytes of an FP4 routed expert for
-// the same multiply-adds, and splitting by multiply-adds left one thread 12%
-// of the MoE step behind the other.
+// the same multiply-adds, and splitting by multiply-adds left one thread well
+// behind the other in the MoE step.
 int64_t RowCost(const LinearWeight& w, int64_t n_tokens) {
   if (n_tokens == 0) return 0;  // nothing to compute, nothing read
-  // The 2-thread matvec reads about 80 GB/s where the tiles run about 350 G
-  // multiply-adds/s (docs/benchmarks.md): a byte costs about 4 multiply-adds.
-  // An FP4 row also converts its K/32 scales (FP8 rows share theirs per 128
-  // rows): fitted to the two MoE steps of a decoded token (FP4 rows of 2048
-  // and 1024 inputs beside FP8 rows, 2 threads), that costs as much as 128
-  // more bytes; with FP4 bytes weighed only 17/16, the FP4 side still
-  // finished 2% and 7% later.
+  // A CPU's matvecs stream bytes about a quarter as fast as its tiles do
+  // multiply-adds (memory roof against FMA roof): a byte costs about 4
+  // multiply-adds. An FP4 row also converts its K/32 scales (FP8 rows share
+  // theirs per 128 rows): fitted to the two MoE steps of a decoded token (FP4
+  // rows of 2048 and 1024 inputs beside FP8 rows, 2 threads), that costs as
+  // much as 128 more bytes; weighing the scales alone left the FP4 side last.
   const int64_t k = w.cols();
   int64_t bytes = DTypeBytes(w.weight.dtype, k);
   if (w.format == LinearFormat::kFp4Block) bytes += k / 32 + 128;

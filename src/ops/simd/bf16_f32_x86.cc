@@ -20,14 +20,10 @@
 // (q8_0's also fetched kAheadBytes ahead into L2; see kPrefetch); for rows
 // longer than kLongX, four chains (quarters). Rows that lie a few KiB apart and
 // advance together — the Highway kernel's four adjacent rows, or the second
-// half of row n beside the first half of row n + 1, which this kernel did
-// until session 15 — defeat the hardware prefetcher on Zen 4: without a
-// software prefetch one thread reads them at 15–16 GB/s from memory, where a
-// plain sum reads 27–32 and the two far-apart streams 26–31
-// (`stream_patterns 256`, bench/). `matmul_bench T 128 5 bf16 2048 decode:8`,
-// before → after, medians of six alternations: 1 thread 19.7 → 24.5 GB/s,
-// 2 threads 29.4 → 34.0 (docs/benchmarks.md, session 15); without the
-// software prefetch of the two streams, 24 → 32 and 32 → 36 (f16, session 17).
+// half of row n beside the first half of row n + 1 — defeat the hardware
+// prefetcher: one thread then reads them at about half the speed of a plain
+// sum of the same bytes, where two far-apart streams read about as fast as
+// the plain sum (`stream_patterns 256`, bench/, measures the patterns).
 //
 // Shapes, outermost first: K input features, N output features.
 #include <algorithm>
@@ -58,22 +54,16 @@ namespace {
 
 #define DSV4_BF16F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c")))
 
-// How far each row's prefetch runs ahead of it. On Zen 5, for the staggered
-// kernel's window (before session 15), with model decode (`dsv4 bench`, 4 GB synthetic V4, 2
-// threads, K = 2048, fast memory state, interleaved): 6 KiB 102.4 tok/s,
-// 14 KiB 101.1. On Zen 4 for the two streams (`matmul_bench T 128 5 bf16 2048
-// decode:8`, medians of five alternations, hint and distance set by
-// environment variables in an edit not kept): 6 KiB into L1 30.9 (1 thread)
-// and 38.6 GB/s (2), into L2 32.7 and 39.9; 16 KiB into L2 31.7 and 39.6.
+// How far each row's prefetch runs ahead of it (for the formats that prefetch,
+// see kPrefetch). Distances from 6 to 16 KiB, into L1 or L2, measured within
+// a few percent of each other (`matmul_bench T 128 5 FMT 2048 decode:8`).
 constexpr int64_t kAheadBytes = 6 * 1024;
 
 // Rows of more inputs than this run as four streams, not two: x (4·K bytes)
 // no longer stays in L1 beside two streams of weights, and four rows load it
-// once per step instead of two. Zen 4, session 18, `matmul_bench T 256 3 FMT
-// K decode:C` (C: 4·K/1000 MB), alternating two streams against four, 1
-// thread: f16 K = 5632 18.5 → 22.3 GB/s, bf16 19.6 → 23.3 (2 threads f16
-// 30.0 → 36.0); K = 4096 alike (24.6, 23.1); K ≤ 3072 four streams cost
-// 6–12% (f16 K = 3072 30.1 → 26.5, bf16 K = 2048 32.0 → 30.9).
+// once per step instead of two. Below this, x stays in L1 and the extra
+// streams only cost; at 4096 the two layouts measure alike (`matmul_bench T
+// 256 3 FMT K decode:C`, C = 4·K/1000 MB, two streams against four).
 constexpr int64_t kLongX = 4096;
 
 // acc after the 32 weights at w (bf16) against inputs xe (even) and xo (odd).
@@ -91,15 +81,10 @@ DSV4_BF16F32_TARGET inline __m512 Step(const uint16_t* w, const float* xe, const
 // contiguous); At(p, x, acc) is acc after the step whose weights start at p,
 // against x at its first input (as Prepare laid x out). Calls whose K is not
 // a multiple of kKMultiple are declined. kPrefetch: whether the two streams
-// are fetched kAheadBytes ahead by software. For the 64-byte formats it cost
-// more than it gave on Zen 4 (session 17, alternating a build with the
-// distance from an environment variable against one with the fetches
-// skipped): `matmul_bench 2 256 3 f16 2048 decode:8` read 29.0–33.4 GB/s
-// with them and 34.1–37.3 without in 8 of 8 pairs (bf16 and f32 alike;
-// 1 thread 24 → 32 GB/s); the F16 GGUF model's decode (2 threads) took
-// 89–92% of the probe with them and 91–92% without in the usual memory
-// state, 58% against 70–77% in the fast one. The hardware prefetcher
-// follows two far-apart sequential streams by itself.
+// are fetched kAheadBytes ahead by software. For the 64-byte formats it costs
+// more than it gives, in the kernel and in a model's decode: the hardware
+// prefetcher follows two far-apart sequential streams by itself, and the
+// software fetches only compete with it.
 //
 // bf16: 32 inputs per 64 bytes, x deinterleaved per step into evens and odds.
 struct Bf16 {

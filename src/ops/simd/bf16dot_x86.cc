@@ -1,5 +1,5 @@
 // ops/simd FP8 and FP4 products through bf16 dot products (AVX512-BF16 with
-// AVX512-VBMI: AMD Zen 4/5, Intel Sapphire Rapids and later), the fast path
+// AVX512-VBMI: recent AMD EPYC/Ryzen, Intel Sapphire Rapids and later), the fast path
 // of ops::MatMulFp8Block / MatMulFp4Block when the CPU has them.
 //
 // Why it is exact. With the reference's activation quantisation on
@@ -76,26 +76,18 @@ namespace bf16dot {
 inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // Matvec: no software prefetch of the weight streams (the hardware
 // prefetcher alone follows them; the FP4 scale rows keep theirs, below).
-// Until session 19 they were fetched 16 KiB ahead into L2, a distance chosen
-// on Zen 5 and checked on Zen 4 against other distances, never against none.
-// On Zen 4 (docs/benchmarks.md, session 19), the 4 GB synthetic V4's decode
-// (2 threads, alternating builds, pairs in the same memory state) was faster
-// without it in 10 of 13 pairs in the fast memory state and 3 of 4 in the
-// usual one, by a median 3.0% in both; keeping it for FP8 alone lost 3 of 4.
-// `matmul_bench 2 256 3 FMT 2048 decode:8`, one 256 MiB stream, is mixed:
-// FP4 gains (3 of 4), FP8 gains in the usual state (33.4–34.5 against
-// 30.2–31.6 GB/s) but loses in the fast one (~41 against ~48).
-// Matvec, FP4: rows its software prefetch of the scale rows runs ahead. With
-// 16, a decoded token's MoE steps (FP4, 2 threads, 4 GB synthetic V4) took
-// 1–3% less time than without, in 5 of 5 alternations (pool region timings,
-// docs/benchmarks.md).
+// A software prefetch into L2 competed with the hardware prefetcher for the
+// same lines: the model's decode was faster without it in both memory states,
+// for FP8 as for FP4, though a single huge FP8 stream can gain from it.
+// Matvec, FP4: rows its software prefetch of the scale rows runs ahead. The
+// scale rows are a separate, sparse stream the hardware prefetcher does not
+// follow; without the prefetch the MoE steps wait on their misses.
 inline constexpr int64_t kScaleRowsAhead = 16;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
 // Fewer tokens than this take the decode path token by token (a panel's
-// decode into scratch would cost more than it saves). Tuned on Zen 5 by
-// editing it and running `matmul_bench 1 16 5 FORMAT 2048 prefill:T:1024`
-// (GFLOP/s, decode path vs tiles): T = 4 FP4 160 vs 119, FP8 110 vs 115;
-// T = 6 FP4 158 vs 162, FP8 106 vs 153; T = 8 FP4 127 vs 172, FP8 115 vs 169.
+// decode into scratch would cost more than it saves). Tuned with
+// `matmul_bench 1 16 5 FORMAT 2048 prefill:T:1024`, decode path against tiles
+// for T around this value: from 6 tokens the tiles win for both formats.
 inline constexpr int64_t kMinTileTokens = 6;
 // Scratch for one block of x as bf16 (per thread); longer calls go block by block.
 inline constexpr int64_t kXBlockBytes = int64_t{4} << 20;
@@ -399,13 +391,11 @@ inline PairedRowsOf PairedRows(const MatMulArgs& a) {
 }
 
 // FP4, one token: rows in pairs, each x vector loaded once for both. The
-// FP4 matvec is bound by its instructions, not by memory (one core: 42 GB/s
-// from L3, where FP8 reads 78), and 4 of its 27 per 64 bytes load x; in
-// pairs, 47 GB/s, and a decoded token's MoE steps took 3.5% and 7.6% less
-// time (docs/benchmarks.md). Row i of the range's first half goes with row i
-// of its second half, so that the weights stream as two sequential reads:
-// adjacent rows interleaved defeat the hardware prefetcher (−20% from
-// memory, 2 threads). Each row takes the single-row path's operations in
+// FP4 matvec is bound by its instructions, not by memory, and 4 of its 27
+// per 64 bytes load x; in pairs those loads are shared. Row i of the range's
+// first half goes with row i of its second half, so that the weights stream
+// as two sequential reads: adjacent rows interleaved defeat the hardware
+// prefetcher. Each row takes the single-row path's operations in
 // its order.
 // Returns the row the single-row path goes on from (the odd one left, if
 // any). s0, s1: room for one row's f32 scales each.
@@ -447,9 +437,8 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
     if (e8m0 && BytesInRange(e0, 4 * groups, 1, 254) && BytesInRange(e1, 4 * groups, 1, 254)) {
       // Four groups' sixteen scales per row in a register, each group's
       // vector permuted from it: the same values as E8m0Row's, with no round
-      // trip through memory (that and E8m0Row's special cases were 8% of a
-      // pair's time: one thread from L2, `matmul_bench 1 1 500 fp4_e2m1 2048
-      // decode`, 22.5 GB/s then, 24.3 now).
+      // trip through memory (that and E8m0Row's special cases were a
+      // noticeable share of a pair's instructions, which bound FP4).
       const auto quad = [&](int64_t g, int64_t count) DSV4_BF16DOT_TARGET {
         const __m512 q0 = E8m0Quad(e0 + 4 * g, 4 * count), q1 = E8m0Quad(e1 + 4 * g, 4 * count);
         for (int j = 0; j < count; ++j) {
@@ -478,13 +467,11 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // FP8, one token: rows in pairs as Fp4RowPairs (row i of the range's first
 // half beside row i of its second half), each x vector loaded once for both;
 // each row takes the single-row path's operations in its order. Not for the
-// arithmetic (one thread from L2 reads 35.3 GB/s so, 36.2 one row at a time,
-// session 20) but for memory: two sequential streams per thread keep more
-// lines in flight than one, where FP8's decoding leaves the loads too sparse
-// for the hardware prefetcher alone. Two threads from memory, the layouts
-// alternating within one process (`matmul_bench 2 256 150 fp8_e4m3 2048
-// decode-ab:DSV4_FP8_PAIRS`, docs/benchmarks.md, session 21): 52.7 → 59.8
-// GB/s with the probe at ~60, 34.1 → 35.0 at ~35; in 2 MB calls 46.8 → 52.9.
+// arithmetic (from cache, pairs are no faster than one row at a time) but for
+// memory: two sequential streams per thread keep more lines in flight than
+// one, where FP8's decoding leaves the loads too sparse for the hardware
+// prefetcher alone; the gain is largest when memory is fast. Compare with
+// `matmul_bench 2 256 150 fp8_e4m3 2048 decode-ab:DSV4_FP8_PAIRS`.
 // s0, s1: room for one row's f32 scales each. Returns the row the single-row
 // path goes on from (the odd one left, if any).
 DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
@@ -523,9 +510,9 @@ DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // Decode path (one token, or a few): one row at a time, decoded in
 // registers, for each token in turn (the row stays in L1 from the first token
 // on; one token: two rows, Fp4RowPairs / Fp8RowPairs). The weights stream
-// through memory in order — one stream per thread (two for row pairs) — which on
-// Zen 5 read 20–40% more GB/s with 2 threads than four rows side by side
-// (docs/benchmarks.md); x (bf16, ≤ 16 KiB) stays in L1 for every row.
+// through memory in order — one stream per thread (two for row pairs) — which
+// the hardware prefetcher follows better than four rows side by side; x
+// (bf16, ≤ 16 KiB) stays in L1 for every row.
 template <Format F>
 DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
@@ -554,8 +541,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   if constexpr (F == Format::kFp4) {
     // The loop prefetches from kScaleRowsAhead rows on; the first rows' scales
     // (of both halves, for row pairs) all at once here, so that their misses
-    // overlap: one at a time they stalled each call's start (2-3% of a
-    // decoded token's main thread waited in RowScales; docs/benchmarks.md).
+    // overlap: one at a time they stalled each call's start.
     const int64_t rows = a.row_end - a.row_begin, first = std::min(bf16dot::kScaleRowsAhead, rows);
     for (const int64_t from : {a.row_begin, a.row_begin + rows / 2}) {
       const uintptr_t p = scale_rows + static_cast<uintptr_t>(from * scale_row_bytes);
@@ -613,8 +599,8 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
 // decode path's FMA t · scale + acc — unless a partial sum of the group comes
 // within the shift of the subnormal range, which vdpbf16ps flushes (partial
 // sums below 2^-94 in magnitude with the range below). The prefill tiles
-// fold rows whose scales all lie in that range: a vaddps, which on Zen 5
-// issues beside the dot products, replaces the FMA, which competes with them.
+// fold rows whose scales all lie in that range: a vaddps, which can issue
+// beside the dot products, replaces the FMA, which competes with them.
 inline constexpr int kFoldMinE = 127 - 32, kFoldMaxE = 127 + 32;
 
 // Row n's e8m0 scale bytes (scale rows contiguous): FP8 its 128-row block's
@@ -789,8 +775,8 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
       }
     }
     // While this panel's tiles run, the next panel's weights come into L2
-    // (its decode above would otherwise wait on memory: 16% of the FP4 tile
-    // time in a 512-token prefill), a share per micro-tile.
+    // (its decode above would otherwise wait on memory, a large share of the
+    // FP4 tiles' time in a long prefill), a share per micro-tile.
     const int64_t next_rows = std::clamp<int64_t>(a.row_end - n0 - kPanelRows, 0, kPanelRows);
     LinePrefetch next{
         base + (n0 + kPanelRows) * row_bytes, (next_rows * row_bytes + 63) / 64,

@@ -17,12 +17,10 @@
 // widened by unpacking with zero; one vpermb first orders each 64 bytes so
 // that the unpacks give inputs in natural lane order: 10 shuffles and 4 FMAs
 // per 64 weights where the f16 route takes 14 conversions and shifts. The
-// rows are prefetched as one stream (kAheadBytes; on Zen 5 into L1, now into
-// L2, x86::PrefetchWeights): with the new decoding but a non-temporal
-// prefetch, one Zen 5 core read the same 26.7 GB/s as the Highway matvec;
-// with both, 40–42 (docs/benchmarks.md). On Zen 4, one thread, into L1 17.5
-// GB/s, into L2 21.9 (`DSV4_BENCH_X=f32 matmul_bench 1 128 5 fp8_e4m3 2048
-// decode:8`, medians of five alternations, the hint switched in an edit not kept).
+// rows are prefetched as one stream into L2 (kAheadBytes,
+// x86::PrefetchWeights): the table decoding alone leaves the kernel waiting
+// on memory, and a prefetch into L1 holds the stream to L1's lines in flight
+// (`DSV4_BENCH_X=f32 matmul_bench 1 128 5 fp8_e4m3 2048 decode:8`).
 // Quads whose rows straddle two 128-row blocks, or whose block has a NaN
 // scale (e8m0 255), run on the Highway kernel itself.
 //
@@ -57,9 +55,9 @@ namespace {
 #define DSV4_FP8F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi")))
 
 constexpr int64_t kBlock = 128;  // FP8 scale block (rows and inputs)
-// How far ahead of the quad being read its rows are prefetched. Tuned on
-// Zen 5 (`DSV4_BENCH_X=f32 matmul_bench 1 256 3 fp8_e4m3 2048 decode`, one
-// thread): the next quad (8 KiB) 37 GB/s, 16 KiB 38, 24 and 32 KiB 40.
+// How far ahead of the quad being read its rows are prefetched: the next quad
+// (8 KiB) is too close for the misses to overlap; 24 and 32 KiB measured best
+// (`DSV4_BENCH_X=f32 matmul_bench 1 256 3 fp8_e4m3 2048 decode`).
 constexpr int64_t kAheadBytes = 24 * 1024;
 
 struct Tables {
@@ -115,7 +113,7 @@ DSV4_FP8F32_TARGET void Quad(const uint8_t* base, int64_t row_bytes, int64_t n0,
   for (int r = 0; r < 4; ++r) row[r] = base + (n0 + std::min(r, rows - 1)) * row_bytes;
   for (int64_t k = 0; k < k_size; k += 64) {
     // The rows' bytes kAheadBytes on, fetched along as one stream at this
-    // pace (a non-temporal hint left 4 rows side by side 30% slower).
+    // pace (a non-temporal hint left 4 rows side by side much slower).
     for (int64_t off = 4 * k; off < std::min(next_bytes, 4 * k + 256); off += 64) {
       x86::PrefetchWeights(reinterpret_cast<const char*>(next + static_cast<uintptr_t>(off)));
     }

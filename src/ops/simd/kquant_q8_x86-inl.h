@@ -1,7 +1,7 @@
 // The k-quant × q8_K dot products of ops/simd/kquant_q8_x86.cc, included
 // there twice: once for AVX-512 (F, BW, DQ, VL) and once more with VNNI,
 // whose products take three multiplies per 128 values instead of four
-// (vpdpbusd, a pack, vpdpwssd: see Q4Dots; ~25% faster prefill). The includer defines
+// (vpdpbusd, a pack, vpdpwssd: see Q4Dots; faster prefill). The includer defines
 // DSV4_KQ8_TARGET (the target attribute) and DSV4_KQ8_VNNI (0 or 1), and has defined Q4Acts,
 // Q4Layout and BlockQ8K's quantisation. No include guard: included once per variant.
 
@@ -433,9 +433,9 @@ struct Fmt<DType::kQ6_K> {
 // ---------------------------------------------------------------------------
 
 // The lines of [p, p + bytes) kFetchAheadBytes on, into L2 (past the weights
-// they are only fetched, never read). The hardware prefetcher alone kept a
-// one-token product of [30208, 5632] q4_K at 25 GB/s against 55 with this
-// (2 threads, probe 78 GB/s); 4–12 KiB ahead measured alike.
+// they are only fetched, never read). The hardware prefetcher alone falls
+// behind on rows of a few KiB, whose per-block scale reads then stall on every
+// miss; 4–12 KiB ahead measured alike.
 DSV4_KQ8_TARGET inline void FetchAhead(const uint8_t* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) {
     x86::PrefetchWeights(reinterpret_cast<const char*>(p + kFetchAheadBytes + o));
@@ -466,8 +466,8 @@ DSV4_KQ8_TARGET float RowOneToken(const uint8_t* row, const typename Fmt<kW>::Ac
 // Block b of rows row0 + r · row_bytes (r < 4) into blk, each row's block
 // fetched `ahead` bytes on: kFetchAheadBytes, or at least the next four rows'
 // same block, since a shorter distance lands inside these four rows when they
-// are long (q4_K rows of 5632 values, 2 threads: 30.5 → 34.1 GB/s; at 2048
-// values the next four rows alone were too near: 36.6 → 33.2).
+// are long (q4_K rows of 5632 values); at 2048 values the next four rows
+// alone would be too near.
 template <int64_t kBytes>
 DSV4_KQ8_TARGET inline void FourBlocks(const uint8_t* row0, int64_t row_bytes, int64_t b,
                                        const uint8_t* blk[4]) {
@@ -483,7 +483,7 @@ DSV4_KQ8_TARGET inline void FourBlocks(const uint8_t* row0, int64_t row_bytes, i
 // for the four, and the four rows' float steps in the lanes of one vector.
 // Each lane takes the ref's steps in block order, as RowOneToken does: the
 // same bits, with a third fewer instructions per row and block (the one-token
-// product is bound by its vector instructions, not by memory, on Zen 4).
+// product is bound by its vector instructions, not by memory).
 // out[r] = row r (rows at row0 + r · row_bytes).
 DSV4_KQ8_TARGET inline void Q4RowsOneToken4(const uint8_t* row0, int64_t row_bytes, const Q4Acts* x,
                                             int64_t n_blocks, float* out) {

@@ -466,8 +466,8 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
       }
       // The row-ahead fetches stop at each row's end, so the next four rows
       // would start cold: fetch them along too, as one sequential stream at
-      // the same pace (non-temporal). bf16 on 2 threads 41 → 47 GB/s, FP8
-      // 35 → 48 (`matmul_bench 2 256 3 FORMAT 2048 decode`, Zen 5).
+      // the same pace (non-temporal); `matmul_bench 2 256 3 FORMAT 2048
+      // decode` shows the difference.
       if (next != nullptr) {
         const int64_t b0 = 4 * static_cast<int64_t>(here - reinterpret_cast<uintptr_t>(rows[0]));
         for (int64_t off = b0; off < std::min(next_bytes, b0 + 4 * bytes); off += 64) {
@@ -596,14 +596,11 @@ void MatVecRows(const MatMulArgs& a) {
 // up to 132 tokens × kPanelRows vectors (264 KiB, L2), scales, and for pairs
 // formats (FP4) up to kPackedXFloats of x (2 MiB). Longer K-blocks store and
 // reload the accumulators less often.
-// Tuned on Zen 5 (docs/benchmarks.md, "prefill blocking"): 16-row panels or
-// 128-input K-blocks cost 5–10%, 512-input K-blocks gained nothing;
-// deinterleaving FP4's x once per panel instead of once per super-block cost
-// it 20%. On Zen 4 (session 17), 768-input K-blocks beat 256 by 7–13% in
-// every format (f16 1 thread 75 → 81% of the FMA peak, 2 threads 74 → 82%;
-// `matmul_bench T 8 5 FMT 2048 prefill:128:5632`, alternated); 512 to 896
-// were within 3% of each other, 1024 and 2048 worse, 16 or 64-row panels no
-// better.
+// Tuned with `matmul_bench T 8 5 FMT 2048 prefill:128:5632`, alternated:
+// 16-row panels or 128-input K-blocks cost more; K-blocks of 512 to 896
+// measure alike, 1024 and more worse (the 4 × 6 tile's x must stay in a
+// 32 KiB L1); deinterleaving FP4's x once per panel instead of once per
+// super-block costs much more; 64-row panels are no better.
 inline constexpr int64_t kPanelRows = 32;
 inline constexpr int64_t kKc = 768;
 // K-blocks of the formats read in place (kDirect, below): no decoded panel
@@ -731,12 +728,11 @@ struct PanelRows {
   }
 };
 // …or, for f16, read in place from the weight rows and converted in the loop
-// (one vcvtph2ps per vector, which Zen 4 issues beside the FMAs: a 4 × 6
+// (one vcvtph2ps per vector, which the core issues beside the FMAs: a 4 × 6
 // micro-tile from L1 runs at the FMA peak either way): no panel to write and
-// read back, and the rows cross the caches at half the bytes. Zen 4, 1
-// thread: 82.5 → 88.0% of the FMA peak at K = 2048, 84.4 → 90.1% at K = 5632
-// (`matmul_bench 1 8 5 f16 2048 prefill:128:5632`, session 17). f32 read in
-// place measured the same as from the panel, so it keeps the panel.
+// read back, and the rows cross the caches at half the bytes
+// (`matmul_bench 1 8 5 f16 2048 prefill:128:5632`). f32 read in place
+// measured the same as from the panel, so it keeps the panel.
 template <class Fmt>
 struct DirectRows {
   const uint8_t* p[4];  // each row at the K-block's first input
@@ -912,8 +908,8 @@ void TileRows(const MatMulArgs& a) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
           // Sixteen rows at a time by transposing adds (x86::Tree16: each
           // lane the order of _mm512_reduce_add_ps, which SumOfLanes is
-          // here): the one-at-a-time sums below cost the f16 product 7% of
-          // its time at K = 2048.
+          // here): the one-at-a-time sums below are a visible share of a
+          // short-row product's time.
           if (k_vec > 0) {
             for (; r + 16 <= rows_here; r += 16) {
               const __m512 sum16 = x86::Tree16(acc + t * acc_token_stride + r * N);

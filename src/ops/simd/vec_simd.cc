@@ -122,8 +122,8 @@ constexpr int kManyRows = 2;
 constexpr int kManyRows = 4;
 #endif
 // Keys per DotMany pass over the query tiles: 8 keys of 512 floats (16 KiB)
-// stay in L1 while every query tile reads them. On Zen 5 with 64 heads × 640
-// keys, passes of 2 or 32 keys ran 10–30% slower; with 16 heads all were alike.
+// stay in L1 while every query tile reads them; passes of 2 or 32 keys were
+// slower with many heads, alike with few.
 constexpr int64_t kDotKeyChunk = 8;
 
 // A vector loaded once for several FMAs. GCC would otherwise fold the load
@@ -239,12 +239,9 @@ HWY_INLINE void DotTileN(DF d, int64_t mq, const float* q, int64_t q_stride,
 // in memory order — which the hardware prefetcher does not follow from one
 // row to the next. So the first kKeyPrefetchLines lines of each key row
 // kKeyPrefetchChunks chunks ahead are fetched into L1 by software (the
-// prefetcher then follows each row); the same sums either way. On the 4 GB
-// synthetic V4 (trace build, `dsv4 bench … --prompt-len 128 --gen 300
-// --probe-mib 0 --ab-switch DSV4_KEY_PREFETCH`, tools/bench/ab_regions.py) a
-// decoded token's attention regions took 609 µs against 744 without; token
-// time (`dsv4 bench … --gen 600 --ab-switch DSV4_KEY_PREFETCH`) off/on 1.0070
-// (fast memory state; docs/benchmarks.md, session 21). DSV4_KEY_PREFETCH=0
+// prefetcher then follows each row); the same sums either way. Compare with
+// `dsv4 bench … --ab-switch DSV4_KEY_PREFETCH` (in the trace build,
+// tools/bench/ab_regions.py shows the attention regions). DSV4_KEY_PREFETCH=0
 // turns it off (base/runtime_switch.h).
 constexpr int64_t kKeyPrefetchLines = 8, kKeyPrefetchChunks = 4;
 RuntimeSwitch g_key_prefetch("DSV4_KEY_PREFETCH");
@@ -539,8 +536,8 @@ void SoftmaxImpl(float* x, int64_t n) {
 }
 
 // SoftmaxImpl's passes with the scale folded into the first and the sink
-// into the denominator. (DeepSeek-V4's attention took its weights with a
-// scalar exp per key: ~6 µs of a decoded token's every layer per thread.)
+// into the denominator, vectorised: a scalar exp per key was a visible share
+// of DeepSeek-V4's decode attention.
 void SoftmaxWithSinkImpl(float* x, int64_t n, float scale, float sink) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));

@@ -44,14 +44,11 @@ __attribute__((target("avx512f"))) inline __m512i Opaque(__m512i v) {
   return v;
 }
 
-// The matvecs' software prefetch of their weight streams, into L2 (T1). On
-// Zen 4 a T0 prefetch (into L1) held one thread's stream from memory to about
-// two thirds of what T1 reads (`matmul_bench 1 128 5 FMT 2048 decode:8`,
-// medians of six alternations, with the hint switched by an environment
-// variable in an edit not kept: FP8 20.2 against 29.6 GB/s, FP4 18.9 against
-// 22.6; two threads FP8 29.4 against 32.1, FP4 27.3 against 31.9); bf16 and
-// the k-quants read alike either way. `stream_patterns` (bench/) shows the
-// same for plain row sums (docs/benchmarks.md, session 15).
+// The matvecs' software prefetch of their weight streams, into L2 (T1). A T0
+// prefetch (into L1) holds one thread's stream from memory to the few lines
+// L1 can have in flight, well below what T1 reads (`matmul_bench 1 128 5 FMT
+// 2048 decode:8`); `stream_patterns` (bench/) shows the same for plain row
+// sums.
 __attribute__((always_inline)) inline void PrefetchWeights(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 }
@@ -125,7 +122,7 @@ __attribute__((target("avx512f"))) inline void StoreLaneTile(const __m512* acc, 
 // `ahead` bytes on as the kernels fetch their rows (0: not fetched by
 // software, as the FP8/FP4 kernels), and writes 0 to
 // its outputs (junk). So a decode measures what the weight streams cost
-// without the decoding and products (docs/benchmarks.md, "stream-only").
+// without the decoding and products (docs/performance.md, measurement builds).
 #if defined(DSV4_STREAM_ONLY) && DSV4_STREAM_ONLY
 inline constexpr bool kStreamOnly = true;
 #else
