@@ -35,21 +35,8 @@ struct Loaded {
 Loaded LoadGolden(const std::string& name) {
   const std::string dir = DataDir() + "/" + name;
   Loaded out;
-  auto config = DeepSeekV4Config::FromFile(dir + "/config.json");
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
-  if (!config.ok()) return out;
-  auto reader = OpenCheckpointDir(dir);
-  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-  if (!reader.ok()) return out;
-  std::shared_ptr<const CheckpointReader> shared(std::move(reader).value());
-  // The fp32 goldens run with the QAT simulations off (swa_fp8's config,
-  // an official-style FP8 release, would turn them on by default).
-  LoadOptions o;
-  o.numerics = NumericsOptions{};
-  auto model = DeepSeekV4Model::Load(shared, *config, o);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  if (!model.ok()) return out;
-  out.model = std::move(model).value();
+  out.model = testing::LoadCheckpointDir(dir);
+  if (out.model == nullptr) return out;
   out.ids = ReadIds(dir + "/input_ids.txt");
   out.golden = ReadF32File(dir + "/logits.f32");
   return out;

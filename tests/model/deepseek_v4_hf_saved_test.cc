@@ -19,21 +19,6 @@ using testing::DataDir;
 using testing::MemoryCheckpoint;
 using testing::ReadIds;
 
-std::unique_ptr<DeepSeekV4Model> Load(const std::string& dir) {
-  auto config = DeepSeekV4Config::FromFile(dir + "/config.json");
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
-  if (!config.ok()) return nullptr;
-  auto reader = OpenCheckpointDir(dir);
-  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-  if (!reader.ok()) return nullptr;
-  std::shared_ptr<const CheckpointReader> shared(std::move(reader).value());
-  LoadOptions o;
-  o.numerics = NumericsOptions{};
-  auto model = DeepSeekV4Model::Load(shared, *config, o);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  return model.ok() ? std::move(model).value() : nullptr;
-}
-
 struct Outputs {
   std::vector<float> logits;  // [T, V]
   std::vector<float> draft;   // [T-1, V] MTP logits, when the model has the layer
@@ -70,8 +55,8 @@ TEST_P(HfSaved, SameLogitsAsTheOfficialNameCopy) {
   const Case& c = GetParam();
   const std::string official_dir = DataDir() + "/" + c.name;
   const std::string hf_dir = DataDir() + "/hf_saved/" + c.name + "/" + c.mode;
-  auto official = Load(official_dir);
-  auto hf = Load(hf_dir);
+  auto official = testing::LoadCheckpointDir(official_dir);
+  auto hf = testing::LoadCheckpointDir(hf_dir);
   ASSERT_NE(official, nullptr);
   ASSERT_NE(hf, nullptr);
   EXPECT_EQ(official->weights().naming, "official");

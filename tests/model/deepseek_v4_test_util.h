@@ -18,9 +18,13 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "base/float_types.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/weights.h"
 
@@ -286,6 +290,25 @@ inline DeepSeekV4Config TinyQuantConfig() {
   c.quantization_config.present = true;
   c.expert_dtype = ExpertDType::kFp4;
   return c;
+}
+
+// A checkpoint directory's model (config.json + safetensors) with the QAT
+// simulations off: the numerics of the fp32 goldens (swa_fp8's config, an
+// official-style FP8 release, would turn them on by default). Null, with a
+// test failure, when it does not load.
+inline std::unique_ptr<DeepSeekV4Model> LoadCheckpointDir(const std::string& dir) {
+  auto config = DeepSeekV4Config::FromFile(dir + "/config.json");
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  if (!config.ok()) return nullptr;
+  auto reader = OpenCheckpointDir(dir);
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return nullptr;
+  std::shared_ptr<const CheckpointReader> shared(std::move(reader).value());
+  LoadOptions o;
+  o.numerics = NumericsOptions{};
+  auto model = DeepSeekV4Model::Load(shared, *config, o);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? std::move(model).value() : nullptr;
 }
 
 // ---- golden files ----

@@ -32,35 +32,27 @@ import json
 import os
 import shutil
 
+import sys
+
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_tiny_v4 import transformers_config_kwargs  # noqa: E402  (this folder's script)
 
 CONFIGS = ["mixed_mtp_bf16", "swa_bf16_v2"]
 
 
 def hf_config(src):
-    """transformers' DeepseekV4Config for an official config.json.
-
-    The tiny configs use HCA rates other than 128, which transformers' legacy
-    `compress_ratios` parser does not map, so the layer types are given explicitly."""
+    """transformers' DeepseekV4Config for an official config.json."""
     from transformers.models.deepseek_v4.configuration_deepseek_v4 import DeepseekV4Config
     cfg = json.load(open(os.path.join(src, "config.json")))
-    n = cfg["num_hidden_layers"]
-    ratios = cfg.pop("compress_ratios")[:n]
-    kind = {0: "sliding_attention", 4: "compressed_sparse_attention"}
-    cfg["layer_types"] = [kind.get(r, "heavily_compressed_attention") for r in ratios]
-    hca = sorted({r for r in ratios if r not in (0, 4)})
-    assert len(hca) <= 1, "transformers has one HCA rate per model"
-    cfg["compress_rates"] = {"compressed_sparse_attention": 4,
-                             "heavily_compressed_attention": hca[0] if hca else 128}
-    rs = cfg.pop("rope_scaling")
-    cfg["rope_parameters"] = {"rope_type": "yarn", "factor": rs["factor"],
-                              "original_max_position_embeddings": rs["original_max_position_embeddings"],
-                              "beta_fast": rs["beta_fast"], "beta_slow": rs["beta_slow"]}
-    for k in ("architectures", "torch_dtype", "topk_method", "expert_dtype", "quantization_config"):
-        cfg.pop(k, None)
-    return DeepseekV4Config(**cfg)
+    kwargs = transformers_config_kwargs(cfg, cfg["num_hidden_layers"])
+    hca = {t for t in kwargs["layer_types"] if t == "heavily_compressed_attention"}
+    ratios = {r for r in cfg["compress_ratios"][:cfg["num_hidden_layers"]] if r not in (0, 4)}
+    assert len(ratios) <= 1 or not hca, "transformers has one HCA rate per model"
+    return DeepseekV4Config(**kwargs)
 
 
 def add_mtp(saved_dir, official_file, prefix):

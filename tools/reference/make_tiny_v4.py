@@ -737,13 +737,14 @@ HF_KEEP_FP32 = ("attn_hc", "ffn_hc", "hc_head", "sinks", "position_bias", "e_sco
                 "q_a_norm", "kv_norm", "input_layernorm", "post_attention_layernorm", "norm")
 
 
-def hf_forward(c, official_model, ids, dtype=torch.float32):
-    from transformers.models.deepseek_v4 import configuration_deepseek_v4 as hc_mod
-    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as hm
-    import transformers
-    cfg = hf_config(c)
+def transformers_config_kwargs(cfg, n_layers):
+    """DeepseekV4Config keyword arguments for an official-style config.json dict.
+
+    transformers' legacy `compress_ratios` parser maps only the HCA rate 128, so the
+    layer types and rates are given explicitly (one HCA rate per model)."""
+    cfg = dict(cfg)
     cfg.pop("quantization_config", None)
-    ratios = cfg.pop("compress_ratios")[: c["n_layers"]]
+    ratios = cfg.pop("compress_ratios")[:n_layers]
     kind = {0: "sliding_attention", 4: "compressed_sparse_attention"}
     cfg["layer_types"] = [kind.get(r, "heavily_compressed_attention") for r in ratios]
     hca = [r for r in ratios if r not in (0, 4)]
@@ -755,7 +756,14 @@ def hf_forward(c, official_model, ids, dtype=torch.float32):
                               "beta_fast": rs["beta_fast"], "beta_slow": rs["beta_slow"]}
     for k in ("architectures", "torch_dtype", "topk_method", "expert_dtype"):
         cfg.pop(k, None)
-    config = hc_mod.DeepseekV4Config(**cfg)
+    return cfg
+
+
+def hf_forward(c, official_model, ids, dtype=torch.float32):
+    from transformers.models.deepseek_v4 import configuration_deepseek_v4 as hc_mod
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as hm
+    import transformers
+    config = hc_mod.DeepseekV4Config(**transformers_config_kwargs(hf_config(c), c["n_layers"]))
     config._attn_implementation = "eager"
     config._experts_implementation = "eager"  # the loop in DeepseekV4Experts.forward
     torch.set_default_dtype(torch.float32)
