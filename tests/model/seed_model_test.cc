@@ -786,6 +786,62 @@ TEST(SeedModel, S065_WriteThenEvictAndFreedSlotsAreReused) {
   EXPECT_EQ(c.slot_of(10), evicted.front());
 }
 
+// A cache reused for another request (Truncate(0), as the serving engine does)
+// is indistinguishable from a new one: the pruner's adapted efficiency factor
+// (S-063), its counters, the live list, the HCA history, the TaskAdapter output
+// and the S-053 reweighting bias all start over, so B's logits and evictions
+// after a long request A equal B's on a fresh cache, bit for bit.
+TEST(SeedModel, S063_S053_TruncateToZeroGivesAFreshCache) {
+  for (const std::string profile : {"P-V4-7B", "P-V4"}) {
+    SCOPED_TRACE(profile);
+    auto p = LoadProfile(profile);
+    auto m = Build(p, p.config);
+    ASSERT_NE(m, nullptr);
+    if (profile == "P-V4") {
+      SeedRuntimeOptions o;
+      o.router.reweight = true;
+      m->SetRuntimeOptions(o);
+    }
+    const int64_t ctx = m->info().max_context;
+    std::vector<int32_t> a, b;
+    for (int i = 0; i < 40; ++i) a.push_back(static_cast<int32_t>(3 + (i * 37) % 500));
+    for (int i = 0; i < 14; ++i) b.push_back(static_cast<int32_t>(3 + (i * 91 + 11) % 500));
+    auto fresh = m->NewCache(ctx);
+    std::vector<std::vector<int64_t>> live_fresh, live_reused;
+    const std::vector<int64_t> b_calls = {6, 1, 1, 1, 1, 1, 1, 1, 1};
+    auto want = RunCalls(*m, *fresh, b, b_calls, false, &live_fresh);
+    auto reused = m->NewCache(ctx);
+    RunCalls(*m, *reused, a, {20, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+             true);
+    auto& rc = static_cast<SeedCache&>(*reused);
+    if (profile == "P-V4-7B") {  // the long request moved the factor away from the config's
+      EXPECT_NE(rc.pruner_efficiency(), p.config.kv_pruner.efficiency_factor);
+      EXPECT_GT(rc.evicted_total(), 0);
+    } else {  // and the reweighting bias away from zero
+      bool moved = false;
+      for (float x : rc.router_state(0).bias) moved = moved || x != 0.0f;
+      EXPECT_TRUE(moved);
+    }
+    reused->Truncate(0);
+    EXPECT_EQ(rc.length(), 0);
+    EXPECT_EQ(rc.live_tokens(), 0);
+    EXPECT_EQ(rc.evicted_total(), 0);
+    EXPECT_EQ(rc.peak_live(), 0);
+    EXPECT_EQ(rc.pruner_efficiency(),
+              p.config.kv_pruner.enabled ? p.config.kv_pruner.efficiency_factor : 0.0);
+    for (int64_t l = 0; l < p.config.num_hidden_layers; ++l) {
+      EXPECT_TRUE(rc.adapter_out(l).empty());
+      for (float x : rc.router_state(l).bias) EXPECT_EQ(x, 0.0f);
+      EXPECT_EQ(rc.router_state(l).reweight_count, 0);
+    }
+    auto got = RunCalls(*m, *reused, b, b_calls, false, &live_reused);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
+    EXPECT_EQ(live_reused, live_fresh);
+    EXPECT_EQ(rc.pruner_efficiency(), static_cast<SeedCache&>(*fresh).pruner_efficiency());
+  }
+}
+
 // ---------------------------------------------------------------- S-015 CED dispatch
 
 int64_t CedLayers(const SeedModel& m) {

@@ -114,6 +114,28 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_ove
     pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);
     pruner_->Reserve(max_tokens);
   }
+  num_experts_ = c.moe.enabled ? c.moe.num_experts : 0;
+  router_.assign(L, {});
+  Reset();
+}
+
+void SeedCache::Reset() {
+  length_ = 0;
+  std::fill(slot_pos_.begin(), slot_pos_.end(), -1);
+  live_.clear();
+  for (auto& imp : importance_) std::fill(imp.begin(), imp.end(), 0.0f);
+  std::fill(prune_score_.begin(), prune_score_.end(), 1.0f);
+  for (auto& h : hca_hist_) h.clear();  // capacity kept: no allocation on reuse
+  for (auto& a : adapter_out_) a.clear();
+  adapter_ready_ = false;
+  if (pruner_) pruner_->Reset();    // S-063: the adapted efficiency factor is per request
+  for (RouterState& r : router_) {  // S-053: the reweighting bias is per request
+    r.bias.assign(num_experts_, 0.0f);
+    r.cumulative.assign(num_experts_, 0);
+    r.reweight_count = 0;
+  }
+  evicted_total_ = 0;
+  peak_live_ = 0;
 }
 
 void SeedCache::Evict(int64_t pos) {
@@ -129,6 +151,12 @@ void SeedCache::Evict(int64_t pos) {
 
 void SeedCache::Truncate(int64_t n) {
   CHECK(n >= 0 && n <= length_);
+  if (n == 0) {  // a new request (the engine reuses its slots' caches)
+    Reset();
+    return;
+  }
+  // A rollback to n > 0 keeps the pruner's evictions among positions < n and
+  // its efficiency factor (they cannot be undone).
   std::vector<int32_t> keep;
   for (int32_t s : live_) {
     if (slot_pos_[s] < n) {
@@ -142,7 +170,6 @@ void SeedCache::Truncate(int64_t n) {
     if (h.size() > static_cast<size_t>(n * hidden_)) h.resize(static_cast<size_t>(n * hidden_));
   }
   length_ = n;
-  if (n == 0) adapter_ready_ = false;
 }
 
 std::vector<int64_t> SeedCache::live_positions() const {
@@ -527,12 +554,15 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     external = it->second.data();
   }
   RouteResult& rr = stats.routes[l];
-  Status st = Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr,
-                    &m.route);
+  Status st =
+      Route(cfg.moe, ro, c.router_[l], m.logits.data(), N, c.length_ + T, external, rr, &m.route);
   if (!st.ok()) {
     status = st.WithContext("layer " + std::to_string(l) + " router");
     return;
   }
+  std::vector<int64_t>& telemetry = router_state_[l].cumulative;  // S-046, every sequence
+  if (telemetry.empty()) telemetry.assign(E, 0);
+  for (int64_t e = 0; e < E; ++e) telemetry[e] += rr.counts[e];
   // S-048: dispatch the dispatched rows per expert, combine back in place.
   const float* xin = f;
   if (N != T) {
