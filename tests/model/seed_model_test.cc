@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "base/log.h"
+#include "io/safetensors_writer.h"
 #include "seed_test_util.h"
 
 namespace dsv4::seed {
@@ -657,6 +658,112 @@ TEST(SeedModel, S079_BoundCedViewIsTheMappedFileTensorInPlace) {
             p.reader->Find("model.layers.0.mlp.ced_weight")->data);
   EXPECT_EQ(copied->ced_weights(1).fused.data,
             p.reader->Find("model.layers.1.mlp.ced_weight")->data);  // already row_major
+}
+
+// Layout metadata on every tensor (not only mlp.ced_weight): a copy of a
+// profile directory whose tensors in `col_major` are stored column by column
+// (the articles' CED signal, stride (1, rows)), with `meta` as __metadata__.
+std::string WriteLayoutVariant(const std::string& profile, const std::string& name,
+                               const std::set<std::string>& col_major,
+                               const std::map<std::string, std::string>& meta) {
+  const std::string out = TempDir(name);
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(ProfileDir(profile) + "/config.json", out + "/config.json");
+  auto file = OpenSafetensors(ProfileDir(profile) + "/model.safetensors");
+  EXPECT_TRUE(file.ok());
+  std::map<std::string, std::string> all = (*file)->metadata();
+  for (const auto& [k, v] : meta) all[k] = v;
+  std::vector<SafetensorsEntry> entries;
+  std::vector<std::vector<float>> owned;
+  std::vector<std::span<const uint8_t>> data;
+  owned.reserve((*file)->tensors().size());
+  for (const TensorInfo& t : (*file)->tensors()) {
+    EXPECT_EQ(t.dtype, DType::kF32);
+    const float* src = static_cast<const float*>(t.data);
+    std::vector<float> v(src, src + t.nbytes / 4);
+    if (col_major.count(t.name)) {
+      const int64_t R = t.shape[0], C = t.shape[1];
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t c = 0; c < C; ++c) v[c * R + r] = src[r * C + c];
+      }
+    }
+    owned.push_back(std::move(v));
+    entries.push_back({t.name, "F32", t.shape});
+    data.push_back(
+        {reinterpret_cast<const uint8_t*>(owned.back().data()), owned.back().size() * 4});
+  }
+  Status st = WriteSafetensors(out + "/model.safetensors", entries, data, all);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+// S-074 on every tensor: dense gate_proj / up_proj (the pre-norm layer of P-CED),
+// an attention projection and lm_head marked col_major load as the logical
+// matrices: the logits equal the row-major checkpoint's, bit for bit. The same
+// bytes without the marks give other logits (what the loader once did silently).
+TEST(SeedModel, S074_ColMajorMetadataIsHonouredOnEveryMatrix) {
+  const std::vector<int32_t> ids = {1, 5, 9, 3, 7, 11};
+  const auto want = DirLogits(ProfileDir("P-CED"), ids);
+  const std::set<std::string> marked = {"model.layers.2.mlp.gate_proj.weight",
+                                        "model.layers.2.mlp.up_proj.weight",
+                                        "model.layers.2.mlp.down_proj.weight",
+                                        "model.layers.0.self_attn.q_proj.weight", "lm_head.weight"};
+  std::map<std::string, std::string> meta;
+  for (const std::string& n : marked) meta["dsv4.layout." + n] = "col_major";
+  const std::string dir = WriteLayoutVariant("P-CED", "colmajor_dense", marked, meta);
+  EXPECT_EQ(DirLogits(dir, ids), want);
+  // Only the gate marked, and the metadata dropped: the bytes read as row-major differ.
+  const std::string gate = "model.layers.2.mlp.gate_proj.weight";
+  const std::string unmarked = WriteLayoutVariant("P-CED", "colmajor_unmarked", {gate}, {});
+  EXPECT_GT(Compare(DirLogits(unmarked, ids), want, 512).max_abs, 1e-3);
+  // "row_major" is accepted and changes nothing.
+  const std::string row =
+      WriteLayoutVariant("P-CED", "rowmajor_marked", {}, {{"dsv4.layout." + gate, "row_major"}});
+  EXPECT_EQ(DirLogits(row, ids), want);
+  for (const std::string& d : {dir, unmarked, row}) std::filesystem::remove_all(d);
+}
+
+// Layout signals that cannot be honoured are refused, naming the tensor or key.
+TEST(SeedModel, S074_UnreadableLayoutMetadataIsRefusedNamingIt) {
+  struct Case {
+    std::string what;
+    std::set<std::string> transposed;
+    std::map<std::string, std::string> meta;
+    StatusCode code;
+    std::string names;  // what the message must contain
+  };
+  const std::string gate = "model.layers.2.mlp.gate_proj.weight";
+  const std::vector<Case> cases = {
+      {"a stride key",
+       {gate},
+       {{"dsv4.stride." + gate, "1,48"}},
+       StatusCode::kInvalidArgument,
+       "'dsv4.stride." + gate + "'"},
+      {"an unknown layout value",
+       {},
+       {{"dsv4.layout." + gate, "column_major"}},
+       StatusCode::kInvalidArgument,
+       "'dsv4.layout." + gate + "' = 'column_major'"},
+      {"a key naming no tensor",
+       {},
+       {{"dsv4.layout.model.layers.9.mlp.gate_proj.weight", "col_major"}},
+       StatusCode::kInvalidArgument,
+       "names no tensor"},
+      {"col_major on a vector",
+       {},
+       {{"dsv4.layout.model.norm.weight", "col_major"}},
+       StatusCode::kNotFound,
+       "model.norm.weight: layout metadata says col_major"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string dir = WriteLayoutVariant("P-CED", "bad_layout", c.transposed, c.meta);
+    auto m = LoadSeedModel(dir, 1);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), c.code);
+    EXPECT_NE(m.status().message().find(c.names), std::string::npos) << m.status().ToString();
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(SeedModel, S075_S077_LayoutOverrideGivesTheSameLogits) {

@@ -2,7 +2,9 @@
 #include "model/seed/model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 
 #include "base/log.h"
@@ -23,12 +25,22 @@ std::string LayerName(int64_t l, const std::string& rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
 }
 
+// The layout of every tensor that metadata marks ("dsv4.layout.<tensor>").
+using LayoutMap = std::map<std::string, Layout>;
+
 // Collects every binding problem, then fails once with all of them.
+// Layouts: a 2-D tensor marked col_major is the logical [rows, cols] stored
+// column by column (stride (1, rows)); Get returns it as a row-major f32 copy,
+// so every consumer reads the logical matrix (mlp.ced_weight alone is bound in
+// place, by GetStored). Other ranks and block-quantised dtypes cannot be
+// col_major: refused, naming the tensor.
 class Binder {
  public:
-  explicit Binder(const CheckpointReader& r) : r_(r) {}
+  Binder(const CheckpointReader& r, const LayoutMap& layouts, std::deque<OwnedMatrix>& copies)
+      : r_(r), layouts_(layouts), copies_(copies) {}
   bool Has(const std::string& name) const { return r_.Find(name) != nullptr; }
-  TensorView Get(const std::string& name, std::initializer_list<int64_t> shape) {
+  // The tensor as stored, whatever its layout metadata says.
+  TensorView GetStored(const std::string& name, std::initializer_list<int64_t> shape) {
     auto v = r_.Get(name, shape);
     if (!v.ok()) {
       Problem(v.status().message());
@@ -36,9 +48,36 @@ class Binder {
     }
     return *v;
   }
+  // The logical tensor, row-major.
+  TensorView Get(const std::string& name, std::initializer_list<int64_t> shape) {
+    TensorView v = GetStored(name, shape);
+    if (v.data == nullptr || StoredLayout(name) != Layout::kColMajor) return v;
+    if (v.rank != 2) {
+      Problem(name + ": layout metadata says col_major, but the tensor has " +
+              std::to_string(v.rank) + " dimension(s) (only a matrix has a column-major layout)");
+      return {};
+    }
+    if (IsBlockDType(v.dtype)) {
+      Problem(name + ": col_major " + std::string(DTypeName(v.dtype)) + " is not supported");
+      return {};
+    }
+    auto view = CheckedStridedView(v.data, v.numel(), v.dtype, v.sizes[0], v.sizes[1], 1,
+                                   v.sizes[0], name);  // S-078: bounds-checked
+    if (!view.ok()) {
+      Problem(view.status().ToString());
+      return {};
+    }
+    LOG_INFO("{}: stored col_major, bound as a row-major f32 copy", name);
+    copies_.push_back(ToLayout(*view, Layout::kRowMajor));
+    return copies_.back().view;
+  }
   std::vector<float> Vec(const std::string& name, std::initializer_list<int64_t> shape) {
     TensorView v = Get(name, shape);
     return v.data == nullptr ? std::vector<float>(Numel(shape), 0.0f) : ToF32(v);
+  }
+  Layout StoredLayout(const std::string& name) const {
+    auto it = layouts_.find(name);
+    return it == layouts_.end() ? Layout::kRowMajor : it->second;
   }
   void Problem(const std::string& p) {
     if (n_ < 40) problems_ += "\n  " + p;
@@ -59,32 +98,60 @@ class Binder {
     return n;
   }
   const CheckpointReader& r_;
+  const LayoutMap& layouts_;
+  std::deque<OwnedMatrix>& copies_;
   std::string problems_;
   int64_t n_ = 0;
 };
 
-// The metadata layout of a tensor ("dsv4.layout.<name>"), when the reader is safetensors.
-Layout StoredLayout(const CheckpointReader& r, const std::map<std::string, std::string>& meta,
-                    const std::string& name) {
-  if (!meta.empty()) {
-    auto it = meta.find("dsv4.layout." + name);
-    return it != meta.end() && it->second == "col_major" ? Layout::kColMajor : Layout::kRowMajor;
+// The safetensors __metadata__ of the reader (every shard's, merged), when it is safetensors.
+std::map<std::string, std::string> ReaderMetadata(const CheckpointReader& r) {
+  if (const auto* st = dynamic_cast<const SafetensorsFile*>(&r)) return st->metadata();
+  std::map<std::string, std::string> out;
+  if (const auto* sh = dynamic_cast<const ShardedSafetensors*>(&r)) {
+    for (const auto& f : sh->shards()) out.insert(f->metadata().begin(), f->metadata().end());
   }
-  const auto* st = dynamic_cast<const SafetensorsFile*>(&r);
-  if (st == nullptr) {
-    if (const auto* sh = dynamic_cast<const ShardedSafetensors*>(&r)) {
-      for (const auto& f : sh->shards()) {
-        if (f->Find(name) != nullptr) {
-          st = f.get();
-          break;
-        }
+  return out;
+}
+
+// Reads the layout signals of the metadata. "dsv4.layout.<tensor>" = "col_major" |
+// "row_major" is the one dsv4 reads; any other key that speaks of a layout or
+// strides (e.g. "dsv4.stride.<tensor>") is refused rather than ignored, so a
+// checkpoint is never read in a layout its writer did not mean. Every problem is
+// reported at once, each naming the key.
+Result<LayoutMap> ReadLayouts(const CheckpointReader& r,
+                              const std::map<std::string, std::string>& meta) {
+  static constexpr std::string_view kPrefix = "dsv4.layout.";
+  LayoutMap out;
+  std::string problems;
+  int n = 0;
+  auto problem = [&](const std::string& p) {
+    if (n++ < 40) problems += "\n  " + p;
+  };
+  for (const auto& [key, value] : meta) {
+    std::string lower = key;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (key.starts_with(kPrefix)) {
+      const std::string name = key.substr(kPrefix.size());
+      if (r.Find(name) == nullptr) {
+        problem("'" + key + "' names no tensor of the checkpoint");
+      } else if (value == "col_major") {
+        out[name] = Layout::kColMajor;
+      } else if (value == "row_major") {
+        out[name] = Layout::kRowMajor;
+      } else {
+        problem("'" + key + "' = '" + value + "' (the layout is col_major or row_major)");
       }
+    } else if (lower.find("layout") != std::string::npos ||
+               lower.find("stride") != std::string::npos) {
+      problem("'" + key + "' = '" + value + "' is a layout signal dsv4 does not read");
     }
   }
-  if (st == nullptr) return Layout::kRowMajor;
-  auto it = st->metadata().find("dsv4.layout." + name);
-  return it != st->metadata().end() && it->second == "col_major" ? Layout::kColMajor
-                                                                 : Layout::kRowMajor;
+  if (n == 0) return out;
+  return InvalidArgument(r.path() + ": " + std::to_string(n) +
+                             " layout metadata problem(s) for the seed model:" + problems,
+                         "mark a column-major tensor (stride (1, rows)) with \"dsv4.layout.<tensor "
+                         "name>\": \"col_major\" in __metadata__ (docs/seed-mechanisms.md)");
 }
 
 }  // namespace
@@ -212,7 +279,10 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   m->config_ = config;
   m->reader_ = reader;
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
-  RETURN_IF_ERROR(m->Bind(*reader, options.metadata));
+  ASSIGN_OR_RETURN(
+      LayoutMap layouts,
+      ReadLayouts(*reader, options.metadata.empty() ? ReaderMetadata(*reader) : options.metadata));
+  RETURN_IF_ERROR(m->Bind(*reader, layouts));
   m->router_state_.assign(config.num_hidden_layers, {});
   m->op_counts_.assign(config.num_hidden_layers, {});
   m->info_.architecture =
@@ -231,13 +301,12 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   return m;
 }
 
-Status SeedModel::Bind(const CheckpointReader& r,
-                       const std::map<std::string, std::string>& metadata) {
+Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts) {
   const SeedConfig& c = config_;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(),
                 L = c.num_hidden_layers;
   const int64_t I = c.intermediate_size, KV = c.kv_dim(), V = c.vocab_size;
-  Binder b(r);
+  Binder b(r, layouts, relaid_);
   embed_ = b.Get("model.embed_tokens.weight", {V, H});
   final_norm_ = b.Vec("model.norm.weight", {H});
   if (b.Has("lm_head.weight") || !c.tie_word_embeddings) {
@@ -314,9 +383,9 @@ Status SeedModel::Bind(const CheckpointReader& r,
           ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 && ti->shape[0] % 2 == 0
               ? ti->shape[0]
               : c.intermediate_size;
-      TensorView w = b.Get(n("mlp.ced_weight"), {I, H});
+      TensorView w = b.GetStored(n("mlp.ced_weight"), {I, H});
       if (w.data != nullptr) {
-        const Layout stored = StoredLayout(r, metadata, n("mlp.ced_weight"));
+        const Layout stored = b.StoredLayout(n("mlp.ced_weight"));
         if (stored == Layout::kColMajor) {
           if (IsBlockDType(w.dtype)) {
             b.Problem(n("mlp.ced_weight") + ": col_major " + std::string(DTypeName(w.dtype)) +

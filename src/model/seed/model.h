@@ -30,6 +30,7 @@
 #ifndef DSV4_MODEL_SEED_MODEL_H_
 #define DSV4_MODEL_SEED_MODEL_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -190,7 +191,7 @@ class SeedModel final : public Model {
   };
 
   SeedModel() = default;
-  Status Bind(const CheckpointReader& r, const std::map<std::string, std::string>& metadata);
+  Status Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts);
   void Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
            float* out, SeedStepStats& stats, Status& status);
   void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
@@ -205,6 +206,7 @@ class SeedModel final : public Model {
   TensorView embed_, lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
+  std::deque<OwnedMatrix> relaid_;  // row-major copies of col_major tensors (not ced_weight)
   TaskAdapterWeights adapter_;
   PrunerWeights pruner_;
   bool has_pruner_ = false;
