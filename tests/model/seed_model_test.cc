@@ -216,6 +216,100 @@ TEST(SeedGolden, S021_ResidualLayerNormMatchesFloat64Reference) {
   EXPECT_GT(Compare(mine, base, V).max_abs, 1e-2);
 }
 
+// C-15: HCA statistics. The default ("causal") takes each token's μ, σ over
+// the sequence's tokens up to it, updated across the prompt; "whole_call" (the
+// earlier reading) over every token of the call. The whole-call golden is the
+// float64 reference under hca.stats "whole_call" (golden.json variants).
+TEST(SeedGolden, C15_WholeCallHcaMatchesFloat64Reference) {
+  auto p = LoadProfile("P-V4");
+  ASSERT_NE(p.reader, nullptr);
+  ASSERT_TRUE(p.golden["variants"].contains("whole_call_hca"));
+  const auto& variant = p.golden["variants"]["whole_call_hca"];
+  SeedConfig c = p.config;
+  ASSERT_EQ(c.hca.stats, "causal");  // the default
+  c.hca.stats = variant["extensions_patch"]["hca"]["stats"].get<std::string>();
+  ASSERT_EQ(c.hca.stats, "whole_call");
+  auto m = Build(p, c);
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->info().vocab_size;
+  ASSERT_EQ(variant["runs"].size(), 2u);
+  for (auto& [run, spec] : variant["runs"].items()) {
+    SCOPED_TRACE("run " + run);
+    std::vector<int64_t> chunks;
+    for (auto& x : spec["chunks"]) chunks.push_back(x.get<int64_t>());
+    auto cache = m->NewCache(p.golden["max_tokens"].get<int64_t>());
+    std::vector<float> got = RunCalls(*m, *cache, p.ids, chunks, false);
+    std::vector<float> want = ReadF32(ProfileDir("P-V4") + "/" + spec["logits"].get<std::string>());
+    ASSERT_EQ(got.size(), want.size());
+    auto d = Compare(got, want, V);
+    EXPECT_EQ(d.argmax_mismatch, 0);
+    EXPECT_LE(d.max_abs, kMaxAbs);
+    EXPECT_LE(d.mean_kl, kMeanKl);
+  }
+  // The two readings give different prefills (one call), the same incremental run.
+  const std::string dir = ProfileDir("P-V4") + "/";
+  EXPECT_GT(Compare(ReadF32(dir + "whole_call_hca_prefill_logits.f32"),
+                    ReadF32(dir + "prefill_logits.f32"), V)
+                .max_abs,
+            1e-2);
+  EXPECT_EQ(ReadF32(dir + "whole_call_hca_incremental_logits.f32"),
+            ReadF32(dir + "incremental_logits.f32"));
+}
+
+// Causal HCA: prefilling T tokens gives every position the logits that feeding
+// them one by one gives (≤ kInvariance = 1e-4: the same arithmetic, products
+// over T rows vs one), and in chunks too. Capacity is per forward call by the
+// digest (S-044), so it is unlimited here; HCA, CSA and group routing stay on.
+TEST(SeedModel, C15_CausalHcaPrefillEqualsTokenByTokenDecode) {
+  auto p = LoadProfile("P-V4");
+  SeedConfig c = p.config;
+  c.moe.capacity_factor = 0;
+  ASSERT_TRUE(c.hca.enabled);
+  auto m = Build(p, c);
+  ASSERT_NE(m, nullptr);
+  EXPECT_LE(PrefillVsIncremental(*m, p.ids, 48), kInvariance);
+  const int64_t T = static_cast<int64_t>(p.ids.size());
+  auto c1 = m->NewCache(48);
+  auto whole = RunCalls(*m, *c1, p.ids, {T}, false);
+  auto c2 = m->NewCache(48);
+  auto chunked = RunCalls(*m, *c2, p.ids, {5, 4, T - 9}, false);
+  EXPECT_LE(Compare(chunked, whole, 512).max_abs, kInvariance);
+  // The whole-call reading is not causal: its prefill differs from its decode.
+  c.hca.stats = "whole_call";
+  auto w = Build(p, c);
+  ASSERT_NE(w, nullptr);
+  EXPECT_GT(PrefillVsIncremental(*w, p.ids, 48), 1e-2);
+}
+
+// With the profile's defaults (capacity 1.0 included: tokens are assigned in
+// order, so a later token never takes an earlier one's place), no position's
+// logits depend on a later token: changing token 9 leaves rows 0..8 bit for bit.
+// Under "whole_call", position 0 sees token 9.
+TEST(SeedModel, C15_EarlierPositionsDoNotDependOnLaterTokens) {
+  auto p = LoadProfile("P-V4");
+  const int64_t T = static_cast<int64_t>(p.ids.size()), V = 512;
+  ASSERT_GE(T, 10);
+  std::vector<int32_t> changed = p.ids;
+  changed[9] = changed[9] == 7 ? 8 : 7;
+  for (const std::string stats : {"causal", "whole_call"}) {
+    SCOPED_TRACE(stats);
+    SeedConfig c = p.config;
+    c.hca.stats = stats;
+    auto m = Build(p, c);
+    ASSERT_NE(m, nullptr);
+    auto c1 = m->NewCache(48);
+    auto a = RunCalls(*m, *c1, p.ids, {T}, false);
+    auto c2 = m->NewCache(48);
+    auto b = RunCalls(*m, *c2, changed, {T}, false);
+    const std::vector<float> a0(a.begin(), a.begin() + V), b0(b.begin(), b.begin() + V);
+    if (stats == "causal") {
+      for (int64_t i = 0; i < 9 * V; ++i) ASSERT_EQ(a[i], b[i]) << "row " << i / V;
+    } else {
+      EXPECT_GT(Compare(a0, b0, V).max_abs, 1e-4);
+    }
+  }
+}
+
 TEST(SeedModel, S021_ResidualLayerNormFusionRunsAndStaysCausal) {
   auto p = LoadProfile("P-V4");
   SeedConfig c = V4Causal(p.config);

@@ -48,9 +48,15 @@ struct CsaConfig {
 struct HcaConfig {
   bool enabled = false;
   int64_t hidden = 256;  // S-032: 3H -> 256 -> H
-  std::string stats =
-      "sequence";     // C-15: "sequence" (cached + current, Welford) | "batch" (current call)
-  double eps = 1e-6;  // σ = sqrt(var + eps), population variance
+  // C-15, which tokens each token's μ and σ are taken over:
+  //   "causal" (default): the sequence's tokens up to and including it (cached +
+  //     this call's up to it, Welford, updated across the prompt), so a prefill
+  //     gives every position the logits one-token-at-a-time decoding gives;
+  //   "whole_call": the cached tokens and every token of the current call, so
+  //     a prefill's earlier positions see its later tokens (not causal);
+  //   "batch": the current call's tokens only (the seed's batch mode).
+  std::string stats = "causal";
+  double eps = 1e-6;            // σ = sqrt(var + eps), population variance
   double skip_threshold = 0.0;  // S-034: tokens with mean(w) < threshold skip the MoE; 0 = off
 };
 

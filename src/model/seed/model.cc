@@ -574,14 +574,21 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
     std::vector<float>& hist = c.hca_hist_[l];
     hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
-    if (cfg.hca.stats == "sequence") {  // C-15: every token of this sequence so far
-      FeatureStats(hist.data(), static_cast<int64_t>(hist.size()) / H, H, cfg.hca.eps, m.mu,
-                   m.sigma);
-    } else {  // the seed's batch mode: this call's tokens
-      FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
-    }
     m.g_hca.resize(T * H);
-    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(), m.hca);
+    const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
+    if (cfg.hca.stats == "causal") {  // C-15: each token over the sequence up to it
+      PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
+      HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(),
+                      m.w_mean.data(), m.hca);
+    } else {
+      if (cfg.hca.stats == "whole_call") {  // every token so far, this call's later ones too
+        FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
+      } else {  // "batch", the seed's mode: this call's tokens
+        FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
+      }
+      HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
+              m.hca);
+    }
     if (cfg.moe.router_input == "hca") router_in = m.g_hca.data();
   }
   if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;

@@ -23,9 +23,11 @@
 // serving engine's slots) computes exactly as a new one: no request changes
 // another's evictions, routing or logits.
 //
-// Not causal by the digest, so prefill and incremental decode differ: HCA
-// per-sequence statistics (C-15: a prefill's statistics cover the whole prompt),
-// capacity per forward (S-044: N is the call's token count), the seed-literal
+// HCA statistics are causal by default (C-15, updated across the prompt: each
+// token's over the tokens up to it), so they keep prefill == incremental decode.
+// Not causal, so prefill and incremental decode differ: capacity per forward
+// (S-044: N is the call's token count), HCA statistics under hca.stats
+// "whole_call" (a prefill's cover the whole call) or "batch", the seed-literal
 // CSA global mode (C-08). With those off, prefill == incremental.
 #ifndef DSV4_MODEL_SEED_MODEL_H_
 #define DSV4_MODEL_SEED_MODEL_H_
