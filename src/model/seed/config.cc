@@ -331,7 +331,7 @@ Status SeedConfig::Validate() const {
                  "0 or more");
     if (p.protect_sink < 0)
       return Bad("extensions.kv_pruner.protect_sink", std::to_string(p.protect_sink), "0 or more");
-    if (p.kv_budget < 0 || (p.kv_budget > 0 && p.kv_budget <= p.protect_recent + p.protect_sink)) {
+    if (p.kv_budget < 0 || (p.kv_budget > 0 && p.kv_budget < p.min_budget())) {
       return Bad("extensions.kv_pruner.kv_budget", std::to_string(p.kv_budget),
                  "0 (the cache size) or more than protect_recent + protect_sink = " +
                      std::to_string(p.protect_recent + p.protect_sink));

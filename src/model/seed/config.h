@@ -126,6 +126,10 @@ struct KvPrunerConfig {
   int64_t protect_sink = 4;
   int64_t kv_budget = 0;              // live tokens kept; 0 = the cache's slot count
   std::string eff_mode = "resolved";  // "resolved" | "seed" (S-063 literal code)
+
+  // The smallest budget the pruner can hold: more than the tokens it never
+  // evicts (protect_sink + protect_recent), so the budget rule can always reach it.
+  int64_t min_budget() const { return protect_sink + protect_recent + 1; }
 };
 
 struct RopeScaling {

@@ -175,7 +175,9 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_ove
   adapter_out_.assign(L, {});
   rope_ = MakeRopeParams(c, max_tokens);
   if (c.kv_pruner.enabled) {
-    const int64_t budget = budget_override >= 0        ? std::max<int64_t>(1, budget_override)
+    CHECK(budget_override < 0 || budget_override >= c.kv_pruner.min_budget(),
+          "SeedRuntimeOptions::pruner_budget below kv_pruner.min_budget()");
+    const int64_t budget = budget_override >= 0        ? budget_override
                            : c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget
                                                        : max_tokens;
     pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);

@@ -77,8 +77,10 @@ struct BlockOpCounts {
 // capacity override, pruner switch, CED dispatch, op profiling.
 struct SeedRuntimeOptions {
   RouterOptions router;
-  bool pruner = true;          // run the SemanticKVPruner when the model has one
-  int64_t pruner_budget = -1;  // < 0: the config's kv_budget (read by NewCache)
+  bool pruner = true;  // run the SemanticKVPruner when the model has one
+  // < 0: the config's kv_budget; else at least kv_pruner.min_budget() (read by
+  // NewCache; ApplyEngineOptions validates --kv-budget).
+  int64_t pruner_budget = -1;
   bool hca_skip_override = false;
   double hca_skip_threshold = 0;  // with hca_skip_override
   // S-052 Mode C through Forward: layer → weights [N, k] for the next calls'
