@@ -625,12 +625,32 @@ TEST(SeedConvert, S143_TopologyCedWarnsAndSetsTheInitialScale) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->warnings.size(), 1u);
   EXPECT_NE(r->warnings[0].find("retrain"), std::string::npos);
+  EXPECT_NE(r->warnings[0].find("norm-free"), std::string::npos);
+  EXPECT_NE(r->warnings[0].find("post_attention_layernorm"), std::string::npos);
   SeedModel* m = nullptr;
   std::unique_ptr<Model> keep;
   DirLogits(out, {1, 5, 9}, &m, &keep);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->plans()[2].block, BlockKind::kCed);
   EXPECT_FLOAT_EQ(m->ced_scale(2), 0.873f);
+  // Norm-free as the warning says (S-013): both norms of the converted layer are
+  // gone, so the loader applies none (C-18 would apply a kept MLP norm), and the
+  // S-014 profile counts no norm dispatch for it.
+  auto file = OpenSafetensors(out + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ((*file)->Find("model.layers.2.input_layernorm.weight"), nullptr);
+  EXPECT_EQ((*file)->Find("model.layers.2.post_attention_layernorm.weight"), nullptr);
+  EXPECT_NE((*file)->Find("model.layers.1.post_attention_layernorm.weight"), nullptr);  // kept
+  EXPECT_FALSE(m->plans()[2].ced_mlp_norm);
+  SeedRuntimeOptions o;
+  o.profile_ops = true;
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(16);
+  std::vector<float> lg(512);
+  const std::vector<int32_t> ids = {1, 5, 9};
+  ASSERT_TRUE(m->Forward(ids, *cache, lg, false).ok());
+  EXPECT_EQ(m->op_counts()[2].norm, 0);
+  EXPECT_EQ(m->op_counts()[2].top_level, 2);
   std::filesystem::remove_all(out);
 }
 
