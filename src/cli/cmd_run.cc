@@ -19,35 +19,18 @@ struct RunArgs {
   int64_t max_tokens = 256;
   int64_t seed = -1;
   SamplingParams sampling;
-  int64_t speculative = 0;  // MTP drafts per round (DeepSeek-V4, greedy); 0 = off
-  // Runtime policies (engine/engine_options.h), as spelled on the command line.
-  EngineRuntimeOptions engine;
-  std::string expert_mask, force_experts, freeze_router, kv_pruner = "auto", ced_dispatch;
+  int64_t speculative = 0;    // MTP drafts per round (DeepSeek-V4, greedy); 0 = off
+  EngineRuntimeFlags engine;  // runtime policies (engine/engine_options.h)
 };
-
-Status ParseEngineFlags(RunArgs& a) {
-  if (!a.expert_mask.empty()) {
-    ASSIGN_OR_RETURN(a.engine.expert_allow, ParseIndexList(a.expert_mask, "--expert-mask"));
-  }
-  if (!a.force_experts.empty()) {
-    ASSIGN_OR_RETURN(a.engine.force_experts, ParseIndexList(a.force_experts, "--force-experts"));
-  }
-  if (!a.freeze_router.empty()) RETURN_IF_ERROR(ParseFreezeSpec(a.freeze_router, a.engine));
-  ASSIGN_OR_RETURN(a.engine.kv_pruner, ParsePrunerPolicy(a.kv_pruner));
-  if (!a.ced_dispatch.empty()) {
-    ASSIGN_OR_RETURN(a.engine.ced_dispatch, ParseCedDispatch(a.ced_dispatch));
-  }
-  return Status::Ok();
-}
 
 int Run(RunArgs& a) {
   if (Status st = ValidateSamplingParams(a.sampling); !st.ok()) return ReportError(st);
-  if (Status st = ParseEngineFlags(a); !st.ok()) return ReportError(st);
+  if (Status st = ParseEngineRuntimeFlags(a.engine); !st.ok()) return ReportError(st);
   auto loaded = LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
   // The binding keeps DeepSeek-V4's router options attached; it goes before the model.
-  auto binding = ApplyEngineOptions(*m.model, a.engine);
+  auto binding = ApplyEngineOptions(*m.model, a.engine.options);
   if (!binding.ok()) return ReportError(binding.status());
   GenerateOptions g;
   g.max_tokens = a.max_tokens;
@@ -124,33 +107,7 @@ void RegisterRun(CLI::App& app, int& exit_code) {
                   "greedy decoding with K MTP draft tokens per round (DeepSeek-V4 with MTP "
                   "weights; needs --temperature 0); the output is the same as without")
       ->check(CLI::NonNegativeNumber);
-  // Runtime router / KV / CED policies (seed-family models; DeepSeek-V4 takes
-  // --expert-mask and --freeze-router on its scored layers; others refuse them).
-  sub->add_option("--router-capacity", args->engine.router_capacity,
-                  "MoE capacity factor: capacity = ceil(f·N·k/E) per forward, 0 = unlimited "
-                  "(default: the model's config)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--expert-mask", args->expert_mask,
-                  "experts the router may use, e.g. 0,2,3 (default: all; DeepSeek-V4: scored "
-                  "layers, at least k)");
-  sub->add_option("--force-experts", args->force_experts,
-                  "experts every token must use, e.g. 3 (at most k)");
-  sub->add_option("--freeze-router", args->freeze_router,
-                  "debug: send every token to fixed experts with fixed weights, e.g. 0,1:0.7,0.3 "
-                  "(DeepSeek-V4: exactly k experts, scored layers)");
-  sub->add_flag("--reweight-router", args->engine.reweight_router,
-                "utilisation-variance reweighting of the router's selection bias");
-  sub->add_option("--kv-pruner", args->kv_pruner,
-                  "SemanticKVPruner: on, off or auto (the model's config; default)");
-  sub->add_option("--kv-budget", args->engine.kv_budget,
-                  "KV tokens the pruner keeps (default: the model's config)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--ced-dispatch", args->ced_dispatch,
-                  "CED MLP path (seed CED layers): auto (calls under --ced-min-batch tokens take "
-                  "the baseline unfused path; default), fused or baseline");
-  sub->add_option("--ced-min-batch", args->engine.ced_min_batch,
-                  "tokens per forward call from which auto takes the CED fused path (default 8)")
-      ->check(CLI::NonNegativeNumber);
+  AddEngineRuntimeFlags(*sub, args->engine);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

@@ -24,6 +24,7 @@ struct ServeArgs {
   LoadOptions load;
   server::ServerOptions server;
   EngineOptions engine;
+  EngineRuntimeFlags runtime;  // the model's runtime policies, as `dsv4 run` takes them
   std::string chat_format = "auto";
   bool test_echo_model = false;
 };
@@ -47,10 +48,15 @@ int Serve(ServeArgs a) {
   // A client that disconnects mid-response must not kill the process.
   signal(SIGPIPE, SIG_IGN);
 
+  if (Status st = ParseEngineRuntimeFlags(a.runtime); !st.ok()) return ReportError(st);
   Result<LoadedModel> loaded =
       a.test_echo_model ? LoadEchoModel(a.load.tokenizer_path) : LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
+  // Before the engine makes its caches (the KV budget is read by NewCache); the
+  // binding keeps DeepSeek-V4's router options attached while the server runs.
+  auto binding = ApplyEngineOptions(*m.model, a.runtime.options);
+  if (!binding.ok()) return ReportError(binding.status());
   if (a.server.model_id.empty()) a.server.model_id = DefaultModelId(m);
   if (a.chat_format != "auto") {
     auto f = server::ParseChatFormat(a.chat_format);
@@ -91,6 +97,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand(
       "serve", "OpenAI- and Anthropic-compatible HTTP server (continuous batching, streaming)");
   AddModelOptions(*sub, args->load);
+  AddEngineRuntimeFlags(*sub, args->runtime);
   sub->add_option("--host", args->server.host,
                   "address to bind (default 127.0.0.1; anything else exposes the server)");
   sub->add_option("--port", args->server.port, "port (default 8080; 0 picks a free one)")

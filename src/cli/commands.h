@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/engine_options.h"
 #include "engine/loader.h"
 
 namespace dsv4::cli {
@@ -27,6 +28,17 @@ void RegisterConvertLayout(CLI::App& app, int& exit_code);  // seed: SwiGLU <-> 
 
 // Adds --model, --tokenizer and --threads to a subcommand.
 void AddModelOptions(CLI::App& sub, LoadOptions& options);
+// The runtime policies of engine/engine_options.h (router, KV pruner, CED
+// dispatch) as the command line spells them, shared by `run` and `serve`.
+struct EngineRuntimeFlags {
+  EngineRuntimeOptions options;  // the numeric and boolean flags land here directly
+  std::string expert_mask, force_experts, freeze_router, kv_pruner = "auto", ced_dispatch;
+};
+// Adds --router-capacity, --expert-mask, --force-experts, --freeze-router,
+// --reweight-router, --kv-pruner, --kv-budget, --ced-dispatch, --ced-min-batch.
+void AddEngineRuntimeFlags(CLI::App& sub, EngineRuntimeFlags& flags);
+// Parses the text-valued flags into flags.options (errors name the flag).
+Status ParseEngineRuntimeFlags(EngineRuntimeFlags& flags);
 // Parses whitespace-separated token ids ("0 17 42"); `source` names the text
 // in errors (a flag or a file).
 Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source);

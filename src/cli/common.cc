@@ -52,6 +52,52 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
   cache_type("--cache-type-v", &options.cache_type_v, "values");
 }
 
+void AddEngineRuntimeFlags(CLI::App& sub, EngineRuntimeFlags& f) {
+  // Seed-family models take all of them; DeepSeek-V4 takes --expert-mask and
+  // --freeze-router on its scored layers; others refuse any (engine_options.h).
+  sub.add_option("--router-capacity", f.options.router_capacity,
+                 "MoE capacity factor: capacity = ceil(f·N·k/E) per forward, 0 = unlimited "
+                 "(default: the model's config)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--expert-mask", f.expert_mask,
+                 "experts the router may use, e.g. 0,2,3 (default: all; DeepSeek-V4: scored "
+                 "layers, at least k)");
+  sub.add_option("--force-experts", f.force_experts,
+                 "experts every token must use, e.g. 3 (at most k)");
+  sub.add_option("--freeze-router", f.freeze_router,
+                 "debug: send every token to fixed experts with fixed weights, e.g. 0,1:0.7,0.3 "
+                 "(DeepSeek-V4: exactly k experts, scored layers)");
+  sub.add_flag("--reweight-router", f.options.reweight_router,
+               "utilisation-variance reweighting of the router's selection bias (per sequence)");
+  sub.add_option("--kv-pruner", f.kv_pruner,
+                 "SemanticKVPruner: on, off or auto (the model's config; default)");
+  sub.add_option("--kv-budget", f.options.kv_budget,
+                 "KV tokens the pruner keeps, more than the tokens it protects (default: the "
+                 "model's config)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--ced-dispatch", f.ced_dispatch,
+                 "CED MLP path (seed CED layers): auto (calls under --ced-min-batch tokens take "
+                 "the baseline unfused path; default), fused or baseline");
+  sub.add_option("--ced-min-batch", f.options.ced_min_batch,
+                 "tokens per forward call from which auto takes the CED fused path (default 8)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+Status ParseEngineRuntimeFlags(EngineRuntimeFlags& f) {
+  if (!f.expert_mask.empty()) {
+    ASSIGN_OR_RETURN(f.options.expert_allow, ParseIndexList(f.expert_mask, "--expert-mask"));
+  }
+  if (!f.force_experts.empty()) {
+    ASSIGN_OR_RETURN(f.options.force_experts, ParseIndexList(f.force_experts, "--force-experts"));
+  }
+  if (!f.freeze_router.empty()) RETURN_IF_ERROR(ParseFreezeSpec(f.freeze_router, f.options));
+  ASSIGN_OR_RETURN(f.options.kv_pruner, ParsePrunerPolicy(f.kv_pruner));
+  if (!f.ced_dispatch.empty()) {
+    ASSIGN_OR_RETURN(f.options.ced_dispatch, ParseCedDispatch(f.ced_dispatch));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<int32_t>> ParseIds(std::string_view text, const std::string& source) {
   std::vector<int32_t> ids;
   size_t i = 0;

@@ -314,7 +314,7 @@ void Engine::Admit() {
     std::unique_ptr<Sequence> seq = std::move(waiting_.front());
     waiting_.pop_front();
     free_slot->busy = true;
-    free_slot->cache->Truncate(0);
+    free_slot->cache->Truncate(0);  // as new: nothing of the previous request remains
     seq->slot = free_slot;
     seq->sampler.emplace(seq->request.sampling);
     if (model_.tokenizer) seq->decoder.emplace(*model_.tokenizer, seq->request.prompt.back());

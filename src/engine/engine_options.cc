@@ -230,6 +230,27 @@ Result<EngineOptionsBinding> ApplyEngineOptions(Model& model, const EngineRuntim
     return InvalidArgument("--kv-pruner on: this model has no SemanticKVPruner",
                            "only checkpoints with extensions.kv_pruner enabled can prune");
   }
+  if (o.kv_budget >= 0) {
+    const std::string budget = "--kv-budget " + std::to_string(o.kv_budget);
+    if (!c.kv_pruner.enabled) {
+      return InvalidArgument(budget + ": this model has no SemanticKVPruner",
+                             "drop --kv-budget; only checkpoints with extensions.kv_pruner "
+                             "enabled keep a budget");
+    }
+    const seed::KvPrunerConfig& kp = c.kv_pruner;
+    if (o.kv_budget < kp.min_budget()) {
+      return InvalidArgument(
+          budget + " is below this model's minimum of " + std::to_string(kp.min_budget()) +
+              ": the pruner never evicts the first protect_sink = " +
+              std::to_string(kp.protect_sink) + " and the newest protect_recent = " +
+              std::to_string(kp.protect_recent) + " tokens, so the budget must exceed " +
+              std::to_string(kp.protect_sink + kp.protect_recent),
+          "give --kv-budget " + std::to_string(kp.min_budget()) +
+              " or more, or leave it out for the config's (" +
+              (kp.kv_budget > 0 ? std::to_string(kp.kv_budget) : std::string("the cache size")) +
+              ")");
+    }
+  }
   const bool ced_opts = o.ced_dispatch != CedDispatchPolicy::kModelDefault || o.ced_min_batch >= 0;
   if (ced_opts) {
     bool has_ced = false;

@@ -33,7 +33,9 @@ class SequenceCache {
   virtual ~SequenceCache() = default;
   // Tokens already in the cache (the next token's position).
   virtual int64_t length() const = 0;
-  // Forgets everything after the first n tokens (n <= length()).
+  // Forgets everything after the first n tokens (n <= length()). Truncate(0)
+  // leaves the cache as NewCache made it, per-sequence state included (the
+  // serving engine reuses its slots' caches across requests this way).
   virtual void Truncate(int64_t n) = 0;
 };
 

@@ -337,6 +337,36 @@ TEST(Cli, RunsAndInspectsEverySeedProfile) {
   }
 }
 
+// `serve` takes the runtime policies `run` takes (one shared declaration): the
+// help lists them, and they reach the model before the server binds — a bad
+// --kv-budget (0 once meant 1) or --kv-pruner on for a model without a pruner
+// ends with one error naming the flag, the value and the minimum.
+TEST(Cli, ServeAndRunTakeTheSeedRuntimeOptions) {
+  const std::string help = RunDsv4("serve --help").out;
+  for (const char* flag :
+       {"--router-capacity", "--expert-mask", "--force-experts", "--freeze-router",
+        "--reweight-router", "--kv-pruner", "--kv-budget", "--ced-dispatch", "--ced-min-batch"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+    EXPECT_NE(RunDsv4("run --help").out.find(flag), std::string::npos) << flag;
+  }
+  const std::string seed = std::string(DSV4_TEST_DATA_DIR) + "/seed/";
+  for (const char* cmd : {"serve --port 0", "run --max-tokens 2"}) {
+    SCOPED_TRACE(cmd);
+    Output o = RunDsv4(std::string(cmd) + " --model " + seed + "P-V4-7B --kv-budget 0");
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(o.out.find("--kv-budget 0 is below this model's minimum of 4"), std::string::npos)
+        << o.out;
+    EXPECT_LE(CountLines(o.out), 2) << o.out;
+    o = RunDsv4(std::string(cmd) + " --model " + seed + "P-V4 --kv-pruner on");
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(o.out.find("--kv-pruner on: this model has no SemanticKVPruner"), std::string::npos)
+        << o.out;
+    o = RunDsv4(std::string(cmd) + " --model " + seed + "P-V4 --expert-mask 99");
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(o.out.find("--expert-mask: expert 99"), std::string::npos) << o.out;
+  }
+}
+
 TEST(Cli, InspectsLlamaFiles) {
   const std::string models = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
   Output o = RunDsv4("inspect --model " + models + "stories260K.bin");

@@ -191,6 +191,46 @@ TEST(EngineOptions, S065_PrunerOnOffAndBudgetOverride) {
   EXPECT_LE(live_after(small), 4);
 }
 
+// --kv-budget below what the pruner can hold (more than protect_sink 1 +
+// protect_recent 2 for P-V4-7B, so 4) is refused naming the flag, the value and
+// the minimum — 0 included (it once meant 1, then was exceeded); the minimum
+// itself is accepted and held. A model without a pruner refuses any budget.
+TEST(EngineOptions, S063_KvBudgetBelowTheProtectedTokensIsRefused) {
+  auto m = LoadSeed("P-V4-7B");
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->config().kv_pruner.min_budget(), 4);
+  for (int64_t bad : {0, 1, 3}) {
+    EngineRuntimeOptions o;
+    o.kv_budget = bad;
+    auto r = ApplyEngineOptions(*m, o);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("--kv-budget " + std::to_string(bad) +
+                                        " is below this model's minimum of 4"),
+              std::string::npos)
+        << r.status().ToString();
+    EXPECT_NE(r.status().hint().find("--kv-budget 4 or more"), std::string::npos);
+  }
+  EngineRuntimeOptions ok;
+  ok.kv_budget = 4;
+  ASSERT_TRUE(ApplyEngineOptions(*m, ok).ok());
+  auto cache = m->NewCache(32);
+  std::vector<float> logits(m->info().vocab_size);
+  for (int32_t i = 0; i < 20; ++i) {
+    const int32_t id = (i * 7 + 3) % 60 + 1;
+    ASSERT_TRUE(m->Forward(std::span(&id, 1), *cache, logits, false).ok());
+    EXPECT_LE(static_cast<seed::SeedCache&>(*cache).live_tokens(), 4) << "after token " << i;
+  }
+  auto no_pruner = LoadSeed("P-V4");
+  ASSERT_NE(no_pruner, nullptr);
+  auto r = ApplyEngineOptions(*no_pruner, ok);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--kv-budget 4: this model has no SemanticKVPruner"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
 TEST(EngineOptions, ModelsWithoutRuntimePoliciesRefuseThem) {
   LoadOptions lo;
   lo.model_path = std::string(DSV4_SOURCE_DIR) + "/models/stories260K/stories260K.bin";

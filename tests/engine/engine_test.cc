@@ -1,16 +1,19 @@
 // The serving engine (engine/engine.h): step planning, stop strings, and the
 // engine loop on stories260K — one request gives exactly what Generate gives,
 // concurrent requests (continuous batching, chunked prefill) each give what
-// they give alone, seeds reproduce, cancellation frees the slot, a full queue
+// they give alone, a reused slot carries nothing from its previous request
+// (every model family), seeds reproduce, cancellation frees the slot, a full queue
 // refuses, logprobs are consistent; and the test-only echo model.
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
 #include <thread>
 
 #include "engine/echo_model.h"
+#include "engine/engine_options.h"
 #include "engine/generate.h"
 #include "tokenizer/chat_dsv4.h"
 
@@ -513,6 +516,121 @@ TEST(Engine, ConstraintThatAllowsNothingEndsTheSequence) {
   EXPECT_TRUE(o.tokens.empty());
   EXPECT_EQ(o.text, "[closed]");
 }
+
+// A slot's cache is reused across requests (Truncate(0) in Admit): request B
+// must give exactly what it gives on a fresh engine, whatever ran in the slot
+// before it — the same tokens and the same logprobs (log softmax of the raw
+// logits, the top 20 of every step), bit for bit. Checked for every model
+// family through the serving path `dsv4 serve` uses: the seed profiles (P-V4-7B
+// has the SemanticKVPruner, whose efficiency factor adapts over a long request;
+// P-V4 also with --reweight-router, whose selection bias adapts), DeepSeek-V4
+// (sliding window and compressed caches) and Llama (stories260K).
+struct ReuseCase {
+  std::string name;
+  std::string path;  // model file or directory
+  int64_t ctx = 0;   // slot size
+  int64_t a_prompt = 0, a_gen = 0, b_prompt = 0, b_gen = 0;
+  EngineRuntimeOptions runtime;
+  int n_b = 3, rounds = 3;  // B requests, and A-then-B rounds for each
+};
+void PrintTo(const ReuseCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<int32_t> RandomIds(std::mt19937& rng, int64_t n, int32_t vocab) {
+  std::uniform_int_distribution<int32_t> d(3, vocab - 1);  // no BOS/EOS specials
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = d(rng);
+  return ids;
+}
+
+SequenceRequest IdsRequest(std::vector<int32_t> prompt, int64_t gen) {
+  SequenceRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = gen;
+  r.sampling.temperature = 0.0f;
+  r.stop_at_eos = false;
+  r.top_logprobs = 20;
+  return r;
+}
+
+void ExpectSameOutcome(const Outcome& got, const Outcome& want, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(got.finish, want.finish);
+  ASSERT_EQ(got.tokens, want.tokens);
+  ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+  for (size_t i = 0; i < got.logprobs.size(); ++i) {
+    ASSERT_EQ(got.logprobs[i].top.size(), want.logprobs[i].top.size());
+    EXPECT_EQ(got.logprobs[i].chosen.logprob, want.logprobs[i].chosen.logprob) << "token " << i;
+    for (size_t j = 0; j < got.logprobs[i].top.size(); ++j) {
+      EXPECT_EQ(got.logprobs[i].top[j].id, want.logprobs[i].top[j].id) << "token " << i;
+      EXPECT_EQ(got.logprobs[i].top[j].logprob, want.logprobs[i].top[j].logprob)
+          << "token " << i << " rank " << j;
+    }
+  }
+}
+
+class EngineReuse : public ::testing::TestWithParam<ReuseCase> {};
+
+TEST_P(EngineReuse, ARequestAfterOthersGivesItsSoloResult) {
+  const ReuseCase& c = GetParam();
+  LoadOptions lo;
+  lo.model_path = c.path;
+  lo.threads = 1;
+  auto loaded = LoadModel(lo);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  LoadedModel& m = *loaded;
+  auto binding = ApplyEngineOptions(*m.model, c.runtime);
+  ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+  const int32_t vocab = static_cast<int32_t>(m.model->info().vocab_size);
+  std::mt19937 rng(20240917);
+  std::vector<SequenceRequest> bs;
+  for (int i = 0; i < c.n_b; ++i)
+    bs.push_back(IdsRequest(RandomIds(rng, c.b_prompt, vocab), c.b_gen));
+  std::vector<Outcome> solo;
+  for (const SequenceRequest& b : bs) {
+    auto engine = Engine::Start(m, {.max_sequences = 1, .ctx_size = c.ctx});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto h = (*engine)->Submit({b});
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    solo.push_back(Collect(**h)[0]);
+    ASSERT_EQ(solo.back().tokens.size(), static_cast<size_t>(c.b_gen));
+  }
+  // One slot: every request reuses the previous one's cache. Different A's
+  // (long random prompts, then generation) before each B.
+  auto engine = Engine::Start(m, {.max_sequences = 1, .ctx_size = c.ctx});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  for (int round = 0; round < c.rounds; ++round) {
+    for (size_t i = 0; i < bs.size(); ++i) {
+      const int64_t a_len = c.a_prompt - (3 * round) % 10;
+      auto ha = (*engine)->Submit({IdsRequest(RandomIds(rng, a_len, vocab), c.a_gen)});
+      ASSERT_TRUE(ha.ok()) << ha.status().ToString();
+      Collect(**ha);
+      auto hb = (*engine)->Submit({bs[i]});
+      ASSERT_TRUE(hb.ok()) << hb.status().ToString();
+      ExpectSameOutcome(
+          Collect(**hb)[0], solo[i],
+          c.name + ": B" + std::to_string(i) + " after A of round " + std::to_string(round));
+    }
+  }
+}
+
+std::vector<ReuseCase> ReuseCases() {
+  const std::string seed = std::string(DSV4_TEST_DATA_DIR) + "/seed/";
+  const std::string v4 = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/";
+  EngineRuntimeOptions reweight;
+  reweight.reweight_router = true;
+  return {
+      {"P_V4", seed + "P-V4", 64, 40, 20, 12, 16, {}},
+      {"P_V4_reweight", seed + "P-V4", 64, 40, 20, 12, 16, reweight},
+      {"P_CED", seed + "P-CED", 64, 40, 20, 12, 16, {}},
+      {"P_V4_7B", seed + "P-V4-7B", 64, 40, 20, 12, 24, {}, 30, 6},
+      {"DeepSeekV4_hca128", v4 + "long_hca128_bf16", 512, 300, 20, 140, 10, {}},
+      {"DeepSeekV4_mixed", v4 + "mixed_mtp_bf16", 256, 60, 20, 20, 10, {}},
+      {"Llama_stories260K", kModel, 256, 100, 50, 20, 30, {}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFamilies, EngineReuse, ::testing::ValuesIn(ReuseCases()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace dsv4

@@ -118,6 +118,17 @@ TEST(SeedConfig, S030_HcaNeedsMoe) {
 }
 TEST(SeedConfig, S031_HcaStatsMode) {
   ExpectError(R"(, "extensions": {"moe": {}, "hca": {"stats": "global"}})", "extensions.hca.stats");
+  // "sequence" was split into causal and whole_call: refused, the hint says which is which.
+  ExpectError(R"(, "extensions": {"moe": {}, "hca": {"stats": "sequence"}})", "whole_call");
+  auto c = Parse(R"(, "extensions": {"moe": {}, "hca": {}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hca.stats, "causal");  // the default
+  for (const char* mode : {"whole_call", "batch"}) {
+    auto m =
+        Parse(std::string(R"(, "extensions": {"moe": {}, "hca": {"stats": ")") + mode + R"("}})");
+    ASSERT_TRUE(m.ok()) << mode << ": " << m.status().ToString();
+    EXPECT_EQ(m->hca.stats, mode);
+  }
 }
 TEST(SeedConfig, S043_GroupsMustDivideExperts) {
   ExpectError(R"(, "extensions": {"moe": {"routing": "group_limited", "n_group": 3}})", "n_group");

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "base/log.h"
+#include "io/safetensors_writer.h"
 #include "seed_test_util.h"
 
 namespace dsv4::seed {
@@ -213,6 +214,100 @@ TEST(SeedGolden, S021_ResidualLayerNormMatchesFloat64Reference) {
   auto base = ReadF32(ProfileDir("P-V4") + "/prefill_logits.f32");
   auto mine = ReadF32(ProfileDir("P-V4") + "/residual_layernorm_prefill_logits.f32");
   EXPECT_GT(Compare(mine, base, V).max_abs, 1e-2);
+}
+
+// C-15: HCA statistics. The default ("causal") takes each token's μ, σ over
+// the sequence's tokens up to it, updated across the prompt; "whole_call" (the
+// earlier reading) over every token of the call. The whole-call golden is the
+// float64 reference under hca.stats "whole_call" (golden.json variants).
+TEST(SeedGolden, C15_WholeCallHcaMatchesFloat64Reference) {
+  auto p = LoadProfile("P-V4");
+  ASSERT_NE(p.reader, nullptr);
+  ASSERT_TRUE(p.golden["variants"].contains("whole_call_hca"));
+  const auto& variant = p.golden["variants"]["whole_call_hca"];
+  SeedConfig c = p.config;
+  ASSERT_EQ(c.hca.stats, "causal");  // the default
+  c.hca.stats = variant["extensions_patch"]["hca"]["stats"].get<std::string>();
+  ASSERT_EQ(c.hca.stats, "whole_call");
+  auto m = Build(p, c);
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->info().vocab_size;
+  ASSERT_EQ(variant["runs"].size(), 2u);
+  for (auto& [run, spec] : variant["runs"].items()) {
+    SCOPED_TRACE("run " + run);
+    std::vector<int64_t> chunks;
+    for (auto& x : spec["chunks"]) chunks.push_back(x.get<int64_t>());
+    auto cache = m->NewCache(p.golden["max_tokens"].get<int64_t>());
+    std::vector<float> got = RunCalls(*m, *cache, p.ids, chunks, false);
+    std::vector<float> want = ReadF32(ProfileDir("P-V4") + "/" + spec["logits"].get<std::string>());
+    ASSERT_EQ(got.size(), want.size());
+    auto d = Compare(got, want, V);
+    EXPECT_EQ(d.argmax_mismatch, 0);
+    EXPECT_LE(d.max_abs, kMaxAbs);
+    EXPECT_LE(d.mean_kl, kMeanKl);
+  }
+  // The two readings give different prefills (one call), the same incremental run.
+  const std::string dir = ProfileDir("P-V4") + "/";
+  EXPECT_GT(Compare(ReadF32(dir + "whole_call_hca_prefill_logits.f32"),
+                    ReadF32(dir + "prefill_logits.f32"), V)
+                .max_abs,
+            1e-2);
+  EXPECT_EQ(ReadF32(dir + "whole_call_hca_incremental_logits.f32"),
+            ReadF32(dir + "incremental_logits.f32"));
+}
+
+// Causal HCA: prefilling T tokens gives every position the logits that feeding
+// them one by one gives (≤ kInvariance = 1e-4: the same arithmetic, products
+// over T rows vs one), and in chunks too. Capacity is per forward call by the
+// digest (S-044), so it is unlimited here; HCA, CSA and group routing stay on.
+TEST(SeedModel, C15_CausalHcaPrefillEqualsTokenByTokenDecode) {
+  auto p = LoadProfile("P-V4");
+  SeedConfig c = p.config;
+  c.moe.capacity_factor = 0;
+  ASSERT_TRUE(c.hca.enabled);
+  auto m = Build(p, c);
+  ASSERT_NE(m, nullptr);
+  EXPECT_LE(PrefillVsIncremental(*m, p.ids, 48), kInvariance);
+  const int64_t T = static_cast<int64_t>(p.ids.size());
+  auto c1 = m->NewCache(48);
+  auto whole = RunCalls(*m, *c1, p.ids, {T}, false);
+  auto c2 = m->NewCache(48);
+  auto chunked = RunCalls(*m, *c2, p.ids, {5, 4, T - 9}, false);
+  EXPECT_LE(Compare(chunked, whole, 512).max_abs, kInvariance);
+  // The whole-call reading is not causal: its prefill differs from its decode.
+  c.hca.stats = "whole_call";
+  auto w = Build(p, c);
+  ASSERT_NE(w, nullptr);
+  EXPECT_GT(PrefillVsIncremental(*w, p.ids, 48), 1e-2);
+}
+
+// With the profile's defaults (capacity 1.0 included: tokens are assigned in
+// order, so a later token never takes an earlier one's place), no position's
+// logits depend on a later token: changing token 9 leaves rows 0..8 bit for bit.
+// Under "whole_call", position 0 sees token 9.
+TEST(SeedModel, C15_EarlierPositionsDoNotDependOnLaterTokens) {
+  auto p = LoadProfile("P-V4");
+  const int64_t T = static_cast<int64_t>(p.ids.size()), V = 512;
+  ASSERT_GE(T, 10);
+  std::vector<int32_t> changed = p.ids;
+  changed[9] = changed[9] == 7 ? 8 : 7;
+  for (const std::string stats : {"causal", "whole_call"}) {
+    SCOPED_TRACE(stats);
+    SeedConfig c = p.config;
+    c.hca.stats = stats;
+    auto m = Build(p, c);
+    ASSERT_NE(m, nullptr);
+    auto c1 = m->NewCache(48);
+    auto a = RunCalls(*m, *c1, p.ids, {T}, false);
+    auto c2 = m->NewCache(48);
+    auto b = RunCalls(*m, *c2, changed, {T}, false);
+    const std::vector<float> a0(a.begin(), a.begin() + V), b0(b.begin(), b.begin() + V);
+    if (stats == "causal") {
+      for (int64_t i = 0; i < 9 * V; ++i) ASSERT_EQ(a[i], b[i]) << "row " << i / V;
+    } else {
+      EXPECT_GT(Compare(a0, b0, V).max_abs, 1e-4);
+    }
+  }
 }
 
 TEST(SeedModel, S021_ResidualLayerNormFusionRunsAndStaysCausal) {
@@ -530,12 +625,32 @@ TEST(SeedConvert, S143_TopologyCedWarnsAndSetsTheInitialScale) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->warnings.size(), 1u);
   EXPECT_NE(r->warnings[0].find("retrain"), std::string::npos);
+  EXPECT_NE(r->warnings[0].find("norm-free"), std::string::npos);
+  EXPECT_NE(r->warnings[0].find("post_attention_layernorm"), std::string::npos);
   SeedModel* m = nullptr;
   std::unique_ptr<Model> keep;
   DirLogits(out, {1, 5, 9}, &m, &keep);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->plans()[2].block, BlockKind::kCed);
   EXPECT_FLOAT_EQ(m->ced_scale(2), 0.873f);
+  // Norm-free as the warning says (S-013): both norms of the converted layer are
+  // gone, so the loader applies none (C-18 would apply a kept MLP norm), and the
+  // S-014 profile counts no norm dispatch for it.
+  auto file = OpenSafetensors(out + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ((*file)->Find("model.layers.2.input_layernorm.weight"), nullptr);
+  EXPECT_EQ((*file)->Find("model.layers.2.post_attention_layernorm.weight"), nullptr);
+  EXPECT_NE((*file)->Find("model.layers.1.post_attention_layernorm.weight"), nullptr);  // kept
+  EXPECT_FALSE(m->plans()[2].ced_mlp_norm);
+  SeedRuntimeOptions o;
+  o.profile_ops = true;
+  m->SetRuntimeOptions(o);
+  auto cache = m->NewCache(16);
+  std::vector<float> lg(512);
+  const std::vector<int32_t> ids = {1, 5, 9};
+  ASSERT_TRUE(m->Forward(ids, *cache, lg, false).ok());
+  EXPECT_EQ(m->op_counts()[2].norm, 0);
+  EXPECT_EQ(m->op_counts()[2].top_level, 2);
   std::filesystem::remove_all(out);
 }
 
@@ -657,6 +772,112 @@ TEST(SeedModel, S079_BoundCedViewIsTheMappedFileTensorInPlace) {
             p.reader->Find("model.layers.0.mlp.ced_weight")->data);
   EXPECT_EQ(copied->ced_weights(1).fused.data,
             p.reader->Find("model.layers.1.mlp.ced_weight")->data);  // already row_major
+}
+
+// Layout metadata on every tensor (not only mlp.ced_weight): a copy of a
+// profile directory whose tensors in `col_major` are stored column by column
+// (the articles' CED signal, stride (1, rows)), with `meta` as __metadata__.
+std::string WriteLayoutVariant(const std::string& profile, const std::string& name,
+                               const std::set<std::string>& col_major,
+                               const std::map<std::string, std::string>& meta) {
+  const std::string out = TempDir(name);
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(ProfileDir(profile) + "/config.json", out + "/config.json");
+  auto file = OpenSafetensors(ProfileDir(profile) + "/model.safetensors");
+  EXPECT_TRUE(file.ok());
+  std::map<std::string, std::string> all = (*file)->metadata();
+  for (const auto& [k, v] : meta) all[k] = v;
+  std::vector<SafetensorsEntry> entries;
+  std::vector<std::vector<float>> owned;
+  std::vector<std::span<const uint8_t>> data;
+  owned.reserve((*file)->tensors().size());
+  for (const TensorInfo& t : (*file)->tensors()) {
+    EXPECT_EQ(t.dtype, DType::kF32);
+    const float* src = static_cast<const float*>(t.data);
+    std::vector<float> v(src, src + t.nbytes / 4);
+    if (col_major.count(t.name)) {
+      const int64_t R = t.shape[0], C = t.shape[1];
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t c = 0; c < C; ++c) v[c * R + r] = src[r * C + c];
+      }
+    }
+    owned.push_back(std::move(v));
+    entries.push_back({t.name, "F32", t.shape});
+    data.push_back(
+        {reinterpret_cast<const uint8_t*>(owned.back().data()), owned.back().size() * 4});
+  }
+  Status st = WriteSafetensors(out + "/model.safetensors", entries, data, all);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+// S-074 on every tensor: dense gate_proj / up_proj (the pre-norm layer of P-CED),
+// an attention projection and lm_head marked col_major load as the logical
+// matrices: the logits equal the row-major checkpoint's, bit for bit. The same
+// bytes without the marks give other logits (what the loader once did silently).
+TEST(SeedModel, S074_ColMajorMetadataIsHonouredOnEveryMatrix) {
+  const std::vector<int32_t> ids = {1, 5, 9, 3, 7, 11};
+  const auto want = DirLogits(ProfileDir("P-CED"), ids);
+  const std::set<std::string> marked = {"model.layers.2.mlp.gate_proj.weight",
+                                        "model.layers.2.mlp.up_proj.weight",
+                                        "model.layers.2.mlp.down_proj.weight",
+                                        "model.layers.0.self_attn.q_proj.weight", "lm_head.weight"};
+  std::map<std::string, std::string> meta;
+  for (const std::string& n : marked) meta["dsv4.layout." + n] = "col_major";
+  const std::string dir = WriteLayoutVariant("P-CED", "colmajor_dense", marked, meta);
+  EXPECT_EQ(DirLogits(dir, ids), want);
+  // Only the gate marked, and the metadata dropped: the bytes read as row-major differ.
+  const std::string gate = "model.layers.2.mlp.gate_proj.weight";
+  const std::string unmarked = WriteLayoutVariant("P-CED", "colmajor_unmarked", {gate}, {});
+  EXPECT_GT(Compare(DirLogits(unmarked, ids), want, 512).max_abs, 1e-3);
+  // "row_major" is accepted and changes nothing.
+  const std::string row =
+      WriteLayoutVariant("P-CED", "rowmajor_marked", {}, {{"dsv4.layout." + gate, "row_major"}});
+  EXPECT_EQ(DirLogits(row, ids), want);
+  for (const std::string& d : {dir, unmarked, row}) std::filesystem::remove_all(d);
+}
+
+// Layout signals that cannot be honoured are refused, naming the tensor or key.
+TEST(SeedModel, S074_UnreadableLayoutMetadataIsRefusedNamingIt) {
+  struct Case {
+    std::string what;
+    std::set<std::string> transposed;
+    std::map<std::string, std::string> meta;
+    StatusCode code;
+    std::string names;  // what the message must contain
+  };
+  const std::string gate = "model.layers.2.mlp.gate_proj.weight";
+  const std::vector<Case> cases = {
+      {"a stride key",
+       {gate},
+       {{"dsv4.stride." + gate, "1,48"}},
+       StatusCode::kInvalidArgument,
+       "'dsv4.stride." + gate + "'"},
+      {"an unknown layout value",
+       {},
+       {{"dsv4.layout." + gate, "column_major"}},
+       StatusCode::kInvalidArgument,
+       "'dsv4.layout." + gate + "' = 'column_major'"},
+      {"a key naming no tensor",
+       {},
+       {{"dsv4.layout.model.layers.9.mlp.gate_proj.weight", "col_major"}},
+       StatusCode::kInvalidArgument,
+       "names no tensor"},
+      {"col_major on a vector",
+       {},
+       {{"dsv4.layout.model.norm.weight", "col_major"}},
+       StatusCode::kNotFound,
+       "model.norm.weight: layout metadata says col_major"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string dir = WriteLayoutVariant("P-CED", "bad_layout", c.transposed, c.meta);
+    auto m = LoadSeedModel(dir, 1);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), c.code);
+    EXPECT_NE(m.status().message().find(c.names), std::string::npos) << m.status().ToString();
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(SeedModel, S075_S077_LayoutOverrideGivesTheSameLogits) {
@@ -784,6 +1005,62 @@ TEST(SeedModel, S065_WriteThenEvictAndFreedSlotsAreReused) {
   std::vector<float> lg(512);
   ASSERT_TRUE(on->Forward(next, *c_on, lg, false).ok());
   EXPECT_EQ(c.slot_of(10), evicted.front());
+}
+
+// A cache reused for another request (Truncate(0), as the serving engine does)
+// is indistinguishable from a new one: the pruner's adapted efficiency factor
+// (S-063), its counters, the live list, the HCA history, the TaskAdapter output
+// and the S-053 reweighting bias all start over, so B's logits and evictions
+// after a long request A equal B's on a fresh cache, bit for bit.
+TEST(SeedModel, S063_S053_TruncateToZeroGivesAFreshCache) {
+  for (const std::string profile : {"P-V4-7B", "P-V4"}) {
+    SCOPED_TRACE(profile);
+    auto p = LoadProfile(profile);
+    auto m = Build(p, p.config);
+    ASSERT_NE(m, nullptr);
+    if (profile == "P-V4") {
+      SeedRuntimeOptions o;
+      o.router.reweight = true;
+      m->SetRuntimeOptions(o);
+    }
+    const int64_t ctx = m->info().max_context;
+    std::vector<int32_t> a, b;
+    for (int i = 0; i < 40; ++i) a.push_back(static_cast<int32_t>(3 + (i * 37) % 500));
+    for (int i = 0; i < 14; ++i) b.push_back(static_cast<int32_t>(3 + (i * 91 + 11) % 500));
+    auto fresh = m->NewCache(ctx);
+    std::vector<std::vector<int64_t>> live_fresh, live_reused;
+    const std::vector<int64_t> b_calls = {6, 1, 1, 1, 1, 1, 1, 1, 1};
+    auto want = RunCalls(*m, *fresh, b, b_calls, false, &live_fresh);
+    auto reused = m->NewCache(ctx);
+    RunCalls(*m, *reused, a, {20, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+             true);
+    auto& rc = static_cast<SeedCache&>(*reused);
+    if (profile == "P-V4-7B") {  // the long request moved the factor away from the config's
+      EXPECT_NE(rc.pruner_efficiency(), p.config.kv_pruner.efficiency_factor);
+      EXPECT_GT(rc.evicted_total(), 0);
+    } else {  // and the reweighting bias away from zero
+      bool moved = false;
+      for (float x : rc.router_state(0).bias) moved = moved || x != 0.0f;
+      EXPECT_TRUE(moved);
+    }
+    reused->Truncate(0);
+    EXPECT_EQ(rc.length(), 0);
+    EXPECT_EQ(rc.live_tokens(), 0);
+    EXPECT_EQ(rc.evicted_total(), 0);
+    EXPECT_EQ(rc.peak_live(), 0);
+    EXPECT_EQ(rc.pruner_efficiency(),
+              p.config.kv_pruner.enabled ? p.config.kv_pruner.efficiency_factor : 0.0);
+    for (int64_t l = 0; l < p.config.num_hidden_layers; ++l) {
+      EXPECT_TRUE(rc.adapter_out(l).empty());
+      for (float x : rc.router_state(l).bias) EXPECT_EQ(x, 0.0f);
+      EXPECT_EQ(rc.router_state(l).reweight_count, 0);
+    }
+    auto got = RunCalls(*m, *reused, b, b_calls, false, &live_reused);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
+    EXPECT_EQ(live_reused, live_fresh);
+    EXPECT_EQ(rc.pruner_efficiency(), static_cast<SeedCache&>(*fresh).pruner_efficiency());
+  }
 }
 
 // ---------------------------------------------------------------- S-015 CED dispatch

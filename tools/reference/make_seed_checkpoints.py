@@ -15,7 +15,8 @@ P-V4-7B "prefill_decode" (a prefill chunk, then one id per call, with the KV pru
 evicting; the live positions after every call are recorded).
 
 Variants: the same weights under a config with some extension fields changed
-(VARIANTS; e.g. P-V4 with csa.fusion_mode "residual_layernorm", S-021). Each variant's
+(VARIANTS; e.g. P-V4 with csa.fusion_mode "residual_layernorm", S-021, or with
+hca.stats "whole_call", the non-causal reading of C-15). Each variant's
 prefill and incremental logits go to <variant>_<run>_logits.f32 and golden.json
 "variants" records the changed fields ("extensions_patch") and its runs.
 
@@ -98,7 +99,8 @@ PROFILES = {
 
 # Config variants run on a profile's weights: name -> {extension: {field: value}}.
 VARIANTS = {
-    "P-V4": {"residual_layernorm": {"csa": {"fusion_mode": "residual_layernorm"}}},
+    "P-V4": {"residual_layernorm": {"csa": {"fusion_mode": "residual_layernorm"}},
+             "whole_call_hca": {"hca": {"stats": "whole_call"}}},
 }
 
 

@@ -16,7 +16,9 @@ structure with src/model/seed/.
             per request (S-025, S-026, C-11); position p/f; segment phase
             floor(p/Lseg)*shift[h] (S-027, C-12)
   HCA       w = sigmoid(fc2 GELU(fc1 [g; mu; sigma])), g = hca_gate_proj f, stats over
-            every token of the sequence so far, population std + eps (S-030..S-032, C-15)
+            the sequence's tokens up to and including each token (hca.stats "causal", the
+            default), or over every token so far including the call's later ones
+            ("whole_call"); population std + eps (S-030..S-032, C-15)
   MoE       top-k / group-limited, capacity ceil(cf N k / E), topk_capped reroute,
             fp32-style softmax over the used experts' raw logits (S-041..S-045, C-05)
   CED MLP   fused [I,H] = [gate; up], bias, p_j = silu(gate[j//2]) up[j//2], down [H,I] (C-02)
@@ -331,17 +333,24 @@ class SeedReference:
         if "hca" in self.ext and self.ext["hca"].get("enabled", True):
             hp = self.w(self.lname(l, "mlp.hca_gate_proj.weight"))
             g = np.array([hp @ f for f in f_rows])
+            before = len(st["g_hist"][l])
             st["g_hist"][l] += list(g)
             allg = np.array(st["g_hist"][l])
             hca_eps = self.ext["hca"].get("eps", 1e-6)
-            mu = allg.mean(axis=0)
-            sigma = np.sqrt(allg.var(axis=0) + hca_eps)
+            stats = self.ext["hca"].get("stats", "causal")
+            if stats not in ("causal", "whole_call"):
+                raise NotImplementedError(f"hca.stats {stats!r}")
             fc1 = self.w(self.lname(l, "mlp.hca_controller.fc1.weight"))
             b1 = self.w(self.lname(l, "mlp.hca_controller.fc1.bias"))
             fc2 = self.w(self.lname(l, "mlp.hca_controller.fc2.weight"))
             b2 = self.w(self.lname(l, "mlp.hca_controller.fc2.bias"))
             g_hca = []
-            for gi in g:
+            for i, gi in enumerate(g):
+                # causal: the sequence's tokens up to and including this one;
+                # whole_call: every token so far, this call's later ones included.
+                rows = allg[: before + i + 1] if stats == "causal" else allg
+                mu = rows.mean(axis=0)
+                sigma = np.sqrt(rows.var(axis=0) + hca_eps)
                 wgt = sigmoid(fc2 @ gelu(fc1 @ np.concatenate([gi, mu, sigma]) + b1) + b2)
                 g_hca.append(gi * wgt)
             if src == "hca":

@@ -229,8 +229,11 @@ Status SeedConfig::Validate() const {
     }
     if (hca.hidden <= 0)
       return Bad("extensions.hca.hidden", std::to_string(hca.hidden), "a positive integer");
-    if (!OneOf(hca.stats, {"sequence", "batch"}))
-      return Bad("extensions.hca.stats", hca.stats, "sequence, batch");
+    if (!OneOf(hca.stats, {"causal", "whole_call", "batch"})) {
+      return Bad("extensions.hca.stats", hca.stats,
+                 "causal (default), whole_call, batch (the former \"sequence\" is whole_call; "
+                 "docs/seed-mechanisms.md)");
+    }
     if (!(hca.eps > 0)) return Bad("extensions.hca.eps", Num(hca.eps), "a positive number");
     if (!(hca.skip_threshold >= 0 && hca.skip_threshold <= 1)) {
       return Bad("extensions.hca.skip_threshold", Num(hca.skip_threshold), "a number in [0, 1]");
@@ -328,7 +331,7 @@ Status SeedConfig::Validate() const {
                  "0 or more");
     if (p.protect_sink < 0)
       return Bad("extensions.kv_pruner.protect_sink", std::to_string(p.protect_sink), "0 or more");
-    if (p.kv_budget < 0 || (p.kv_budget > 0 && p.kv_budget <= p.protect_recent + p.protect_sink)) {
+    if (p.kv_budget < 0 || (p.kv_budget > 0 && p.kv_budget < p.min_budget())) {
       return Bad("extensions.kv_pruner.kv_budget", std::to_string(p.kv_budget),
                  "0 (the cache size) or more than protect_recent + protect_sink = " +
                      std::to_string(p.protect_recent + p.protect_sink));

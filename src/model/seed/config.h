@@ -48,9 +48,15 @@ struct CsaConfig {
 struct HcaConfig {
   bool enabled = false;
   int64_t hidden = 256;  // S-032: 3H -> 256 -> H
-  std::string stats =
-      "sequence";     // C-15: "sequence" (cached + current, Welford) | "batch" (current call)
-  double eps = 1e-6;  // σ = sqrt(var + eps), population variance
+  // C-15, which tokens each token's μ and σ are taken over:
+  //   "causal" (default): the sequence's tokens up to and including it (cached +
+  //     this call's up to it, Welford, updated across the prompt), so a prefill
+  //     gives every position the logits one-token-at-a-time decoding gives;
+  //   "whole_call": the cached tokens and every token of the current call, so
+  //     a prefill's earlier positions see its later tokens (not causal);
+  //   "batch": the current call's tokens only (the seed's batch mode).
+  std::string stats = "causal";
+  double eps = 1e-6;            // σ = sqrt(var + eps), population variance
   double skip_threshold = 0.0;  // S-034: tokens with mean(w) < threshold skip the MoE; 0 = off
 };
 
@@ -120,6 +126,10 @@ struct KvPrunerConfig {
   int64_t protect_sink = 4;
   int64_t kv_budget = 0;              // live tokens kept; 0 = the cache's slot count
   std::string eff_mode = "resolved";  // "resolved" | "seed" (S-063 literal code)
+
+  // The smallest budget the pruner can hold: more than the tokens it never
+  // evicts (protect_sink + protect_recent), so the budget rule can always reach it.
+  int64_t min_budget() const { return protect_sink + protect_recent + 1; }
 };
 
 struct RopeScaling {

@@ -93,10 +93,10 @@ Result<ConvertLayoutReport> ConvertSeedLayout(const std::string& in_dir, const s
       OutTensor down{{n + "mlp.down_proj.weight", "F32", {H, I}}, {}, std::move(ced.down.data)};
       replaced[down.entry.name] = std::move(down);
       dropped[g->name] = dropped[u->name] = true;
-      if (o.topology_ced) {
+      if (o.topology_ced) {  // S-013: no norm before attention nor before the MLP
         added.push_back({{n + "ced_scale_factor", "F32", {1}}, {}, {kCedInitScale}});
-        if (file->Find(n + "input_layernorm.weight") != nullptr) {
-          dropped[n + "input_layernorm.weight"] = true;
+        for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight"}) {
+          if (file->Find(n + norm) != nullptr) dropped[n + norm] = true;
         }
       }
       report.converted.push_back(l);
@@ -141,8 +141,8 @@ Result<ConvertLayoutReport> ConvertSeedLayout(const std::string& in_dir, const s
   if (o.topology_ced && !report.converted.empty()) {
     report.warnings.push_back(
         "--topology ced: the converted layers are now norm-free CED blocks (ced_scale_factor = "
-        "0.873, input_layernorm dropped); this is NOT function preserving and the model must be "
-        "retrained (S-143)");
+        "0.873; input_layernorm and post_attention_layernorm dropped, S-013); this is NOT "
+        "function preserving and the model must be retrained (S-143)");
   }
 
   // Assemble: the input's tensors in order (replaced or dropped), then the added ones.

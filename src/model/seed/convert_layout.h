@@ -8,10 +8,12 @@
 // "ced") + the tokenizer files (tok*) of the input directory.
 //
 // Layout-only conversion preserves the function (logits unchanged). With
-// topology_ced, each converted layer also becomes a norm-free CED block:
-// ced_scale_factor = 0.873 (the seed's initial value) is added and the
-// input_layernorm dropped — NOT function preserving; a warning says the model
-// needs retraining.
+// topology_ced, each converted layer also becomes a norm-free CED block
+// (S-013: x + c·Attn(x), then x + MLP_ced(x), no norm anywhere):
+// ced_scale_factor = 0.873 (the seed's initial value) is added and both norms,
+// input_layernorm and post_attention_layernorm, are dropped (a kept MLP norm
+// would be applied by the loader, C-18) — NOT function preserving; a warning
+// says the model needs retraining.
 //
 // To "standard": a CED layer whose ced_bias is non-zero cannot be expressed as
 // a SwiGLU; it is kept in CED storage and named in `kept`.

@@ -69,6 +69,9 @@ class KvPrunerPolicy {
     order_.reserve(static_cast<size_t>(n));
   }
   double efficiency() const { return eff_; }
+  // Back to the state of a new policy (the config's efficiency factor): a cache
+  // reused for another request must not inherit this one's adaptation (S-063).
+  void Reset() { eff_ = c_.efficiency_factor; }
   int64_t budget() const { return budget_; }
   bool Protected(int64_t p, int64_t next_pos) const {
     return p < c_.protect_sink || p >= next_pos - c_.protect_recent;

@@ -2,7 +2,9 @@
 #include "model/seed/model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 
 #include "base/log.h"
@@ -23,12 +25,22 @@ std::string LayerName(int64_t l, const std::string& rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
 }
 
+// The layout of every tensor that metadata marks ("dsv4.layout.<tensor>").
+using LayoutMap = std::map<std::string, Layout>;
+
 // Collects every binding problem, then fails once with all of them.
+// Layouts: a 2-D tensor marked col_major is the logical [rows, cols] stored
+// column by column (stride (1, rows)); Get returns it as a row-major f32 copy,
+// so every consumer reads the logical matrix (mlp.ced_weight alone is bound in
+// place, by GetStored). Other ranks and block-quantised dtypes cannot be
+// col_major: refused, naming the tensor.
 class Binder {
  public:
-  explicit Binder(const CheckpointReader& r) : r_(r) {}
+  Binder(const CheckpointReader& r, const LayoutMap& layouts, std::deque<OwnedMatrix>& copies)
+      : r_(r), layouts_(layouts), copies_(copies) {}
   bool Has(const std::string& name) const { return r_.Find(name) != nullptr; }
-  TensorView Get(const std::string& name, std::initializer_list<int64_t> shape) {
+  // The tensor as stored, whatever its layout metadata says.
+  TensorView GetStored(const std::string& name, std::initializer_list<int64_t> shape) {
     auto v = r_.Get(name, shape);
     if (!v.ok()) {
       Problem(v.status().message());
@@ -36,9 +48,36 @@ class Binder {
     }
     return *v;
   }
+  // The logical tensor, row-major.
+  TensorView Get(const std::string& name, std::initializer_list<int64_t> shape) {
+    TensorView v = GetStored(name, shape);
+    if (v.data == nullptr || StoredLayout(name) != Layout::kColMajor) return v;
+    if (v.rank != 2) {
+      Problem(name + ": layout metadata says col_major, but the tensor has " +
+              std::to_string(v.rank) + " dimension(s) (only a matrix has a column-major layout)");
+      return {};
+    }
+    if (IsBlockDType(v.dtype)) {
+      Problem(name + ": col_major " + std::string(DTypeName(v.dtype)) + " is not supported");
+      return {};
+    }
+    auto view = CheckedStridedView(v.data, v.numel(), v.dtype, v.sizes[0], v.sizes[1], 1,
+                                   v.sizes[0], name);  // S-078: bounds-checked
+    if (!view.ok()) {
+      Problem(view.status().ToString());
+      return {};
+    }
+    LOG_INFO("{}: stored col_major, bound as a row-major f32 copy", name);
+    copies_.push_back(ToLayout(*view, Layout::kRowMajor));
+    return copies_.back().view;
+  }
   std::vector<float> Vec(const std::string& name, std::initializer_list<int64_t> shape) {
     TensorView v = Get(name, shape);
     return v.data == nullptr ? std::vector<float>(Numel(shape), 0.0f) : ToF32(v);
+  }
+  Layout StoredLayout(const std::string& name) const {
+    auto it = layouts_.find(name);
+    return it == layouts_.end() ? Layout::kRowMajor : it->second;
   }
   void Problem(const std::string& p) {
     if (n_ < 40) problems_ += "\n  " + p;
@@ -59,32 +98,60 @@ class Binder {
     return n;
   }
   const CheckpointReader& r_;
+  const LayoutMap& layouts_;
+  std::deque<OwnedMatrix>& copies_;
   std::string problems_;
   int64_t n_ = 0;
 };
 
-// The metadata layout of a tensor ("dsv4.layout.<name>"), when the reader is safetensors.
-Layout StoredLayout(const CheckpointReader& r, const std::map<std::string, std::string>& meta,
-                    const std::string& name) {
-  if (!meta.empty()) {
-    auto it = meta.find("dsv4.layout." + name);
-    return it != meta.end() && it->second == "col_major" ? Layout::kColMajor : Layout::kRowMajor;
+// The safetensors __metadata__ of the reader (every shard's, merged), when it is safetensors.
+std::map<std::string, std::string> ReaderMetadata(const CheckpointReader& r) {
+  if (const auto* st = dynamic_cast<const SafetensorsFile*>(&r)) return st->metadata();
+  std::map<std::string, std::string> out;
+  if (const auto* sh = dynamic_cast<const ShardedSafetensors*>(&r)) {
+    for (const auto& f : sh->shards()) out.insert(f->metadata().begin(), f->metadata().end());
   }
-  const auto* st = dynamic_cast<const SafetensorsFile*>(&r);
-  if (st == nullptr) {
-    if (const auto* sh = dynamic_cast<const ShardedSafetensors*>(&r)) {
-      for (const auto& f : sh->shards()) {
-        if (f->Find(name) != nullptr) {
-          st = f.get();
-          break;
-        }
+  return out;
+}
+
+// Reads the layout signals of the metadata. "dsv4.layout.<tensor>" = "col_major" |
+// "row_major" is the one dsv4 reads; any other key that speaks of a layout or
+// strides (e.g. "dsv4.stride.<tensor>") is refused rather than ignored, so a
+// checkpoint is never read in a layout its writer did not mean. Every problem is
+// reported at once, each naming the key.
+Result<LayoutMap> ReadLayouts(const CheckpointReader& r,
+                              const std::map<std::string, std::string>& meta) {
+  static constexpr std::string_view kPrefix = "dsv4.layout.";
+  LayoutMap out;
+  std::string problems;
+  int n = 0;
+  auto problem = [&](const std::string& p) {
+    if (n++ < 40) problems += "\n  " + p;
+  };
+  for (const auto& [key, value] : meta) {
+    std::string lower = key;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (key.starts_with(kPrefix)) {
+      const std::string name = key.substr(kPrefix.size());
+      if (r.Find(name) == nullptr) {
+        problem("'" + key + "' names no tensor of the checkpoint");
+      } else if (value == "col_major") {
+        out[name] = Layout::kColMajor;
+      } else if (value == "row_major") {
+        out[name] = Layout::kRowMajor;
+      } else {
+        problem("'" + key + "' = '" + value + "' (the layout is col_major or row_major)");
       }
+    } else if (lower.find("layout") != std::string::npos ||
+               lower.find("stride") != std::string::npos) {
+      problem("'" + key + "' = '" + value + "' is a layout signal dsv4 does not read");
     }
   }
-  if (st == nullptr) return Layout::kRowMajor;
-  auto it = st->metadata().find("dsv4.layout." + name);
-  return it != st->metadata().end() && it->second == "col_major" ? Layout::kColMajor
-                                                                 : Layout::kRowMajor;
+  if (n == 0) return out;
+  return InvalidArgument(r.path() + ": " + std::to_string(n) +
+                             " layout metadata problem(s) for the seed model:" + problems,
+                         "mark a column-major tensor (stride (1, rows)) with \"dsv4.layout.<tensor "
+                         "name>\": \"col_major\" in __metadata__ (docs/seed-mechanisms.md)");
 }
 
 }  // namespace
@@ -108,12 +175,36 @@ SeedCache::SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_ove
   adapter_out_.assign(L, {});
   rope_ = MakeRopeParams(c, max_tokens);
   if (c.kv_pruner.enabled) {
-    const int64_t budget = budget_override >= 0        ? std::max<int64_t>(1, budget_override)
+    CHECK(budget_override < 0 || budget_override >= c.kv_pruner.min_budget(),
+          "SeedRuntimeOptions::pruner_budget below kv_pruner.min_budget()");
+    const int64_t budget = budget_override >= 0        ? budget_override
                            : c.kv_pruner.kv_budget > 0 ? c.kv_pruner.kv_budget
                                                        : max_tokens;
     pruner_ = std::make_unique<KvPrunerPolicy>(c.kv_pruner, budget);
     pruner_->Reserve(max_tokens);
   }
+  num_experts_ = c.moe.enabled ? c.moe.num_experts : 0;
+  router_.assign(L, {});
+  Reset();
+}
+
+void SeedCache::Reset() {
+  length_ = 0;
+  std::fill(slot_pos_.begin(), slot_pos_.end(), -1);
+  live_.clear();
+  for (auto& imp : importance_) std::fill(imp.begin(), imp.end(), 0.0f);
+  std::fill(prune_score_.begin(), prune_score_.end(), 1.0f);
+  for (auto& h : hca_hist_) h.clear();  // capacity kept: no allocation on reuse
+  for (auto& a : adapter_out_) a.clear();
+  adapter_ready_ = false;
+  if (pruner_) pruner_->Reset();    // S-063: the adapted efficiency factor is per request
+  for (RouterState& r : router_) {  // S-053: the reweighting bias is per request
+    r.bias.assign(num_experts_, 0.0f);
+    r.cumulative.assign(num_experts_, 0);
+    r.reweight_count = 0;
+  }
+  evicted_total_ = 0;
+  peak_live_ = 0;
 }
 
 void SeedCache::Evict(int64_t pos) {
@@ -129,6 +220,12 @@ void SeedCache::Evict(int64_t pos) {
 
 void SeedCache::Truncate(int64_t n) {
   CHECK(n >= 0 && n <= length_);
+  if (n == 0) {  // a new request (the engine reuses its slots' caches)
+    Reset();
+    return;
+  }
+  // A rollback to n > 0 keeps the pruner's evictions among positions < n and
+  // its efficiency factor (they cannot be undone).
   std::vector<int32_t> keep;
   for (int32_t s : live_) {
     if (slot_pos_[s] < n) {
@@ -142,7 +239,6 @@ void SeedCache::Truncate(int64_t n) {
     if (h.size() > static_cast<size_t>(n * hidden_)) h.resize(static_cast<size_t>(n * hidden_));
   }
   length_ = n;
-  if (n == 0) adapter_ready_ = false;
 }
 
 std::vector<int64_t> SeedCache::live_positions() const {
@@ -185,7 +281,10 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   m->config_ = config;
   m->reader_ = reader;
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
-  RETURN_IF_ERROR(m->Bind(*reader, options.metadata));
+  ASSIGN_OR_RETURN(
+      LayoutMap layouts,
+      ReadLayouts(*reader, options.metadata.empty() ? ReaderMetadata(*reader) : options.metadata));
+  RETURN_IF_ERROR(m->Bind(*reader, layouts));
   m->router_state_.assign(config.num_hidden_layers, {});
   m->op_counts_.assign(config.num_hidden_layers, {});
   m->info_.architecture =
@@ -204,13 +303,12 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   return m;
 }
 
-Status SeedModel::Bind(const CheckpointReader& r,
-                       const std::map<std::string, std::string>& metadata) {
+Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts) {
   const SeedConfig& c = config_;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(),
                 L = c.num_hidden_layers;
   const int64_t I = c.intermediate_size, KV = c.kv_dim(), V = c.vocab_size;
-  Binder b(r);
+  Binder b(r, layouts, relaid_);
   embed_ = b.Get("model.embed_tokens.weight", {V, H});
   final_norm_ = b.Vec("model.norm.weight", {H});
   if (b.Has("lm_head.weight") || !c.tie_word_embeddings) {
@@ -287,9 +385,9 @@ Status SeedModel::Bind(const CheckpointReader& r,
           ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 && ti->shape[0] % 2 == 0
               ? ti->shape[0]
               : c.intermediate_size;
-      TensorView w = b.Get(n("mlp.ced_weight"), {I, H});
+      TensorView w = b.GetStored(n("mlp.ced_weight"), {I, H});
       if (w.data != nullptr) {
-        const Layout stored = StoredLayout(r, metadata, n("mlp.ced_weight"));
+        const Layout stored = b.StoredLayout(n("mlp.ced_weight"));
         if (stored == Layout::kColMajor) {
           if (IsBlockDType(w.dtype)) {
             b.Problem(n("mlp.ced_weight") + ": col_major " + std::string(DTypeName(w.dtype)) +
@@ -478,14 +576,21 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
     std::vector<float>& hist = c.hca_hist_[l];
     hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
-    if (cfg.hca.stats == "sequence") {  // C-15: every token of this sequence so far
-      FeatureStats(hist.data(), static_cast<int64_t>(hist.size()) / H, H, cfg.hca.eps, m.mu,
-                   m.sigma);
-    } else {  // the seed's batch mode: this call's tokens
-      FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
-    }
     m.g_hca.resize(T * H);
-    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(), m.hca);
+    const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
+    if (cfg.hca.stats == "causal") {  // C-15: each token over the sequence up to it
+      PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
+      HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(),
+                      m.w_mean.data(), m.hca);
+    } else {
+      if (cfg.hca.stats == "whole_call") {  // every token so far, this call's later ones too
+        FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
+      } else {  // "batch", the seed's mode: this call's tokens
+        FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
+      }
+      HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
+              m.hca);
+    }
     if (cfg.moe.router_input == "hca") router_in = m.g_hca.data();
   }
   if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;
@@ -527,12 +632,15 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     external = it->second.data();
   }
   RouteResult& rr = stats.routes[l];
-  Status st = Route(cfg.moe, ro, router_state_[l], m.logits.data(), N, c.length_ + T, external, rr,
-                    &m.route);
+  Status st =
+      Route(cfg.moe, ro, c.router_[l], m.logits.data(), N, c.length_ + T, external, rr, &m.route);
   if (!st.ok()) {
     status = st.WithContext("layer " + std::to_string(l) + " router");
     return;
   }
+  std::vector<int64_t>& telemetry = router_state_[l].cumulative;  // S-046, every sequence
+  if (telemetry.empty()) telemetry.assign(E, 0);
+  for (int64_t e = 0; e < E; ++e) telemetry[e] += rr.counts[e];
   // S-048: dispatch the dispatched rows per expert, combine back in place.
   const float* xin = f;
   if (N != T) {

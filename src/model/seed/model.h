@@ -16,16 +16,23 @@
 // Per-request state lives in SeedCache: slotted K/V (positions never
 // renumbered; evicted slots reused), CSA importance per cached token, HCA
 // feature history (per-sequence statistics), the TaskAdapter outputs, the
-// frozen RoPE parameters and the pruner state. Theta is frozen per request from
+// frozen RoPE parameters, the pruner state (adaptive efficiency factor) and the
+// router's reweighting bias (S-053). Theta is frozen per request from
 // NewCache(max_tokens) (C-11): max_tokens is the request's expected context.
+// Truncate(0) resets all of it, so a cache reused for another request (the
+// serving engine's slots) computes exactly as a new one: no request changes
+// another's evictions, routing or logits.
 //
-// Not causal by the digest, so prefill and incremental decode differ: HCA
-// per-sequence statistics (C-15: a prefill's statistics cover the whole prompt),
-// capacity per forward (S-044: N is the call's token count), the seed-literal
+// HCA statistics are causal by default (C-15, updated across the prompt: each
+// token's over the tokens up to it), so they keep prefill == incremental decode.
+// Not causal, so prefill and incremental decode differ: capacity per forward
+// (S-044: N is the call's token count), HCA statistics under hca.stats
+// "whole_call" (a prefill's cover the whole call) or "batch", the seed-literal
 // CSA global mode (C-08). With those off, prefill == incremental.
 #ifndef DSV4_MODEL_SEED_MODEL_H_
 #define DSV4_MODEL_SEED_MODEL_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,8 +77,10 @@ struct BlockOpCounts {
 // capacity override, pruner switch, CED dispatch, op profiling.
 struct SeedRuntimeOptions {
   RouterOptions router;
-  bool pruner = true;          // run the SemanticKVPruner when the model has one
-  int64_t pruner_budget = -1;  // < 0: the config's kv_budget (read by NewCache)
+  bool pruner = true;  // run the SemanticKVPruner when the model has one
+  // < 0: the config's kv_budget; else at least kv_pruner.min_budget() (read by
+  // NewCache; ApplyEngineOptions validates --kv-budget).
+  int64_t pruner_budget = -1;
   bool hca_skip_override = false;
   double hca_skip_threshold = 0;  // with hca_skip_override
   // S-052 Mode C through Forward: layer → weights [N, k] for the next calls'
@@ -139,7 +148,10 @@ class SeedModel final : public Model {
   void SetRuntimeOptions(const SeedRuntimeOptions& o);
   const SeedRuntimeOptions& runtime_options() const { return runtime_; }
   const SeedStepStats& last_step() const { return stats_; }
-  RouterState& router_state(int64_t layer) { return router_state_[layer]; }
+  // Router telemetry of layer `layer` over every sequence since load: the
+  // cumulative assignment counts (S-046). The selection bias of S-053
+  // reweighting is per sequence (SeedCache::router_state).
+  const RouterState& router_state(int64_t layer) const { return router_state_[layer]; }
   float ced_scale(int64_t layer) const { return layers_[layer].ced_scale; }
   // The CED MLP weights layer `layer` computes with (views; S-079: over the
   // checkpoint's own mapped bytes unless a layout override made a copy).
@@ -183,7 +195,7 @@ class SeedModel final : public Model {
   };
 
   SeedModel() = default;
-  Status Bind(const CheckpointReader& r, const std::map<std::string, std::string>& metadata);
+  Status Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts);
   void Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
            float* out, SeedStepStats& stats, Status& status);
   void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
@@ -198,6 +210,7 @@ class SeedModel final : public Model {
   TensorView embed_, lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
+  std::deque<OwnedMatrix> relaid_;  // row-major copies of col_major tensors (not ced_weight)
   TaskAdapterWeights adapter_;
   PrunerWeights pruner_;
   bool has_pruner_ = false;
@@ -245,12 +258,16 @@ class SeedCache final : public SequenceCache {
   int64_t peak_live() const { return peak_live_; }
   // The TaskAdapter output of layer l ([F]; empty before the first Forward).
   const std::vector<float>& adapter_out(int64_t l) const { return adapter_out_[l]; }
+  // Layer l's router state for this sequence (S-053 reweighting bias, counts).
+  const RouterState& router_state(int64_t l) const { return router_[l]; }
 
  private:
   friend class SeedModel;
   // budget_override >= 0 replaces the config's kv_budget (SeedRuntimeOptions).
   SeedCache(const SeedConfig& c, int64_t max_tokens, int64_t budget_override);
   void Evict(int64_t pos);
+  // Truncate(0): every per-request member back to what the constructor made.
+  void Reset();
 
   int64_t length_ = 0;
   int64_t kv_dim_ = 0;
@@ -265,6 +282,8 @@ class SeedCache final : public SequenceCache {
   bool adapter_ready_ = false;
   RopeParams rope_;
   std::unique_ptr<KvPrunerPolicy> pruner_;
+  std::vector<RouterState> router_;  // [L] (MoE layers: bias and counts sized E)
+  int64_t num_experts_ = 0;
   int64_t evicted_total_ = 0;
   int64_t peak_live_ = 0;
 };
