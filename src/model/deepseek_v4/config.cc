@@ -477,6 +477,12 @@ Status ReadSchedule(FieldReader& f, const Json& root, const std::string& source,
     }
     c.num_hash_layers = n_hash;
   }
+  // DSpark's target layers, kept in layer order (the reference collects them
+  // in its layer loop whatever the order of the list).
+  if (auto targets = f.IntList({"dspark_target_layer_ids"})) {
+    std::sort(targets->begin(), targets->end());
+    c.dspark_target_layer_ids = *targets;
+  }
   return f.status();
 }
 
@@ -624,7 +630,17 @@ Status DeepSeekV4Config::Validate() const {
     }
   }
   const int64_t n_ratios = static_cast<int64_t>(compress_ratios.size());
-  if (n_ratios != num_hidden_layers && n_ratios != n_layers_total()) {
+  if (dspark() && n_ratios <= num_hidden_layers) {
+    return Field("compress_ratios", "a list of " + Str(n_ratios) + " entries",
+                 "with dspark_block_size > 0, one entry per main layer (" + Str(num_hidden_layers) +
+                     ") and then one 0 per DSpark draft stage");
+  }
+  if (dspark() && n_draft_layers() > 16) {
+    return Field(
+        "compress_ratios", "a list of " + Str(n_ratios) + " entries",
+        "at most 16 DSpark draft stages after the " + Str(num_hidden_layers) + " main layers");
+  }
+  if (!dspark() && n_ratios != num_hidden_layers && n_ratios != n_layers_total()) {
     return Field("compress_ratios", "a list of " + Str(n_ratios) + " entries",
                  "one entry per layer: " + Str(num_hidden_layers) + " (+ " +
                      Str(num_nextn_predict_layers) + " MTP) entries");
@@ -636,9 +652,29 @@ Status DeepSeekV4Config::Validate() const {
                    "0 (window), 4 (CSA) or another ratio in 1..65536 (HCA)");
     }
   }
-  if (n_ratios > num_hidden_layers && compress_ratios[num_hidden_layers] != 0) {
-    return Field("compress_ratios[" + Str(num_hidden_layers) + "]",
-                 Str(compress_ratios[num_hidden_layers]), "0 (the MTP layer is window-only)");
+  for (int64_t l = num_hidden_layers; l < n_ratios; ++l) {
+    if (compress_ratios[l] != 0) {
+      return Field("compress_ratios[" + Str(l) + "]", Str(compress_ratios[l]),
+                   "0 (draft layers are window-only)");
+    }
+  }
+  if (dspark()) {
+    if (dspark_target_layer_ids.empty()) {
+      return Field("dspark_target_layer_ids", "[]",
+                   "the main layers (in [0, " + Str(num_hidden_layers) +
+                       ")) whose outputs feed the DSpark draft");
+    }
+    for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
+      const int64_t id = dspark_target_layer_ids[i];
+      if (id < 0 || id >= num_hidden_layers || (i > 0 && id <= dspark_target_layer_ids[i - 1])) {
+        return Field("dspark_target_layer_ids[" + Str(static_cast<int64_t>(i)) + "]", Str(id),
+                     "distinct main-layer indices in [0, " + Str(num_hidden_layers) + ")");
+      }
+    }
+    if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size) {
+      return Field("dspark_noise_token_id", Str(int64_t{dspark_noise_token_id}),
+                   "an id in [0, vocab_size)");
+    }
   }
   return Status::Ok();
 }

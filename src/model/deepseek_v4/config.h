@@ -12,6 +12,7 @@
 #ifndef DSV4_MODEL_DEEPSEEK_V4_CONFIG_H_
 #define DSV4_MODEL_DEEPSEEK_V4_CONFIG_H_
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdint>
@@ -104,10 +105,18 @@ struct DeepSeekV4Config {
   double hc_eps = 1e-6;
 
   double rms_norm_eps = 1e-6;            // (norm_eps)
-  int64_t num_nextn_predict_layers = 1;  // MTP layers (n_mtp_layers)
+  int64_t num_nextn_predict_layers = 1;  // NextN MTP layers (n_mtp_layers)
   int32_t bos_token_id = 0;
   int32_t eos_token_id = 1;
   bool tie_word_embeddings = false;
+
+  // ---- DSpark draft module (spec §13; the 0731 releases); block size 0 = none ----
+  // Its S stages are the compress_ratios entries past the L main layers (all
+  // 0: window-only); num_nextn_predict_layers does not count them.
+  int64_t dspark_block_size = 0;                 // B: tokens drafted per step
+  int32_t dspark_noise_token_id = 0;             // fills block rows 1 .. B−1
+  std::vector<int64_t> dspark_target_layer_ids;  // main layers feeding the draft, ascending
+  int64_t dspark_markov_rank = 256;              // r: the Markov head's rank
 
   // ---- weight formats ----
   ExpertDType expert_dtype = ExpertDType::kDefault;
@@ -122,7 +131,14 @@ struct DeepSeekV4Config {
   bool qat_simulation = false;
 
   // ---- derived ----
-  int64_t n_layers_total() const { return num_hidden_layers + num_nextn_predict_layers; }
+  bool dspark() const { return dspark_block_size > 0; }
+  // The draft layers after the main stack: the DSpark stages, else the NextN MTP layers.
+  int64_t n_draft_layers() const {
+    return dspark() ? std::max<int64_t>(
+                          0, static_cast<int64_t>(compress_ratios.size()) - num_hidden_layers)
+                    : num_nextn_predict_layers;
+  }
+  int64_t n_layers_total() const { return num_hidden_layers + n_draft_layers(); }
   int64_t head_dim_nope() const { return head_dim - qk_rope_head_dim; }
   int64_t hc_dim() const { return hc_mult * hidden_size; }        // C·D
   int64_t hc_mix_dim() const { return (2 + hc_mult) * hc_mult; }  // M = (2 + C)·C
@@ -210,6 +226,9 @@ void VisitConfigFields(Config& c, Visitor&& v) {
   v(ConfigField{"rms_norm_eps", {"norm_eps"}}, c.rms_norm_eps);
   v(ConfigField{"num_nextn_predict_layers", {"n_mtp_layers"}, 0, 16, "0..16"},
     c.num_nextn_predict_layers);
+  v(ConfigField{"dspark_block_size", {}, 0, 64, "0 (no DSpark) .. 64"}, c.dspark_block_size);
+  v(ConfigField{"dspark_noise_token_id"}, c.dspark_noise_token_id);
+  v(ConfigField{"dspark_markov_rank", {}, 1, int64_t{1} << 16}, c.dspark_markov_rank);
   v(ConfigField{"bos_token_id"}, c.bos_token_id);
   v(ConfigField{"tie_word_embeddings"}, c.tie_word_embeddings);
   v(ConfigField{"torch_dtype"}, c.torch_dtype);

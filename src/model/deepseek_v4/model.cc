@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/mapped_file.h"
+#include "model/deepseek_v4/dspark.h"
 #include "ops/matmul.h"
 
 #include "io/safetensors.h"  // OpenCheckpointDir
@@ -175,7 +176,7 @@ Result<DeepSeekV4Cache*> DeepSeekV4Model::CheckCall(SequenceCache& seq, LayerRol
 
 void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
                                std::span<const int32_t> tokens, std::span<const Segment> segments,
-                               const Tracer& trace) {
+                               const Tracer& trace, const DraftAttention* draft) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
   const int64_t l = plan.layer;
@@ -206,6 +207,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   // The projections over all rows; attention per sequence on its own cache
   // (the MTP cache holds the one MTP layer at index 0).
   AttentionProject(ctx, lw.attn, h, T, attn_scratch_);
+  if (draft != nullptr) DSparkAttentionCore(ctx, lw.attn, draft->p, T, *draft->ring, attn_scratch_);
   for (const Segment& sg : segments) {
     AttentionState& state = sg.cache->layer(plan.role == LayerRole::kMtp ? 0 : l);
     AttentionCore(ctx, lw.attn, TokenRun{.row0 = sg.row0, .n_tokens = sg.n, .pos0 = sg.pos0}, state,
@@ -271,6 +273,28 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const S
   for (const LayerPlan& plan : plans_) {
     if (plan.role != LayerRole::kMain) continue;
     RunBlock(plan, w.layers[plan.layer], tokens, segments, trace);
+    if (has_dspark()) CaptureFeatures(plan.layer, T);
+  }
+}
+
+void DeepSeekV4Model::CaptureFeatures(int64_t layer, int64_t n_rows) {
+  const std::vector<int64_t>& targets = config_.dspark_target_layer_ids;
+  const auto it = std::find(targets.begin(), targets.end(), layer);
+  if (it == targets.end()) return;
+  const int64_t D = config_.hidden_size, C = config_.hc_mult;
+  const int64_t nT = static_cast<int64_t>(targets.size()), i = it - targets.begin();
+  if (static_cast<int64_t>(features_all_.size()) < n_rows * nT * D) {
+    features_all_.resize(n_rows * nT * D);
+  }
+  const float inv = 1.0f / static_cast<float>(C);
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const float* xt = x_.data() + t * C * D;  // [C, D]
+    float* f = features_all_.data() + (t * nT + i) * D;
+    for (int64_t d = 0; d < D; ++d) {
+      float sum = 0.0f;
+      for (int64_t c = 0; c < C; ++c) sum += xt[c * D + d];
+      f[d] = sum * inv;
+    }
   }
 }
 
@@ -287,6 +311,9 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
   cache->Append(tokens);
   const int64_t end = cache->length();
   hidden_.resize(T * row);  // [T, C, D]; keeps its capacity
+  const int64_t frow =
+      has_dspark() ? static_cast<int64_t>(c.dspark_target_layer_ids.size()) * c.hidden_size : 0;
+  features_.resize(T * frow);  // [T, nT·D]
 
   // A replay of [computed, first_new) after a deep Truncate, then the new
   // tokens, in segments that end at the rollback checkpoints.
@@ -302,6 +329,8 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
     if (b >= seg_end) continue;
     std::copy_n(x_.data() + (b - pos0) * row, (seg_end - b) * row,
                 hidden_.data() + (b - first_new) * row);
+    std::copy_n(features_all_.data() + (b - pos0) * frow, (seg_end - b) * frow,
+                features_.data() + (b - first_new) * frow);
     // ---- Head: HC head collapse → final norm → fp32 logits (§3.3, §6.2) ----
     if (all_logits) {
       Head(weights_.hc_head, weights_.norm, -1, x_.data() + (b - pos0) * row, seg_end - b,
@@ -505,6 +534,151 @@ Status DeepSeekV4Model::ForwardMtp(std::span<const int32_t> next_tokens,
   mtp_hidden_.assign(x, x + T * C * D);
   Head(m.hc_head, m.norm, l, x + (all_logits ? 0 : T - 1) * C * D, all_logits ? T : 1,
        logits.data(), trace);
+  return Status::Ok();
+}
+
+Status DeepSeekV4Model::DSparkObserve(std::span<const float> features, SequenceCache& seq) {
+  const DeepSeekV4Config& c = config_;
+  if (!has_dspark()) {
+    return Unimplemented(reader_->path() + ": the checkpoint has no DSpark module (mtp.*)",
+                         "speculative decoding with DSpark needs a -DSpark / 0731 checkpoint");
+  }
+  const int64_t D = c.hidden_size;
+  const int64_t frow = static_cast<int64_t>(c.dspark_target_layer_ids.size()) * D;
+  if (features.empty() || static_cast<int64_t>(features.size()) % frow != 0) {
+    return InvalidArgument(
+        "DeepSeek-V4 DSparkObserve: features have " + std::to_string(features.size()) +
+        " floats, expected a whole number of rows of nT·D = " + std::to_string(frow));
+  }
+  const int64_t n = static_cast<int64_t>(features.size()) / frow;
+  auto* cache = dynamic_cast<DeepSeekV4Cache*>(&seq);
+  if (cache == nullptr || cache->owner() != this || cache->role() != LayerRole::kMtp) {
+    return InvalidArgument(
+        "DeepSeek-V4 DSparkObserve: the cache was not made by this model's "
+        "NewMtpCache");
+  }
+  if (cache->length() + n > cache->max_tokens()) {
+    return ResourceExhausted("context full: " + std::to_string(cache->length() + n) +
+                                 " draft positions > " + std::to_string(cache->max_tokens()),
+                             "use a shorter prompt or fewer --max-tokens");
+  }
+  const DSparkWeights& d = *weights_.dspark;
+  const Tracer trace(&trace_fn_, c.num_hidden_layers);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  ThreadPool& pool = *pool_;
+  const int64_t pos0 = cache->length();
+  // ---- main_x = main_norm(main_proj · F) -> [n, D], one for every stage ----
+  if (static_cast<int64_t>(dspark_x_.size()) < n * D) dspark_x_.resize(n * D);
+  float* main_x = dspark_x_.data();
+  Linear(pool, main_x, LinearInput(pool, features.data(), n, d.main_proj, numerics_, mtp_act_),
+         d.main_proj, n);
+  for (int64_t t = 0; t < n; ++t)
+    RmsNorm(main_x + t * D, main_x + t * D, d.main_norm.data(), D, eps);
+  trace("dspark.main_x", -1, main_x, {n, D});
+  for (size_t s = 0; s < d.stages.size(); ++s) {
+    const LayerPlan& plan = plans_[c.num_hidden_layers + s];
+    const LayerContext ctx{.pool = pool,
+                           .config = c,
+                           .plan = plan,
+                           .rope = rope_[plan.layer],
+                           .numerics = numerics_,
+                           .trace = trace};
+    DSparkRingRows(ctx, d.stages[s].attn, main_x, n, pos0, cache->layer(s).ring, dspark_kv_,
+                   mtp_act_);
+  }
+  // The cache counts positions; its ids are not used (the rings never replay).
+  dspark_ids_.assign(n, 0);
+  cache->Append(dspark_ids_);
+  cache->Computed(cache->length());
+  return Status::Ok();
+}
+
+Status DeepSeekV4Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const DraftPick& pick,
+                                    DSparkBlock& out) {
+  const DeepSeekV4Config& c = config_;
+  if (!has_dspark()) {
+    return Unimplemented(reader_->path() + ": the checkpoint has no DSpark module (mtp.*)",
+                         "speculative decoding with DSpark needs a -DSpark / 0731 checkpoint");
+  }
+  auto* cache = dynamic_cast<DeepSeekV4Cache*>(&seq);
+  if (cache == nullptr || cache->owner() != this || cache->role() != LayerRole::kMtp) {
+    return InvalidArgument(
+        "DeepSeek-V4 DSparkDraft: the cache was not made by this model's "
+        "NewMtpCache");
+  }
+  if (cache->length() == 0) {
+    return InvalidArgument("DeepSeek-V4 DSparkDraft: no committed position yet",
+                           "DSparkObserve the prompt's target features first");
+  }
+  const int64_t V = c.vocab_size;
+  if (anchor < 0 || anchor >= V) {
+    return InvalidArgument("token id " + std::to_string(anchor) +
+                           " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  }
+  const DSparkWeights& d = *weights_.dspark;
+  const int64_t B = c.dspark_block_size, D = c.hidden_size, C = c.hc_mult;
+  const int64_t r = c.dspark_markov_rank, p = cache->length() - 1;
+  const Tracer trace(&trace_fn_, c.num_hidden_layers);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  ThreadPool& pool = *pool_;
+  EnsureScratch(B);
+  EnsureContextScratch(cache->max_tokens());
+  out.tokens.resize(B);
+  out.logits.resize(B * V);
+  out.markov_bias.resize(B * V);
+  out.confidence.resize(B);
+
+  // ---- Block input: [anchor, noise, ...] at positions p+1 .. p+B, C copies ----
+  dspark_ids_.assign(B, c.dspark_noise_token_id);
+  dspark_ids_[0] = anchor;
+  float* x = x_.data();  // [B, C, D]
+  float* u = u_.data();  // [B, D]
+  for (int64_t j = 0; j < B; ++j) {
+    DequantizeRow(weights_.embed.dtype, weights_.embed[dspark_ids_[j]].data, D, u + j * D);
+    for (int64_t s = 0; s < C; ++s) std::copy_n(u + j * D, D, x + (j * C + s) * D);
+  }
+  trace("dspark.in", -1, x, {B, C, D});
+
+  // ---- The stages: mHC blocks with DSpark attention and scored MoE ----
+  for (size_t s = 0; s < d.stages.size(); ++s) {
+    const LayerPlan& plan = plans_[c.num_hidden_layers + s];
+    const DraftAttention draft{.p = p, .ring = &cache->layer(s).ring};
+    RunBlock(plan, d.stages[s], dspark_ids_, {}, trace, &draft);
+  }
+
+  // ---- Head: y = hc_head(X) [B, D]; U = norm(y) · headᵀ [B, V] (the shared head) ----
+  HcHead(pool, hc_, d.hc_head, x, B, HcMix{.mix = mix_.data(), .pre = pre_.data()}, u);
+  trace("dspark.hc_head_out", -1, u, {B, D});
+  dspark_y_.assign(u, u + B * D);
+  float* h = h_.data();
+  for (int64_t j = 0; j < B; ++j) RmsNorm(h + j * D, u + j * D, d.norm.data(), D, eps);
+  trace("dspark.final_norm_out", -1, h, {B, D});
+  ops::MatMul(pool, out.logits.data(), h, weights_.head, B);
+
+  // ---- Markov loop: row j adds W2 · W1[prev_j] (prev_0 = anchor, then the drafts) ----
+  dspark_e_.resize(r);
+  int32_t prev = anchor;
+  for (int64_t j = 0; j < B; ++j) {
+    DequantizeRow(d.markov_w1.dtype, d.markov_w1[prev].data, r, dspark_e_.data());
+    float* bias = out.markov_bias.data() + j * V;
+    ops::MatMul(pool, bias, dspark_e_.data(), d.markov_w2, 1);  // [V] fp32
+    float* row = out.logits.data() + j * V;
+    for (int64_t v = 0; v < V; ++v) row[v] += bias[v];
+    // Confidence logit w · [y_j ; e_j] (y before the final norm), no bias.
+    double conf = 0.0;
+    const float* y = dspark_y_.data() + j * D;
+    for (int64_t i = 0; i < D; ++i) conf += static_cast<double>(d.confidence[i]) * y[i];
+    for (int64_t i = 0; i < r; ++i) conf += static_cast<double>(d.confidence[D + i]) * dspark_e_[i];
+    out.confidence[j] = static_cast<float>(conf);
+    const int32_t next = pick(std::span<float>(row, V), j);
+    if (next < 0 || next >= V) {
+      return InvalidArgument("DeepSeek-V4 DSparkDraft: the pick of row " + std::to_string(j) +
+                             " is token " + std::to_string(next) + ", outside [0, " +
+                             std::to_string(V) + ")");
+    }
+    out.tokens[j] = next;
+    prev = next;
+  }
   return Status::Ok();
 }
 

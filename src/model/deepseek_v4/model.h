@@ -18,6 +18,7 @@
 #ifndef DSV4_MODEL_DEEPSEEK_V4_MODEL_H_
 #define DSV4_MODEL_DEEPSEEK_V4_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,6 +110,36 @@ class DeepSeekV4Model final : public Model {
   Status ForwardMtp(std::span<const int32_t> next_tokens, std::span<const float> main_hidden,
                     SequenceCache& mtp_cache, std::span<float> logits, bool all_logits);
 
+  // ---- DSpark (spec §13; speculative decoding) ----
+  bool has_dspark() const { return weights_.dspark.has_value(); }
+  // The target features [T, nT·D] of the last Forward call's T tokens: per
+  // token, the mean over the C streams of each target layer's output,
+  // concatenated in layer order (spec §13.4). Empty without DSpark.
+  std::span<const float> last_features() const { return features_; }
+  // NewMtpCache makes the DSpark cache too: every stage's ring of main_kv rows
+  // (all rows kept, so any Truncate is in place).
+  // Appends the rows of the next n committed positions (from
+  // draft_cache.length()) to the stages' rings, from their target features
+  // [n, nT·D] (e.g. rows of last_features()). Only committed positions may be
+  // written (spec §13.6): after a verification, the accepted ones.
+  Status DSparkObserve(std::span<const float> features, SequenceCache& draft_cache);
+  // One draft block (spec §13.5): the B = dspark_block_size tokens after
+  // `anchor`, the token at position p + 1 with p = draft_cache.length() − 1.
+  // Row j: logits[j] = the shared head on the draft's output plus the Markov
+  // bias of the previous token (the anchor, then the drafts); `pick` chooses
+  // token j+1 from that row (argmax for greedy; it may sample, and may read
+  // or change the row), which is then the previous token of row j+1;
+  // confidence[j] = the confidence logit of row j.
+  struct DSparkBlock {
+    std::vector<int32_t> tokens;     // [B] d_1 .. d_B
+    std::vector<float> logits;       // [B, V] Markov-corrected, fp32
+    std::vector<float> markov_bias;  // [B, V] the Markov bias alone
+    std::vector<float> confidence;   // [B] raw logits (sigmoid: P(accepted | earlier accepted))
+  };
+  using DraftPick = std::function<int32_t(std::span<float> logits_row, int64_t row)>;
+  Status DSparkDraft(int32_t anchor, SequenceCache& draft_cache, const DraftPick& pick,
+                     DSparkBlock& out);
+
   // Named intermediates go to `fn` during Forward, under the golden-dump names
   // of tests/data/deepseek_v4/README.md ("embed", "layers.{i}.hc_attn.pre",
   // "layers.{i}.attn_norm_out", "layers.{i}.attn.q", "layers.{i}.attn_out",
@@ -133,10 +164,21 @@ class DeepSeekV4Model final : public Model {
   Result<DeepSeekV4Cache*> CheckCall(SequenceCache& cache, LayerRole role,
                                      std::span<const int32_t> tokens, std::span<float> logits,
                                      bool all_logits) const;
+  // A DSpark stage's attention (instead of the segments'): block rows after
+  // position p, keys from `ring`.
+  struct DraftAttention {
+    int64_t p = 0;
+    const RowHistory* ring = nullptr;
+  };
   // One block (mHC + attention, mHC + MoE) on x_ [N, C, D], in place: the
-  // linears over all N rows, attention per segment on its cache's layer state.
+  // linears over all N rows, attention per segment on its cache's layer state
+  // (or, for a DSpark stage, `draft`).
   void RunBlock(const LayerPlan& plan, const LayerWeights& lw, std::span<const int32_t> tokens,
-                std::span<const Segment> segments, const Tracer& trace);
+                std::span<const Segment> segments, const Tracer& trace,
+                const DraftAttention* draft = nullptr);
+  // DSpark target capture after main layer `layer` (spec §13.4): the stream
+  // means of x_'s N rows into features_all_.
+  void CaptureFeatures(int64_t layer, int64_t n_rows);
   // HC head → norm → logits [n, V] of the residual rows x [n, C, D].
   void Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm, int64_t layer,
             const float* x, int64_t n, float* logits, const Tracer& trace);
@@ -181,6 +223,13 @@ class DeepSeekV4Model final : public Model {
   std::vector<float> mtp_act_;         // activation-quant copies (MTP projections)
   std::vector<float> hidden_;          // [T, C, D] the last Forward's final residual (new tokens)
   std::vector<float> mtp_hidden_;      // [T, C, D] the last ForwardMtp's block output
+  std::vector<float> features_all_;    // [N, nT·D] DSpark target features of RunMain's rows
+  std::vector<float> features_;        // [T, nT·D] those of the last Forward's new tokens
+  std::vector<float> dspark_x_;        // [n, D] main_x of DSparkObserve
+  std::vector<float> dspark_kv_;       // [n, A] main_kv
+  std::vector<float> dspark_y_;        // [B, D] the draft's HC-head output (confidence input)
+  std::vector<float> dspark_e_;        // [r] the Markov embedding of the previous token
+  std::vector<int32_t> dspark_ids_;    // [B] the block's ids: anchor, noise ...
   std::vector<int32_t> batch_tokens_;  // [N] ForwardBatch: the segments' tokens
   std::vector<Segment> segments_;      // ForwardBatch: this round's segments
   std::vector<float> head_x_;          // [n, C, D] ForwardBatch: rows that need logits

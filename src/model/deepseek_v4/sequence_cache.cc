@@ -14,7 +14,8 @@ DeepSeekV4Cache::DeepSeekV4Cache(const void* owner, const DeepSeekV4Config& conf
   if (role == LayerRole::kMtp) rollback_.horizon = RollbackOptions::kAll;
   for (const LayerPlan& p : plans) {
     if (p.role != role) continue;
-    if (role == LayerRole::kMtp && !layers_.empty()) break;
+    // A NextN cache holds the first MTP layer; a DSpark cache every stage.
+    if (role == LayerRole::kMtp && !config.dspark() && !layers_.empty()) break;
     AttentionState& s = layers_.emplace_back();
     s.Init(config, p, rollback_.horizon);
     s.Reserve(max_tokens);

@@ -88,6 +88,13 @@ constexpr TensorNameRow kTable[] = {
   {S::kMtp, "hc_head_fn",    "", ""},
   {S::kMtp, "hc_head_base",  "", ""},
   {S::kMtp, "hc_head_scale", "", ""},
+  // DSpark (spec §13.3): stage 0 reads the target features, the last stage has the heads
+  {S::kMtp, "main_proj.weight", "", ""},
+  {S::kMtp, "main_proj.scale",  "", ""},
+  {S::kMtp, "main_norm.weight", "", ""},
+  {S::kMtp, "markov_head.markov_w1.weight", "", ""},
+  {S::kMtp, "markov_head.markov_w2.weight", "", ""},
+  {S::kMtp, "confidence_head.proj.weight",  "", ""},
 };
 // clang-format on
 

@@ -49,7 +49,24 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
                     .expert = expert,
                     .per_token = expert < 0});
     };
-    if (mtp) {  // spec §6.3
+    if (mtp && c.dspark()) {  // spec §13.3
+      const int64_t stage = p.layer - c.num_hidden_layers, n_stages = c.n_draft_layers();
+      const int64_t nT = static_cast<int64_t>(c.dspark_target_layer_ids.size());
+      const int64_t r = c.dspark_markov_rank;
+      if (stage == 0) {
+        add("main_proj.weight", {D, nT * D}, K::kLinear);
+        add("main_norm.weight", {D}, K::kVector);
+      }
+      if (stage == n_stages - 1) {
+        add("norm.weight", {D}, K::kVector);
+        add("hc_head_fn", {C, C * D}, K::kMatrix);
+        add("hc_head_base", {C}, K::kF32Param);
+        add("hc_head_scale", {1}, K::kF32Param);
+        add("markov_head.markov_w1.weight", {V, r}, K::kMatrix);
+        add("markov_head.markov_w2.weight", {V, r}, K::kMatrix);
+        add("confidence_head.proj.weight", {1, D + r}, K::kVector);
+      }
+    } else if (mtp) {  // spec §6.3
       add("e_proj.weight", {D, D}, K::kLinear);
       add("h_proj.weight", {D, D}, K::kLinear);
       add("enorm.weight", {D}, K::kVector);
@@ -634,11 +651,14 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
                         "'model.embed_tokens.weight' (HF), 'token_embd.weight' (GGUF)",
                     "is this a DeepSeek-V4 checkpoint?");
   }
-  // MTP layers (speculative decoding only) are bound when the checkpoint has
-  // them: their e_proj is present under one of its spellings.
+  // Draft layers (speculative decoding only) are bound when the checkpoint has
+  // them: a NextN layer when its e_proj is present, the DSpark stages when
+  // mtp.0.main_proj is (under one of their spellings).
   std::vector<bool> bind_mtp(plans.size(), false);
+  const bool dspark = c.dspark() && present("mtp.0.main_proj.weight");
   for (size_t i = 0; i < plans.size(); ++i) {
-    bind_mtp[i] = plans[i].role == LayerRole::kMtp && present(plans[i].prefix + "e_proj.weight");
+    if (plans[i].role != LayerRole::kMtp) continue;
+    bind_mtp[i] = c.dspark() ? dspark : present(plans[i].prefix + "e_proj.weight");
   }
   Binder binder(reader, c);
   ForEachWeight(c, plans, [&](const WeightDecl& d) {
@@ -656,6 +676,22 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
     const LayerPlan& p = plans[i];
     if (p.role == LayerRole::kMain) {
       w.layers.push_back(TakeLayer(binder, c, p));
+    } else if (bind_mtp[i] && c.dspark()) {
+      if (!w.dspark) w.dspark.emplace();
+      DSparkWeights& d = *w.dspark;
+      const std::string& x = p.prefix;
+      if (d.stages.empty()) {
+        d.main_proj = TakeLinear(binder, x + "main_proj.weight");
+        d.main_norm = std::move(binder.Get(x + "main_norm.weight").f32);
+      }
+      d.stages.push_back(TakeLayer(binder, c, p));
+      if (static_cast<int64_t>(d.stages.size()) == c.n_draft_layers()) {
+        d.norm = std::move(binder.Get(x + "norm.weight").f32);
+        d.hc_head = TakeHc(binder, x + "hc_head_fn", x + "hc_head_base", x + "hc_head_scale");
+        d.markov_w1 = binder.Get(x + "markov_head.markov_w1.weight").view;
+        d.markov_w2 = binder.Get(x + "markov_head.markov_w2.weight").view;
+        d.confidence = std::move(binder.Get(x + "confidence_head.proj.weight").f32);
+      }
     } else if (bind_mtp[i]) {
       const std::string& x = p.prefix;
       MtpWeights m;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -184,13 +185,28 @@ struct MtpWeights {
   LayerWeights block;              // window attention + scored MoE
 };
 
-struct ModelWeights {
-  TensorView embed;                  // [V, D]
-  TensorView head;                   // [V, D]
-  std::vector<float> norm;           // [D]
+// The DSpark draft module (spec §13.3): S window-only stages; stage 0 also
+// projects the target features, the last stage carries the heads. Embedding
+// and LM head are the main model's.
+struct DSparkWeights {
+  LinearWeight main_proj;            // [D, nT·D] on the concatenated target features
+  std::vector<float> main_norm;      // [D]
+  std::vector<LayerWeights> stages;  // [S] window attention + scored MoE
+  std::vector<float> norm;           // [D] final norm before the shared head
   HyperConnectionWeights hc_head;    // fn [C, C·D], base [C], scale [1]
-  std::vector<LayerWeights> layers;  // the L main layers
-  std::vector<MtpWeights> mtp;       // the MTP layers, when the checkpoint has them
+  TensorView markov_w1;              // [V, r] the previous token's Markov embedding
+  TensorView markov_w2;              // [V, r] Markov bias = W2 · e
+  std::vector<float> confidence;     // [D + r] confidence logit = w · [y ; e] (no bias)
+};
+
+struct ModelWeights {
+  TensorView embed;                     // [V, D]
+  TensorView head;                      // [V, D]
+  std::vector<float> norm;              // [D]
+  HyperConnectionWeights hc_head;       // fn [C, C·D], base [C], scale [1]
+  std::vector<LayerWeights> layers;     // the L main layers
+  std::vector<MtpWeights> mtp;          // the NextN MTP layers, when the checkpoint has them
+  std::optional<DSparkWeights> dspark;  // the DSpark module, when config and checkpoint have it
   // The tensor spelling the checkpoint uses (NameSchemeName), decided per
   // tensor: the first of kSafetensorsSchemes that spells every bound tensor as
   // found, else "mixed (<the spellings found>)".
