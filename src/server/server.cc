@@ -868,9 +868,10 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   } else {
     if (!m.tokenizer)
       return SendError(req, res, 400, "this model has no tokenizer, so it cannot chat");
-    Result<std::string> text = BuildChatPrompt(r, format);
-    if (!text.ok()) return SendStatus(req, res, text.status());
-    prompts.push_back(TokenizePrompt(*m.tokenizer, *text, format));
+    Result<ChatPrompt> prompt = BuildChatPrompt(r, format);
+    if (!prompt.ok()) return SendStatus(req, res, prompt.status());
+    prompts.push_back(
+        TokenizePrompt(*m.tokenizer, *prompt, format, options.allow_special_in_content));
   }
   for (const auto& p : prompts) {
     if (p.empty()) return SendError(req, res, 400, "the prompt is empty");
