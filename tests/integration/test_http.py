@@ -535,3 +535,33 @@ def test_special_token_text_in_content_is_plain():
             s.stop()
     # As text each of the three markers takes several tokens; as specials one.
     assert prompt_tokens[()] >= prompt_tokens[("--allow-special-in-content",)] + 6
+
+
+# ---- over capacity ----
+
+def test_full_engine_answers_503_at_once_to_a_crowd():
+    # One slot, no queue: of 150 clients at once, all but the one running get
+    # 503 without waiting for a thread.
+    s = Server("--threads", "1", "--max-sequences", "1", "--max-queue", "0",
+               "--test-step-delay-ms", "20")
+    try:
+        body = json.dumps({**LONG, "stream": False, "max_tokens": 100}).encode()
+        request = post_head(f"Content-Length: {len(body)}\r\nConnection: close") + body
+
+        def one(_):  # raw sockets: httpx clients would make the client side the bottleneck
+            t = time.monotonic()
+            with connect(s) as sock:
+                sock.sendall(request)
+                status = sock.recv(12)
+            return int(status.split()[1]), time.monotonic() - t
+
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(max_workers=150) as pool:
+            results = list(pool.map(one, range(150)))
+        refused = [t for status, t in results if status == 503]
+        assert len(refused) >= 140
+        print(f"503 to 150 clients at once: p50 {statistics.median(refused) * 1000:.0f} ms, "
+              f"max {max(refused) * 1000:.0f} ms")
+        assert statistics.median(refused) < 0.5
+    finally:
+        s.stop()
