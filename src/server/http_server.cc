@@ -257,7 +257,6 @@ class HttpServer::Connection {
       if (!ReadRequest(first)) break;
       written_ = 0;
       tl_status = 0;
-      start_ = Clock::now();
       Stream stream(*this);
       const bool close = server_.draining();
       bool client_closes = false;
@@ -671,10 +670,11 @@ void HttpServer::Drain(Clock::time_point deadline) {
     const char c = 'x';
     [[maybe_unused]] ssize_t n = ::write(drain_pipe_[1], &c, 1);
   }
-  // Wakes the accept loop; cpp-httplib then closes the listener and waits for
-  // the connections (Threads::shutdown).
+  // Wakes the accept loop (or makes its first accept fail, when it has not
+  // started yet); cpp-httplib then closes the listener and waits for the
+  // connections (Threads::shutdown).
   const socket_t sock = svr_sock_.load();
-  if (sock != INVALID_SOCKET && is_running()) ::shutdown(sock, SHUT_RDWR);
+  if (sock != INVALID_SOCKET) ::shutdown(sock, SHUT_RDWR);
 }
 
 bool HttpServer::past_drain_deadline() const {

@@ -1063,7 +1063,6 @@ Status Server::Bind() {
 }
 
 void Server::Run() {
-  if (impl_->http.draining()) return;
   impl_->http.listen_after_bind();
   impl_->http.ForgetListener();
 }

@@ -794,10 +794,9 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
         if (length != 0 && ranged) {
           // An added token that overlaps a plain range is text there.
           const size_t at = static_cast<size_t>(segment.data() - text.data()) + pos;
-          if (std::any_of(
-                  options.plain_ranges.begin(), options.plain_ranges.end(),
-                  [&](const TextRange& r) { return r.begin < at + length && at < r.end; })) {
-            length = 0;
+          const size_t end = at + length;
+          for (const TextRange& r : options.plain_ranges) {
+            if (r.begin < end && at < r.end) length = 0;
           }
         }
         if (length == 0) {
