@@ -1,14 +1,25 @@
 // `dsv4 serve`: the OpenAI- and Anthropic-compatible HTTP server
 // (server/server.h) over one loaded model and the engine loop
 // (engine/engine.h). Prints "dsv4 serve: listening on http://HOST:PORT" on
-// stdout once the port is bound (tests read it to find an ephemeral port), and
-// stops cleanly on SIGINT / SIGTERM.
+// stdout once the port is bound (tests read it to find an ephemeral port).
+// SIGINT / SIGTERM: stop accepting, let responses in flight finish for
+// --shutdown-grace seconds (then streams end with an error event), exit 0; a
+// second signal exits at once (status 1).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "base/log.h"
@@ -26,8 +37,67 @@ struct ServeArgs {
   EngineOptions engine;
   EngineRuntimeFlags runtime;  // the model's runtime policies, as `dsv4 run` takes them
   std::string chat_format = "auto";
+  std::string api_key_file;
+  double read_timeout_s = 10;
+  double shutdown_grace_s = 10;
   bool test_echo_model = false;
 };
+
+// The API key: --api-key, else --api-key-file, else $DSV4_API_KEY (the flag
+// shows in `ps`; the file and the variable do not). Empty: no key.
+Result<std::string> ResolveApiKey(const ServeArgs& a) {
+  if (!a.server.api_key.empty() && !a.api_key_file.empty()) {
+    return InvalidArgument("both --api-key and --api-key-file are given", "pass one of them");
+  }
+  if (!a.server.api_key.empty()) return a.server.api_key;
+  if (!a.api_key_file.empty()) {
+    std::ifstream in(a.api_key_file, std::ios::binary);
+    if (!in) {
+      return IoError("cannot read the API key file " + a.api_key_file + ": " + std::strerror(errno),
+                     "check --api-key-file's path and permissions");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string key = text.str();
+    // One key, on the file's first line; surrounding whitespace is not part of it.
+    key = key.substr(0, key.find('\n'));
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.erase(0, 1);
+    if (key.empty()) {
+      return InvalidArgument("the API key file " + a.api_key_file + " is empty",
+                             "write the key on its first line");
+    }
+    return key;
+  }
+  if (const char* env = std::getenv("DSV4_API_KEY"); env != nullptr && *env != '\0') {
+    return std::string(env);
+  }
+  return std::string();
+}
+
+// Comma-separated list, entries trimmed, empty ones dropped.
+std::vector<std::string> SplitList(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      while (!item.empty() && item.back() == ' ') item.pop_back();
+      while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+      if (!item.empty()) out.push_back(item);
+    }
+  }
+  return out;
+}
+
+// Each connection holds a descriptor: let the process open as many as its hard limit allows.
+void RaiseOpenFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
 
 // The model's name in the API: --model-name, else the file or directory name
 // without its extension.
@@ -49,6 +119,15 @@ int Serve(ServeArgs a) {
   signal(SIGPIPE, SIG_IGN);
 
   if (Status st = ParseEngineRuntimeFlags(a.runtime); !st.ok()) return ReportError(st);
+  Result<std::string> key = ResolveApiKey(a);
+  if (!key.ok()) return ReportError(key.status());
+  a.server.api_key = *key;
+  a.server.read_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(a.read_timeout_s * 1000)));
+  a.server.allowed_hosts = SplitList(a.server.allowed_hosts);
+  a.server.cors_origins = SplitList(a.server.cors_origins);
+  RaiseOpenFileLimit();
+
   Result<LoadedModel> loaded =
       a.test_echo_model ? LoadEchoModel(a.load.tokenizer_path) : LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
@@ -77,14 +156,27 @@ int Serve(ServeArgs a) {
               static_cast<long long>((*engine)->ctx_size()), a.engine.max_sequences);
   std::fflush(stdout);
 
-  std::thread waiter([&srv, signals] {
+  std::atomic<bool> finished{false};
+  const auto grace =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(a.shutdown_grace_s * 1000)));
+  std::thread waiter([&srv, &finished, signals, grace, seconds = a.shutdown_grace_s] {
     int sig = 0;
     sigwait(&signals, &sig);
-    LOG_INFO("serve: signal {}, stopping", sig);
-    srv.Stop();
+    if (finished.load()) return;
+    LogLine(LogLevel::kInfo,
+            fmt::format("serve: signal {}, shutting down (responses in flight get {} s; a second "
+                        "signal exits at once)",
+                        sig, seconds));
+    srv.Shutdown(grace);
+    sigwait(&signals, &sig);
+    if (finished.load()) return;
+    LogLine(LogLevel::kInfo, fmt::format("serve: second signal {}, exiting now", sig));
+    std::fflush(stdout);
+    std::_Exit(1);
   });
   srv.Run();
-  // Run returned without a signal (e.g. the listener failed): wake the waiter.
+  // Every connection has ended (or the listener failed): wake the waiter.
+  finished.store(true);
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
   return 0;
@@ -104,7 +196,9 @@ void RegisterServe(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 65535));
   sub->add_option("--api-key", args->server.api_key,
                   "require this key (Authorization: Bearer KEY or x-api-key: KEY) on /v1/* and "
-                  "/metrics");
+                  "/metrics (visible in ps: prefer --api-key-file or $DSV4_API_KEY)");
+  sub->add_option("--api-key-file", args->api_key_file,
+                  "read the API key from the first line of this file");
   sub->add_option("--model-name", args->server.model_id,
                   "the model's name in the API (default: the model file name)");
   sub->add_option("--max-sequences", args->engine.max_sequences,
@@ -120,12 +214,44 @@ void RegisterServe(CLI::App& app, int& exit_code) {
                   "prompt tokens prefilled per engine step (default 256)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   sub->add_option("--max-body-bytes", args->server.max_body_bytes,
-                  "largest request body; larger ones get 413 (default 8 MiB)");
+                  "largest request body, any framing; larger ones get 413 (default 8 MiB)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (!v.empty() && v[0] == '-') {
+              return "--max-body-bytes must be a positive number of bytes (there is no "
+                     "'no limit'), got " +
+                     v;
+            }
+            return {};
+          },
+          "BYTES"))
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
   sub->add_option("--max-n", args->server.max_n, "largest n (choices per request) (default 8)")
       ->check(CLI::Range(1, 128));
-  sub->add_option("--http-threads", args->server.http_threads,
-                  "HTTP worker threads (default: max-sequences + max-queue + 64)")
-      ->check(CLI::Range(0, 4096));
+  sub->add_option("--max-connections", args->server.max_connections,
+                  "open HTTP connections, each with its own thread; more are answered 503 at "
+                  "once (default 512)")
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--read-timeout", args->read_timeout_s,
+                  "seconds a request's head may take from its first byte (and a new connection "
+                  "to send one), and a body may pause; then 408 / 400 (default 10)")
+      ->check(CLI::Range(0.05, 3600.0));
+  sub->add_option("--shutdown-grace", args->shutdown_grace_s,
+                  "on SIGTERM/SIGINT, seconds responses in flight may take to finish before "
+                  "streams are ended with an error event (default 10)")
+      ->check(CLI::Range(0.0, 3600.0));
+  sub->add_option("--allowed-hosts", args->server.allowed_hosts,
+                  "extra Host header names to answer, comma-separated; * = any (default: "
+                  "loopback names and --host; others get 403, against DNS rebinding)");
+  sub->add_option("--cors-origins", args->server.cors_origins,
+                  "browser Origins to answer with CORS headers, comma-separated; * = any "
+                  "(default: none; requests from other Origins get 403)");
+  sub->add_flag("--log-requests", args->server.log_requests,
+                "log one line per request to stderr: client, method, path, status, bytes, "
+                "seconds");
+  sub->add_flag("--allow-special-in-content", args->server.allow_special_in_content,
+                "tokenize special-token text in message content as special tokens (default: "
+                "as plain text, so content cannot forge chat-template markers)");
   sub->add_option("--chat-format", args->chat_format,
                   "auto (default: dsv4 when the tokenizer has the DeepSeek-V4 specials), dsv4, "
                   "plain");

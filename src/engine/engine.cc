@@ -245,17 +245,28 @@ EngineMetrics Engine::Metrics() const {
   m.sequences_finished_total = finished_total_;
   m.sequences_cancelled_total = cancelled_total_;
   m.steps_total = steps_total_;
-  if (rate_window_.size() >= 2) {
-    const double dt = rate_window_.back().first - rate_window_.front().first;
-    int64_t n = 0;
-    for (size_t i = 1; i < rate_window_.size(); ++i) n += rate_window_[i].second;
-    if (dt > 0) m.tokens_per_second = static_cast<double>(n) / dt;
+  // Tokens of the steps in the last kRateWindowSeconds, over the time from the
+  // window's first step to now: the rate decays to 0 once the engine idles.
+  const double now = RateClockSeconds();
+  int64_t n = 0;
+  double first = -1;
+  for (const auto& [t, tokens] : rate_window_) {
+    if (now - t > kRateWindowSeconds) continue;
+    if (first < 0) {
+      first = t;  // the first step marks the window's start; its tokens came before it
+      continue;
+    }
+    n += tokens;
   }
+  if (first >= 0 && now > first) m.tokens_per_second = static_cast<double>(n) / (now - first);
   return m;
 }
 
+double Engine::RateClockSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 void Engine::Loop() {
-  const Timer clock;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -278,9 +289,9 @@ void Engine::Loop() {
     kv_used_ = used;
     if (worked) {
       ++steps_total_;
-      const double now = clock.Seconds();
+      const double now = RateClockSeconds();
       rate_window_.emplace_back(now, generated_tokens_total_ - before);
-      while (rate_window_.size() > 2 && now - rate_window_.front().first > 5.0) {
+      while (rate_window_.size() > 2 && now - rate_window_.front().first > kRateWindowSeconds) {
         rate_window_.pop_front();
       }
     }

@@ -173,7 +173,7 @@ struct EngineMetrics {
   int64_t sequences_finished_total = 0;
   int64_t sequences_cancelled_total = 0;
   int64_t steps_total = 0;
-  double tokens_per_second = 0.0;  // generated tokens/s over the last few seconds
+  double tokens_per_second = 0.0;  // generated tokens/s over the last 5 s (0 when idle)
 };
 
 class Engine {
@@ -215,6 +215,9 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   bool stop_ = false;
   std::deque<std::pair<double, int64_t>> rate_window_;  // (time, tokens) per step
+  // dsv4_tokens_per_second covers the steps of the last this many seconds.
+  static constexpr double kRateWindowSeconds = 5.0;
+  static double RateClockSeconds();  // steady clock, seconds
   // Written by the engine thread, read by Metrics().
   std::atomic<int64_t> running_count_{0};
   std::atomic<int64_t> kv_used_{0};

@@ -135,6 +135,14 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
 }
 
 Result<LoadedModel> LoadGguf(const LoadOptions& o) {
+  // A GGUF file carries its own vocabulary, which the weights were trained
+  // with; another tokenizer would silently give the model wrong ids.
+  if (!o.tokenizer_path.empty()) {
+    return InvalidArgument(o.model_path + ": --tokenizer " + o.tokenizer_path +
+                               " does not apply to .gguf models (they use the vocabulary "
+                               "inside the file)",
+                           "drop --tokenizer");
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(o.model_path));
   ASSIGN_OR_RETURN(std::string arch, file->GetString("general.architecture"));
   if (arch != "llama") {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "server/request.h"
@@ -29,12 +30,22 @@ Result<ChatFormat> ParseChatFormat(std::string_view name);
 // kDsv4 when `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain.
 ChatFormat DetectChatFormat(const Tokenizer& tokenizer);
 
-// The prompt text of a chat or messages request. kPlain rejects tools
+// A chat prompt: its text, and the byte ranges of it that the client wrote
+// (message text, reasoning, tool-call arguments' strings, tool descriptions),
+// as opposed to the template's own markers.
+struct ChatPrompt {
+  std::string text;
+  std::vector<TextRange> content;  // ascending, disjoint
+};
+
+// The prompt of a chat or messages request. kPlain rejects tools
 // (InvalidArgument: the format has no tool calls).
-Result<std::string> BuildChatPrompt(const GenerationRequest& request, ChatFormat format);
-// The prompt ids: kDsv4 text already holds BOS; kPlain adds the tokenizer's BOS.
-std::vector<int32_t> TokenizePrompt(const Tokenizer& tokenizer, std::string_view text,
-                                    ChatFormat format);
+Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat format);
+// The prompt ids: kDsv4 text already holds BOS; kPlain adds the tokenizer's
+// BOS. Special-token text inside the content ranges is tokenized as plain
+// text, so a message cannot forge a turn, unless `allow_special_in_content`.
+std::vector<int32_t> TokenizePrompt(const Tokenizer& tokenizer, const ChatPrompt& prompt,
+                                    ChatFormat format, bool allow_special_in_content = false);
 
 // One choice's output as it streams: parsed (kDsv4 chat) or passed through as
 // content (kPlain, and raw completions).

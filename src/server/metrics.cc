@@ -40,7 +40,8 @@ void Metric(std::string* out, const char* name, const char* type, const char* he
 }  // namespace
 
 std::string RenderMetrics(const EngineMetrics& e,
-                          const std::map<std::pair<std::string, int>, int64_t>& requests) {
+                          const std::map<std::pair<std::string, int>, int64_t>& requests,
+                          const HttpMetrics& http) {
   std::string out;
   out += "# HELP dsv4_requests_total HTTP requests by route and status code.\n";
   out += "# TYPE dsv4_requests_total counter\n";
@@ -74,6 +75,11 @@ std::string RenderMetrics(const EngineMetrics& e,
          e.kv_tokens_capacity > 0
              ? static_cast<double>(e.kv_tokens_used) / static_cast<double>(e.kv_tokens_capacity)
              : 0.0);
+  Metric(&out, "dsv4_http_connections", "gauge", "Open HTTP connections.",
+         static_cast<double>(http.open_connections));
+  Metric(&out, "dsv4_http_connections_refused_total", "counter",
+         "Connections refused with 503 because --max-connections were open.",
+         static_cast<double>(http.refused_connections));
   return out;
 }
 

@@ -1,9 +1,13 @@
 // The HTTP front end (server.h).
 #include "server/server.h"
 
-#include <httplib.h>  // httplib::Server, ThreadPool, DataSink
+#include <arpa/inet.h>
+#include <fmt/core.h>
+#include <httplib.h>  // httplib::Request, Response, DataSink
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +18,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/sse.h"
 #include "server/tool_choice.h"
@@ -60,6 +65,10 @@ int HttpStatus(const Status& s) {
   }
 }
 
+constexpr const char* kShutdownMessage =
+    "The server is shutting down and its grace period (--shutdown-grace) ended before this "
+    "response finished";
+
 bool IsAnthropicPath(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
 // The error body in the shape of the API that `path` belongs to.
@@ -67,6 +76,7 @@ std::string ErrorBody(const std::string& path, int status, const std::string& me
                       const std::string& code = {}) {
   if (IsAnthropicPath(path)) {
     const char* type = status == 401   ? "authentication_error"
+                       : status == 403 ? "permission_error"
                        : status == 404 ? "not_found_error"
                        : status == 413 ? "request_too_large"
                        : status == 503 ? "overloaded_error"
@@ -75,6 +85,7 @@ std::string ErrorBody(const std::string& path, int status, const std::string& me
     return Dump(Json{{"type", "error"}, {"error", {{"type", type}, {"message", message}}}});
   }
   const char* type = status == 401   ? "authentication_error"
+                     : status == 403 ? "permission_error"
                      : status == 503 ? "server_overloaded"
                      : status >= 500 ? "server_error"
                                      : "invalid_request_error";
@@ -487,6 +498,17 @@ struct Generation {
     return Chunk(Json::array({choice}));
   }
 
+  // Ends the stream early with an error event (the server is shutting down).
+  std::string Abort(const std::string& message) {
+    std::string out = started ? "" : Start();
+    if (error.ok()) error = Status(StatusCode::kResourceExhausted, message);
+    if (api == Api::kMessages && !block_type.empty()) {
+      out += AnthropicEvent("content_block_stop", Json{{"index", block_index}});
+      block_type.clear();
+    }
+    return out + End();
+  }
+
   // What to send after the last choice finished.
   std::string End() {
     if (api == Api::kMessages) {
@@ -517,14 +539,76 @@ struct Generation {
   }
 };
 
+// Host names as the Host header carries them: lower case, without the port
+// ("[::1]:8080" -> "::1").
+std::string HostName(std::string_view host) {
+  std::string out;
+  if (!host.empty() && host.front() == '[') {
+    const size_t close = host.find(']');
+    out = std::string(host.substr(1, close == std::string_view::npos ? host.npos : close - 1));
+  } else {
+    const size_t colon = host.find(':');
+    // More than one colon: a bare IPv6 address, no port.
+    out = std::string(colon != std::string_view::npos && host.find(':', colon + 1) == host.npos
+                          ? host.substr(0, colon)
+                          : host);
+  }
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!out.empty() && out.back() == '.') out.pop_back();
+  return out;
+}
+
+bool IsIpLiteral(const std::string& name) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+bool IsWildcard(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+HttpLimits LimitsOf(const ServerOptions& o) {
+  HttpLimits l;
+  l.max_connections = o.max_connections;
+  l.read_timeout = o.read_timeout;
+  l.max_body_bytes = o.max_body_bytes;
+  return l;
+}
+
+// The metrics label of a request path.
+std::string RouteOf(const std::string& path) {
+  std::string route = path;
+  if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
+  static const char* kKnown[] = {
+      "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models",
+      "/v1/models/{id}",      "/health",         "/metrics"};
+  if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
+  return route;
+}
+
+// RFC 3339 UTC time of a Unix time.
+std::string Rfc3339(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 }  // namespace
 
 struct Server::Impl {
-  Impl(Engine& e, const ServerOptions& o) : engine(e), options(o) {}
+  Impl(Engine& e, const ServerOptions& o) : engine(e), options(o), http(LimitsOf(o)) {}
 
   Engine& engine;
   ServerOptions options;
-  httplib::Server http;
+  HttpServer http;
   RequestCounters counters;
   RequestLimits limits;
   ChatFormat format = ChatFormat::kPlain;
@@ -535,6 +619,8 @@ struct Server::Impl {
 
   void Routes();
   bool Authorized(const httplib::Request& req) const;
+  bool HostAllowed(const std::string& host) const;
+  bool OriginAllowed(const std::string& origin) const;
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
   Json ModelJson() const {
     return Json{{"id", options.model_id},
@@ -542,6 +628,13 @@ struct Server::Impl {
                 {"created", started},
                 {"owned_by", "dsv4"},
                 {"max_model_len", engine.ctx_size()}};
+  }
+  // Anthropic's model object (GET /v1/models with an anthropic-version header).
+  Json AnthropicModelJson() const {
+    return Json{{"type", "model"},
+                {"id", options.model_id},
+                {"display_name", options.model_id},
+                {"created_at", Rfc3339(started)}};
   }
 };
 
@@ -572,23 +665,82 @@ bool Server::Impl::Authorized(const httplib::Request& req) const {
   return !key.empty() && ConstantTimeEquals(key, options.api_key);
 }
 
+// DNS rebinding: a web page whose name resolves to 127.0.0.1 reaches this
+// server with its own name in Host. Loopback names, the bound host and
+// --allowed-hosts pass; so does any IP literal when the server listens on a
+// wildcard address (an IP literal is no rebinding: it needs a name).
+bool Server::Impl::HostAllowed(const std::string& host) const {
+  if (host.empty()) return true;  // HTTP/1.0 without Host: not a browser
+  const std::string name = HostName(host);
+  if (name == "localhost" || name == "127.0.0.1" || name == "::1") return true;
+  if (name == HostName(options.host)) return true;
+  if (IsWildcard(options.host) && IsIpLiteral(name)) return true;
+  for (const std::string& allowed : options.allowed_hosts) {
+    if (allowed == "*" || HostName(allowed) == name) return true;
+  }
+  return false;
+}
+
+bool Server::Impl::OriginAllowed(const std::string& origin) const {
+  const std::string o = Lower(origin);
+  for (const std::string& allowed : options.cors_origins) {
+    if (allowed == "*" || Lower(allowed) == o) return true;
+  }
+  return false;
+}
+
 void Server::Impl::Routes() {
-  const int threads = options.http_threads > 0
-                          ? options.http_threads
-                          : engine.options().max_sequences + engine.options().max_queue + 64;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_payload_max_length(options.max_body_bytes);
-  // Each SSE event must leave at once: without TCP_NODELAY, Nagle plus the
-  // client's delayed ACK hold small writes back ~40 ms.
-  http.set_tcp_nodelay(true);
-  // Idle keep-alive connections outlive the clients' own expiry (httpx: 5 s),
-  // so a client never reuses a connection the server is closing.
-  http.set_keep_alive_timeout(10);
-  http.set_keep_alive_max_count(100000);
-  http.set_read_timeout(30, 0);
-  http.set_write_timeout(30, 0);
+  http.error_body = [](const std::string& path, int status, const std::string& message) {
+    return ErrorBody(path, status, message);
+  };
+  http.on_access = [this](const HttpAccess& a) {
+    counters.Record(RouteOf(a.path), a.status);
+    if (options.log_requests) {
+      // Never the body, the query string or any header (the API key).
+      LogLine(LogLevel::kInfo,
+              fmt::format("serve: {} \"{} {}\" {} {} {:.3f}", a.remote,
+                          a.method.empty() ? "-" : a.method, a.path.empty() ? "-" : a.path,
+                          a.status, a.bytes, a.seconds));
+    }
+  };
+  http.set_logger([](const httplib::Request&, const httplib::Response& res) {
+    HttpServer::NoteStatus(res.status);
+  });
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string host = req.get_header_value("Host");
+    if (!HostAllowed(host)) {
+      SendError(req, res, 403,
+                "Host '" + host.substr(0, 200) +
+                    "' is not allowed (hint: this server answers loopback names and its own "
+                    "address; start it with --allowed-hosts to add names)",
+                "host_not_allowed");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.has_header("Origin")) {
+      const std::string origin = req.get_header_value("Origin");
+      if (!OriginAllowed(origin)) {
+        SendError(req, res, 403,
+                  "Origin '" + origin.substr(0, 200) +
+                      "' is not allowed (hint: start the server with --cors-origins to allow "
+                      "browser pages from it)",
+                  "origin_not_allowed");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {
+        // A CORS preflight: never authenticated (browsers send no credentials).
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header(
+            "Access-Control-Allow-Headers",
+            asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
+        res.set_header("Access-Control-Max-Age", "600");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (req.path == "/health" || Authorized(req))
       return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
@@ -596,10 +748,11 @@ void Server::Impl::Routes() {
               IsAnthropicPath(req.path) ? "" : "invalid_api_key");
     return httplib::Server::HandlerResponse::Handled;
   });
-  // Fills in bodies httplib left empty (413, unknown routes, bad methods).
+  // Fills in bodies httplib left empty (unknown routes, bad methods).
   http.set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (!res.body.empty() || res.status == 204)
+          return httplib::Server::HandlerResponse::Unhandled;
         std::string message;
         switch (res.status) {
           case 413:
@@ -630,35 +783,46 @@ void Server::Impl::Routes() {
         LOG_ERROR("serve: {} {}: {}", req.method, req.path, what);
         SendError(req, res, 500, "Internal server error: " + what);
       });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    std::string route = req.path;
-    if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
-    static const char* kKnown[] = {
-        "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models",
-        "/v1/models/{id}",      "/health",         "/metrics"};
-    if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
-    counters.Record(route, res.status);
-    LOG_DEBUG("serve: {} {} -> {}", req.method, req.path, res.status);
-  });
 
+  // /health and /metrics never wait on the engine's work: each connection has
+  // its own thread (http_server.h), and Metrics() only takes a counter lock.
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderMetrics(engine.Metrics(), counters.Snapshot()),
+    HttpMetrics h;
+    h.open_connections = http.open_connections();
+    h.refused_connections = http.refused_connections();
+    res.set_content(RenderMetrics(engine.Metrics(), counters.Snapshot(), h),
                     "text/plain; version=0.0.4");
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_header("anthropic-version")) {
+      res.set_content(Dump(Json{{"data", Json::array({AnthropicModelJson()})},
+                                {"has_more", false},
+                                {"first_id", options.model_id},
+                                {"last_id", options.model_id}}),
+                      "application/json");
+      return;
+    }
     res.set_content(Dump(Json{{"object", "list"}, {"data", Json::array({ModelJson()})}}),
                     "application/json");
   });
   http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const bool anthropic = req.has_header("anthropic-version");
     if (req.matches[1] != options.model_id) {
-      SendError(req, res, 404, "The model '" + std::string(req.matches[1]) + "' does not exist",
-                "model_not_found");
+      const std::string message = "The model '" + std::string(req.matches[1]) + "' does not exist";
+      if (anthropic) {
+        res.status = 404;
+        res.set_content(Dump(Json{{"type", "error"},
+                                  {"error", {{"type", "not_found_error"}, {"message", message}}}}),
+                        "application/json");
+        return;
+      }
+      SendError(req, res, 404, message, "model_not_found");
       return;
     }
-    res.set_content(Dump(ModelJson()), "application/json");
+    res.set_content(Dump(anthropic ? AnthropicModelJson() : ModelJson()), "application/json");
   });
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Generate(Api::kChat, req, res);
@@ -672,6 +836,9 @@ void Server::Impl::Routes() {
 }
 
 void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Response& res) {
+  if (http.draining()) {
+    return SendError(req, res, 503, "The server is shutting down; retry on another instance");
+  }
   Result<Json> body = ParseJsonBody(req.body);
   if (!body.ok()) return SendStatus(req, res, body.status());
   Result<GenerationRequest> parsed = ParseRequest(api, *body, limits);
@@ -701,9 +868,10 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   } else {
     if (!m.tokenizer)
       return SendError(req, res, 400, "this model has no tokenizer, so it cannot chat");
-    Result<std::string> text = BuildChatPrompt(r, format);
-    if (!text.ok()) return SendStatus(req, res, text.status());
-    prompts.push_back(TokenizePrompt(*m.tokenizer, *text, format));
+    Result<ChatPrompt> prompt = BuildChatPrompt(r, format);
+    if (!prompt.ok()) return SendStatus(req, res, prompt.status());
+    prompts.push_back(
+        TokenizePrompt(*m.tokenizer, *prompt, format, options.allow_special_in_content));
   }
   for (const auto& p : prompts) {
     if (p.empty()) return SendError(req, res, 400, "the prompt is empty");
@@ -770,9 +938,16 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
     // status is 200 from here on; a late generation error is an error body.
     res.set_chunked_content_provider(
         "application/json",
-        [gen, path = req.path](size_t, httplib::DataSink& sink) {
+        [this, gen, path = req.path](size_t, httplib::DataSink& sink) {
+          if (http.past_drain_deadline() && !gen->done()) {
+            gen->handle->Cancel();
+            const std::string out = ErrorBody(path, 503, kShutdownMessage);
+            sink.write(out.data(), out.size());
+            sink.done();
+            return true;
+          }
           SequenceEvent ev;
-          if (gen->handle->Next(&ev, 1000ms)) {
+          if (gen->handle->Next(&ev, http.draining() ? 200ms : 1000ms)) {
             gen->OnEvent(ev, false);
             while (!gen->done() && gen->handle->Next(&ev, 0ms)) gen->OnEvent(ev, false);
           }
@@ -796,11 +971,20 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [gen](size_t, httplib::DataSink& sink) {
+      [this, gen](size_t, httplib::DataSink& sink) {
+        if (http.past_drain_deadline() && !gen->done()) {
+          // Shutting down and out of grace: end the stream with an error event.
+          gen->handle->Cancel();
+          const std::string out = gen->Abort(kShutdownMessage);
+          sink.write(out.data(), out.size());
+          sink.done();
+          return true;
+        }
         std::string out;
         if (!gen->started) out += gen->Start();
         SequenceEvent ev;
-        if (gen->handle->Next(&ev, out.empty() ? 1000ms : 0ms)) {
+        const auto wait = http.draining() ? 200ms : 1000ms;
+        if (gen->handle->Next(&ev, out.empty() ? wait : 0ms)) {
           out += gen->OnEvent(ev, true);
           // Batch whatever else is ready into the same write.
           while (!gen->done() && gen->handle->Next(&ev, 0ms)) out += gen->OnEvent(ev, true);
@@ -820,28 +1004,30 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
 
 namespace {
 
-// cpp-httplib 0.11 listens with a backlog of 5. When the engine keeps the
-// cores busy, its accept thread falls behind a burst of clients, the kernel's
-// accept queue overflows and connections are reset before a byte is read
-// (seen with 64 clients at once). Linux lets a listening socket be listen()ed
-// again to change its backlog, so find ours (the listening TCP socket on
-// `port`) and raise it. Returns whether it was found.
-bool RaiseListenBacklog(int port) {
-  for (int fd = 3; fd < 4096; ++fd) {
-    int listening = 0;
-    socklen_t len = sizeof(listening);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof(addr);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int bound = -1;
-    if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) {
-      bound = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    }
-    if (bound == port) return ::listen(fd, SOMAXCONN) == 0;
+// Whether host:port is bound by another socket (the reason a bind failed).
+bool PortInUse(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &result) != 0) return false;
+  bool in_use = false;
+  for (addrinfo* ai = result; ai != nullptr && !in_use; ai = ai->ai_next) {
+    const int sock = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (sock < 0) continue;
+    const int one = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    in_use = ::bind(sock, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE;
+    ::close(sock);
   }
-  return false;
+  freeaddrinfo(result);
+  return in_use;
+}
+
+std::string HostPort(const std::string& host, int port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
 }
 
 }  // namespace
@@ -855,12 +1041,18 @@ Status Server::Bind() {
     }
   } else {
     if (!s.http.bind_to_port(s.options.host.c_str(), s.options.port)) {
-      return IoError("could not bind " + s.options.host + ":" + std::to_string(s.options.port),
-                     "is the port in use? pass another --port (0 picks a free one)");
+      const std::string where = HostPort(s.options.host, s.options.port);
+      if (PortInUse(s.options.host, s.options.port)) {
+        return IoError(where + " is already in use (another process is listening on it)",
+                       "stop the other server, or pass another --port (0 picks a free one)");
+      }
+      return IoError("could not bind " + where, "check --host and --port");
     }
     port_ = s.options.port;
   }
-  if (!RaiseListenBacklog(port_)) {
+  // cpp-httplib listens with a backlog of 5: a burst of clients would overflow
+  // the kernel's accept queue and be reset before a byte is read.
+  if (!s.http.RaiseBacklog()) {
     LOG_WARNING(
         "serve: could not raise the listen backlog of port {}; bursts of clients may "
         "see connection resets",
@@ -869,10 +1061,15 @@ Status Server::Bind() {
   return Status::Ok();
 }
 
-void Server::Run() { impl_->http.listen_after_bind(); }
-
-void Server::Stop() {
-  if (impl_->http.is_running()) impl_->http.stop();
+void Server::Run() {
+  impl_->http.listen_after_bind();
+  impl_->http.ForgetListener();
 }
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  impl_->http.Drain(std::chrono::steady_clock::now() + grace);
+}
+
+void Server::Stop() { Shutdown(std::chrono::milliseconds(0)); }
 
 }  // namespace dsv4::server

@@ -10,18 +10,27 @@
 // into the API's JSON or SSE stream. Errors use each API's error shape
 // (OpenAI {"error": {...}}, Anthropic {"type": "error", "error": {...}}):
 // 400 bad request, 401 bad or missing API key, 404 unknown model or route,
-// 413 body too large, 503 + Retry-After when the queue is full, 500 if the
-// model fails. A client that disconnects from a stream cancels its sequences.
+// 403 a Host or Origin that is not allowed, 413 body too large, 503 +
+// Retry-After when the queue is full or the server is shutting down, 500 if
+// the model fails. A client that disconnects from a stream cancels its
+// sequences.
+//
+// Connections, timeouts and request framing: http_server.h. Host check (DNS
+// rebinding): requests whose Host is not a loopback name, the bound host or
+// in `allowed_hosts` get 403. CORS headers only for `cors_origins`; a request
+// from any other Origin gets 403.
 //
 // Not here: request validation (request.h), prompts and output parsing
 // (chat_format.h), scheduling (engine/engine.h).
 #ifndef DSV4_SERVER_SERVER_H_
 #define DSV4_SERVER_SERVER_H_
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -32,13 +41,18 @@ namespace dsv4::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                        // 0: an ephemeral port (see Server::port())
-  std::string api_key;                    // empty: no authentication
-  std::string model_id;                   // the name clients use in "model"
-  size_t max_body_bytes = 8u << 20;       // larger bodies get 413
-  int max_n = 8;                          // choices per request
-  int http_threads = 0;                   // 0: max_sequences + max_queue + 64
-  std::optional<ChatFormat> chat_format;  // unset: detected from the tokenizer
+  int port = 8080;                                // 0: an ephemeral port (see Server::port())
+  std::string api_key;                            // empty: no authentication
+  std::string model_id;                           // the name clients use in "model"
+  size_t max_body_bytes = 8u << 20;               // larger bodies get 413
+  int max_n = 8;                                  // choices per request
+  int max_connections = 512;                      // more get 503 at once
+  std::chrono::milliseconds read_timeout{10000};  // request head / body gaps (http_server.h)
+  std::vector<std::string> allowed_hosts;         // extra Host names; "*": any
+  std::vector<std::string> cors_origins;          // Origins answered with CORS headers; "*": any
+  bool log_requests = false;                      // one access-log line per request (stderr)
+  bool allow_special_in_content = false;          // special-token text in messages stays special
+  std::optional<ChatFormat> chat_format;          // unset: detected from the tokenizer
 };
 
 class Server {
@@ -47,12 +61,18 @@ class Server {
   Server(Engine& engine, const ServerOptions& options);
   ~Server();
 
-  // Binds host:port. IoError when the address cannot be bound.
+  // Binds host:port. IoError when the address cannot be bound (naming
+  // host:port, and saying so when another process uses it).
   Status Bind();
   // The bound port (after Bind).
   int port() const { return port_; }
-  // Serves until Stop() (from any thread).
+  // Serves until Shutdown() or Stop() (from any thread) and every connection
+  // has ended.
   void Run();
+  // Stops accepting and closes idle connections; responses in flight may
+  // finish for `grace`, then streams end with an error event.
+  void Shutdown(std::chrono::milliseconds grace);
+  // Shutdown with no grace.
   void Stop();
 
  private:

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
 
 #include "base/log.h"
@@ -774,6 +775,7 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
   // Segments: (text, id); id >= 0 for an added token, -1 for ordinary text.
   std::vector<std::pair<std::string_view, int32_t>> segments{{text, -1}};
   const auto& passes = options.parse_special ? passes_all_ : passes_plain_;
+  const bool ranged = !options.plain_ranges.empty();
   for (const auto& trie : passes) {
     if (trie->count == 0) continue;
     std::vector<std::pair<std::string_view, int32_t>> out;
@@ -789,6 +791,14 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
           continue;
         }
         auto [length, token] = trie->LongestAt(segment, pos);
+        if (length != 0 && ranged) {
+          // An added token that overlaps a plain range is text there.
+          const size_t at = static_cast<size_t>(segment.data() - text.data()) + pos;
+          const size_t end = at + length;
+          for (const TextRange& r : options.plain_ranges) {
+            if (r.begin < end && at < r.end) length = 0;
+          }
+        }
         if (length == 0) {
           ++pos;
           continue;
@@ -814,6 +824,12 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
 
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_bos) const {
   return Encode(text, BpeEncodeOptions{.add_bos = add_bos, .parse_special = true});
+}
+
+std::vector<int32_t> BpeTokenizer::EncodeWithPlainRanges(std::string_view text, bool add_bos,
+                                                         std::span<const TextRange> plain) const {
+  return Encode(text,
+                BpeEncodeOptions{.add_bos = add_bos, .parse_special = true, .plain_ranges = plain});
 }
 
 // ---------------------------------------------------------------------------

@@ -65,6 +65,10 @@ struct BpeEncodeOptions {
   // Match control (special) tokens in the text. Turn off for untrusted text that
   // must not inject e.g. BOS; user-defined added tokens are still matched.
   bool parse_special = true;
+  // Byte ranges of the text where no added token is matched, special or not
+  // (untrusted text inside a trusted template; V4's chat markers such as
+  // <｜User｜> are non-special added tokens).
+  std::span<const TextRange> plain_ranges;
 };
 
 class BpeTokenizer final : public Tokenizer {
@@ -87,6 +91,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
   // "" for control tokens and ids out of range (see Tokenizer::Decode).
   std::string Decode(int32_t id) const override;
+  std::vector<int32_t> EncodeWithPlainRanges(std::string_view text, bool add_bos,
+                                             std::span<const TextRange> plain) const override;
   // One past the largest id (V4: 129,280; see LoadTokenizerJson).
   int32_t vocab_size() const override { return static_cast<int32_t>(token_text_.size()); }
   int32_t bos_id() const override { return bos_id_; }

@@ -17,6 +17,12 @@
 
 namespace dsv4 {
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -25,6 +31,17 @@ class Tokenizer {
   // has a BOS). Never fails: bytes that no token covers fall back to byte
   // tokens, or to the unknown token when the vocabulary has no byte tokens.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos) const = 0;
+
+  // Encode, except that added tokens (special tokens, chat markers) are not
+  // matched where they overlap a range of `plain`: there their text is
+  // ordinary text. For chat prompts whose template markers must stay tokens
+  // while the message content cannot forge them. Vocabularies that never
+  // match added tokens in text (SentencePiece here) are Encode.
+  virtual std::vector<int32_t> EncodeWithPlainRanges(std::string_view text, bool add_bos,
+                                                     std::span<const TextRange> plain) const {
+    (void)plain;
+    return Encode(text, add_bos);
+  }
 
   // The raw bytes of one token. A byte-fallback token gives its one byte
   // (which may be part of a multi-byte UTF-8 character; see StreamDecoder);

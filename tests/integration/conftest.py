@@ -35,10 +35,10 @@ def _binary():
 class Server:
     """A running `dsv4 serve`; `url` is http://127.0.0.1:PORT."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.args = [_binary(), "serve", "--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env={**os.environ, **(env or {})})
         self.port = None
         deadline = time.monotonic() + STARTUP_SECONDS
         line = ""
@@ -77,8 +77,8 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                # A graceful stop waits for idle keep-alive connections, which
-                # the server keeps for 10 s (clients that were not closed).
+                # A graceful stop closes idle connections at once and gives
+                # responses in flight --shutdown-grace (10 s by default).
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()

@@ -102,7 +102,7 @@ def test_non_streaming_disconnect_frees_the_slot(slow_server):
     body = json.dumps({**LONG, "stream": False}).encode()
     host, port = slow_server.url.split("//")[1].split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall(b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      b"Content-Type: application/json\r\nContent-Length: " +
                      str(len(body)).encode() + b"\r\n\r\n" + body)
         assert sock.recv(12).startswith(b"HTTP/1.1 200")

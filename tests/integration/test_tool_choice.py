@@ -172,7 +172,9 @@ A_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["descrip
 
 def messages(server, content, **kw):
     c = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=60)
-    kw.setdefault("temperature", 0)  # greedy, as chat()
+    # Greedy, as chat(). In the body, not as an argument: anthropic 2.x
+    # dropped `temperature` from messages.create.
+    kw.setdefault("extra_body", {"temperature": 0})
     return c.messages.create(model=MODEL, max_tokens=200, tools=A_TOOLS,
                              messages=[{"role": "user", "content": content}], **kw)
 
@@ -193,7 +195,8 @@ def test_anthropic_named_tool(echo_server):
 
 def test_anthropic_named_tool_streaming(echo_server):
     c = anthropic.Anthropic(base_url=echo_server.url, api_key="unused", max_retries=0, timeout=60)
-    with c.messages.stream(model=MODEL, max_tokens=200, tools=A_TOOLS, temperature=0,
+    with c.messages.stream(model=MODEL, max_tokens=200, tools=A_TOOLS,
+                           extra_body={"temperature": 0},
                            tool_choice={"type": "tool", "name": "get_time"},
                            messages=[{"role": "user", "content": "Hello there"}]) as s:
         final = s.get_final_message()

@@ -128,7 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (api != Api::kCompletion) {
     for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kPlain}) {
       auto prompt = BuildChatPrompt(*req, f);
-      if (prompt.ok()) CHECK(dsv4::utf8::IsValid(*prompt));
+      if (prompt.ok()) CHECK(dsv4::utf8::IsValid(prompt->text));
     }
     if (ForcesToolCall(*req)) DriveToolCall(*req, body.substr(body.size() / 2));
   }

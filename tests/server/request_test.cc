@@ -509,7 +509,7 @@ TEST(ChatFormat, PlainJoinsContents) {
   ASSERT_TRUE(r.ok());
   auto text = BuildChatPrompt(*r, ChatFormat::kPlain);
   ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text, "a\nb");
+  EXPECT_EQ(text->text, "a\nb");
 }
 
 TEST(ChatFormat, PlainRejectsTools) {
@@ -526,11 +526,11 @@ TEST(ChatFormat, Dsv4ThinkingAndChatEndings) {
   ASSERT_TRUE(r.ok());
   auto chat = BuildChatPrompt(*r, ChatFormat::kDsv4);
   ASSERT_TRUE(chat.ok());
-  EXPECT_EQ(*chat, "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
+  EXPECT_EQ(chat->text, "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜></think>");
   r->thinking = true;
   auto think = BuildChatPrompt(*r, ChatFormat::kDsv4);
   ASSERT_TRUE(think.ok());
-  EXPECT_TRUE(think->ends_with("<｜Assistant｜><think>"));
+  EXPECT_TRUE(think->text.ends_with("<｜Assistant｜><think>"));
 }
 
 TEST(ChatFormat, Dsv4BadToolArgumentsIsAnError) {
