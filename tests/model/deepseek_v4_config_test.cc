@@ -18,6 +18,7 @@
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/inspect.h"
 #include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/weights.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -36,6 +37,47 @@ Json TinyJson() { return LoadJson(DataDir() + "/swa_bf16/config.json"); }
 
 Result<DeepSeekV4Config> Parse(const Json& j) {
   return DeepSeekV4Config::FromJson(j.dump(), "test.json");
+}
+
+// The 0731 release's DSpark keys (spec §13.2): the stages are the
+// compress_ratios entries past the 43 main layers; num_nextn_predict_layers
+// stays 1 and does not count them.
+TEST(DeepSeekV4Config, Flash0731ConfigHasThreeDSparkStages) {
+  auto c = DeepSeekV4Config::FromFile(DataDir() + "/v4_flash_0731_config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->dspark());
+  EXPECT_EQ(c->dspark_block_size, 5);
+  EXPECT_EQ(c->dspark_noise_token_id, 128799);
+  EXPECT_EQ(c->dspark_target_layer_ids, (std::vector<int64_t>{40, 41, 42}));
+  EXPECT_EQ(c->dspark_markov_rank, 256);
+  EXPECT_EQ(c->n_draft_layers(), 3);
+  EXPECT_EQ(c->n_layers_total(), 46);
+  const std::vector<LayerPlan> plans = BuildLayerPlans(*c);
+  ASSERT_EQ(plans.size(), 46u);
+  EXPECT_EQ(plans[43].prefix, "mtp.0.");
+  EXPECT_EQ(plans[45].attention, AttentionKind::kWindow);
+  EXPECT_EQ(plans[45].router, RouterKind::kScored);
+  // inspect names the release and the module; the draft's parameters: three
+  // window layers plus main_proj, main_norm and the last stage's heads.
+  auto report = InspectPath(DataDir() + "/v4_flash_0731_config.json");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NE(report->find("V4-Flash with the DSpark draft module"), std::string::npos) << *report;
+  EXPECT_NE(report->find("3 window-only stages, block 5 tokens (noise id 128799), targets "
+                         "[40, 41, 42], Markov rank 256"),
+            std::string::npos)
+      << *report;
+  const ParameterCounts n = CountParameters(*c, nullptr);
+  int64_t stage_params = 0;
+  ForEachWeight(*c, plans, [&](const WeightDecl& d) {
+    if (d.layer != 44) return;  // the middle stage: a plain window layer
+    int64_t e = 1;
+    for (int64_t s : d.shape) e *= s;
+    stage_params += e;
+  });
+  const int64_t D = 4096, V = 129280, r = 256, C = 4;
+  const int64_t extras = D * 3 * D + D + D + C * C * D + C + 1 + 2 * V * r + (D + r);
+  EXPECT_EQ(n.mtp, 3 * stage_params + extras);
+  EXPECT_EQ(DeepSeekV4Config::FromFile(DataDir() + "/v4_flash_config.json")->n_draft_layers(), 1);
 }
 
 TEST(DeepSeekV4Config, FlashConfigParses) {
@@ -366,6 +408,39 @@ TEST(DeepSeekV4ConfigBad, FieldTableRangesAreEnforced) {
     }
   });
   EXPECT_GE(checked, 15);
+}
+
+// DSpark configs that do not fit their model name the field.
+TEST(DeepSeekV4ConfigBad, DSparkFieldsThatDoNotFit) {
+  const Json base = LoadJson(DataDir() + "/dspark_mixed_bf16/config.json");
+  ASSERT_TRUE(Parse(base).ok()) << Parse(base).status().ToString();
+  Json j = base;
+  j["dspark_target_layer_ids"] = {1, 2, 4};  // 4 main layers: ids 0..3
+  ExpectRejected(j, "dspark_target_layer_ids[2]", "4");
+  j = base;
+  j["dspark_target_layer_ids"] = {1, 1, 3};
+  ExpectRejected(j, "dspark_target_layer_ids[1]", "distinct main-layer indices");
+  j = base;
+  j["dspark_target_layer_ids"] = Json::array();
+  ExpectRejected(j, "dspark_target_layer_ids", "whose outputs feed the DSpark draft");
+  j = base;
+  j["dspark_block_size"] = 65;
+  ExpectRejected(j, "dspark_block_size", "0 (no DSpark) .. 64");
+  j = base;
+  j["dspark_noise_token_id"] = 256;  // vocab 256
+  ExpectRejected(j, "dspark_noise_token_id", "an id in [0, vocab_size)");
+  j = base;
+  j["dspark_markov_rank"] = 0;
+  ExpectRejected(j, "dspark_markov_rank", "a positive integer");
+  j = base;
+  j["compress_ratios"] = {0, 4, 8, 0};  // no stage entries
+  ExpectRejected(j, "compress_ratios", "one 0 per DSpark draft stage");
+  j = base;
+  j["compress_ratios"] = {0, 4, 8, 0, 0, 4, 0};
+  ExpectRejected(j, "compress_ratios[5]", "draft layers are window-only");
+  j = base;
+  j["dspark_target_layer_ids"] = "1,2,3";
+  ExpectRejected(j, "dspark_target_layer_ids", "a list of integers");
 }
 
 TEST(DeepSeekV4ConfigBad, NotJson) {

@@ -98,6 +98,19 @@ std::string KvTable(const DeepSeekV4Config& c, const std::vector<int64_t>& conte
 
 }  // namespace
 
+std::string DescribeRelease(const DeepSeekV4Config& c) {
+  std::string size = c.hidden_size == 4096 && c.num_hidden_layers == 43   ? "V4-Flash"
+                     : c.hidden_size == 7168 && c.num_hidden_layers == 61 ? "V4-Pro"
+                                                                          : "a DeepSeek-V4";
+  if (c.dspark()) {
+    return size + " with the DSpark draft module (the -DSpark, Flash-0731 and Pro-0813 releases)";
+  }
+  if (c.num_nextn_predict_layers > 0) {
+    return size + " with the NextN MTP layer (the April 2026 preview release)";
+  }
+  return size + " without a draft module";
+}
+
 std::string HumanCount(int64_t n) {
   const double v = static_cast<double>(n);
   if (v >= 1e12) return Fmt("%.2fT", v / 1e12);
@@ -144,6 +157,9 @@ ParameterCounts CountParameters(const DeepSeekV4Config& c, const CheckpointReade
     out.measured = true;
     for (const TensorInfo& t : reader->tensors()) {
       out.bytes_by_dtype[std::string(DTypeName(t.dtype))] += t.nbytes;
+      if (t.name.rfind("mtp.", 0) == 0 || t.name.rfind("model.mtp.", 0) == 0) {
+        out.draft_bytes += t.nbytes;
+      }
     }
   }
   return out;
@@ -210,13 +226,15 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
                           const std::string& source) {
   std::string r;
   r += "DeepSeek-V4 model: " + source + "\n";
+  r += "release: " + DescribeRelease(c) + "\n";
   r += "config:\n";
   r +=
-      Fmt("  vocab %lld, hidden %lld, layers %lld (+%lld MTP), heads %lld x %lld "
+      Fmt("  vocab %lld, hidden %lld, layers %lld (+%lld %s), heads %lld x %lld "
           "(rope %lld), kv heads %lld\n",
           (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.num_hidden_layers,
-          (long long)c.num_nextn_predict_layers, (long long)c.num_attention_heads,
-          (long long)c.head_dim, (long long)c.qk_rope_head_dim, (long long)c.num_key_value_heads);
+          (long long)c.n_draft_layers(), c.dspark() ? "DSpark stages" : "MTP",
+          (long long)c.num_attention_heads, (long long)c.head_dim, (long long)c.qk_rope_head_dim,
+          (long long)c.num_key_value_heads);
   r +=
       Fmt("  q_lora_rank %lld, output %lld groups x rank %lld, sliding window %lld, "
           "max positions %lld\n",
@@ -307,7 +325,22 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
           "excluded\n",
           HumanCount(n.active).c_str(), (long long)n.active, (long long)c.num_experts_per_tok,
           (long long)c.n_routed_experts);
-  r += Fmt("  MTP %s (%lld), not in the total\n", HumanCount(n.mtp).c_str(), (long long)n.mtp);
+  r += Fmt("  draft module (%s) %s (%lld), not in the total\n", c.dspark() ? "DSpark" : "NextN MTP",
+           HumanCount(n.mtp).c_str(), (long long)n.mtp);
+  if (c.dspark()) {
+    std::string targets;
+    for (int64_t t : c.dspark_target_layer_ids)
+      targets += (targets.empty() ? "" : ", ") + std::to_string(t);
+    r +=
+        Fmt("  DSpark: %lld window-only stages, block %lld tokens (noise id %d), targets [%s], "
+            "Markov rank %lld; its rings hold %lld x %lld values per stage (KV table: mtp)\n",
+            (long long)c.n_draft_layers(), (long long)c.dspark_block_size, c.dspark_noise_token_id,
+            targets.c_str(), (long long)c.dspark_markov_rank, (long long)c.sliding_window,
+            (long long)c.head_dim);
+  }
+  if (n.measured && n.mtp > 0) {
+    r += Fmt("  draft tensors in the checkpoint: %s\n", HumanBytes(n.draft_bytes).c_str());
+  }
   r += n.measured ? "bytes by dtype (measured, " + std::to_string(reader->tensors().size()) +
                         " tensors in the checkpoint):\n"
                   : std::string("bytes by dtype (predicted from config.json; no weights read):\n");

@@ -24,10 +24,11 @@
 namespace dsv4::deepseek_v4 {
 
 struct ParameterCounts {
-  int64_t total = 0;      // main model parameters (logical elements)
-  int64_t active = 0;     // per token (see the header comment)
-  int64_t mtp = 0;        // MTP layers, not in total
-  int64_t n_tensors = 0;  // declared tensors incl. MTP (scales not counted)
+  int64_t total = 0;        // main model parameters (logical elements)
+  int64_t active = 0;       // per token (see the header comment)
+  int64_t mtp = 0;          // draft layers (NextN MTP or DSpark), not in total
+  int64_t draft_bytes = 0;  // measured: the checkpoint's mtp.* tensors
+  int64_t n_tensors = 0;    // declared tensors incl. MTP (scales not counted)
   // Bytes by stored dtype name ("bf16", "fp8_e4m3", "e8m0", ...), scales
   // included: measured from the checkpoint when `reader` is given, else predicted.
   std::map<std::string, int64_t> bytes_by_dtype;
@@ -73,6 +74,9 @@ Result<std::string> InspectPath(const std::string& path,
 
 // "284.33B", "1.57T", "13.3M" — counts in short scale.
 std::string HumanCount(int64_t n);
+// Which release a config describes: V4-Flash / V4-Pro (by size) and its
+// draft module (NextN MTP: the preview; DSpark: -DSpark, 0731, 0813).
+std::string DescribeRelease(const DeepSeekV4Config& config);
 
 }  // namespace dsv4::deepseek_v4
 
