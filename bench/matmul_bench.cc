@@ -14,13 +14,6 @@
 // DeepSeek-V4's wo_a and head see them) instead of bf16-exact values;
 // DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary, in decode
 // and prefill (a model's activations are 16-byte aligned).
-// "decode-ab:SWITCH[:C]" compares a kernel switch (base/runtime_switch.h,
-// e.g. DSV4_FP8_PAIRS) on and off within the process: REPEAT rounds of a
-// 128 MiB probe, the decode product on, off, on, and the probe again, a line
-// each; then, over the rounds whose two probes agree within 10%, the medians
-// split at the probes' midpoint (this host's memory bandwidth switches
-// between two levels every few seconds; one group if they stay within 25%,
-// 10th to 90th percentile).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -33,7 +26,6 @@
 #include <vector>
 
 #include "base/huge_page_buffer.h"
-#include "base/runtime_switch.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "ops/bandwidth.h"
@@ -161,58 +153,6 @@ double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const float* x, std::v
   return secs[secs.size() / 2];
 }
 
-// decode-ab: REPEAT rounds of probe, on, off, on, probe (see the header).
-void RunAb(dsv4::ThreadPool& pool, const std::string& name, const Weight& w, const float* x,
-           std::vector<float>& out, int repeat, int64_t chunk_rows) {
-  struct Round {
-    double p0, on0, off, on1, p1;
-  };
-  const auto gbs = [&](bool on) {
-    dsv4::SetRuntimeSwitch(name, on);
-    return static_cast<double>(w.bytes.size()) /
-           RunMedian(pool, w, x, out, 1, 1, nullptr, chunk_rows) / 1e9;
-  };
-  const auto probe = [&] {
-    return dsv4::ops::MeasureReadBandwidth(pool, int64_t{128} << 20, 1).gb_per_s;
-  };
-  std::vector<Round> rounds;
-  for (int r = 0; r < repeat; ++r) {
-    Round d;
-    d.p0 = probe();
-    d.on0 = gbs(true);
-    d.off = gbs(false);
-    d.on1 = gbs(true);
-    d.p1 = probe();
-    std::printf("ab round %d: probe %.1f, on %.1f, off %.1f, on %.1f GB/s, probe %.1f\n", r, d.p0,
-                d.on0, d.off, d.on1, d.p1);
-    rounds.push_back(d);
-  }
-  dsv4::SetRuntimeSwitch(name, true);
-  // The faster and the slower state apart (StateSplit), or one group.
-  std::vector<double> probes;
-  for (const Round& d : rounds) probes.push_back((d.p0 + d.p1) / 2);
-  const double mid = dsv4::StateSplit(probes);
-  for (const bool fast : {true, false}) {
-    if (mid == 0 && !fast) break;
-    std::vector<double> on, off, ratio;
-    for (const Round& d : rounds) {
-      if (std::max(d.p0, d.p1) > 1.1 * std::min(d.p0, d.p1)) continue;  // the state changed
-      if ((d.p0 + d.p1) / 2 > mid != fast) continue;
-      on.push_back((d.on0 + d.on1) / 2);
-      off.push_back(d.off);
-      ratio.push_back(on.back() / d.off);
-    }
-    if (on.empty()) continue;
-    const auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    std::printf("ab %s, probe %s %.1f GB/s: %zu rounds, on %.1f GB/s, off %.1f, on/off %.3f\n",
-                name.c_str(), fast ? "above" : "at or below", mid, on.size(), median(on),
-                median(off), median(ratio));  // "above 0.0": every round
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,23 +164,7 @@ int main(int argc, char** argv) {
   // "decode" or "decode:C": decode only, C = MB per call (default: one call).
   const bool decode_only = argc > 6 && std::string(argv[6]).rfind("decode", 0) == 0;
   double chunk_mb = 0;
-  // "decode-ab:SWITCH[:C]": the switch on against off (RunAb).
-  std::string ab_switch;
-  if (decode_only && std::string(argv[6]).rfind("decode-ab:", 0) == 0) {
-    ab_switch = std::string(argv[6]).substr(10);
-    if (const size_t colon = ab_switch.find(':'); colon != std::string::npos) {
-      chunk_mb = std::atof(ab_switch.c_str() + colon + 1);
-      ab_switch.resize(colon);
-    }
-    if (!dsv4::SetRuntimeSwitch(ab_switch, true)) {
-      std::fprintf(stderr,
-                   "matmul_bench: unknown kernel switch '%s' (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS)\n",
-                   ab_switch.c_str());
-      return 2;
-    }
-  } else if (decode_only) {
-    std::sscanf(argv[6], "decode:%lf", &chunk_mb);
-  }
+  if (decode_only) std::sscanf(argv[6], "decode:%lf", &chunk_mb);
   // "prefill:T:N": the prefill product with T tokens and N rows instead of 512 × 4096.
   int64_t prefill_t = 512, prefill_n = 4096;
   const bool prefill_only = argc > 6 && std::string(argv[6]).rfind("prefill:", 0) == 0;
@@ -283,10 +207,6 @@ int main(int argc, char** argv) {
           chunk_mb > 0
               ? std::max<int64_t>(1, static_cast<int64_t>(chunk_mb * 1e6) / row_bytes / 128) * 128
               : 0;
-      if (!ab_switch.empty()) {
-        RunAb(pool, ab_switch, w, x, out, repeat, chunk_rows);
-        continue;
-      }
       const double s = RunMedian(pool, w, x, out, 1, repeat, &cpu, chunk_rows);
       const double gbs = static_cast<double>(w.bytes.size()) / s / 1e9;
       std::printf(

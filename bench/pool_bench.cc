@@ -20,8 +20,8 @@
 
 #include <string>
 
-#include "base/runtime_switch.h"
 #include "base/thread_pool.h"
+#include "bench/state_split.h"
 #include "ops/bandwidth.h"
 
 int main(int argc, char** argv) {
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     }
     std::vector<double> probes;
     for (const auto& r : rounds) probes.push_back(r.first);
-    const double mid = dsv4::StateSplit(probes);
+    const double mid = dsv4::bench::StateSplit(probes);
     for (const bool high : {true, false}) {
       std::vector<double> us;
       for (const auto& r : rounds) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "base/page_cache.h"
 
 namespace dsv4 {
@@ -73,12 +74,11 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     // weights then takes no 4 KiB TLB miss per page, a visible share of a
     // memory-bound decode (docs/performance.md). Pages already cached in small
     // folios (a file just written) stay as they are. DSV4_THP=0 turns it off.
-    const char* thp = std::getenv("DSV4_THP");
-    if (thp == nullptr || std::strcmp(thp, "0") != 0) {
+    if (env::HugePageAdvice()) {
       ::madvise(p, f->size_, MADV_HUGEPAGE);
       // A model file cached in small pages is dropped from the cache, to be
       // read again in 2 MiB ones (base/page_cache.h); checked once per file.
-      if (f->size_ >= kPageCacheRefreshMinBytes && PageCacheRefreshEnabled() &&
+      if (f->size_ >= kPageCacheRefreshMinBytes && env::PageCacheRefresh() &&
           FirstCacheCheck(f->device_, f->inode_)) {
         f->page_cache_refreshed_ = RefreshFragmentedPageCache(path, f->data_, f->size_);
       }

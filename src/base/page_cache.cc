@@ -92,14 +92,6 @@ bool ShouldRefreshPageCache(double resident_share, const HugePageProbe& probe) {
   return static_cast<double>(probe.pmd_kb) < 0.8 * static_cast<double>(probe.rss_kb);
 }
 
-bool PageCacheRefreshEnabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("DSV4_THP_REFRESH");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return on;
-}
-
 bool RefreshFragmentedPageCache(const std::string& path, const uint8_t* data, size_t size) {
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   if (size < kWindow || page == 0) return false;

@@ -56,9 +56,6 @@ bool ShouldRefreshPageCache(double resident_share, const HugePageProbe& probe);
 // calls it for files of 256 MiB or more).
 bool RefreshFragmentedPageCache(const std::string& path, const uint8_t* data, size_t size);
 
-// Whether DSV4_THP_REFRESH allows the refresh (unset or anything but "0").
-bool PageCacheRefreshEnabled();
-
 }  // namespace dsv4
 
 #endif  // DSV4_BASE_PAGE_CACHE_H_

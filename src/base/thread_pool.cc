@@ -12,6 +12,7 @@
 #endif
 
 #include "base/check.h"
+#include "base/env.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -48,7 +49,7 @@ ThreadPool::~ThreadPool() {
 #if DSV4_POOL_TRACE
   // One line per ParallelFor that used more than one thread, in call order;
   // times in ns of the steady clock. tools/bench/pool_regions.py reads it.
-  const char* path = std::getenv("DSV4_POOL_TRACE_FILE");
+  const char* path = env::PoolTraceFile();
   if (path == nullptr || trace_.empty()) return;
   std::FILE* f = std::fopen(path, "w");
   if (f == nullptr) return;
@@ -68,16 +69,7 @@ int ThreadPool::DefaultThreads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-int64_t ThreadPool::SpinMicros() {
-  static const int64_t micros = [] {
-    const char* env = std::getenv("DSV4_SPIN_US");
-    if (env == nullptr || *env == '\0') return kDefaultSpinMicros;
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    return (*end == '\0' && v >= 0) ? static_cast<int64_t>(v) : kDefaultSpinMicros;
-  }();
-  return micros;
-}
+int64_t ThreadPool::SpinMicros() { return env::SpinMicros(kDefaultSpinMicros); }
 
 bool ThreadPool::SharesCpu(int self) {
 #if defined(__linux__)
@@ -129,19 +121,11 @@ int64_t NowNs() {
 
 }  // namespace
 
-bool ThreadPool::BalanceEnabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("DSV4_BALANCE");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return on;
-}
-
 int64_t ThreadPool::PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used,
                                const void* site) {
   const int64_t n_grains = (n + grain - 1) / grain;
   if (used != n_threads_ || n_threads_ > kMaxBalancedThreads ||
-      n_grains < kMinBalancedGrains * used || !BalanceEnabled()) {
+      n_grains < kMinBalancedGrains * used) {
     for (int i = 0; i < n_threads_; ++i) {
       const int64_t b = std::min(n, (n_grains * i / used) * grain);
       const int64_t e = std::min(n, (n_grains * (i + 1) / used) * grain);

@@ -87,7 +87,7 @@ class ThreadPool {
   // while a worker first wakes, and on a machine whose cores are each
   // bandwidth-bound a few percent of speed decide when the call ends. Every
   // user must therefore give the same results for any split into chunks (as
-  // they do for any thread count). DSV4_BALANCE=0 keeps the chunks equal.
+  // they do for any thread count).
   //
   // `site` (optional) tells apart calls of one shape that should split
   // differently: a matrix product passes its weights, so that each matrix
@@ -131,7 +131,6 @@ class ThreadPool {
   int64_t PlanChunks(int64_t n, const RangeFn& fn, int64_t grain, int used, const void* site);
   // Feeds the measured chunk times of a balanced call back into its shape.
   void LearnSpeeds(int64_t shape, int64_t start_ns);
-  static bool BalanceEnabled();
   static constexpr int64_t kDefaultSpinMicros = 200;
   static constexpr int64_t kPureSpinMicros = 50;
 

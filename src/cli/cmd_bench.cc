@@ -25,19 +25,12 @@
 // SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
 //   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
 // (--kv-pruner on|off|auto and --kv-budget N set the pruner as `dsv4 run` does).
-// --ab-switch NAME (a RuntimeSwitch: base/runtime_switch.h) turns it on and
-// off token by token in the decode runs (pairs of tokens, the order swapped
-// every pair) and reports the median off/on token-time ratio of the pairs:
-// both tokens of a pair see the same host, whose memory bandwidth changes
-// every few seconds; pairs of the faster and slower state apart when their
-// times differ by over 25%.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "base/runtime_switch.h"
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "engine/bench.h"
@@ -59,49 +52,11 @@ struct BenchArgs {
   int64_t probe_mib = 1024;  // bandwidth probe buffer; 0 = skip the probe
   std::string kv_pruner = "auto";
   int64_t kv_budget = -1;
-  std::string ab_switch;  // a kernel switch to alternate token by token; "" = none
 };
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// --ab-switch: token pairs' seconds, with the switch on and off.
-struct AbPair {
-  double on, off;
-};
-
-// The median off/on ratio over the pairs, and apart for the faster and the
-// slower state when the pairs' times spread over 25% (StateSplit).
-void ReportAb(const std::string& name, const std::vector<AbPair>& pairs) {
-  if (pairs.empty()) return;
-  std::vector<double> mean;
-  for (const AbPair& p : pairs) mean.push_back((p.on + p.off) / 2);
-  const double mid = StateSplit(mean);
-  const auto report = [&](const char* what, int side) {  // side: 0 all, 1 faster, 2 slower
-    std::vector<double> ratio, on, off;
-    int64_t on_faster = 0;
-    for (const AbPair& p : pairs) {
-      const bool faster = (p.on + p.off) / 2 < mid;
-      if (side != 0 && faster != (side == 1)) continue;
-      ratio.push_back(p.off / p.on);
-      on.push_back(p.on);
-      off.push_back(p.off);
-      on_faster += p.on < p.off ? 1 : 0;
-    }
-    if (ratio.empty()) return;
-    std::printf(
-        "ab %s, %s: %zu token pairs, on %.0f us, off %.0f us (medians), off/on %.4f (median), "
-        "on faster in %lld\n",
-        name.c_str(), what, ratio.size(), 1e6 * Median(on), 1e6 * Median(off), Median(ratio),
-        static_cast<long long>(on_faster));
-  };
-  report("all pairs", 0);
-  if (mid > 0) {
-    report("faster state", 1);
-    report("slower state", 2);
-  }
 }
 
 int Run(const BenchArgs& a) {
@@ -137,15 +92,8 @@ int Run(const BenchArgs& a) {
   std::vector<double> prefill_tps, decode_tps;
   std::vector<ReadBandwidth> probes;  // one after each decode run
   const int threads = a.load.threads > 0 ? a.load.threads : 0;
-  double peak_rss_mb = 0.0;      // of the model runs, without the probe's buffer
-  int64_t decode_faults = 0;     // major page faults in the decode loops, all runs
-  std::vector<AbPair> ab_pairs;  // --ab-switch
-  if (!a.ab_switch.empty() && !SetRuntimeSwitch(a.ab_switch, true)) {
-    std::string known;
-    for (const std::string& n : RuntimeSwitchNames()) known += (known.empty() ? "" : ", ") + n;
-    return ReportError(InvalidArgument("--ab-switch: unknown switch '" + a.ab_switch + "'",
-                                       "the switches: " + known));
-  }
+  double peak_rss_mb = 0.0;   // of the model runs, without the probe's buffer
+  int64_t decode_faults = 0;  // major page faults in the decode loops, all runs
   // A warm-up prefill, not timed (llama-bench's warm-up run): it faults in
   // the weights' pages and the cache's. Then the prefill runs back to back,
   // then the decode runs, each after an untimed prefill and followed by its
@@ -170,19 +118,10 @@ int Run(const BenchArgs& a) {
     int32_t next = prompt.back();
     for (int64_t i = 0; i < a.gen; ++i) {
       const int32_t one[1] = {next};
-      // --ab-switch: pair i / 2 runs on then off, or off then on when odd.
-      const bool ab = !a.ab_switch.empty(), on = ((i % 2) == 0) != ((i / 2) % 2 == 1);
-      if (ab) SetRuntimeSwitch(a.ab_switch, on);
-      Timer token;
       if (Status st = model.Forward(one, *cache, logits, false); !st.ok()) return ReportError(st);
-      if (ab) {
-        if (i % 2 == 0) ab_pairs.push_back({0.0, 0.0});
-        (on ? ab_pairs.back().on : ab_pairs.back().off) = token.Seconds();
-      }
       next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
     decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
-    if (!a.ab_switch.empty() && a.gen % 2 == 1) ab_pairs.pop_back();  // its second token is missing
     decode_faults += MajorPageFaults() - faults_before;
     if (a.probe_mib > 0) {
       // The probe right after each decode run: a machine whose memory
@@ -193,7 +132,6 @@ int Run(const BenchArgs& a) {
     }
   }
   if (a.probe_mib == 0) peak_rss_mb = PeakRssMiB();
-  if (!a.ab_switch.empty()) SetRuntimeSwitch(a.ab_switch, true);
   const double p = Median(prefill_tps), d = Median(decode_tps);
   if (ops::StreamOnlyBuild()) {
     std::printf(
@@ -214,7 +152,6 @@ int Run(const BenchArgs& a) {
     }
     std::printf("\n");
   }
-  ReportAb(a.ab_switch, ab_pairs);
   if (decode_faults > 0) {
     // Each one waited for a disk read (milliseconds): decode speed then says
     // as much about the page cache as about the engine.
@@ -385,10 +322,6 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   sub->add_option("--kv-budget", args->kv_budget,
                   "KV tokens the pruner keeps (default: the model's config)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--ab-switch", args->ab_switch,
-                  "alternate a switch of equivalent code paths (DSV4_FP8_PAIRS, DSV4_FP4_PAIRS, "
-                  "DSV4_KEY_PREFETCH) on and off token by token while decoding and report the "
-                  "off/on token-time ratio");
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

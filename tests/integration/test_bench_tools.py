@@ -68,10 +68,9 @@ def test_bad_input_is_a_clear_error(args):
     assert "v4_decode_bound:" in r.stderr and "hint:" in r.stderr
 
 
-# ---- tools/bench/ab_regions.py and gap_samples.py on made-up traces ----
+# ---- bench/experiments/gap_samples.py on made-up traces ----
 
-AB = ROOT / "tools/bench/ab_regions.py"
-GAPS = ROOT / "tools/bench/gap_samples.py"
+GAPS = ROOT / "bench/experiments/gap_samples.py"
 HEAD = 32768
 
 
@@ -87,24 +86,6 @@ def _write_trace(path, tokens):
         for regions in tokens:
             for n, s, e in regions:
                 f.write(f"{n},{s * 1000},{e * 1000},{e * 1000},{s * 1000},{e * 1000}\n")
-
-
-def test_ab_regions_pairs_tokens_in_bench_order(tmp_path):
-    # A prefill head, then 4 decode tokens: switch on, off, off, on
-    # (`dsv4 bench --ab-switch`). Region 7 takes 10 us on, 30 us off.
-    tokens, t = [[(HEAD, 0, 5)]], 10
-    for i in range(4):
-        on = i in (0, 3)
-        d = 10 if on else 30
-        tokens.append([(7, t, t + d), (HEAD, t + d + 2, t + d + 4)])
-        t += 100
-    trace = tmp_path / "ab.csv"
-    _write_trace(trace, tokens)
-    r = _run(AB, trace, "--gen", 4)
-    assert r.returncode == 0, r.stderr
-    assert "2 token pairs: token on 14 us, off 34 us" in r.stdout
-    row = re.search(r"^\s+7\s+([\d.]+)\s+([\d.]+)$", r.stdout, re.M)
-    assert row and (float(row.group(1)), float(row.group(2))) == (10.0, 30.0), r.stdout
 
 
 def test_gap_samples_counts_the_callers_samples_between_regions(tmp_path):
@@ -152,10 +133,6 @@ def test_pool_regions_by_next_parts_regions_of_equal_n(tmp_path):
 
 @pytest.mark.parametrize("tool,args", [
     (POOL, ["/nonexistent.csv", "--token-n", "5"]),
-    (AB, ["/nonexistent.csv", "--gen", "8"]),
-    (AB, [ROOT / "tests/integration/conftest.py", "--gen", "8"]),
-    (AB, ["{trace}", "--gen", "2"]),
-    (AB, ["{trace}", "--gen", "400"]),
     (GAPS, ["/nonexistent.csv", "{trace}"]),
     (GAPS, ["{trace}", "/nonexistent.txt"]),
     (GAPS, ["{trace}", "{trace}"]),

@@ -29,13 +29,16 @@ using ::dsv4::testing::WideX;
 
 #define DSV4_REQUIRE_BF16_F32()                    \
   DSV4_REQUIRE_KERNEL(simd::Bf16F32MatVecKernel(), \
-                      "this CPU lacks AVX-512 (or DSV4_BF16_F32_MATVEC=0)")
-#define DSV4_REQUIRE_F32_F32() \
-  DSV4_REQUIRE_KERNEL(simd::F32F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_F32_MATVEC=0)")
-#define DSV4_REQUIRE_F16_F32() \
-  DSV4_REQUIRE_KERNEL(simd::F16F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_F16_MATVEC=0)")
-#define DSV4_REQUIRE_Q8_F32() \
-  DSV4_REQUIRE_KERNEL(simd::Q8F32MatVecKernel(), "this CPU lacks AVX-512 (or DSV4_Q8_0_MATVEC=0)")
+                      "this CPU lacks AVX-512 (or DSV4_KERNELS=portable)")
+#define DSV4_REQUIRE_F32_F32()                    \
+  DSV4_REQUIRE_KERNEL(simd::F32F32MatVecKernel(), \
+                      "this CPU lacks AVX-512 (or DSV4_KERNELS=portable)")
+#define DSV4_REQUIRE_F16_F32()                    \
+  DSV4_REQUIRE_KERNEL(simd::F16F32MatVecKernel(), \
+                      "this CPU lacks AVX-512 (or DSV4_KERNELS=portable)")
+#define DSV4_REQUIRE_Q8_F32()                    \
+  DSV4_REQUIRE_KERNEL(simd::Q8F32MatVecKernel(), \
+                      "this CPU lacks AVX-512 (or DSV4_KERNELS=portable)")
 
 // The pair kernel for a weight dtype.
 simd::TryMatMulFn PairKernel(DType dt) {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "../common/matmul_fixtures.h"
+#include "base/env.h"
 #include "base/float_types.h"
-#include "base/runtime_switch.h"
 #include "base/thread_pool.h"
 #include "ops/matmul.h"
 #include "ops/ref/quant_matmul_ref.h"
@@ -74,12 +74,12 @@ bool Available() {
   return simd::Fp8Bf16DotKernel() != nullptr && simd::Fp4Bf16DotKernel() != nullptr;
 }
 
-#define DSV4_REQUIRE_BF16DOT()                                                             \
-  do {                                                                                     \
-    if (!Available()) {                                                                    \
-      GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI (or DSV4_BF16_DOT=0): no bf16 dot " \
-                      "kernels to test; BF16Dot.OpsFallBack checks the dispatch instead";  \
-    }                                                                                      \
+#define DSV4_REQUIRE_BF16DOT()                                                                   \
+  do {                                                                                           \
+    if (!Available()) {                                                                          \
+      GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI (or DSV4_KERNELS=portable): no bf16 dot " \
+                      "kernels to test; BF16Dot.OpsFallBack checks the dispatch instead";        \
+    }                                                                                            \
   } while (0)
 
 // All rows (out stride N) against the scalar twin; then every token of the
@@ -283,49 +283,37 @@ TEST(BF16Dot, RowRangeAndStride) {
 // product is split over threads never changes its rows). Ranges of two rows
 // or more take the paired paths (Fp4RowPairs / Fp8RowPairs: rows i and
 // i + half, each half with its own FP8 scale block, the odd row last),
-// one-row calls the single-row path.
+// one-row calls the single-row path. Two shapes (K = 384, 512), with and
+// without an odd row.
 TEST(BF16Dot, RowRangesEqualSingleRows) {
   DSV4_REQUIRE_BF16DOT();
-  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
-    const Weight w = MakeWeight(dt, 260, 384, 23);
-    const std::vector<float> x = QuantizedX(1, w.k, 5);
-    for (const auto& [begin, end] :
-         {std::pair<int64_t, int64_t>{0, 260}, {1, 260}, {127, 130}, {3, 4}, {126, 257}}) {
-      std::vector<float> got(end - begin, -5.0f);
-      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, x.data(), 1, begin, end)));
-      for (int64_t n = begin; n < end; ++n) {
-        float one = -6.0f;
-        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, &one, w.n, x.data(), 1, n, n + 1)));
-        EXPECT_EQ(0, std::memcmp(&one, &got[n - begin], 4))
-            << Describe(w, 1,
-                        " rows [" + std::to_string(begin) + ", " + std::to_string(end) + "): row " +
-                            std::to_string(n) + " differs from a one-row call");
+  using Range = std::pair<int64_t, int64_t>;
+  struct Case {
+    int64_t n, k;
+    uint32_t w_seed, x_seed;
+    std::vector<Range> ranges;
+  };
+  const Case cases[] = {
+      {260, 384, 23, 5, {{0, 260}, {1, 260}, {127, 130}, {3, 4}, {126, 257}}},
+      {261, 512, 29, 8, {{0, 261}, {1, 261}, {120, 250}}},
+  };
+  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1})
+    for (const Case& c : cases) {
+      const Weight w = MakeWeight(dt, c.n, c.k, c.w_seed);
+      const std::vector<float> x = QuantizedX(1, w.k, c.x_seed);
+      for (const auto& [begin, end] : c.ranges) {
+        std::vector<float> got(end - begin, -5.0f);
+        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, x.data(), 1, begin, end)));
+        for (int64_t n = begin; n < end; ++n) {
+          float one = -6.0f;
+          ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, &one, w.n, x.data(), 1, n, n + 1)));
+          EXPECT_EQ(0, std::memcmp(&one, &got[n - begin], 4))
+              << Describe(w, 1,
+                          " rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                              "): row " + std::to_string(n) + " differs from a one-row call");
+        }
       }
     }
-  }
-}
-
-// The row-pair layouts switched off at run time (as benchmarks alternate
-// them): the same bits, for ranges with and without an odd row; an unknown
-// switch is refused.
-TEST(BF16Dot, PairSwitchesKeepTheBits) {
-  DSV4_REQUIRE_BF16DOT();
-  EXPECT_FALSE(SetRuntimeSwitch("DSV4_NO_SUCH_SWITCH", false));
-  for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
-    const char* name = dt == DType::kFp8E4m3 ? "DSV4_FP8_PAIRS" : "DSV4_FP4_PAIRS";
-    const Weight w = MakeWeight(dt, 261, 512, 29);
-    const std::vector<float> x = QuantizedX(1, w.k, 8);
-    for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 261}, {1, 261}, {120, 250}}) {
-      std::vector<float> on(end - begin, -5.0f), off(end - begin, -6.0f);
-      ASSERT_TRUE(SetRuntimeSwitch(name, true));
-      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, on.data(), w.n, x.data(), 1, begin, end)));
-      ASSERT_TRUE(SetRuntimeSwitch(name, false));
-      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, off.data(), w.n, x.data(), 1, begin, end)));
-      ASSERT_TRUE(SetRuntimeSwitch(name, true));
-      EXPECT_EQ(0, std::memcmp(on.data(), off.data(), 4 * on.size()))
-          << name << " rows [" << begin << ", " << end << ")";
-    }
-  }
 }
 
 // Not exactly bf16 (a low mantissa bit, a subnormal), or K % 128 != 0: the
@@ -394,14 +382,12 @@ TEST(BF16Dot, OpsDispatch) {
   }
 }
 
-// Where the CPU has the instructions, so does the dispatch (unless turned off).
+// Where the CPU has the instructions, so does the dispatch (unless DSV4_KERNELS=portable).
 TEST(BF16Dot, AvailableMatchesCpu) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi");
-  const char* env = std::getenv("DSV4_BF16_DOT");
-  const bool off = env != nullptr && std::strcmp(env, "0") == 0;
-  EXPECT_EQ(Available(), cpu && !off);
+  EXPECT_EQ(Available(), cpu && !env::PortableKernelsOnly());
 #else
   EXPECT_FALSE(Available());
 #endif

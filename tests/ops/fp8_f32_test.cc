@@ -31,7 +31,7 @@ using ::dsv4::testing::WideX;
 
 #define DSV4_REQUIRE_FP8_F32()                    \
   DSV4_REQUIRE_KERNEL(simd::Fp8F32MatVecKernel(), \
-                      "this CPU lacks AVX512-VBMI (or DSV4_FP8_F32_MATVEC=0)")
+                      "this CPU lacks AVX512-VBMI (or DSV4_KERNELS=portable)")
 
 // Rows [b, e) of w · x by both kernels; equal bits expected.
 void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,

@@ -42,7 +42,7 @@ using ::dsv4::testing::ScopedKQuantActivations;
 using ::dsv4::testing::Weight;
 
 #define DSV4_REQUIRE_Q8_0_Q8() \
-  DSV4_REQUIRE_KERNEL(simd::Q8_0Q8MatMulKernel(), "no AVX-512 VNNI (or DSV4_Q8_0_Q8=0)")
+  DSV4_REQUIRE_KERNEL(simd::Q8_0Q8MatMulKernel(), "no AVX-512 VNNI (or DSV4_KERNELS=portable)")
 
 struct Golden {
   std::vector<float> x;

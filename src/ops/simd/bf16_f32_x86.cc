@@ -241,22 +241,22 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
 }  // namespace
 
 TryMatMulFn Bf16F32MatVecKernel() {
-  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_BF16_F32_MATVEC");
+  static const bool on = x86::KernelsOn();
   return on ? &TryMatVec<Bf16> : nullptr;
 }
 
 TryMatMulFn F32F32MatVecKernel() {
-  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_F32_MATVEC");
+  static const bool on = x86::KernelsOn();
   return on ? &TryMatVec<F32> : nullptr;
 }
 
 TryMatMulFn F16F32MatVecKernel() {
-  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_F16_MATVEC");
+  static const bool on = x86::KernelsOn();
   return on ? &TryMatVec<F16> : nullptr;
 }
 
 TryMatMulFn Q8F32MatVecKernel() {
-  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_Q8_0_MATVEC");
+  static const bool on = x86::KernelsOn();
   return on ? &TryMatVec<Q8_0> : nullptr;
 }
 

@@ -43,7 +43,6 @@
 
 #include "base/check.h"
 #include "base/float_types.h"
-#include "base/runtime_switch.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
 #include "ops/simd/x86_util.h"
@@ -62,14 +61,6 @@
 #endif
 
 namespace dsv4::ops::simd {
-namespace {
-
-// The one-token row pairs (two streams per thread), switchable at run time
-// for benchmarks (base/runtime_switch.h); the same bits either way.
-RuntimeSwitch g_fp8_pairs("DSV4_FP8_PAIRS");
-RuntimeSwitch g_fp4_pairs("DSV4_FP4_PAIRS");
-
-}  // namespace
 
 namespace bf16dot {
 
@@ -470,8 +461,7 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // arithmetic (from cache, pairs are no faster than one row at a time) but for
 // memory: two sequential streams per thread keep more lines in flight than
 // one, where FP8's decoding leaves the loads too sparse for the hardware
-// prefetcher alone; the gain is largest when memory is fast. Compare with
-// `matmul_bench 2 256 150 fp8_e4m3 2048 decode-ab:DSV4_FP8_PAIRS`.
+// prefetcher alone; the gain is largest when memory is fast.
 // s0, s1: room for one row's f32 scales each. Returns the row the single-row
 // path goes on from (the odd one left, if any).
 DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
@@ -551,12 +541,10 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
     }
   }
   int64_t n = a.row_begin;
-  if constexpr (F == Format::kFp4) {
-    if (a.n_tokens == 1 && g_fp4_pairs.on()) {
+  if (a.n_tokens == 1) {
+    if constexpr (F == Format::kFp4) {
       n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
-    }
-  } else {
-    if (a.n_tokens == 1 && g_fp8_pairs.on()) {
+    } else {
       n = Fp8RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
     }
   }
@@ -888,8 +876,8 @@ DSV4_BF16DOT_TARGET float DotLoop(int64_t macs, int64_t* done) {
 }
 
 bool Enabled() {
-  static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vbmi") &&
-                         __builtin_cpu_supports("avx512bf16") && !x86::TurnedOff("DSV4_BF16_DOT");
+  static const bool on = x86::KernelsOn() && __builtin_cpu_supports("avx512vbmi") &&
+                         __builtin_cpu_supports("avx512bf16");
   return on;
 }
 

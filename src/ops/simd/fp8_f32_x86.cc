@@ -209,8 +209,7 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
 }  // namespace
 
 TryMatMulFn Fp8F32MatVecKernel() {
-  static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vbmi") &&
-                         !x86::TurnedOff("DSV4_FP8_F32_MATVEC");
+  static const bool on = x86::KernelsOn() && __builtin_cpu_supports("avx512vbmi");
   return on ? &TryMatVec : nullptr;
 }
 

@@ -250,18 +250,18 @@ DSV4_KQ8_TARGET void QuantizeQ8K(const float* x, int64_t k, BlockQ8K* y) {
 namespace {
 // Whether KQuantQ8KKernel picks the VNNI variant.
 bool UseVnni() {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && !x86::TurnedOff("DSV4_VNNI");
+  static const bool vnni = __builtin_cpu_supports("avx512vnni");
   return vnni;
 }
 }  // namespace
 
 QuantizeQ8KFn QuantizeQ8KKernel() {
-  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_KQUANT_Q8");
+  static const bool on = x86::KernelsOn();
   return on ? &QuantizeQ8K : nullptr;
 }
 
 KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni) {
-  static const bool on = x86::CpuHasAvx512() && !x86::TurnedOff("DSV4_KQUANT_Q8");
+  static const bool on = x86::KernelsOn();
   static const bool has_vnni = __builtin_cpu_supports("avx512vnni");
   if (!on || (vnni && !has_vnni)) return nullptr;
   switch (w_dtype) {

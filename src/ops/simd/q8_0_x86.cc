@@ -306,8 +306,7 @@ DSV4_Q80_TARGET bool TryMatMul(const MatMulArgs& a) {
 
 namespace {
 bool Enabled() {
-  static const bool on = x86::CpuHasAvx512() && __builtin_cpu_supports("avx512vnni") &&
-                         !x86::TurnedOff("DSV4_Q8_0_Q8");
+  static const bool on = x86::KernelsOn() && __builtin_cpu_supports("avx512vnni");
   return on;
 }
 }  // namespace

@@ -62,14 +62,14 @@ MatMulFn KQuantMatMulKernel(DType w_dtype);
 // bit for bit ops::ref::QuantizeRowQ8K and DotKQuantQ8K for finite
 // activations. The kernel takes each token's activations already quantised
 // (xq: T · K/256 blocks) and ignores args.x. nullptr when the CPU lacks the
-// instructions or DSV4_KQUANT_Q8=0 (then ops/ref).
+// instructions or DSV4_KERNELS=portable (base/env.h; then ops/ref).
 using QuantizeQ8KFn = void (*)(const float* x, int64_t k, BlockQ8K* y);
 QuantizeQ8KFn QuantizeQ8KKernel();
 using KQuantQ8KFn = void (*)(const MatMulArgs& args, const BlockQ8K* xq);
 KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
 // The kernel with (vnni: AVX512-VNNI, the faster) or without VNNI, whichever
-// KQuantQ8KKernel picks (the first where the CPU has it and DSV4_VNNI is not
-// 0); nullptr where the CPU lacks it. For tests: both give the same bits.
+// KQuantQ8KKernel picks (the first where the CPU has it); nullptr where the
+// CPU lacks it. For tests: both give the same bits.
 KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni);
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
@@ -77,7 +77,8 @@ KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni);
 // returns false, writing nothing) unless K % 128 == 0 and every x is exactly
 // bf16 (as after DeepSeek-V4's FP8 activation quantisation); then the caller
 // runs the kernels above. Exact products, fp32 sums in another order than
-// theirs. nullptr when the CPU lacks the instructions or DSV4_BF16_DOT=0.
+// theirs. nullptr when the CPU lacks the instructions or DSV4_KERNELS=portable
+// (as for every kernel below).
 using TryMatMulFn = bool (*)(const MatMulArgs& args);
 TryMatMulFn Fp8Bf16DotKernel();
 TryMatMulFn Fp4Bf16DotKernel();
@@ -85,31 +86,28 @@ TryMatMulFn Fp4Bf16DotKernel();
 // bit for bit Fp8BlockMatMulKernel's, with the weights decoded by byte table
 // lookups instead of through f16. Declines (false, nothing written) unless
 // n_tokens == 1, K % 128 == 0 and the scales are e8m0; the caller then runs
-// Fp8BlockMatMulKernel. nullptr when the CPU lacks the instructions or
-// DSV4_FP8_F32_MATVEC=0.
+// Fp8BlockMatMulKernel. nullptr when the CPU lacks the instructions.
 TryMatMulFn Fp8F32MatVecKernel();
 // bf16 × f32 matvec (one token) on AVX-512 (ops/simd/bf16_f32_x86.cc): bit for
 // bit DenseMatMulKernel(kBF16)'s, two rows at once from the two halves of the
 // row range (two sequential streams).
 // Declines (false, nothing written) unless n_tokens == 1 and K % 64 == 0; the
-// caller then runs DenseMatMulKernel. nullptr when the CPU lacks AVX-512 or
-// DSV4_BF16_F32_MATVEC=0.
+// caller then runs DenseMatMulKernel. nullptr when the CPU lacks AVX-512.
 TryMatMulFn Bf16F32MatVecKernel();
 // f32 × f32 matvec (one token), the same kernel for f32 weights: bit for bit
 // DenseMatMulKernel(kF32)'s. Declines unless n_tokens == 1 and K % 32 == 0.
-// nullptr when the CPU lacks AVX-512 or DSV4_F32_MATVEC=0.
+// nullptr when the CPU lacks AVX-512.
 TryMatMulFn F32F32MatVecKernel();
 // f16 and q8_0 × f32 matvecs (one token), the same kernel: bit for bit
 // DenseMatMulKernel(kF16 / kQ8_0)'s. Decline unless n_tokens == 1 and
-// K % 32 == 0. nullptr when the CPU lacks AVX-512 or DSV4_F16_MATVEC=0 /
-// DSV4_Q8_0_MATVEC=0.
+// K % 32 == 0. nullptr when the CPU lacks AVX-512.
 TryMatMulFn F16F32MatVecKernel();
 TryMatMulFn Q8F32MatVecKernel();
 // GGUF q8_0 weights × activations quantised to q8_0 (llama.cpp's arithmetic,
 // ops/simd/q8_0_x86.cc), AVX-512 VNNI: bit for bit ops::ref::MatMulQ8_0Q8_0
 // for any token count and row range (each thread quantises the call's
 // activations itself). Declines a non-q8_0 weight. nullptr when the CPU lacks
-// AVX-512 VNNI or DSV4_Q8_0_Q8=0; the caller then takes the f32 kernels.
+// AVX-512 VNNI; the caller then takes the f32 kernels.
 TryMatMulFn Q8_0Q8MatMulKernel();
 // Its activation quantisation, bit for bit ops::ref::QuantizeRowQ8_0.
 using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);

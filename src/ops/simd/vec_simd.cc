@@ -14,7 +14,6 @@
 
 #include "base/check.h"
 #include "base/float_types.h"
-#include "base/runtime_switch.h"
 #include "ops/ref/quant_matmul_ref.h"
 #include "ops/simd/simd_kernels.h"
 
@@ -239,12 +238,8 @@ HWY_INLINE void DotTileN(DF d, int64_t mq, const float* q, int64_t q_stride,
 // in memory order — which the hardware prefetcher does not follow from one
 // row to the next. So the first kKeyPrefetchLines lines of each key row
 // kKeyPrefetchChunks chunks ahead are fetched into L1 by software (the
-// prefetcher then follows each row); the same sums either way. Compare with
-// `dsv4 bench … --ab-switch DSV4_KEY_PREFETCH` (in the trace build,
-// tools/bench/ab_regions.py shows the attention regions). DSV4_KEY_PREFETCH=0
-// turns it off (base/runtime_switch.h).
+// prefetcher then follows each row); the sums do not depend on it.
 constexpr int64_t kKeyPrefetchLines = 8, kKeyPrefetchChunks = 4;
-RuntimeSwitch g_key_prefetch("DSV4_KEY_PREFETCH");
 
 HWY_INLINE void PrefetchKeys(const float* const* keys, int64_t k_begin, int64_t k_end, int64_t n) {
   const int64_t bytes = std::min<int64_t>(64 * kKeyPrefetchLines, 4 * n);
@@ -258,13 +253,11 @@ HWY_INLINE void PrefetchKeys(const float* const* keys, int64_t k_begin, int64_t 
 void DotManyImpl(const float* q, int64_t n_q, int64_t q_stride, const float* const* keys,
                  int64_t n_keys, int64_t n, float* out) {
   const DF d;
-  const bool prefetch = g_key_prefetch.on();
   constexpr int64_t kAhead = kKeyPrefetchChunks * kDotKeyChunk;  // keys
-  if (prefetch) PrefetchKeys(keys, 0, std::min(n_keys, kAhead), n);
+  PrefetchKeys(keys, 0, std::min(n_keys, kAhead), n);
   for (int64_t k0 = 0; k0 < n_keys; k0 += kDotKeyChunk) {
     const int64_t k1 = std::min(n_keys, k0 + kDotKeyChunk);
-    if (prefetch)
-      PrefetchKeys(keys, std::min(n_keys, k0 + kAhead), std::min(n_keys, k1 + kAhead), n);
+    PrefetchKeys(keys, std::min(n_keys, k0 + kAhead), std::min(n_keys, k1 + kAhead), n);
     for (int64_t h = 0; h < n_q; h += kManyRows) {
       const int64_t mq = std::min<int64_t>(kManyRows, n_q - h);
       const float* qh = q + h * q_stride;

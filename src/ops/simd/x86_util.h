@@ -1,7 +1,7 @@
 // Shared by the hand-written x86-64 kernels of ops/simd (bf16dot_x86.cc,
 // fp8_f32_x86.cc, bf16_f32_x86.cc, kquant_q8_x86.cc, q8_0_x86.cc): the
 // register barrier their weight loads go through, the CPU-feature check and
-// the environment switch each kernel has, the weight prefetch, and the integer
+// the check that the hand-written kernels are on, the weight prefetch, and the integer
 // block sums and lanes-tile stores of the int8 kernels.
 #ifndef DSV4_OPS_SIMD_X86_UTIL_H_
 #define DSV4_OPS_SIMD_X86_UTIL_H_
@@ -11,18 +11,13 @@
 #include <cstring>
 #include <utility>
 
+#include "base/env.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #endif
 
 namespace dsv4::ops::simd::x86 {
-
-// Whether the environment variable `name` is "0": a kernel turned off (for
-// comparisons).
-inline bool TurnedOff(const char* name) {
-  const char* env = std::getenv(name);
-  return env != nullptr && std::strcmp(env, "0") == 0;
-}
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
@@ -34,6 +29,11 @@ inline bool CpuHasAvx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
+
+// Whether the kernels here may run: the CPU has CpuHasAvx512's features and
+// DSV4_KERNELS is not "portable" (base/env.h). Each kernel tests its further
+// features beside it.
+inline bool KernelsOn() { return !env::PortableKernelsOnly() && CpuHasAvx512(); }
 
 // v as a value the compiler cannot trace back to memory: it would otherwise
 // load a weight vector again for each instruction that overwrites a copy of

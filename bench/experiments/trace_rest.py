@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A decoded token's time outside its weight products, from ThreadPool traces.
 
-  tools/bench/trace_rest.py TRACE.csv [TRACE.csv ...]
+  bench/experiments/trace_rest.py TRACE.csv [TRACE.csv ...]
 
 For DeepSeek-V4 traces written as tools/bench/pool_regions.py describes. A
 token runs from one head region (n = 32768, the synthetic model's vocabulary)

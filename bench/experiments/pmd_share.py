@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much of a cached file the kernel maps in 2 MiB pages, from N windows.
 
-  tools/bench/pmd_share.py [--windows N] FILE...
+  bench/experiments/pmd_share.py [--windows N] FILE...
 
 For each FILE: maps N windows of 16 MiB spread over it (2 MiB-aligned, at the
 offsets base/page_cache.cc samples for N = 4), asks for 2 MiB pages
@@ -9,7 +9,7 @@ offsets base/page_cache.cc samples for N = 4), asks for 2 MiB pages
 sums Rss and FilePmdMapped of those mappings from /proc/self/smaps. Prints the
 share in 2 MiB pages. Reading in an uncached window reads it from disk (into
 2 MiB pages where the kernel makes them): run it on a cached file. No root
-needed (tools/bench/folio_map.py, which needs root, samples a running dsv4
+needed (bench/experiments/folio_map.py, which needs root, samples a running dsv4
 instead). Few windows can miss a split that many windows see: with 15% of a
 file's 2 MiB blocks split (fragment_page_cache.py --share 0.15), 4 windows
 can read nearly all of it in 2 MiB pages where 16 read the split.

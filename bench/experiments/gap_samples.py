@@ -8,7 +8,7 @@ list the samples:
       -o /tmp/p.data -- build/trace/dsv4 bench --model M --threads 2 \\
       --prompt-len 128 --gen 300 --repeat 1 --probe-mib 0
   perf script -i /tmp/p.data -F tid,time,ip,sym --ns > /tmp/p.txt
-  tools/bench/gap_samples.py /tmp/rg.csv /tmp/p.txt --token-n 32768
+  bench/experiments/gap_samples.py /tmp/rg.csv /tmp/p.txt --token-n 32768
 
 The gaps are the intervals between consecutive regions of each token after
 the first --skip tokens (a token ends at a region of n = --token-n). The

@@ -1,12 +1,12 @@
 #!/bin/bash
 # Alternating `dsv4 bench` pairs of two builds on one model, then a summary.
 #
-#   tools/bench/ab_pairs.sh N BUILD_A BUILD_B MODEL [PROMPT_LEN]
+#   bench/experiments/ab_pairs.sh N BUILD_A BUILD_B MODEL [PROMPT_LEN]
 #
 # N rounds of: BUILD_A, then BUILD_B, each `bench --threads 2 --gen 32
 # --repeat 1` with its own bandwidth probe (the host's memory bandwidth
 # changes from second to second). Prints one line per run, then
-# tools/bench/ab_pairs_summary.py's medians: the B/A tok/s ratio over all
+# bench/experiments/ab_pairs_summary.py's medians: the B/A tok/s ratio over all
 # pairs and over the "fast pairs" (both probes above 70 GB/s and within 6%),
 # and each build's decode efficiency in either state.
 set -u

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Which of a running dsv4's mapped weights sit in huge page-cache folios.
 
-  sudo tools/bench/folio_map.py PID MODEL_DIR [STEP_PAGES]
+  sudo bench/experiments/folio_map.py PID MODEL_DIR [STEP_PAGES]
 
 For every tensor of the safetensors shards in MODEL_DIR that process PID has
 mapped, samples one 4 KiB page in STEP_PAGES (default 16) and asks the kernel

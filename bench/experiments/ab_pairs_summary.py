@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary of tools/bench/ab_pairs.sh's runs.
+"""Summary of bench/experiments/ab_pairs.sh's runs.
 
 Input lines: ROUND BUILD key=value ... (the bench's machine-readable last
 line). Pairs are a round's two runs. "Fast pairs": both probes above 70 GB/s

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Leaves a file cached in small pages, as reclaim does, to measure the refresh.
 
-  tools/bench/fragment_page_cache.py [--share F] FILE...
+  bench/experiments/fragment_page_cache.py [--share F] FILE...
 
 For each FILE: maps it, reads it in, pages out (MADV_PAGEOUT) 64 KiB of every
 2 MiB (with --share F, of a random share F of them: reclaim leaves a file
