@@ -226,7 +226,11 @@ def test_connections_past_the_cap_get_503_at_once():
     s = Server("--threads", "1", "--max-connections", "8")
     try:
         held = [connect(s) for _ in range(8)]
-        time.sleep(0.2)
+        # The accept thread counts them as it takes them (slower on a loaded machine).
+        deadline = time.monotonic() + 10
+        while exchange(s, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")[1] != 503:
+            assert time.monotonic() < deadline, "the 8 held connections were never all counted"
+            time.sleep(0.05)
         lat = []
         for _ in range(5):
             elapsed, status, body = exchange(s, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
