@@ -35,6 +35,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,6 +145,13 @@ class SeedModel final : public Model {
   Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
                  bool all_logits) override;
   void SetThreads(int n_threads) override;
+
+  // ---- Model capabilities (model/model.h; runtime_options.cc) ----
+  // Every runtime option, validated against this model (experts, pruner, CED
+  // layers), then SetRuntimeOptions.
+  Status ApplyRuntimeOptions(const RuntimeOptions& options) override;
+  // Live, unpruned, peak and evicted entries of a SeedCache; nullopt for others.
+  std::optional<KvUsage> kv_usage(const SequenceCache& cache) const override;
 
   void SetRuntimeOptions(const SeedRuntimeOptions& o);
   const SeedRuntimeOptions& runtime_options() const { return runtime_; }
