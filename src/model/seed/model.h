@@ -111,13 +111,22 @@ struct SeedLoadOptions {
 
 enum class BlockKind { kPreNorm, kCed };
 enum class FfnKind { kDense, kCedFused, kMoe };
+// C-15: the tokens HCA's μ and σ cover (config hca.stats).
+enum class HcaStats { kCausal, kWholeCall, kBatch };
+// S-040: what the router reads (config moe.router_input).
+enum class RouterInput { kHidden, kHca, kHiddenPlusAttn };
 
-// What one layer runs, decided at load.
+// What one layer runs, decided at load from the config and the checkpoint, so
+// the forward pass compares no config strings.
 struct SeedLayerPlan {
   BlockKind block = BlockKind::kPreNorm;
   FfnKind ffn = FfnKind::kDense;
   bool csa = false;
-  bool hca = false;           // HCA controller feeds the router
+  bool csa_seed_global = false;       // C-08: csa.global_mode "seed"
+  bool csa_layernorm_fusion = false;  // S-021: csa.fusion_mode "residual_layernorm"
+  bool hca = false;                   // HCA controller feeds the router
+  HcaStats hca_stats = HcaStats::kCausal;
+  RouterInput router_input = RouterInput::kHidden;
   bool ced_mlp_norm = false;  // CED block with a norm before the MLP (C-18 auto)
   Layout ced_layout = Layout::kRowMajor;
 };
