@@ -1,17 +1,17 @@
 // `dsv4 convert-layout`: rewrites a seed-family checkpoint's dense MLPs between
-// standard SwiGLU and CED storage (S-143; model/seed/convert_layout.h).
+// standard SwiGLU and CED storage (S-143; engine/convert_layout.h).
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.h"
-#include "model/seed/convert_layout.h"
+#include "engine/convert_layout.h"
 
 namespace dsv4::cli {
 namespace {
 
 struct ConvertArgs {
   std::string in, out, topology = "keep";
-  seed::ConvertLayoutOptions options;
+  ConvertLayoutOptions options;
 };
 
 int Convert(ConvertArgs& a) {
@@ -19,7 +19,7 @@ int Convert(ConvertArgs& a) {
     return ReportError(InvalidArgument("--topology '" + a.topology + "' is not keep or ced"));
   }
   a.options.topology_ced = a.topology == "ced";
-  auto r = seed::ConvertSeedLayout(a.in, a.out, a.options);
+  auto r = ConvertCheckpointLayout(a.in, a.out, a.options);
   if (!r.ok()) return ReportError(r.status());
   std::printf("converted %zu layer(s) to %s:", r->converted.size(), a.options.to.c_str());
   for (int64_t l : r->converted) std::printf(" %lld", static_cast<long long>(l));

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "cli/commands.h"
-#include "ops/ref/ops_ref.h"
+#include "engine/generate.h"
 
 namespace dsv4::cli {
 namespace {
@@ -32,10 +32,9 @@ int Run(const LogitsArgs& a) {
     return ReportError(st);
   }
   const int64_t k = std::min<int64_t>(a.top_k, V);
-  std::vector<int32_t> top(k);
   for (int64_t t = 0; t < T; ++t) {
     const float* row = logits.data() + t * V;
-    ops::ref::TopK(row, V, k, top.data());
+    const std::vector<int32_t> top = TopLogitIds(std::span<const float>(row, V), k);
     std::printf("%lld", static_cast<long long>(t));
     for (int32_t id : top) std::printf(" %d:%.6f", id, row[id]);
     std::printf("\n");

@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <memory>
 
-#include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
 
@@ -23,7 +22,7 @@ int Run(const PerplexityArgs& a) {
     return ReportError(InvalidArgument("give exactly one of --file and --ids"));
   }
   const std::string& source = a.file.empty() ? a.ids_file : a.file;
-  auto text = ReadFileToString(source);
+  auto text = ReadTextFile(source);
   if (!text.ok()) return ReportError(text.status());
   std::vector<std::vector<int32_t>> docs;
   if (!a.ids_file.empty()) {

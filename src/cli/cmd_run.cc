@@ -29,9 +29,8 @@ int Run(RunArgs& a) {
   auto loaded = LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
-  // The binding keeps DeepSeek-V4's router options attached; it goes before the model.
-  auto binding = ApplyEngineOptions(*m.model, a.engine.options);
-  if (!binding.ok()) return ReportError(binding.status());
+  auto applied = ApplyEngineOptions(*m.model, a.engine.options);  // kept by the model
+  if (!applied.ok()) return ReportError(applied.status());
   GenerateOptions g;
   g.max_tokens = a.max_tokens;
   g.sampling = a.sampling;

@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 
-#include "base/timer.h"
 #include "cli/commands.h"
 #include "engine/synth_model.h"
 
@@ -41,7 +40,6 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
                   "split into shards + model.safetensors.index.json above this (default 2e9)");
   sub->add_option("--seed", o->seed, "random seed (default 1)");
   sub->callback([o, &exit_code] {
-    Timer t;
     auto r = WriteSyntheticDeepSeekV4(*o);
     if (!r.ok()) {
       exit_code = ReportError(r.status());
@@ -53,7 +51,7 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
         "wrote %s: %.3f GB in %lld tensors, %d shard(s), %lld experts per layer, "
         "compress_ratios [%s], %.1f s\n",
         o->out_dir.c_str(), r->total_bytes / 1e9, static_cast<long long>(r->n_tensors), r->n_shards,
-        static_cast<long long>(r->n_experts), kinds.c_str(), t.Seconds());
+        static_cast<long long>(r->n_experts), kinds.c_str(), r->seconds);
     exit_code = 0;
   });
 }

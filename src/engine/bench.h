@@ -44,14 +44,15 @@ PeakFlops MeasurePeakBf16DotFlops(int threads, int repeats = 5);
 // tokens, attention over the context not included): every 2-D weight a token
 // is multiplied by once, the classifier included, top-k of the routed experts
 // (k / E of each MoE layer's), MTP layers and embedding lookups excluded; FP4
-// packed two per byte counts both. DeepSeek-V4 checkpoint directories only
+// packed two per byte counts both. Models that count it (Model::
+// weight_work_per_token: DeepSeek-V4) only
 // (NotFound for others).
 Result<int64_t> WeightMacsPerToken(const LoadedModel& model);
 
 // The part of WeightMacsPerToken that runs on the bf16 dot-product kernels:
 // FP8/FP4 weights whose inputs are FP8-quantised (act_quant on; every such
 // weight but wo_a) with K % 128 == 0; 0 when act_quant is off or the CPU lacks
-// the kernels. DeepSeek-V4 checkpoint directories only (NotFound for others).
+// the kernels. Models that count it only (NotFound for others).
 Result<int64_t> Bf16DotMacsPerToken(const LoadedModel& model);
 
 // Bytes of weights one decoded token reads, as stored: every dense matrix,
@@ -66,18 +67,8 @@ Result<int64_t> WeightBytesPerToken(const LoadedModel& model);
 // (config.json + safetensors).
 Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir);
 
-// KV-cache entries (one per cached token) of a sequence: what the cache holds
-// now vs what it would hold without pruning (every token of the sequence).
-struct KvUsage {
-  int64_t entries = 0;           // live tokens held
-  int64_t entries_unpruned = 0;  // the sequence's length
-  int64_t peak_entries = 0;      // most live tokens at once
-  int64_t evicted = 0;           // entries evicted so far
-  int64_t bytes_per_entry = 0;   // K and V over all layers
-  bool pruner_on = false;        // a KV pruner runs on this cache
-  int64_t bytes() const { return entries * bytes_per_entry; }
-  int64_t bytes_unpruned() const { return entries_unpruned * bytes_per_entry; }
-};
+// KvUsage (model/model.h): the KV-cache entries a sequence holds vs what it
+// would hold without pruning.
 
 // The KV usage of `cache` (made by `model`) for models whose caches can evict
 // entries (the seed family's SemanticKVPruner). NotFound for others.

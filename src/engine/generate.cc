@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 
 #include "base/timer.h"
@@ -128,6 +129,17 @@ std::vector<std::string> SplitDocuments(std::string_view text, std::string_view 
     start = at + separator.size();
   }
   return docs;
+}
+
+std::vector<int32_t> TopLogitIds(std::span<const float> logits, int64_t k) {
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  k = std::clamp<int64_t>(k, 0, static_cast<int64_t>(ids.size()));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  ids.resize(static_cast<size_t>(k));
+  return ids;
 }
 
 }  // namespace dsv4

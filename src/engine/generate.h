@@ -53,6 +53,10 @@ struct PerplexityResult {
 Result<PerplexityResult> Perplexity(LoadedModel& m,
                                     const std::vector<std::vector<int32_t>>& documents);
 
+// The k (≤ logits.size()) largest logits' ids, largest first; ties go to the
+// lower id (`dsv4 logits`).
+std::vector<int32_t> TopLogitIds(std::span<const float> logits, int64_t k);
+
 // Splits `text` on `separator` and trims surrounding whitespace; empty
 // documents are dropped.
 std::vector<std::string> SplitDocuments(std::string_view text, std::string_view separator);

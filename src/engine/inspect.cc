@@ -35,8 +35,6 @@ std::string WeightsSummary(const CheckpointReader& reader) {
 
 Result<std::string> InspectSeed(const fs::path& dir, const fs::path& config_path) {
   ASSIGN_OR_RETURN(seed::SeedConfig c, seed::SeedConfig::FromFile(config_path.string()));
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path.string()));
-  const auto j = nlohmann::json::parse(text, nullptr, false);
   std::string out = fmt::format("seed-family model ({}): {}\n", seed::kSeedModelType, dir.string());
   out += fmt::format(
       "profile {}: vocab {}, hidden {}, layers {}, heads {} (kv {}), head_dim {}, "
@@ -44,11 +42,20 @@ Result<std::string> InspectSeed(const fs::path& dir, const fs::path& config_path
       seed::ProfileName(c.profile), c.vocab_size, c.hidden_size, c.num_hidden_layers,
       c.num_attention_heads, c.num_key_value_heads, c.head_dim(), c.intermediate_size,
       c.max_context());
-  out += "extensions:";
-  if (j.is_object() && j.contains("extensions") && j["extensions"].is_object()) {
-    for (const auto& [key, value] : j["extensions"].items()) out += " " + key;
-  }
-  out += "\n";
+  // Each enabled extension (and rope_scaling) with every field, from the
+  // config's field table: "extensions.moe: num_experts 16 num_experts_per_tok 2 ...".
+  std::string section;
+  VisitSeedFields(c, [&](const seed::SeedField& f, const auto& value) {
+    if (*f.section == '\0' || !seed::SeedSectionEnabled(c, f.section)) return;
+    if (section != f.section) {
+      if (!section.empty()) out += "\n";
+      section = f.section;
+      const std::string prefix = seed::SeedFieldPrefix(section);  // "extensions.moe."
+      out += prefix.substr(0, prefix.size() - 1) + ":";
+    }
+    out += fmt::format(" {} {}", f.key, value);
+  });
+  if (!section.empty()) out += "\n";
   if (fs::is_directory(dir)) {
     auto reader = OpenCheckpointDir(dir.string());
     if (reader.ok()) out += WeightsSummary(**reader);

@@ -358,4 +358,6 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   return r;
 }
 
+Result<std::string> ReadTextFile(const std::string& path) { return ReadFileToString(path); }
+
 }  // namespace dsv4

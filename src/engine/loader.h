@@ -78,6 +78,10 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path);
 // from. Empty when not found.
 std::string DefaultModelPath();
 
+// The whole of a file the front ends read (prompts, messages, documents, id
+// lists). Errors name the file.
+Result<std::string> ReadTextFile(const std::string& path);
+
 }  // namespace dsv4
 
 #endif  // DSV4_ENGINE_LOADER_H_

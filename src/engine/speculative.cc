@@ -1,4 +1,4 @@
-// MTP self-speculative greedy decoding (see speculative.h).
+// Self-speculative greedy decoding with the model's draft head (see speculative.h).
 #include "engine/speculative.h"
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/timer.h"
-#include "model/deepseek_v4/model.h"
+#include "model/draft.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
@@ -26,11 +26,12 @@ int32_t Greedy(const float* logits, int64_t n) {
 Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int32_t> prompt,
                                              const SpeculativeOptions& options,
                                              const TokenCallback& on_token) {
-  auto* model = dynamic_cast<DeepSeekV4Model*>(m.model.get());
-  if (model == nullptr || !model->has_mtp()) {
+  Model& model = *m.model;
+  DraftModel* drafter = model.draft_model();
+  if (drafter == nullptr) {
     return Unimplemented(m.path +
-                             ": speculative decoding needs a DeepSeek-V4 checkpoint with "
-                             "its MTP layer (mtp.0.*)",
+                             ": speculative decoding needs a model with a draft head (a "
+                             "DeepSeek-V4 checkpoint with its MTP layer, mtp.0.*)",
                          "run without --speculative");
   }
   if (options.draft_tokens < 0) {
@@ -39,7 +40,7 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
         "use --speculative K with K ≥ 1 (0 = off)");
   }
   if (prompt.empty()) return InvalidArgument("empty prompt", "start the prompt with BOS");
-  const ModelInfo& info = model->info();
+  const ModelInfo& info = model.info();
   const int64_t ctx = info.max_context, V = info.vocab_size;
   if (static_cast<int64_t>(prompt.size()) >= ctx) {
     return InvalidArgument("prompt has " + std::to_string(prompt.size()) +
@@ -47,46 +48,27 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
                            "shorten the prompt");
   }
   const int64_t k = options.draft_tokens;
-  const int64_t row = model->config().hc_mult * model->config().hidden_size;  // C·D
-  auto main = model->NewCache(ctx);
-  auto mtp = model->NewMtpCache(ctx);
-  std::vector<float> logits((k + 1) * V), mtp_logits(V);
+  auto main = model.NewCache(ctx);
+  // No drafts (k = 0): the draft head never runs.
+  std::unique_ptr<DraftSession> draft = k > 0 ? drafter->NewDraftSession(ctx) : nullptr;
+  std::vector<float> logits((k + 1) * V);
   std::optional<StreamDecoder> decoder;
   if (m.tokenizer) decoder.emplace(*m.tokenizer, prompt.back());
-
-  // MTP inputs not fed yet: main hidden rows h_t [m, C·D] and the tokens
-  // x_{t+1} after them (the last one is the token about to be emitted).
-  std::vector<float> pend_hidden;
-  std::vector<int32_t> pend_next;
 
   SpeculativeStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   Timer timer;
   for (size_t begin = 0; begin < prompt.size(); begin += options.prefill_chunk) {
     const size_t end = std::min(prompt.size(), begin + options.prefill_chunk);
-    RETURN_IF_ERROR(model->Forward(prompt.subspan(begin, end - begin), *main,
-                                   std::span<float>(logits).first(V), false));
-    if (k == 0) continue;  // no drafts: the MTP layer never runs
-    const std::span<const float> h = model->last_hidden();
-    pend_hidden.insert(pend_hidden.end(), h.begin(), h.end());
-    pend_next.insert(pend_next.end(), prompt.begin() + begin + 1,
-                     prompt.begin() + std::min(prompt.size(), end + 1));
-    // Feed every row whose next token is known; the last waits for its token.
-    const int64_t ready = static_cast<int64_t>(pend_next.size());
-    if (ready > 0 && end < prompt.size()) {
-      RETURN_IF_ERROR(model->ForwardMtp(std::span<const int32_t>(pend_next).first(ready),
-                                        std::span<const float>(pend_hidden).first(ready * row),
-                                        *mtp, mtp_logits, false));
-      pend_hidden.erase(pend_hidden.begin(), pend_hidden.begin() + ready * row);
-      pend_next.clear();
-    }
+    const std::span<const int32_t> chunk = prompt.subspan(begin, end - begin);
+    RETURN_IF_ERROR(model.Forward(chunk, *main, std::span<float>(logits).first(V), false));
+    if (draft) RETURN_IF_ERROR(draft->Observe(chunk, static_cast<int64_t>(chunk.size())));
   }
   stats.prefill_seconds = timer.Seconds();
   timer.Reset();
 
   int32_t x = Greedy(logits.data(), V);  // the token at main position n
   std::vector<int32_t> verify;           // [x, d_1 .. d_k]
-  std::vector<float> own_hidden(row);    // [C·D] the MTP's output, fed back for the next draft
   stats.stop_reason = "length";
   // Emits one token; false when generation ends before or with it.
   auto emit = [&](int32_t id) {
@@ -105,46 +87,30 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
       stats.stop_reason = "context";
       break;
     }
-    const int64_t kr = std::clamp<int64_t>(
+    int64_t kr = std::clamp<int64_t>(
         std::min({k, options.max_tokens - stats.generated_tokens - 1, ctx - n - 1}), 0, k);
-    if (k > 0) pend_next.push_back(x);
-    verify.assign(1, x);
-    if (kr > 0) {
-      // ---- Draft: the pending rows (true main hidden states), then chain ----
-      const int64_t rows = static_cast<int64_t>(pend_next.size());
-      RETURN_IF_ERROR(model->ForwardMtp(pend_next,
-                                        std::span<const float>(pend_hidden).first(rows * row), *mtp,
-                                        mtp_logits, false));
-      pend_hidden.clear();
-      pend_next.clear();
-      verify.push_back(Greedy(mtp_logits.data(), V));
-      for (int64_t i = 1; i < kr; ++i) {
-        const std::span<const float> own = model->last_mtp_hidden();
-        own_hidden.assign(own.end() - row, own.end());  // ForwardMtp overwrites its source
-        const int32_t d[1] = {verify.back()};
-        RETURN_IF_ERROR(model->ForwardMtp(d, own_hidden, *mtp, mtp_logits, false));
-        verify.push_back(Greedy(mtp_logits.data(), V));
-      }
-      if (options.edit_drafts) options.edit_drafts(n + 1, std::span<int32_t>(verify).subspan(1));
+    // ---- Draft up to kr tokens after x ----
+    verify.assign(1 + kr, x);
+    if (draft) {
+      ASSIGN_OR_RETURN(kr, draft->Draft(x, std::span<int32_t>(verify).subspan(1)));
+      verify.resize(1 + kr);
+    }
+    if (kr > 0 && options.edit_drafts) {
+      options.edit_drafts(n + 1, std::span<int32_t>(verify).subspan(1));
     }
 
     // ---- Verify all drafts in one batched forward ----
     const int64_t T = static_cast<int64_t>(verify.size());
-    RETURN_IF_ERROR(model->Forward(verify, *main, std::span<float>(logits).first(T * V), true));
+    RETURN_IF_ERROR(model.Forward(verify, *main, std::span<float>(logits).first(T * V), true));
     int64_t a = 0;
     while (a < kr && verify[a + 1] == Greedy(logits.data() + a * V, V)) ++a;
     ++stats.rounds;
     stats.drafted += kr;
     stats.accepted += a;
 
-    // ---- Roll back what the rejected drafts left, keep the true hidden states ----
+    // ---- Roll back what the rejected drafts left ----
     if (a < kr) main->Truncate(n + 1 + a);
-    if (kr > 1) mtp->Truncate(n);  // drafts 2.. were fed the MTP's own hidden states
-    if (k > 0) {
-      const std::span<const float> h = model->last_hidden();
-      pend_hidden.insert(pend_hidden.end(), h.begin(), h.begin() + (a + 1) * row);
-      pend_next.insert(pend_next.end(), verify.begin() + 1, verify.begin() + 1 + a);
-    }
+    if (draft) RETURN_IF_ERROR(draft->Observe(verify, a + 1));
 
     bool go_on = true;
     for (int64_t i = 1; i <= a && go_on; ++i) go_on = emit(verify[i]);

@@ -1,19 +1,17 @@
-// Greedy generation with MTP self-speculative decoding (DeepSeek-V4, spec
-// §6.3): each round the model's multi-token-prediction layer drafts k tokens
-// (chaining its own output hidden state), the main model verifies them in one
+// Greedy generation with self-speculative decoding through the model's draft
+// head (model/draft.h; DeepSeek-V4: its MTP layer, spec §6.3): each round the
+// draft session drafts up to k tokens, the main model verifies them in one
 // Forward of k+1 tokens, the longest prefix agreeing with the main model's
-// greedy choices is accepted plus the main model's next token, and both
-// caches roll back exactly (model/deepseek_v4/cache.h). The emitted tokens are
-// those of Generate() with temperature 0 and no penalties; only the number of
+// greedy choices is accepted plus the main model's next token, and the main
+// cache and the draft session roll back exactly. The emitted tokens are those
+// of Generate() with temperature 0 and no penalties; only the number of
 // main-model forwards changes.
 //
 // Round at main position n (tokens < n in the cache, x = the token at n):
-//   MTP:    rows (h_t, x_{t+1}) not yet fed, the last with x → d_1;
-//           (its own output, d_{i−1}) → d_i for i = 2..k
+//   draft:  DraftSession::Draft(x) → d_1 .. d_k
 //   verify: Forward([x, d_1 .. d_k]) → greedy g_0 .. g_k
 //   accept: a = longest prefix with d_{i+1} = g_i; emit x, d_1 .. d_a; next x = g_a
-//   undo:   main cache → n + 1 + a tokens, MTP cache → n (re-fed next round
-//           with the main model's true hidden states of n .. n + a)
+//   undo:   main cache → n + 1 + a tokens; DraftSession::Observe([x, d ..], a + 1)
 #ifndef DSV4_ENGINE_SPECULATIVE_H_
 #define DSV4_ENGINE_SPECULATIVE_H_
 
@@ -53,8 +51,9 @@ struct SpeculativeStats {
 };
 
 // Prefills `prompt` (non-empty; include BOS yourself) and decodes greedily
-// with speculation. Errors: not a DeepSeek-V4 model, or one without MTP
-// weights; k < 0; the prompt does not fit the context.
+// with speculation. Errors: a model without a draft head (a DeepSeek-V4
+// checkpoint without MTP weights, any other model); k < 0; the prompt does not
+// fit the context.
 Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int32_t> prompt,
                                              const SpeculativeOptions& options,
                                              const TokenCallback& on_token);

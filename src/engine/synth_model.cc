@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/timer.h"
 #include "io/safetensors_writer.h"
 
 namespace dsv4 {
@@ -399,6 +400,7 @@ std::array<uint8_t, 256> Fp8Lut() {
 }  // namespace
 
 Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
+  const Timer timer;
   RETURN_IF_ERROR(CheckOptions(o));
   int64_t n_experts = o.n_experts;
   if (n_experts == 0) {
@@ -485,6 +487,7 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
   r.n_experts = n_experts;
   r.n_shards = n_shards;
   r.compress_ratios = ratios;
+  r.seconds = timer.Seconds();
   return r;
 }
 

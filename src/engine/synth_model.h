@@ -47,6 +47,7 @@ struct SynthModelReport {
   int64_t n_experts = 0;                 // chosen or given
   int n_shards = 0;                      // 1: model.safetensors
   std::vector<int64_t> compress_ratios;  // per layer: 0 window, 4 CSA, 128 HCA
+  double seconds = 0.0;                  // wall time of the whole write
 };
 
 // Checks the options (naming the flag), plans the tensors, writes config.json

@@ -7,10 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "base/status.h"
+#include "model/draft.h"
+#include "model/runtime_options.h"
 
 namespace dsv4 {
 
@@ -37,6 +40,36 @@ class SequenceCache {
   // leaves the cache as NewCache made it, per-sequence state included (the
   // serving engine reuses its slots' caches across requests this way).
   virtual void Truncate(int64_t n) = 0;
+};
+
+// What one token costs in weights (dsv4 bench's rooflines), counted from the
+// checkpoint's tensors: every 2-D weight a token is multiplied by once, the
+// classifier included, top-k of the routed experts (k / E of each MoE layer's),
+// draft (MTP) layers excluded.
+struct WeightWork {
+  // Multiply-adds of weight matrices (prefill FLOPs = 2 × this × tokens;
+  // attention over the context not included); embedding lookups excluded; FP4
+  // packed two per byte counts both.
+  int64_t macs = 0;
+  // The part of `macs` on the bf16 dot-product kernels (FP8/FP4 weights with
+  // FP8-quantised inputs); 0 when the model or the CPU does not use them.
+  int64_t bf16_dot_macs = 0;
+  // Bytes read as stored: every dense matrix, norm and the classifier once,
+  // one embedding row, shared experts, top-k of the routed experts.
+  int64_t bytes = 0;
+};
+
+// KV-cache entries (one per cached token) of a sequence: what the cache holds
+// now vs what it would hold without pruning (every token of the sequence).
+struct KvUsage {
+  int64_t entries = 0;           // live tokens held
+  int64_t entries_unpruned = 0;  // the sequence's length
+  int64_t peak_entries = 0;      // most live tokens at once
+  int64_t evicted = 0;           // entries evicted so far
+  int64_t bytes_per_entry = 0;   // K and V over all layers
+  bool pruner_on = false;        // a KV pruner runs on this cache
+  int64_t bytes() const { return entries * bytes_per_entry; }
+  int64_t bytes_unpruned() const { return entries_unpruned * bytes_per_entry; }
 };
 
 // One sequence's share of a batched step (Model::ForwardBatch): its new
@@ -74,6 +107,30 @@ class Model {
   }
   // Threads used by the kernels.
   virtual void SetThreads(int n_threads) = 0;
+
+  // ---- Optional capabilities (the defaults: the model has none) ----
+  // Takes the operator's runtime options (runtime_options.h), replacing the
+  // previous ones; options left at their defaults keep the model's. Errors:
+  // an option the model cannot take (Unimplemented, naming its flag), a value
+  // outside what the model allows (InvalidArgument). The default refuses any
+  // option set.
+  virtual Status ApplyRuntimeOptions(const RuntimeOptions& options) {
+    if (!options.any()) return Status::Ok();
+    return Unimplemented(std::string(FirstFlag(options)) +
+                             " applies to seed-family and DeepSeek-V4 models only (model " +
+                             info().architecture + ")",
+                         "this model takes no runtime router/KV/CED policies; drop the option");
+  }
+  // The draft head for speculative decoding (draft.h), or null.
+  virtual DraftModel* draft_model() { return nullptr; }
+  // Weight work per token (bench), or nullopt when the model does not count it.
+  virtual std::optional<WeightWork> weight_work_per_token() const { return std::nullopt; }
+  // KV usage of `cache` (made by this model) for models whose caches can evict
+  // entries; nullopt for others.
+  virtual std::optional<KvUsage> kv_usage(const SequenceCache& cache) const {
+    (void)cache;
+    return std::nullopt;
+  }
 };
 
 }  // namespace dsv4

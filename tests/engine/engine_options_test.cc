@@ -338,7 +338,7 @@ TEST(EngineOptionsV4, ExpertMaskKeepsScoredLayersOnAllowedExpertsAndHashLayersAs
   o.expert_allow = {2, 5};
   auto binding = ApplyEngineOptions(*m, o);
   ASSERT_TRUE(binding.ok()) << binding.status().ToString();
-  EXPECT_FALSE(binding->empty());
+  ASSERT_NE(m->router_options(), nullptr);  // held by the model, not a process-global table
   const V4Run masked = RunV4(*m);
   int64_t scored = 0;
   for (const auto& [layer, idx] : masked.indices) {
@@ -396,20 +396,33 @@ TEST(EngineOptionsV4, FreezeRoutesEveryTokenToTheFixedExperts) {
   }
 }
 
-// Options off (never applied, or the binding gone): bit-identical to the checkpoint's routing.
-TEST(EngineOptionsV4, DroppingTheBindingRestoresBitIdenticalLogits) {
+// Options off (never applied, or replaced by the defaults): bit-identical to the
+// checkpoint's routing.
+TEST(EngineOptionsV4, DefaultOptionsRestoreBitIdenticalLogits) {
   auto m = LoadTinyV4();
   ASSERT_NE(m, nullptr);
   const V4Run before = RunV4(*m);
-  {
-    EngineRuntimeOptions o;
-    ASSERT_TRUE(ParseFreezeSpec("4,7", o).ok());
-    auto binding = ApplyEngineOptions(*m, o);
-    ASSERT_TRUE(binding.ok());
-    EXPECT_NE(RunV4(*m).logits, before.logits);
-    EXPECT_TRUE(ApplyEngineOptions(*m, EngineRuntimeOptions{})->empty());  // nothing set
-  }
+  EngineRuntimeOptions o;
+  ASSERT_TRUE(ParseFreezeSpec("4,7", o).ok());
+  ASSERT_TRUE(ApplyEngineOptions(*m, o).ok());
+  EXPECT_NE(RunV4(*m).logits, before.logits);
+  ASSERT_TRUE(ApplyEngineOptions(*m, EngineRuntimeOptions{}).ok());  // nothing set: dropped
+  EXPECT_EQ(m->router_options(), nullptr);
   EXPECT_EQ(RunV4(*m).logits, before.logits);
+}
+
+// Two models of the same checkpoint keep their own options (no process-global
+// state): options on one leave the other's routing as the checkpoint's.
+TEST(EngineOptionsV4, OptionsStayWithTheirModel) {
+  auto a = LoadTinyV4(), b = LoadTinyV4();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const V4Run before = RunV4(*b);
+  EngineRuntimeOptions o;
+  ASSERT_TRUE(ParseFreezeSpec("4,7", o).ok());
+  ASSERT_TRUE(ApplyEngineOptions(*a, o).ok());
+  EXPECT_NE(RunV4(*a).logits, before.logits);
+  EXPECT_EQ(RunV4(*b).logits, before.logits);
 }
 
 // The batched forward routes through the same router: a masked ForwardBatch of two

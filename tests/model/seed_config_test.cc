@@ -2,7 +2,9 @@
 // test per rejected case (each error names the field).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "model/seed/config.h"
@@ -191,6 +193,39 @@ TEST(SeedConfig, S007_MaxContextFollowsLinearScaling) {
   EXPECT_EQ(c->max_context(), 128);
   auto d = Parse("");
   EXPECT_EQ(d->max_context(), 64);
+}
+
+}  // namespace
+}  // namespace dsv4::seed
+
+namespace dsv4::seed {
+namespace {
+
+// The field table is the one key list: an unknown key in any section is
+// refused with a hint naming every key the table has for that section, and a
+// value outside a field's allowed values is refused naming the field.
+TEST(SeedConfig, FieldTableDrivesKnownKeysAndChecks) {
+  std::map<std::string, std::vector<std::string>> keys;
+  const SeedConfig defaults;
+  VisitSeedFields(defaults, [&](const SeedField& f, const auto&) {
+    if (*f.section != '\0' && std::string(f.section) != "rope_scaling") {
+      keys[f.section].push_back(f.key);
+    }
+  });
+  ASSERT_EQ(keys.size(), 8u);
+  for (const auto& [section, names] : keys) {
+    const std::string extra = R"(, "extensions": {")" + section + R"(": {"no_such_key": 1}})";
+    auto r = Parse(extra);
+    ASSERT_FALSE(r.ok()) << section;
+    EXPECT_NE(r.status().message().find("extensions." + section + ".no_such_key"),
+              std::string::npos)
+        << r.status().ToString();
+    for (const std::string& k : names) {
+      EXPECT_NE(r.status().hint().find(k), std::string::npos) << section << "." << k;
+    }
+  }
+  ExpectError(R"(, "extensions": {"moe": {"assign": "greedy"}})", "extensions.moe.assign");
+  ExpectError(R"(, "extensions": {"kv_pruner": {"efficiency_factor": 0.5}})", "S-063");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include "../common/status_matchers.h"
 
 #include "model/seed/attention.h"
 #include "model/seed/ced_mlp.h"
@@ -436,10 +437,10 @@ TEST(SeedCed, S143_ConverterRoundTripAndFunctionPreserving) {
   }
   for (int64_t i = 0; i < T * H; ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
   // Bad inputs: mismatched shapes; a non-zero bias cannot go back.
-  EXPECT_FALSE(ConvertSwiGluToCed(gv, uv, gv).ok());
+  EXPECT_ERROR(ConvertSwiGluToCed(gv, uv, gv), StatusCode::kInvalidArgument, "do not fit");
   CedMlpWeights biased = ced->weights();
   biased.bias[0] = 0.5f;
-  EXPECT_FALSE(ConvertCedToSwiGlu(biased).ok());
+  EXPECT_ERROR(ConvertCedToSwiGlu(biased), StatusCode::kInvalidArgument, "ced_bias is not zero");
 }
 
 // ---------------------------------------------------------------- router
@@ -580,7 +581,8 @@ TEST(SeedRouter, S049_MaskAndWeightsTogetherFail) {
   std::vector<float> lg = Random(4, 62), w = {0.5f, 0.5f};
   RouterState st;
   RouteResult r;
-  EXPECT_FALSE(Route(m, o, st, lg.data(), 1, 1, w.data(), r).ok());
+  EXPECT_ERROR(Route(m, o, st, lg.data(), 1, 1, w.data(), r), StatusCode::kInvalidArgument,
+               "an expert mask and external routing weights were both given");
 }
 
 TEST(SeedRouter, S051_MaskedExpertsNeverSelectedAndKReduced) {
@@ -595,7 +597,8 @@ TEST(SeedRouter, S051_MaskedExpertsNeverSelectedAndKReduced) {
   EXPECT_EQ(r.expert[0], 1);
   EXPECT_FLOAT_EQ(r.weight[0], 1.0f);
   o.expert_mask = {0, 0, 0, 0};
-  EXPECT_FALSE(Route(m, o, st, lg.data(), 1, 1, nullptr, r).ok());
+  EXPECT_ERROR(Route(m, o, st, lg.data(), 1, 1, nullptr, r), StatusCode::kInvalidArgument,
+               "the expert mask allows no expert");
 }
 
 TEST(SeedRouter, S051_ForceExpertsAlwaysParticipate) {
@@ -627,11 +630,13 @@ TEST(SeedRouter, S051_ForceExpertsBadInputs) {
             StatusCode::kInvalidArgument);
   RouterOptions too_many;
   too_many.force_experts = {0, 1, 2};
-  EXPECT_FALSE(Route(m, too_many, st, lg.data(), 1, 1, nullptr, r).ok());
+  EXPECT_ERROR(Route(m, too_many, st, lg.data(), 1, 1, nullptr, r), StatusCode::kInvalidArgument,
+               "3 forced experts for k = 2");
   RouterOptions masked_out;
   masked_out.expert_mask = {1, 0, 1, 1};
   masked_out.force_experts = {1};
-  EXPECT_FALSE(Route(m, masked_out, st, lg.data(), 1, 1, nullptr, r).ok());
+  EXPECT_ERROR(Route(m, masked_out, st, lg.data(), 1, 1, nullptr, r), StatusCode::kInvalidArgument,
+               "forced expert 1 is not allowed by the expert mask");
 }
 
 // Identity experts: out = Σ_j w_j · x, with Σ_j w_j = 1 → out = x, row by row.
@@ -697,12 +702,15 @@ TEST(SeedCed, S078_ViewsPastTheStorageAreRefused) {
 
 TEST(SeedRouter, S052_ExternalWeightsValidated) {
   std::vector<float> neg = {-0.1f, 1.1f}, close = {0.5f, 0.5000001f}, small = {0.2f, 0.2f};
-  EXPECT_FALSE(ValidateExternalWeights(neg).ok());
+  EXPECT_ERROR(ValidateExternalWeights(neg), StatusCode::kInvalidArgument,
+               "is negative or not finite");
   EXPECT_TRUE(ValidateExternalWeights(close).ok());
   EXPECT_NEAR(close[0] + close[1], 1.0, 1e-7);
-  EXPECT_FALSE(ValidateExternalWeights(small).ok());
+  EXPECT_ERROR(ValidateExternalWeights(small), StatusCode::kInvalidArgument,
+               "sum to 0.400000, not 1");
   std::vector<float> nan = {NAN, 1.0f};
-  EXPECT_FALSE(ValidateExternalWeights(nan).ok());
+  EXPECT_ERROR(ValidateExternalWeights(nan), StatusCode::kInvalidArgument,
+               "= nan is negative or not finite");
 }
 
 TEST(SeedRouter, S053_VarianceAndReweighting) {
@@ -766,7 +774,8 @@ TEST(SeedTaskAdapter, S056_S057_ParamsAndLayerRange) {
   EXPECT_EQ(static_cast<int64_t>(ok->size()), F);
   auto bad = TaskAdapterOut(pool, w, t.data(), 3);
   EXPECT_EQ(bad.status().code(), StatusCode::kOutOfRange);
-  EXPECT_FALSE(TaskAdapterOut(pool, w, t.data(), -1).ok());
+  EXPECT_ERROR(TaskAdapterOut(pool, w, t.data(), -1), StatusCode::kOutOfRange,
+               "layer_id -1 is outside [0, 2]");
 }
 
 // ---------------------------------------------------------------- KV pruner

@@ -3,7 +3,8 @@
 // tolerance of the oracles README (top-1 100 %, max |Δlogit| ≤ 1e-3, mean KL ≤ 1e-6),
 // plus the invariances each profile promises and the model-level S-item tests.
 #include <gtest/gtest.h>
-#include <unistd.h>
+
+#include "../common/status_matchers.h" #include < unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -511,7 +512,9 @@ TEST(SeedModel, S052_ExternalWeightsReachForwardAndAreValidated) {
   both.router.expert_mask.assign(p.config.moe.num_experts, 1);
   m->SetRuntimeOptions(both);
   auto c2 = m->NewCache(16);
-  EXPECT_FALSE(m->Forward(std::span(p.ids.data(), 1), *c2, ext, false).ok());
+  EXPECT_ERROR(m->Forward(std::span(p.ids.data(), 1), *c2, ext, false),
+               StatusCode::kInvalidArgument,
+               "an expert mask and external routing weights were both given");
 }
 
 TEST(SeedModel, S051_ForcedExpertIsUsedByEveryToken) {
@@ -655,13 +658,16 @@ TEST(SeedConvert, S143_TopologyCedWarnsAndSetsTheInitialScale) {
 }
 
 TEST(SeedConvert, S143_RejectsUnknownTarget) {
-  EXPECT_FALSE(ConvertSeedLayout(ProfileDir("P-CED"), TempDir("x"), {"rowmajor", false}).ok());
+  EXPECT_ERROR(ConvertSeedLayout(ProfileDir("P-CED"), TempDir("x"), {"rowmajor", false}),
+               StatusCode::kInvalidArgument, "--to 'rowmajor' is not ced or standard");
 }
 TEST(SeedConvert, S143_RejectsTopologyWithStandard) {
-  EXPECT_FALSE(ConvertSeedLayout(ProfileDir("P-CED"), TempDir("x"), {"standard", true}).ok());
+  EXPECT_ERROR(ConvertSeedLayout(ProfileDir("P-CED"), TempDir("x"), {"standard", true}),
+               StatusCode::kInvalidArgument, "--topology ced needs --to ced");
 }
 TEST(SeedConvert, S143_RejectsWritingOverTheInput) {
-  EXPECT_FALSE(ConvertSeedLayout(ProfileDir("P-CED"), ProfileDir("P-CED"), {"ced", false}).ok());
+  EXPECT_ERROR(ConvertSeedLayout(ProfileDir("P-CED"), ProfileDir("P-CED"), {"ced", false}),
+               StatusCode::kInvalidArgument, "is the input directory");
 }
 TEST(SeedConvert, S143_RejectsTaskAdapterModelsToCed) {
   auto r = ConvertSeedLayout(ProfileDir("P-V4-7B"), TempDir("ta"), {"ced", false});
@@ -982,7 +988,8 @@ TEST(SeedModel, S064_EvictHintDropsTheRangeAndGenerationContinues) {
   std::vector<float> lg(512);
   ASSERT_TRUE(m->Forward(next, *cache, lg, false).ok());
   EXPECT_TRUE(c.holds(10));
-  EXPECT_FALSE(c.EvictRange(5, 40).ok());
+  EXPECT_ERROR(c.EvictRange(5, 40), StatusCode::kOutOfRange,
+               "evict hint [5, 40) is outside the sequence");
 }
 
 TEST(SeedModel, S065_WriteThenEvictAndFreedSlotsAreReused) {

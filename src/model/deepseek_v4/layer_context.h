@@ -16,6 +16,8 @@
 
 namespace dsv4::deepseek_v4 {
 
+struct ScoredRouterOptions;  // moe.h
+
 struct LayerContext {
   ThreadPool& pool;
   const DeepSeekV4Config& config;
@@ -23,6 +25,10 @@ struct LayerContext {
   const RopeFrequencies& rope;
   const NumericsOptions& numerics;
   const Tracer& trace;
+  // The operator's scored-router options (moe.h; DeepSeekV4Model::
+  // ApplyRuntimeOptions), or null: the checkpoint's routing. Set for main
+  // layers only; hash-routed layers ignore them.
+  const ScoredRouterOptions* router_options = nullptr;
 };
 
 // One sequence's T tokens at positions pos0 .. pos0+T−1, held in rows

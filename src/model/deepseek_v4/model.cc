@@ -195,7 +195,10 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
                          .plan = plan,
                          .rope = rope_[l],
                          .numerics = numerics_,
-                         .trace = trace};
+                         .trace = trace,
+                         .router_options = plan.role != LayerRole::kMtp && router_options_
+                                               ? &*router_options_
+                                               : nullptr};
   HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix);
   TraceHc(trace, "hc_attn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -35,6 +36,7 @@
 #include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/sequence_cache.h"
 #include "model/deepseek_v4/weights.h"
+#include "model/draft.h"
 #include "model/model.h"
 
 namespace dsv4::deepseek_v4 {
@@ -50,7 +52,7 @@ struct LoadOptions {
   RollbackOptions rollback;  // how Truncate stays exact (cache.h)
 };
 
-class DeepSeekV4Model final : public Model {
+class DeepSeekV4Model final : public Model, public DraftModel {
  public:
   // Validates the config (and that the forward supports it), builds the layer
   // plans and binds every weight from `reader`, reporting all problems at once.
@@ -90,6 +92,21 @@ class DeepSeekV4Model final : public Model {
   // Bytes of the per-call scratch sized so far (activations of the longest call).
   int64_t scratch_bytes() const;
   void SetThreads(int n_threads) override;
+
+  // ---- Model capabilities (model/model.h) ----
+  // The expert mask and freeze on the scored routers of the main layers
+  // (runtime_options.cc; model/runtime_options.h says what is refused).
+  // Default options drop them: the checkpoint's routing again.
+  Status ApplyRuntimeOptions(const RuntimeOptions& options) override;
+  const ScoredRouterOptions* router_options() const {
+    return router_options_ ? &*router_options_ : nullptr;
+  }
+  // The MTP layer drafts (mtp_draft.cc); null without MTP weights.
+  DraftModel* draft_model() override { return has_mtp() ? this : nullptr; }
+  std::string_view draft_kind() const override { return "mtp"; }
+  std::unique_ptr<DraftSession> NewDraftSession(int64_t max_tokens) override;
+  // From the checkpoint's tensor list (work_counts.cc).
+  std::optional<WeightWork> weight_work_per_token() const override;
 
   // ---- Multi-token prediction (spec §6.3; speculative decoding) ----
   // The main model's final residual streams [T, C, D] of the last Forward
@@ -196,6 +213,7 @@ class DeepSeekV4Model final : public Model {
   HcParams hc_;
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
+  std::optional<ScoredRouterOptions> router_options_;  // ApplyRuntimeOptions
 
   // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
   // only when a longer prefill chunk arrives; the attention scratch that

@@ -2,10 +2,8 @@
 #include "model/deepseek_v4/moe.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
-#include <mutex>
 
 #include "base/check.h"
 #include "ops/matmul.h"
@@ -23,49 +21,7 @@ namespace {
 // PyTorch softplus (beta 1, threshold 20): linear above the threshold.
 float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-// Scored-router options attached by AttachScoredRouterOptions (the latest
-// attachment of a layer wins). g_attached counts entries, so routing without
-// any attachment never takes the lock.
-struct Attachment {
-  const MoeWeights* layer;
-  std::shared_ptr<const ScoredRouterOptions> options;
-};
-std::mutex g_attach_mu;
-std::vector<Attachment> g_attachments;  // guarded by g_attach_mu
-std::atomic<int64_t> g_attached{0};
-
-std::shared_ptr<const ScoredRouterOptions> AttachedOptions(const MoeWeights* layer) {
-  std::lock_guard<std::mutex> lock(g_attach_mu);
-  for (auto it = g_attachments.rbegin(); it != g_attachments.rend(); ++it) {
-    if (it->layer == layer) return it->options;
-  }
-  return nullptr;
-}
-
 }  // namespace
-
-std::shared_ptr<void> AttachScoredRouterOptions(std::span<const MoeWeights* const> layers,
-                                                ScoredRouterOptions options) {
-  auto shared = std::make_shared<const ScoredRouterOptions>(std::move(options));
-  {
-    std::lock_guard<std::mutex> lock(g_attach_mu);
-    for (const MoeWeights* w : layers) g_attachments.push_back({w, shared});
-    g_attached.fetch_add(static_cast<int64_t>(layers.size()));
-  }
-  const ScoredRouterOptions* key = shared.get();
-  // The handle owns the options; its deleter takes this attachment's entries out.
-  return std::shared_ptr<void>(
-      new std::shared_ptr<const ScoredRouterOptions>(shared), [key](void* p) {
-        {
-          std::lock_guard<std::mutex> lock(g_attach_mu);
-          const auto before = g_attachments.size();
-          std::erase_if(g_attachments,
-                        [key](const Attachment& a) { return a.options.get() == key; });
-          g_attached.fetch_sub(static_cast<int64_t>(before - g_attachments.size()));
-        }
-        delete static_cast<std::shared_ptr<const ScoredRouterOptions>*>(p);
-      });
-}
 
 int64_t MoeScratch::bytes() const {
   const size_t f = routing.scores.capacity() + routing.weights.capacity() + logits.capacity() +
@@ -116,17 +72,13 @@ void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
   float* logits = s.logits.data();
   ops::MatMul(pool, logits, x, w.gate, T);  // [T, E], fp32
   Routing& r = s.routing;
-  // Runtime options (scored layers only; none attached: not looked up).
-  std::shared_ptr<const ScoredRouterOptions> ro;
-  if (plan.router != RouterKind::kHash && g_attached.load(std::memory_order_acquire) > 0) {
-    ro = AttachedOptions(&w);
-    CHECK(
-        ro == nullptr || ((ro->allow.empty() || static_cast<int64_t>(ro->allow.size()) == E) &&
+  // Runtime options (scored layers only).
+  const ScoredRouterOptions* ro = plan.router != RouterKind::kHash ? ctx.router_options : nullptr;
+  CHECK(ro == nullptr || ((ro->allow.empty() || static_cast<int64_t>(ro->allow.size()) == E) &&
                           (!ro->freeze || (static_cast<int64_t>(ro->freeze_experts.size()) == k &&
                                            static_cast<int64_t>(ro->freeze_weights.size()) == k))),
         "scored router options do not fit E = %lld, k = %lld", static_cast<long long>(E),
         static_cast<long long>(k));
-  }
   for (int64_t t = 0; t < T; ++t) {
     float* sc = r.scores.data() + t * E;
     const float* lg = logits + t * E;

@@ -58,8 +58,10 @@ struct MoeScratch {
   std::vector<int64_t> job_rows;  // LinearMany's row offsets
 };
 
-// Runtime options of the scored routers (engine/engine_options.h, an operator's
-// choice per run; not in the checkpoint). Hash-routed layers never take them.
+// Runtime options of the scored routers (model/runtime_options.h, an
+// operator's choice per run; not in the checkpoint), held by the model and
+// handed to Route through LayerContext::router_options. Hash-routed layers
+// never take them.
 //   allow:  [E] 1 = the expert may be picked (the others are left out of the
 //           top-k); empty = all. At least k must be allowed.
 //   freeze: every token gets freeze_experts [k] with weights freeze_weights [k]
@@ -70,13 +72,6 @@ struct ScoredRouterOptions {
   std::vector<int32_t> freeze_experts;
   std::vector<float> freeze_weights;
 };
-
-// Attaches `options` to the scored layers among `layers` until the returned
-// handle is destroyed (then routing is the checkpoint's again). Keyed by the
-// MoeWeights' addresses: destroy the handle before the weights. Without an
-// attached handle Route costs one atomic load and computes as before.
-std::shared_ptr<void> AttachScoredRouterOptions(std::span<const MoeWeights* const> layers,
-                                                ScoredRouterOptions options);
 
 // Router for T tokens (spec §5.1). token_ids: [T] (used by hash layers).
 void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -179,6 +180,145 @@ struct SeedConfig {
   static Result<SeedConfig> FromJson(std::string_view text, const std::string& source);
   static Result<SeedConfig> FromFile(const std::string& path);
 };
+
+// One scalar key of a seed config.json and what Validate accepts of it. The
+// table below (VisitSeedFields, after gemma.cpp's VisitFields) is the one
+// place each key is written: the parser reads the keys it lists and rejects
+// any other (naming the known ones), Validate checks each enabled section's
+// fields against their range or allowed values, and `dsv4 inspect` lists
+// them. The structured keys (model_type, seed_profile, rope_scaling.type,
+// extensions.csa.branch_weights) and the checks across fields (head counts
+// dividing, group sizes, the pruner's budget) are written around it.
+struct SeedField {
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  // "" (top level), "rope_scaling", or the extension read from
+  // extensions.<section> ("csa", "hca", ..., "kv_pruner").
+  const char* section;
+  const char* key;
+  // Numbers (integers too): the accepted range; min_open excludes min.
+  double min = -kInf;
+  double max = kInf;
+  bool min_open = false;
+  // Strings: the allowed values (nullptr after the last); JSON true/false are
+  // read as "true"/"false" when bool_spelling.
+  std::array<const char*, 3> allowed{};
+  bool bool_spelling = false;
+  const char* hint = nullptr;  // Validate's "allowed: ..." (default: from the range or values)
+};
+
+template <class Config, class Visitor>  // Config: SeedConfig, const or not
+void VisitSeedFields(Config& c, Visitor&& v) {
+  constexpr double kInf = SeedField::kInf;
+  // ---- top level ----
+  v(SeedField{"", "vocab_size", 1}, c.vocab_size);
+  v(SeedField{"", "hidden_size", 1}, c.hidden_size);
+  v(SeedField{"", "num_hidden_layers", 1}, c.num_hidden_layers);
+  v(SeedField{"", "num_attention_heads", 1}, c.num_attention_heads);
+  v(SeedField{"", "num_key_value_heads", 1}, c.num_key_value_heads);  // absent: nh
+  v(SeedField{"", "intermediate_size", 1}, c.intermediate_size);
+  v(SeedField{"", "max_position_embeddings", 1}, c.max_position_embeddings);
+  v(SeedField{"", "rope_theta", 0, kInf, true}, c.rope_theta);
+  v(SeedField{"", "rms_norm_eps", 0, kInf, true}, c.rms_norm_eps);
+  v(SeedField{"", "bos_token_id"}, c.bos_token_id);
+  v(SeedField{"", "eos_token_id"}, c.eos_token_id);
+  v(SeedField{"", "tie_word_embeddings"}, c.tie_word_embeddings);
+  v(SeedField{"rope_scaling", "factor", 1}, c.rope_scaling.factor);  // S-026
+  // ---- CSA (S-016…S-023) ----
+  v(SeedField{"csa", "local_window", 1}, c.csa.local_window);
+  v(SeedField{"csa", "segment_window", 1}, c.csa.segment_window);
+  v(SeedField{"csa", "global_topk", 1}, c.csa.global_topk);
+  v(SeedField{.section = "csa", .key = "global_mode", .allowed = {"causal", "seed"}},
+    c.csa.global_mode);
+  v(
+      SeedField{
+          .section = "csa", .key = "fusion_mode", .allowed = {"weighted", "residual_layernorm"}},
+      c.csa.fusion_mode);
+  // ---- HCA (S-030…S-035) ----
+  v(SeedField{"hca", "enabled"}, c.hca.enabled);
+  v(SeedField{"hca", "hidden", 1}, c.hca.hidden);
+  v(SeedField{.section = "hca",
+              .key = "stats",
+              .allowed = {"causal", "whole_call", "batch"},
+              .hint = "causal (default), whole_call, batch (the former \"sequence\" is "
+                      "whole_call; docs/seed-mechanisms.md)"},
+    c.hca.stats);
+  v(SeedField{"hca", "eps", 0, kInf, true}, c.hca.eps);
+  v(SeedField{"hca", "skip_threshold", 0, 1}, c.hca.skip_threshold);
+  // ---- RoPE variants (S-025…S-029) ----
+  v(SeedField{"dynamic_rope", "base_len", 1}, c.dynamic_rope.base_len);
+  v(SeedField{.section = "dynamic_rope",
+              .key = "dim",
+              .min = 0,
+              .hint = "0 (hidden_size) or a positive integer"},
+    c.dynamic_rope.dim);
+  v(SeedField{"segmented_rope", "segment_length", 1}, c.segmented_rope.segment_length);
+  // ---- MoE (S-040…S-053) ----
+  v(SeedField{"moe", "num_experts", 1}, c.moe.num_experts);
+  v(SeedField{.section = "moe",
+              .key = "num_experts_per_tok",
+              .min = 1,
+              .hint = "a positive integer (clamped to num_experts)"},
+    c.moe.num_experts_per_tok);
+  v(SeedField{.section = "moe",
+              .key = "moe_intermediate_size",
+              .min = 0,
+              .hint = "0 (intermediate_size) or a positive integer"},
+    c.moe.moe_intermediate_size);
+  v(SeedField{.section = "moe", .key = "routing", .allowed = {"topk", "group_limited"}},
+    c.moe.routing);
+  v(SeedField{"moe", "n_group"}, c.moe.n_group);          // group_limited: checked across fields
+  v(SeedField{"moe", "topk_group"}, c.moe.topk_group);    // 〃
+  v(SeedField{"moe", "per_group_k"}, c.moe.per_group_k);  // 〃
+  v(SeedField{"moe", "dynamic_k"}, c.moe.dynamic_k);
+  v(SeedField{.section = "moe",
+              .key = "router_input",
+              .allowed = {"hidden", "hca", "hidden_plus_attn"}},
+    c.moe.router_input);  // absent: the profile's
+  v(SeedField{.section = "moe",
+              .key = "capacity_factor",
+              .min = 0,
+              .hint = "0 (unlimited) or a positive number"},
+    c.moe.capacity_factor);  // absent: the profile's
+  v(SeedField{.section = "moe", .key = "assign", .allowed = {"topk_capped", "seed_greedy"}},
+    c.moe.assign);
+  v(SeedField{.section = "moe", .key = "expert_naming", .allowed = {"deepseek", "seed"}},
+    c.moe.expert_naming);
+  v(SeedField{"moe", "utilization_threshold", 0, kInf, true}, c.moe.utilization_threshold);
+  // ---- CED (S-013, S-037…S-039, S-074…S-079) ----
+  v(SeedField{.section = "ced",
+              .key = "layout",
+              .allowed = {"auto", "true", "false"},
+              .bool_spelling = true},
+    c.ced.layout);
+  v(SeedField{.section = "ced", .key = "block", .allowed = {"auto", "all", "none"}}, c.ced.block);
+  // ---- TaskAdapter (S-055…S-058) ----
+  v(SeedField{"task_adapter", "adapter_dim", 1}, c.task_adapter.adapter_dim);
+  v(SeedField{.section = "task_adapter", .key = "task_source", .allowed = {"first_token", "mean"}},
+    c.task_adapter.task_source);
+  // ---- SemanticKVPruner (S-059…S-065) ----
+  v(SeedField{"kv_pruner", "hidden", 1}, c.kv_pruner.hidden);
+  v(SeedField{"kv_pruner", "base_threshold", 0, 1, true}, c.kv_pruner.base_threshold);
+  v(SeedField{"kv_pruner", "tau_max"}, c.kv_pruner.tau_max);  // [base_threshold, 1]: across
+  v(SeedField{.section = "kv_pruner",
+              .key = "efficiency_factor",
+              .min = 0.75,
+              .max = 0.95,
+              .hint = "a number in [0.75, 0.95] (S-063)"},
+    c.kv_pruner.efficiency_factor);
+  v(SeedField{"kv_pruner", "prune_pressure", 0, kInf, true}, c.kv_pruner.prune_pressure);
+  v(SeedField{"kv_pruner", "protect_recent", 0}, c.kv_pruner.protect_recent);
+  v(SeedField{"kv_pruner", "protect_sink", 0}, c.kv_pruner.protect_sink);
+  v(SeedField{"kv_pruner", "kv_budget"}, c.kv_pruner.kv_budget);  // checked across fields
+  v(SeedField{.section = "kv_pruner", .key = "eff_mode", .allowed = {"resolved", "seed"}},
+    c.kv_pruner.eff_mode);
+}
+
+// Whether `section` of VisitSeedFields is on in `c` ("" always; an extension
+// when present in the file).
+bool SeedSectionEnabled(const SeedConfig& c, std::string_view section);
+// "extensions.moe." for "moe", "rope_scaling." for it, "" for the top level:
+// the prefix errors and inspect name a field with.
+std::string SeedFieldPrefix(std::string_view section);
 
 }  // namespace dsv4::seed
 

@@ -337,6 +337,12 @@ Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, La
       }
     }
     p.block = ced_block ? BlockKind::kCed : BlockKind::kPreNorm;
+    p.hca_stats = c.hca.stats == "whole_call" ? HcaStats::kWholeCall
+                  : c.hca.stats == "batch"    ? HcaStats::kBatch
+                                              : HcaStats::kCausal;
+    p.router_input = c.moe.router_input == "hca"                ? RouterInput::kHca
+                     : c.moe.router_input == "hidden_plus_attn" ? RouterInput::kHiddenPlusAttn
+                                                                : RouterInput::kHidden;
     if (ced_block) {
       std::vector<float> s = b.Vec(n("ced_scale_factor"), {1});
       y.ced_scale = s[0];
@@ -365,6 +371,8 @@ Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, La
       y.segment_shift = y.shift_storage.empty() ? nullptr : y.shift_storage.data();
     }
     p.csa = c.csa.enabled;
+    p.csa_seed_global = p.csa && c.csa.global_mode == "seed";
+    p.csa_layernorm_fusion = p.csa && c.csa.fusion_mode == "residual_layernorm";
     p.hca = c.hca.enabled && c.moe.enabled;
     if (p.csa || p.hca)
       y.hca_gate_proj = b.Get(n("mlp.hca_gate_proj.weight"), {H, H});  // S-030, S-035
@@ -578,12 +586,12 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
     m.g_hca.resize(T * H);
     const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
-    if (cfg.hca.stats == "causal") {  // C-15: each token over the sequence up to it
+    if (p.hca_stats == HcaStats::kCausal) {  // C-15: each token over the sequence up to it
       PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
       HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(),
                       m.w_mean.data(), m.hca);
     } else {
-      if (cfg.hca.stats == "whole_call") {  // every token so far, this call's later ones too
+      if (p.hca_stats == HcaStats::kWholeCall) {  // every token so far, this call's later ones
         FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
       } else {  // "batch", the seed's mode: this call's tokens
         FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
@@ -591,9 +599,9 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
       HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
               m.hca);
     }
-    if (cfg.moe.router_input == "hca") router_in = m.g_hca.data();
+    if (p.router_input == RouterInput::kHca) router_in = m.g_hca.data();
   }
-  if (cfg.moe.router_input == "hidden_plus_attn") router_in = x_after_attn;
+  if (p.router_input == RouterInput::kHiddenPlusAttn) router_in = x_after_attn;
   const double skip = runtime_.hca_skip_override ? runtime_.hca_skip_threshold
                                                  : (p.hca ? cfg.hca.skip_threshold : 0.0);
   // S-034: skipped tokens get a zero FFN output and are not dispatched.
@@ -801,11 +809,11 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
               c.slot_pos_.data(), c.live_};
     std::vector<int32_t>& seed_sel = fs.seed_sel;
     seed_sel.clear();
-    if (p.csa && cfg.csa.global_mode == "seed") {
+    if (p.csa_seed_global) {
       SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(), cfg.csa.global_topk,
                          seed_sel);
     }
-    const bool layernorm_fusion = p.csa && cfg.csa.fusion_mode == "residual_layernorm";
+    const bool layernorm_fusion = p.csa_layernorm_fusion;
     if (prof_ != nullptr && layernorm_fusion)
       ++prof_->norm;  // S-021's LayerNorm (inside attention)
     const double ones[3] = {1.0, 1.0, 1.0};

@@ -35,6 +35,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,13 +111,22 @@ struct SeedLoadOptions {
 
 enum class BlockKind { kPreNorm, kCed };
 enum class FfnKind { kDense, kCedFused, kMoe };
+// C-15: the tokens HCA's μ and σ cover (config hca.stats).
+enum class HcaStats { kCausal, kWholeCall, kBatch };
+// S-040: what the router reads (config moe.router_input).
+enum class RouterInput { kHidden, kHca, kHiddenPlusAttn };
 
-// What one layer runs, decided at load.
+// What one layer runs, decided at load from the config and the checkpoint, so
+// the forward pass compares no config strings.
 struct SeedLayerPlan {
   BlockKind block = BlockKind::kPreNorm;
   FfnKind ffn = FfnKind::kDense;
   bool csa = false;
-  bool hca = false;           // HCA controller feeds the router
+  bool csa_seed_global = false;       // C-08: csa.global_mode "seed"
+  bool csa_layernorm_fusion = false;  // S-021: csa.fusion_mode "residual_layernorm"
+  bool hca = false;                   // HCA controller feeds the router
+  HcaStats hca_stats = HcaStats::kCausal;
+  RouterInput router_input = RouterInput::kHidden;
   bool ced_mlp_norm = false;  // CED block with a norm before the MLP (C-18 auto)
   Layout ced_layout = Layout::kRowMajor;
 };
@@ -144,6 +154,13 @@ class SeedModel final : public Model {
   Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
                  bool all_logits) override;
   void SetThreads(int n_threads) override;
+
+  // ---- Model capabilities (model/model.h; runtime_options.cc) ----
+  // Every runtime option, validated against this model (experts, pruner, CED
+  // layers), then SetRuntimeOptions.
+  Status ApplyRuntimeOptions(const RuntimeOptions& options) override;
+  // Live, unpruned, peak and evicted entries of a SeedCache; nullopt for others.
+  std::optional<KvUsage> kv_usage(const SequenceCache& cache) const override;
 
   void SetRuntimeOptions(const SeedRuntimeOptions& o);
   const SeedRuntimeOptions& runtime_options() const { return runtime_; }

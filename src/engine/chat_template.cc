@@ -1,0 +1,46 @@
+// RenderChatTemplate (see chat_template.h).
+#include "engine/chat_template.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "tokenizer/chat_dsv4.h"
+
+namespace dsv4 {
+namespace {
+
+// The chat format of a model directory: its config.json's model_type.
+Status CheckModelFormat(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return InvalidArgument(path + ": not a JSON object", "is this a model directory?");
+  }
+  const auto type_it = config.find("model_type");
+  const std::string type =
+      type_it != config.end() && type_it->is_string() ? type_it->get<std::string>() : "";
+  if (type != "deepseek_v4") {
+    return Unimplemented(path + ": no chat format for model_type '" + type + "'",
+                         "supported: deepseek_v4");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::string> RenderChatTemplate(const ChatTemplateRequest& r) {
+  if (!r.model_dir.empty()) RETURN_IF_ERROR(CheckModelFormat(r.model_dir));
+  Dsv4ChatOptions options;
+  ASSIGN_OR_RETURN(options.thinking_mode, ParseDsv4ThinkingMode(r.mode));
+  ASSIGN_OR_RETURN(options.reasoning_effort, ParseDsv4ReasoningEffort(r.reasoning_effort));
+  options.drop_thinking = r.drop_thinking;
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(r.messages_file));
+  auto prompt = EncodeChatDsv4Json(text, options);
+  if (!prompt.ok()) return prompt.status().WithContext(r.messages_file);
+  return std::move(*prompt);
+}
+
+}  // namespace dsv4
