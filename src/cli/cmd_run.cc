@@ -19,7 +19,7 @@ struct RunArgs {
   int64_t max_tokens = 256;
   int64_t seed = -1;
   SamplingParams sampling;
-  int64_t speculative = 0;    // MTP drafts per round (DeepSeek-V4, greedy); 0 = off
+  int64_t speculative = 0;    // draft tokens per round (DeepSeek-V4 MTP or DSpark); 0 = off
   EngineRuntimeFlags engine;  // runtime policies (engine/engine_options.h)
 };
 
@@ -56,16 +56,11 @@ int Run(RunArgs& a) {
     std::fflush(stdout);
   };
   if (a.speculative > 0) {
-    // Speculation verifies drafts against the greedy choice: no sampling, no penalties.
-    const SamplingParams& sp = a.sampling;
-    if (sp.temperature > 0.0f || sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f ||
-        sp.frequency_penalty != 0.0f) {
-      return ReportError(InvalidArgument("--speculative decodes greedily",
-                                         "add --temperature 0 (and no penalties)"));
-    }
+    // Greedy or lossless speculative sampling (engine/speculative.h); no penalties.
     SpeculativeOptions so;
     so.draft_tokens = a.speculative;
     so.max_tokens = a.max_tokens;
+    so.sampling = g.sampling;
     auto stats = GenerateSpeculative(m, prompt, so, on_token);
     std::fputc('\n', stdout);
     if (!stats.ok()) return ReportError(stats.status());
@@ -103,8 +98,9 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   sub->add_option("--frequency-penalty", args->sampling.frequency_penalty, "(default 0)");
   sub->add_option("-s,--seed", args->seed, "random seed (default: random)");
   sub->add_option("--speculative", args->speculative,
-                  "greedy decoding with K MTP draft tokens per round (DeepSeek-V4 with MTP "
-                  "weights; needs --temperature 0); the output is the same as without")
+                  "speculative decoding with K draft tokens per round (DeepSeek-V4 with its "
+                  "MTP layer or DSpark module; greedy or sampled, no penalties); the output "
+                  "follows the same distribution as without")
       ->check(CLI::NonNegativeNumber);
   AddEngineRuntimeFlags(*sub, args->engine);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });

@@ -7,6 +7,7 @@
 
 #include "base/timer.h"
 #include "model/draft.h"
+#include "sampling/speculative_sampling.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
@@ -34,6 +35,13 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
                              "DeepSeek-V4 checkpoint with its MTP layer, mtp.0.*)",
                          "run without --speculative");
   }
+  const SamplingParams& sp = options.sampling;
+  RETURN_IF_ERROR(ValidateSamplingParams(sp));
+  if (sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f || sp.frequency_penalty != 0.0f) {
+    return InvalidArgument("speculative decoding takes no repeat/presence/frequency penalties",
+                           "drop the penalties, or run without --speculative");
+  }
+  const bool sampling = sp.temperature > 0.0f;
   if (options.draft_tokens < 0) {
     return InvalidArgument(
         "speculative draft length " + std::to_string(options.draft_tokens) + " is negative",
@@ -52,6 +60,21 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
   // No drafts (k = 0): the draft head never runs.
   std::unique_ptr<DraftSession> draft = k > 0 ? drafter->NewDraftSession(ctx) : nullptr;
   std::vector<float> logits((k + 1) * V);
+  // Sampling: the chain's distributions of the drafts (q) and of the target (π).
+  Sampler sampler(sp);
+  Xoshiro256 rng(sp.seed);
+  std::vector<float> q(k * V), pi((k + 1) * V), residual;
+  const DraftPick pick = [&](std::span<float> row, int64_t j) {
+    const std::span<float> qj = std::span<float>(q).subspan(j * V, V);
+    sampler.Probabilities(row, qj);
+    return DrawFrom(qj, rng);
+  };
+  // The first token after the prompt, or after an accepted run: from π.
+  const auto choose = [&](const float* row) {
+    if (!sampling) return Greedy(row, V);
+    sampler.Probabilities(std::span<const float>(row, V), std::span<float>(pi).first(V));
+    return DrawFrom(std::span<const float>(pi).first(V), rng);
+  };
   std::optional<StreamDecoder> decoder;
   if (m.tokenizer) decoder.emplace(*m.tokenizer, prompt.back());
 
@@ -67,8 +90,8 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
   stats.prefill_seconds = timer.Seconds();
   timer.Reset();
 
-  int32_t x = Greedy(logits.data(), V);  // the token at main position n
-  std::vector<int32_t> verify;           // [x, d_1 .. d_k]
+  int32_t x = choose(logits.data());  // the token at main position n
+  std::vector<int32_t> verify;        // [x, d_1 .. d_k]
   stats.stop_reason = "length";
   // Emits one token; false when generation ends before or with it.
   auto emit = [&](int32_t id) {
@@ -92,7 +115,8 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
     // ---- Draft up to kr tokens after x ----
     verify.assign(1 + kr, x);
     if (draft) {
-      ASSIGN_OR_RETURN(kr, draft->Draft(x, std::span<int32_t>(verify).subspan(1)));
+      ASSIGN_OR_RETURN(kr, draft->Draft(x, std::span<int32_t>(verify).subspan(1),
+                                        sampling ? pick : DraftPick()));
       verify.resize(1 + kr);
     }
     if (kr > 0 && options.edit_drafts) {
@@ -103,7 +127,21 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
     const int64_t T = static_cast<int64_t>(verify.size());
     RETURN_IF_ERROR(model.Forward(verify, *main, std::span<float>(logits).first(T * V), true));
     int64_t a = 0;
-    while (a < kr && verify[a + 1] == Greedy(logits.data() + a * V, V)) ++a;
+    int32_t next = -1;
+    if (sampling) {
+      for (int64_t i = 0; i <= kr; ++i) {
+        sampler.Probabilities(std::span<const float>(logits).subspan(i * V, V),
+                              std::span<float>(pi).subspan(i * V, V));
+      }
+      const Verified v = VerifyDraftsLossless(
+          std::span<const int32_t>(verify).subspan(1), std::span<const float>(q).first(kr * V),
+          std::span<const float>(pi).first((kr + 1) * V), rng, residual);
+      a = v.accepted;
+      next = v.next;
+    } else {
+      while (a < kr && verify[a + 1] == Greedy(logits.data() + a * V, V)) ++a;
+      next = Greedy(logits.data() + a * V, V);
+    }
     ++stats.rounds;
     stats.drafted += kr;
     stats.accepted += a;
@@ -115,7 +153,7 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
     bool go_on = true;
     for (int64_t i = 1; i <= a && go_on; ++i) go_on = emit(verify[i]);
     if (!go_on) break;
-    x = Greedy(logits.data() + a * V, V);  // the bonus token
+    x = next;  // the bonus token
   }
   const std::string tail = decoder ? decoder->Flush() : std::string();
   if (!tail.empty()) on_token(-1, tail);

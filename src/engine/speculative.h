@@ -1,11 +1,16 @@
-// Greedy generation with self-speculative decoding through the model's draft
-// head (model/draft.h; DeepSeek-V4: its MTP layer, spec §6.3): each round the
-// draft session drafts up to k tokens, the main model verifies them in one
-// Forward of k+1 tokens, the longest prefix agreeing with the main model's
-// greedy choices is accepted plus the main model's next token, and the main
-// cache and the draft session roll back exactly. The emitted tokens are those
-// of Generate() with temperature 0 and no penalties; only the number of
-// main-model forwards changes.
+// Generation with self-speculative decoding through the model's draft head
+// (model/draft.h; DeepSeek-V4: its NextN MTP layer, spec §6.3, or its DSpark
+// module, §13): each round the draft session drafts up to k tokens, the main
+// model verifies them in one Forward of k+1 tokens, and the main cache and the
+// draft session roll back past the rejected ones exactly.
+//   - greedy (temperature 0): the longest prefix agreeing with the main
+//     model's greedy choices is accepted, plus its next token; the emitted
+//     tokens are those of Generate() with temperature 0;
+//   - sampling (temperature > 0, top-k / top-p / min-p): drafts are drawn from
+//     the sampler chain's distribution over the draft logits and verified by
+//     lossless rejection sampling (sampling/speculative_sampling.h); the
+//     emitted tokens follow the distribution of Generate()'s sampling.
+// Penalties depend on the tokens before each position and are not supported.
 //
 // Round at main position n (tokens < n in the cache, x = the token at n):
 //   draft:  DraftSession::Draft(x) → d_1 .. d_k
@@ -27,10 +32,11 @@
 namespace dsv4 {
 
 struct SpeculativeOptions {
-  int64_t draft_tokens = 2;     // k drafts per round; 0 = plain greedy decoding
-  int64_t max_tokens = 256;     // tokens generated after the prompt
-  bool stop_at_eos = true;      // as GenerateOptions
-  int64_t prefill_chunk = 512;  // prompt tokens per Forward call
+  int64_t draft_tokens = 2;                      // k drafts per round; 0 = plain decoding
+  SamplingParams sampling{.temperature = 0.0f};  // temperature 0: greedy; no penalties
+  int64_t max_tokens = 256;                      // tokens generated after the prompt
+  bool stop_at_eos = true;                       // as GenerateOptions
+  int64_t prefill_chunk = 512;                   // prompt tokens per Forward call
   // Tests only: called with the drafts of each round (for main positions
   // n+1 ..) before verification, and may change them.
   std::function<void(int64_t position, std::span<int32_t> drafts)> edit_drafts;

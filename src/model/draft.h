@@ -16,6 +16,7 @@
 #define DSV4_MODEL_DRAFT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -23,6 +24,10 @@
 #include "base/status.h"
 
 namespace dsv4 {
+
+// Chooses a draft token from its row of draft logits (speculative sampling
+// draws it, and keeps the distribution it drew from).
+using DraftPick = std::function<int32_t(std::span<float> logits, int64_t row)>;
 
 // One sequence's draft state (its own caches, the main model's captured
 // features not yet consumed).
@@ -39,8 +44,10 @@ class DraftSession {
   // Proposes up to drafts.size() tokens to follow `next` (the token the main
   // model runs next) into `drafts`; returns how many it wrote (a drafter may
   // stop early, e.g. on low confidence). drafts.size() == 0 only records
-  // `next`.
-  virtual Result<int64_t> Draft(int32_t next, std::span<int32_t> drafts) = 0;
+  // `next`. Each draft token is `pick`(that draft's logits row [V], its index)
+  // — the row may be changed, e.g. turned into the distribution drawn from —
+  // or, with an empty pick, the row's argmax (greedy).
+  virtual Result<int64_t> Draft(int32_t next, std::span<int32_t> drafts, const DraftPick& pick) = 0;
 };
 
 // A model's draft head (Model::draft_model()).
@@ -49,7 +56,9 @@ class DraftModel {
   virtual ~DraftModel() = default;
   // What drafts ("mtp", "dspark"): logs and errors.
   virtual std::string_view draft_kind() const = 0;
-  // A session for one sequence of at most max_tokens tokens. Greedy drafts.
+  // The most tokens one Draft proposes (0: no limit but the caller's).
+  virtual int64_t max_drafts() const { return 0; }
+  // A session for one sequence of at most max_tokens tokens.
   virtual std::unique_ptr<DraftSession> NewDraftSession(int64_t max_tokens) = 0;
 };
 

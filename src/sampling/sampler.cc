@@ -196,6 +196,13 @@ int32_t Sampler::Sample(std::span<float> logits) {
     return static_cast<int32_t>(best);
   }
 
+  const std::span<const Candidate> c = Filter(logits);
+  last_size_ = c.size();
+  return Draw(c);
+}
+
+std::span<const Candidate> Sampler::Filter(std::span<const float> logits) {
+  const size_t n = logits.size();
   for (size_t i = 0; i < n; ++i) {
     const float logit = std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
     candidates_[i] = {logit, static_cast<int32_t>(i)};
@@ -213,8 +220,36 @@ int32_t Sampler::Sample(std::span<float> logits) {
   }
   if (params_.min_p > 0.0f) c = c.first(ApplyMinP(c, params_.min_p));
   for (Candidate& x : c) x.logit /= params_.temperature;
-  last_size_ = c.size();
-  return Draw(c);
+  return c;
+}
+
+void Sampler::Probabilities(std::span<const float> logits, std::span<float> probs) {
+  CHECK(!logits.empty() && probs.size() == logits.size(), "Probabilities: sizes");
+  CHECK(params_.temperature > 0.0f, "Probabilities of a greedy sampler");
+  if (candidates_.size() < logits.size()) {
+    candidates_.resize(logits.size());
+    weights_.resize(logits.size());
+    counts_.resize(logits.size(), 0);
+  }
+  const std::span<const Candidate> c = Filter(logits);
+  std::fill(probs.begin(), probs.end(), 0.0f);
+  float max = -std::numeric_limits<float>::infinity();
+  for (const Candidate& x : c) max = std::max(max, x.logit);
+  if (!std::isfinite(max)) {  // as Draw: all mass on the first of the maxima
+    for (const Candidate& x : c) {
+      if (x.logit == max) {
+        probs[x.id] = 1.0f;
+        return;
+      }
+    }
+    probs[c[0].id] = 1.0f;
+    return;
+  }
+  double total = 0.0;
+  for (const Candidate& x : c) total += std::exp(static_cast<double>(x.logit - max));
+  for (const Candidate& x : c) {
+    probs[x.id] = static_cast<float>(std::exp(static_cast<double>(x.logit - max)) / total);
+  }
 }
 
 int32_t Sampler::Draw(std::span<const Candidate> c) {

@@ -104,6 +104,12 @@ class Sampler {
   // copy). NaN logits count as -inf. If every logit is -inf, returns the first
   // (lowest) id; +inf logits win over all finite ones.
   int32_t Sample(std::span<float> logits);
+  // The distribution Sample draws from for `logits` when no penalties apply
+  // (temperature > 0): the chain's top-k, top-p, min-p and temperature, then a
+  // softmax, written densely into probs [logits.size()] (0 for the tokens the
+  // filters drop). Speculative sampling verifies drafts against it. The
+  // random sequence and the accepted tokens are not touched.
+  void Probabilities(std::span<const float> logits, std::span<float> probs);
   // Records a token of the text (prompt or generated) for the penalties.
   void Accept(int32_t token);
   // Forgets the accepted tokens and restarts the random sequence from the seed.
@@ -117,6 +123,8 @@ class Sampler {
 
  private:
   void ApplyPenalties(std::span<float> logits);
+  // The chain's filters and temperature on a copy of `logits`: the candidates left.
+  std::span<const Candidate> Filter(std::span<const float> logits);
   // Draws from softmax(c.logit) with one random number.
   int32_t Draw(std::span<const Candidate> c);
 

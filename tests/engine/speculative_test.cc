@@ -8,6 +8,7 @@
 #include "../common/status_matchers.h"
 
 #include <cstdio>
+#include <map>
 
 #include "../model/deepseek_v4_test_util.h"
 #include "engine/generate.h"
@@ -275,6 +276,114 @@ TEST(SpeculativeBad, NegativeDraftLengthAndEmptyPrompt) {
   r = GenerateSpeculative(m, std::vector<int32_t>{}, SpeculativeOptions{},
                           [](int32_t, std::string_view) {});
   EXPECT_ERROR(r, StatusCode::kInvalidArgument, "empty prompt");
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// ---- DSpark (spec §13) through the same loop ----
+
+// Greedy output with DSpark drafts equals plain greedy decoding for every block
+// length, with the real drafts and with drafts edited to be right, wrong and
+// partly right; the rounds add up.
+TEST(SpeculativeDSpark, GreedyOutputIsIdenticalWithRealAndEditedDrafts) {
+  for (const char* name : {"dspark_mixed_bf16", "dspark_swa_bf16"}) {
+    auto loaded = LoadModel(ModelAt(name));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_NE(loaded->model->draft_model(), nullptr);
+    EXPECT_EQ(loaded->model->draft_model()->draft_kind(), "dspark");
+    const std::vector<int32_t> prompt = dt::ReadIds(dt::DataDir() + "/" + name + "/input_ids.txt");
+    const Output plain = Plain(*loaded, prompt, 40, /*stop_at_eos=*/false);
+    ASSERT_EQ(plain.tokens.size(), 40u);
+    const int64_t B = loaded->model->draft_model()->max_drafts();
+    for (int64_t k = 1; k <= B; ++k) {
+      for (int mode = 0; mode < 4; ++mode) {  // real, all right, all wrong, right then wrong
+        SpeculativeOptions o;
+        o.stop_at_eos = false;
+        if (mode > 0) {
+          o.edit_drafts = [&](int64_t pos, std::span<int32_t> drafts) {
+            for (size_t i = 0; i < drafts.size(); ++i) {
+              // generated index of position pos + i
+              const int64_t g = pos + static_cast<int64_t>(i) - static_cast<int64_t>(prompt.size());
+              const bool right = mode == 1 || (mode == 3 && i == 0);
+              if (g >= 0 && g < 40) {
+                drafts[i] = right ? plain.tokens[g] : (plain.tokens[g] + 1) % 7;
+              }
+            }
+          };
+        }
+        const Output spec = Speculative(*loaded, prompt, 40, k, o);
+        EXPECT_EQ(spec.tokens, plain.tokens) << name << " k " << k << " mode " << mode;
+        EXPECT_EQ(1 + spec.spec.rounds + spec.spec.accepted, 40) << name << " k " << k;
+        if (mode == 2) EXPECT_EQ(spec.spec.accepted, 0) << name;
+        if (mode == 1) EXPECT_GT(spec.spec.acceptance_rate(), 0.9) << name << " k " << k;
+      }
+    }
+  }
+}
+
+// Sampling with DSpark drafts is lossless: the first two tokens after a prompt
+// follow the distribution plain sampling draws from (computed exactly from the
+// main model's logits), by a chi-square test over the pairs.
+TEST(SpeculativeDSpark, SamplingFollowsThePlainSamplingDistribution) {
+  auto loaded = LoadModel(ModelAt("dspark_swa_bf16"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  Model& model = *loaded->model;
+  const int64_t V = model.info().vocab_size;
+  const std::vector<int32_t> prompt = {0, 11, 42, 7, 99};
+  SamplingParams sp{.temperature = 1.3f, .top_k = 3, .top_p = 1.0f, .min_p = 0.0f};
+  // Exact: P(t0, t1) = π(t0 | prompt) · π(t1 | prompt, t0) under the sampler chain.
+  Sampler chain(sp);
+  std::vector<float> logits(V), p0(V), p1(V);
+  auto cache = model.NewCache(0);
+  ASSERT_TRUE(model.Forward(prompt, *cache, logits, false).ok());
+  chain.Probabilities(logits, p0);
+  std::map<std::pair<int32_t, int32_t>, double> exact;
+  for (int32_t t0 = 0; t0 < V; ++t0) {
+    if (p0[t0] == 0.0f) continue;
+    auto c = model.NewCache(0);
+    std::vector<int32_t> seq = prompt;
+    seq.push_back(t0);
+    ASSERT_TRUE(model.Forward(seq, *c, logits, false).ok());
+    chain.Probabilities(logits, p1);
+    for (int32_t t1 = 0; t1 < V; ++t1) {
+      if (p1[t1] > 0.0f) exact[{t0, t1}] = static_cast<double>(p0[t0]) * p1[t1];
+    }
+  }
+  ASSERT_LE(exact.size(), 9u);
+  std::map<std::pair<int32_t, int32_t>, int64_t> seen;
+  const int n = 4000;
+  int64_t drafted = 0, accepted = 0;
+  for (int i = 0; i < n; ++i) {
+    SpeculativeOptions o;
+    o.stop_at_eos = false;
+    o.sampling = sp;
+    o.sampling.seed = 1000 + i;
+    // Three tokens: the first comes from the prefill, the second from the
+    // first round's verified draft (or its residual), the third from the
+    // round's next token.
+    const Output spec = Speculative(*loaded, prompt, 3, 2, o);
+    ASSERT_EQ(spec.tokens.size(), 3u);
+    ++seen[{spec.tokens[0], spec.tokens[1]}];
+    drafted += spec.spec.drafted;
+    accepted += spec.spec.accepted;
+  }
+  // Chi-square over the cells (df = cells − 1 ≤ 8); 30 is exceeded by chance
+  // with probability < 3e-4 at df 8.
+  double chi2 = 0.0;
+  for (const auto& [cell, p] : exact) {
+    const double expected = p * n;
+    const double o = static_cast<double>(seen[cell]);
+    chi2 += (o - expected) * (o - expected) / expected;
+  }
+  for (const auto& [cell, count] : seen) EXPECT_TRUE(exact.count(cell)) << cell.first;
+  std::printf("[dspark sampling] chi2 %.2f over %zu cells, %d samples, acceptance %.2f\n", chi2,
+              exact.size(), n, drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0);
+  EXPECT_LT(chi2, 30.0);
+  EXPECT_GT(drafted, 0);
 }
 
 }  // namespace

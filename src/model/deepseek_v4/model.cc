@@ -597,7 +597,7 @@ Status DeepSeekV4Model::DSparkObserve(std::span<const float> features, SequenceC
 }
 
 Status DeepSeekV4Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const DraftPick& pick,
-                                    DSparkBlock& out) {
+                                    DSparkBlock& out, int64_t rows) {
   const DeepSeekV4Config& c = config_;
   if (!has_dspark()) {
     return Unimplemented(reader_->path() + ": the checkpoint has no DSpark module (mtp.*)",
@@ -661,7 +661,8 @@ Status DeepSeekV4Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const Dr
   // ---- Markov loop: row j adds W2 · W1[prev_j] (prev_0 = anchor, then the drafts) ----
   dspark_e_.resize(r);
   int32_t prev = anchor;
-  for (int64_t j = 0; j < B; ++j) {
+  const int64_t n_rows = rows > 0 ? std::min(rows, B) : B;
+  for (int64_t j = 0; j < n_rows; ++j) {
     DequantizeRow(d.markov_w1.dtype, d.markov_w1[prev].data, r, dspark_e_.data());
     float* bias = out.markov_bias.data() + j * V;
     ops::MatMul(pool, bias, dspark_e_.data(), d.markov_w2, 1);  // [V] fp32

@@ -102,8 +102,9 @@ class DeepSeekV4Model final : public Model, public DraftModel {
     return router_options_ ? &*router_options_ : nullptr;
   }
   // The MTP layer drafts (mtp_draft.cc); null without MTP weights.
-  DraftModel* draft_model() override { return has_mtp() ? this : nullptr; }
-  std::string_view draft_kind() const override { return "mtp"; }
+  DraftModel* draft_model() override { return has_mtp() || has_dspark() ? this : nullptr; }
+  std::string_view draft_kind() const override { return has_dspark() ? "dspark" : "mtp"; }
+  int64_t max_drafts() const override { return has_dspark() ? config_.dspark_block_size : 0; }
   std::unique_ptr<DraftSession> NewDraftSession(int64_t max_tokens) override;
   // From the checkpoint's tensor list (work_counts.cc).
   std::optional<WeightWork> weight_work_per_token() const override;
@@ -154,8 +155,9 @@ class DeepSeekV4Model final : public Model, public DraftModel {
     std::vector<float> confidence;   // [B] raw logits (sigmoid: P(accepted | earlier accepted))
   };
   using DraftPick = std::function<int32_t(std::span<float> logits_row, int64_t row)>;
+  // `rows` (≤ B; 0: B) limits the Markov loop: the first `rows` drafts.
   Status DSparkDraft(int32_t anchor, SequenceCache& draft_cache, const DraftPick& pick,
-                     DSparkBlock& out);
+                     DSparkBlock& out, int64_t rows = 0);
 
   // Named intermediates go to `fn` during Forward, under the golden-dump names
   // of tests/data/deepseek_v4/README.md ("embed", "layers.{i}.hc_attn.pre",

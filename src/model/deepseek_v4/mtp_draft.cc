@@ -62,7 +62,7 @@ class MtpDraftSession final : public DraftSession {
     return Status::Ok();
   }
 
-  Result<int64_t> Draft(int32_t next, std::span<int32_t> drafts) override {
+  Result<int64_t> Draft(int32_t next, std::span<int32_t> drafts, const DraftPick& pick) override {
     if (pending_rows() == static_cast<int64_t>(pend_next_.size()) + 1) pend_next_.push_back(next);
     drafted_ = 0;
     const int64_t k = static_cast<int64_t>(drafts.size());
@@ -70,13 +70,13 @@ class MtpDraftSession final : public DraftSession {
     // The pending rows (true main hidden states); the last drafts d_1.
     RETURN_IF_ERROR(FeedPending(static_cast<int64_t>(pend_next_.size())));
     chain_base_ = cache_->length();
-    drafts[0] = Greedy(logits_);
+    drafts[0] = pick ? pick(logits_, 0) : Greedy(logits_);
     for (int64_t i = 1; i < k; ++i) {
       const std::span<const float> own = model_.last_mtp_hidden();
       own_hidden_.assign(own.end() - row_, own.end());  // ForwardMtp overwrites its source
       const int32_t d[1] = {drafts[i - 1]};
       RETURN_IF_ERROR(model_.ForwardMtp(d, own_hidden_, *cache_, logits_, false));
-      drafts[i] = Greedy(logits_);
+      drafts[i] = pick ? pick(logits_, i) : Greedy(logits_);
     }
     drafted_ = k;
     return k;
@@ -112,7 +112,51 @@ class MtpDraftSession final : public DraftSession {
 
 }  // namespace
 
+// DSpark as a draft head (spec §13.7): Observe feeds the committed
+// positions' target features to the stages' rings, Draft runs one block after
+// the anchor (the token the main model runs next) and proposes its first
+// drafts.size() tokens.
+class DSparkDraftSession final : public DraftSession {
+ public:
+  DSparkDraftSession(DeepSeekV4Model& model, int64_t max_tokens)
+      : model_(model), cache_(model.NewMtpCache(max_tokens)) {}
+
+  Status Observe(std::span<const int32_t> tokens, int64_t kept) override {
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    if (T == 0 || kept < 1 || kept > T) {
+      return InvalidArgument("DSpark draft: Observe(" + std::to_string(T) + " tokens, kept " +
+                             std::to_string(kept) + ")");
+    }
+    const std::span<const float> f = model_.last_features();  // [T, nT·D]
+    if (static_cast<int64_t>(f.size()) % T != 0 || f.empty()) {
+      return InvalidArgument("DSpark draft: the main model's last Forward did not run these " +
+                                 std::to_string(T) + " tokens",
+                             "call Observe right after the sequence's Forward");
+    }
+    const int64_t row = static_cast<int64_t>(f.size()) / T;
+    return model_.DSparkObserve(f.first(kept * row), *cache_);
+  }
+
+  Result<int64_t> Draft(int32_t next, std::span<int32_t> drafts, const DraftPick& pick) override {
+    const int64_t k =
+        std::min<int64_t>(static_cast<int64_t>(drafts.size()), model_.config().dspark_block_size);
+    if (k == 0) return int64_t{0};
+    const DeepSeekV4Model::DraftPick row_pick = [&](std::span<float> row, int64_t j) {
+      return pick ? pick(row, j) : Greedy(row);
+    };
+    RETURN_IF_ERROR(model_.DSparkDraft(next, *cache_, row_pick, block_, k));
+    std::copy_n(block_.tokens.begin(), k, drafts.begin());
+    return k;
+  }
+
+ private:
+  DeepSeekV4Model& model_;
+  std::unique_ptr<SequenceCache> cache_;
+  DeepSeekV4Model::DSparkBlock block_;
+};
+
 std::unique_ptr<DraftSession> DeepSeekV4Model::NewDraftSession(int64_t max_tokens) {
+  if (has_dspark()) return std::make_unique<DSparkDraftSession>(*this, max_tokens);
   if (!has_mtp()) return nullptr;
   return std::make_unique<MtpDraftSession>(*this, max_tokens);
 }
