@@ -244,3 +244,68 @@ INSTANTIATE_TEST_SUITE_P(DeepSeekV4, DSparkGolden,
 
 }  // namespace
 }  // namespace dsv4::deepseek_v4
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+// A checkpoint whose draft module the config does not describe (a DSpark
+// checkpoint under a config without the dspark_* keys) still runs its main
+// model, with no draft head.
+TEST(DSparkLoad, UnknownDraftModuleRunsTheMainModel) {
+  const std::string dir = testing::DataDir() + "/dspark_mixed_bf16";
+  std::ifstream f(dir + "/config.json");
+  auto j = nlohmann::json::parse(f);
+  for (const char* k : {"dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids",
+                        "dspark_markov_rank"}) {
+    j.erase(k);
+  }
+  j["compress_ratios"] = {0, 4, 8, 0};
+  j["num_nextn_predict_layers"] = 0;
+  auto c = DeepSeekV4Config::FromJson(j.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto reader = OpenCheckpointDir(dir);
+  ASSERT_TRUE(reader.ok());
+  LoadOptions o;
+  o.numerics = NumericsOptions{};
+  auto m =
+      DeepSeekV4Model::Load(std::shared_ptr<const CheckpointReader>(std::move(*reader)), *c, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE((*m)->has_dspark());
+  EXPECT_EQ((*m)->draft_model(), nullptr);
+  const std::vector<int32_t> ids = testing::ReadIds(dir + "/input_ids.txt");
+  const int64_t T = static_cast<int64_t>(ids.size()), V = c->vocab_size;
+  std::vector<float> logits(T * V);
+  auto cache = (*m)->NewCache(T);
+  ASSERT_TRUE((*m)->Forward(ids, *cache, logits, true).ok());
+  EXPECT_LE(RelDiff(logits, testing::ReadF32File(dir + "/logits.f32")), 1e-4f);
+}
+
+// DSpark calls that do not fit: no committed position, a bad anchor, a cache
+// from elsewhere, features of the wrong width.
+TEST(DSparkLoad, BadCallsNameTheProblem) {
+  auto m = testing::LoadCheckpointDir(testing::DataDir() + "/dspark_swa_bf16");
+  ASSERT_NE(m, nullptr);
+  auto draft_cache = m->NewMtpCache(64);
+  DeepSeekV4Model::DSparkBlock block;
+  const auto greedy = [](std::span<float> row, int64_t) { return Argmax(row); };
+  EXPECT_ERROR(m->DSparkDraft(3, *draft_cache, greedy, block), StatusCode::kInvalidArgument,
+               "no committed position yet");
+  const int64_t frow =
+      static_cast<int64_t>(m->config().dspark_target_layer_ids.size()) * m->config().hidden_size;
+  std::vector<float> features(2 * frow, 0.0f);
+  ASSERT_TRUE(m->DSparkObserve(features, *draft_cache).ok());
+  EXPECT_ERROR(m->DSparkDraft(-1, *draft_cache, greedy, block), StatusCode::kInvalidArgument,
+               "token id -1 is outside the vocabulary");
+  EXPECT_ERROR(m->DSparkObserve(std::vector<float>(frow + 1), *draft_cache),
+               StatusCode::kInvalidArgument, "expected a whole number of rows");
+  auto main_cache = m->NewCache(16);
+  EXPECT_ERROR(m->DSparkObserve(features, *main_cache), StatusCode::kInvalidArgument,
+               "not made by this model's NewMtpCache");
+  EXPECT_ERROR(
+      m->DSparkDraft(
+          3, *draft_cache, [](std::span<float>, int64_t) { return int32_t{100000}; }, block),
+      StatusCode::kInvalidArgument, "outside [0, 320)");
+}
+
+}  // namespace
+}  // namespace dsv4::deepseek_v4

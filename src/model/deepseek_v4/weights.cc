@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "base/log.h"
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
@@ -659,6 +660,21 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
   for (size_t i = 0; i < plans.size(); ++i) {
     if (plans[i].role != LayerRole::kMtp) continue;
     bind_mtp[i] = c.dspark() ? dspark : present(plans[i].prefix + "e_proj.weight");
+  }
+  // Draft tensors of a kind this config does not describe (e.g. a DSpark
+  // module under a config without the dspark_* keys): the main model runs.
+  const bool any_bound = std::find(bind_mtp.begin(), bind_mtp.end(), true) != bind_mtp.end();
+  if (!any_bound) {
+    int64_t n_draft = 0;
+    for (const TensorInfo& t : reader.tensors()) {
+      n_draft += t.name.rfind("mtp.", 0) == 0 || t.name.rfind("model.mtp.", 0) == 0;
+    }
+    if (n_draft > 0) {
+      LOG_WARNING("{}: {} draft-module tensors (mtp.*) match neither a NextN MTP layer nor "
+                  "the DSpark module of config.json; running the main model without "
+                  "speculative decoding",
+                  reader.path(), n_draft);
+    }
   }
   Binder binder(reader, c);
   ForEachWeight(c, plans, [&](const WeightDecl& d) {
