@@ -19,8 +19,8 @@ struct RunArgs {
   int64_t max_tokens = 256;
   int64_t seed = -1;
   SamplingParams sampling;
-  int64_t speculative = 0;    // draft tokens per round (DeepSeek-V4 MTP or DSpark); 0 = off
-  EngineRuntimeFlags engine;  // runtime policies (engine/engine_options.h)
+  std::string speculative = "0";  // draft tokens per round, or "auto"; "0" = off
+  EngineRuntimeFlags engine;      // runtime policies (engine/engine_options.h)
 };
 
 int Run(RunArgs& a) {
@@ -55,18 +55,26 @@ int Run(RunArgs& a) {
     }
     std::fflush(stdout);
   };
-  if (a.speculative > 0) {
+  auto spec = ParseSpeculative(a.speculative);
+  if (!spec.ok()) return ReportError(spec.status());
+  if (spec->draft_tokens > 0) {
     // Greedy or lossless speculative sampling (engine/speculative.h); no penalties.
-    SpeculativeOptions so;
-    so.draft_tokens = a.speculative;
+    SpeculativeOptions so = *spec;
     so.max_tokens = a.max_tokens;
     so.sampling = g.sampling;
     auto stats = GenerateSpeculative(m, prompt, so, on_token);
     std::fputc('\n', stdout);
     if (!stats.ok()) return ReportError(stats.status());
-    std::fprintf(stderr, "speculative: %lld tokens in %lld verify forwards, acceptance %.1f%%\n",
+    std::fprintf(stderr, "speculative: %lld tokens in %lld verify forwards, acceptance %.1f%%",
                  static_cast<long long>(stats->generated_tokens),
                  static_cast<long long>(stats->rounds), 100.0 * stats->acceptance_rate());
+    if (so.adaptive) {
+      std::fprintf(stderr, "; draft length %lld (rounds by length:",
+                   static_cast<long long>(stats->chosen_k));
+      for (int64_t n : stats->rounds_by_k) std::fprintf(stderr, " %lld", static_cast<long long>(n));
+      std::fputc(')', stderr);
+    }
+    std::fputc('\n', stderr);
     return 0;
   }
   auto stats = Generate(m, prompt, g, on_token);
@@ -98,10 +106,10 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   sub->add_option("--frequency-penalty", args->sampling.frequency_penalty, "(default 0)");
   sub->add_option("-s,--seed", args->seed, "random seed (default: random)");
   sub->add_option("--speculative", args->speculative,
-                  "speculative decoding with K draft tokens per round (DeepSeek-V4 with its "
+                  "speculative decoding with K draft tokens per round, or auto (the length "
+                  "that gives the most tokens/s, measured as it runs) (DeepSeek-V4 with its "
                   "MTP layer or DSpark module; greedy or sampled, no penalties); the output "
-                  "follows the same distribution as without")
-      ->check(CLI::NonNegativeNumber);
+                  "follows the same distribution as without");
   AddEngineRuntimeFlags(*sub, args->engine);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }

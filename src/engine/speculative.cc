@@ -2,6 +2,7 @@
 #include "engine/speculative.h"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <vector>
 
@@ -23,6 +24,102 @@ int32_t Greedy(const float* logits, int64_t n) {
 }
 
 }  // namespace
+
+DraftLengthController::DraftLengthController(int64_t max_k, int64_t explore_every)
+    : max_k_(std::max<int64_t>(0, max_k)),
+      explore_every_(std::max<int64_t>(1, explore_every)),
+      verify_(max_k_ + 1, -1.0),
+      tried_(max_k_ + 1, 0),
+      kept_(max_k_ + 1, 0),
+      rounds_by_k_(max_k_ + 1, 0) {}
+
+double DraftLengthController::Acceptance(int64_t j) const {
+  // A weak prior worth two drafts: 1/2 for the first draft, the previous
+  // draft's rate for later ones (a length not tried yet borrows from the
+  // shorter ones instead of looking worse than them).
+  const double prior = j <= 1 ? 0.5 : Acceptance(j - 1);
+  return (static_cast<double>(kept_[j]) + 2.0 * prior) / (static_cast<double>(tried_[j]) + 2.0);
+}
+
+double DraftLengthController::ExpectedTokens(int64_t k) const {
+  double e = 1.0, run = 1.0;
+  for (int64_t j = 1; j <= k; ++j) {
+    run *= Acceptance(j);
+    e += run;
+  }
+  return e;
+}
+
+double DraftLengthController::VerifySeconds(int64_t k) const {
+  if (verify_[k] >= 0.0) return verify_[k];
+  // Interpolate between the nearest measured lengths (the cost grows with k).
+  int64_t lo = k, hi = k;
+  while (lo >= 0 && verify_[lo] < 0.0) --lo;
+  while (hi <= max_k_ && verify_[hi] < 0.0) ++hi;
+  if (lo >= 0 && hi <= max_k_) {
+    return verify_[lo] +
+           (verify_[hi] - verify_[lo]) * static_cast<double>(k - lo) / static_cast<double>(hi - lo);
+  }
+  return lo >= 0 ? verify_[lo] : hi <= max_k_ ? verify_[hi] : -1.0;
+}
+
+int64_t DraftLengthController::Choose() {
+  // First every length once, longest first.
+  for (int64_t k = max_k_; k >= 0; --k) {
+    if (verify_[k] < 0.0) return k;
+  }
+  int64_t best = 0;
+  double best_rate = -1.0;
+  for (int64_t k = 0; k <= max_k_; ++k) {
+    const double t = VerifySeconds(k) + (k > 0 ? std::max(0.0, draft_seconds_) : 0.0);
+    const double rate = t > 0.0 ? ExpectedTokens(k) / t : 0.0;
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  // Now and then a neighbour, so that its cost stays current.
+  if (rounds_ % explore_every_ == explore_every_ - 1) {
+    const int64_t up = std::min(max_k_, best + 1), down = std::max<int64_t>(0, best - 1);
+    best = (rounds_ / explore_every_) % 2 == 0 ? up : down;
+  }
+  return best;
+}
+
+void DraftLengthController::Record(int64_t k, int64_t accepted, double draft_seconds,
+                                   double verify_seconds) {
+  ++rounds_;
+  ++rounds_by_k_[k];
+  constexpr double kKeep = 0.8;  // EMA weight of the history
+  verify_[k] =
+      verify_[k] < 0.0 ? verify_seconds : kKeep * verify_[k] + (1 - kKeep) * verify_seconds;
+  if (k > 0) {
+    draft_seconds_ =
+        draft_seconds_ < 0.0 ? draft_seconds : kKeep * draft_seconds_ + (1 - kKeep) * draft_seconds;
+  }
+  // Draft j was offered when drafts < j were accepted.
+  for (int64_t j = 1; j <= k && j <= accepted + 1; ++j) {
+    ++tried_[j];
+    if (j <= accepted) ++kept_[j];
+  }
+}
+
+Result<SpeculativeOptions> ParseSpeculative(const std::string& spec) {
+  SpeculativeOptions o;
+  if (spec == "auto") {
+    o.draft_tokens = kAutoMaxDrafts;
+    o.adaptive = true;
+    return o;
+  }
+  int64_t k = -1;
+  const auto [end, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), k);
+  if (ec != std::errc() || end != spec.data() + spec.size() || k < 0 || k > 64) {
+    return InvalidArgument("--speculative '" + spec + "' is not a draft count or auto",
+                           "use --speculative K (0..64 drafts per round; 0 = off) or auto");
+  }
+  o.draft_tokens = k;
+  return o;
+}
 
 Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int32_t> prompt,
                                              const SpeculativeOptions& options,
@@ -55,7 +152,10 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
                                " tokens; the model's context is " + std::to_string(ctx),
                            "shorten the prompt");
   }
-  const int64_t k = options.draft_tokens;
+  int64_t k = options.draft_tokens;
+  // DSpark drafts at most its block per round.
+  if (drafter->max_drafts() > 0 && k > drafter->max_drafts()) k = drafter->max_drafts();
+  DraftLengthController controller(k);
   auto main = model.NewCache(ctx);
   // No drafts (k = 0): the draft head never runs.
   std::unique_ptr<DraftSession> draft = k > 0 ? drafter->NewDraftSession(ctx) : nullptr;
@@ -110,8 +210,10 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
       stats.stop_reason = "context";
       break;
     }
+    const int64_t k_round = options.adaptive ? controller.Choose() : k;
     int64_t kr = std::clamp<int64_t>(
-        std::min({k, options.max_tokens - stats.generated_tokens - 1, ctx - n - 1}), 0, k);
+        std::min({k_round, options.max_tokens - stats.generated_tokens - 1, ctx - n - 1}), 0, k);
+    Timer round_timer;
     // ---- Draft up to kr tokens after x ----
     verify.assign(1 + kr, x);
     if (draft) {
@@ -119,13 +221,16 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
                                         sampling ? pick : DraftPick()));
       verify.resize(1 + kr);
     }
+    const double draft_seconds = round_timer.Seconds();
     if (kr > 0 && options.edit_drafts) {
       options.edit_drafts(n + 1, std::span<int32_t>(verify).subspan(1));
     }
 
     // ---- Verify all drafts in one batched forward ----
     const int64_t T = static_cast<int64_t>(verify.size());
+    round_timer.Reset();
     RETURN_IF_ERROR(model.Forward(verify, *main, std::span<float>(logits).first(T * V), true));
+    const double verify_seconds = round_timer.Seconds();
     int64_t a = 0;
     int32_t next = -1;
     if (sampling) {
@@ -145,6 +250,8 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
     ++stats.rounds;
     stats.drafted += kr;
     stats.accepted += a;
+    if (options.adaptive && kr == k_round) controller.Record(kr, a, draft_seconds, verify_seconds);
+    stats.chosen_k = kr;
 
     // ---- Roll back what the rejected drafts left ----
     if (a < kr) main->Truncate(n + 1 + a);
@@ -154,6 +261,13 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
     for (int64_t i = 1; i <= a && go_on; ++i) go_on = emit(verify[i]);
     if (!go_on) break;
     x = next;  // the bonus token
+  }
+  if (options.adaptive) {
+    stats.rounds_by_k = controller.rounds_by_k();
+    for (int64_t j = 0; j <= controller.max_k(); ++j) {
+      stats.verify_seconds_by_k.push_back(controller.VerifySeconds(j));
+    }
+    stats.draft_seconds = controller.DraftSeconds();
   }
   const std::string tail = decoder ? decoder->Flush() : std::string();
   if (!tail.empty()) on_token(-1, tail);

@@ -24,6 +24,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/generate.h"
@@ -31,8 +32,38 @@
 
 namespace dsv4 {
 
+// Chooses each round's draft length k in [0, max] to maximise the expected
+// tokens per second: from the measured time of a verification of k + 1
+// tokens (and of a draft), and the running acceptance of draft j given that
+// drafts < j were accepted, a round of k drafts yields
+//   E(k) = 1 + Σ_{j ≤ k} Π_{i ≤ j} α_i  tokens in  t_draft·[k > 0] + t_verify(k).
+// Every k is measured once first; then the best k, with a neighbour re-timed
+// every `explore_every` rounds (the machine's speed drifts).
+class DraftLengthController {
+ public:
+  explicit DraftLengthController(int64_t max_k, int64_t explore_every = 16);
+  int64_t Choose();
+  // After a round: its k, drafts accepted, and the times of its draft and verification.
+  void Record(int64_t k, int64_t accepted, double draft_seconds, double verify_seconds);
+  double ExpectedTokens(int64_t k) const;
+  // Seconds of a verification of k + 1 tokens (measured, else interpolated); < 0: unknown.
+  double VerifySeconds(int64_t k) const;
+  double DraftSeconds() const { return draft_seconds_; }
+  double Acceptance(int64_t j) const;  // α_j, j ≥ 1
+  int64_t max_k() const { return max_k_; }
+  const std::vector<int64_t>& rounds_by_k() const { return rounds_by_k_; }
+
+ private:
+  int64_t max_k_, explore_every_, rounds_ = 0;
+  std::vector<double> verify_;         // [max_k + 1] EMA of seconds; < 0 unmeasured
+  std::vector<int64_t> tried_, kept_;  // [max_k + 1]: draft j offered / accepted
+  std::vector<int64_t> rounds_by_k_;
+  double draft_seconds_ = -1.0;
+};
+
 struct SpeculativeOptions {
-  int64_t draft_tokens = 2;                      // k drafts per round; 0 = plain decoding
+  int64_t draft_tokens = 2;  // k drafts per round (adaptive: the most); 0 = plain decoding
+  bool adaptive = false;     // k chosen per round in [0, draft_tokens] (DraftLengthController)
   SamplingParams sampling{.temperature = 0.0f};  // temperature 0: greedy; no penalties
   int64_t max_tokens = 256;                      // tokens generated after the prompt
   bool stop_at_eos = true;                       // as GenerateOptions
@@ -51,10 +82,20 @@ struct SpeculativeStats {
   int64_t rounds = 0;       // main-model decode forwards (verifications)
   int64_t drafted = 0;      // draft tokens verified
   int64_t accepted = 0;     // of them accepted
+  // adaptive: rounds run with each k, and the controller's last estimates
+  std::vector<int64_t> rounds_by_k;
+  std::vector<double> verify_seconds_by_k;  // one verification of k + 1 tokens
+  double draft_seconds = 0.0;               // one draft call
+  int64_t chosen_k = -1;                    // the k of the last round
   double acceptance_rate() const {
     return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
   }
 };
+
+// The command line's --speculative: "K" (K ≥ 0 drafts per round; 0 = off) or
+// "auto" (adaptive, up to kAutoMaxDrafts — a DSpark module's block caps it).
+inline constexpr int64_t kAutoMaxDrafts = 8;
+Result<SpeculativeOptions> ParseSpeculative(const std::string& spec);
 
 // Prefills `prompt` (non-empty; include BOS yourself) and decodes greedily
 // with speculation. Errors: a model without a draft head (a DeepSeek-V4

@@ -380,4 +380,23 @@ TEST(Cli, InspectsLlamaFiles) {
   EXPECT_NE(o.out.find("architecture: llama"), std::string::npos) << o.out;
 }
 
+// `run --speculative auto` with a DSpark checkpoint: the greedy ids of a plain
+// run, and the controller's choices on stderr; a bad value names the flag.
+TEST(Cli, RunSpeculativeAutoWithDSpark) {
+  const std::string model = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/dspark_mixed_bf16";
+  const std::string args =
+      "run --model " + model + " --prompt-ids '0 17 42 99 5' --max-tokens 24 --temperature 0";
+  const Output plain = RunDsv4(args);
+  const Output spec = RunDsv4(args + " --speculative auto");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(spec.exit_code, 0) << spec.out;
+  const std::string ids = plain.out.substr(0, plain.out.find('\n'));
+  EXPECT_EQ(spec.out.rfind(ids, 0), 0u) << spec.out;
+  EXPECT_NE(spec.out.find("draft length "), std::string::npos) << spec.out;
+  const Output bad = RunDsv4(args + " --speculative 2x");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--speculative '2x' is not a draft count or auto"), std::string::npos)
+      << bad.out;
+}
+
 }  // namespace

@@ -388,3 +388,63 @@ TEST(SpeculativeDSpark, SamplingFollowsThePlainSamplingDistribution) {
 
 }  // namespace
 }  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// The adaptive draft length: every length is timed once, then the length with
+// the most expected tokens per second wins — long blocks when drafts are
+// accepted, none when they are not.
+TEST(DraftLengthController, PicksTheLengthWithTheMostTokensPerSecond) {
+  const auto run = [](double accept, int64_t rounds) {
+    DraftLengthController c(5, /*explore_every=*/1000);
+    uint64_t state = 42;
+    for (int64_t r = 0; r < rounds; ++r) {
+      const int64_t k = c.Choose();
+      int64_t a = 0;
+      while (a < k) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        if (static_cast<double>(state >> 11) / 9007199254740992.0 >= accept) break;
+        ++a;
+      }
+      c.Record(k, a, /*draft_seconds=*/0.2, /*verify_seconds=*/1.0 + 0.25 * k);
+    }
+    return c;
+  };
+  DraftLengthController high = run(0.95, 200);
+  EXPECT_EQ(high.Choose(), 5);
+  EXPECT_NEAR(high.Acceptance(1), 0.95, 0.05);
+  EXPECT_NEAR(high.VerifySeconds(3), 1.75, 1e-9);
+  DraftLengthController low = run(0.05, 200);
+  EXPECT_EQ(low.Choose(), 0);
+  // Every length was tried once at the start.
+  for (int64_t k = 0; k <= 5; ++k) EXPECT_GE(low.rounds_by_k()[k], 1) << k;
+  // E(k) = 1 + Σ_j Π_{i≤j} α_i with the prior α = 1/2 before any draft.
+  DraftLengthController fresh(3);
+  EXPECT_DOUBLE_EQ(fresh.ExpectedTokens(3), 1.0 + 0.5 + 0.25 + 0.125);
+  EXPECT_LT(fresh.VerifySeconds(2), 0.0);
+}
+
+// Adaptive speculation keeps the greedy output and reports its choices.
+TEST(SpeculativeDSpark, AdaptiveLengthKeepsTheGreedyOutput) {
+  auto loaded = LoadModel(ModelAt("dspark_mixed_bf16"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const std::vector<int32_t> prompt =
+      dt::ReadIds(dt::DataDir() + "/dspark_mixed_bf16/input_ids.txt");
+  const Output plain = Plain(*loaded, prompt, 60, /*stop_at_eos=*/false);
+  SpeculativeOptions o;
+  o.stop_at_eos = false;
+  o.adaptive = true;
+  const Output spec = Speculative(*loaded, prompt, 60, 8, o);  // 8 > the block: capped at 5
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  ASSERT_EQ(spec.spec.rounds_by_k.size(), 6u);
+  int64_t rounds = 0;
+  for (int64_t n : spec.spec.rounds_by_k) rounds += n;
+  EXPECT_LE(rounds, spec.spec.rounds);
+  EXPECT_GE(rounds,
+            spec.spec.rounds - 5);  // the last rounds, cut short by max_tokens, are not recorded
+  for (double t : spec.spec.verify_seconds_by_k) EXPECT_GT(t, 0.0);
+}
+
+}  // namespace
+}  // namespace dsv4
