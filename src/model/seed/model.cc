@@ -561,6 +561,35 @@ void SeedModel::CedMlp(int64_t l, const float* f, int64_t T, float* out) {
   }
 }
 
+// C-13 / C-15: the HCA controller of layer l on the FFN input f [T, H]:
+// moe_scratch_.g_hca (the gated features) and w_mean (S-034's skip signal).
+void SeedModel::HcaGating(int64_t l, const float* f, int64_t T, SeedCache& c) {
+  const SeedConfig& cfg = config_;
+  const Layer& y = layers_[l];
+  const SeedLayerPlan& p = plans_[l];
+  const int64_t H = cfg.hidden_size;
+  MoeScratch& m = moe_scratch_;
+  m.g.resize(T * H);
+  ops::MatMul(*pool_, m.g.data(), f, y.hca_gate_proj, T);
+  if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
+  std::vector<float>& hist = c.hca_hist_[l];
+  hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
+  m.g_hca.resize(T * H);
+  const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
+  if (p.hca_stats == HcaStats::kCausal) {  // C-15: each token over the sequence up to it
+    PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
+    HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
+                    m.hca);
+  } else {
+    if (p.hca_stats == HcaStats::kWholeCall) {  // every token so far, this call's later ones
+      FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
+    } else {  // "batch", the seed's mode: this call's tokens
+      FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
+    }
+    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(), m.hca);
+  }
+}
+
 void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
                     float* out, SeedStepStats& stats, Status& status) {
   const SeedConfig& cfg = config_;
@@ -583,26 +612,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   m.w_mean.assign(T, 1.0f);
   const float* router_in = f;
   if (p.hca) {
-    m.g.resize(T * H);
-    ops::MatMul(*pool_, m.g.data(), f, y.hca_gate_proj, T);
-    if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
-    std::vector<float>& hist = c.hca_hist_[l];
-    hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
-    m.g_hca.resize(T * H);
-    const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
-    if (p.hca_stats == HcaStats::kCausal) {  // C-15: each token over the sequence up to it
-      PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
-      HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(),
-                      m.w_mean.data(), m.hca);
-    } else {
-      if (p.hca_stats == HcaStats::kWholeCall) {  // every token so far, this call's later ones
-        FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
-      } else {  // "batch", the seed's mode: this call's tokens
-        FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
-      }
-      HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
-              m.hca);
-    }
+    HcaGating(l, f, T, c);
     if (p.router_input == RouterInput::kHca) router_in = m.g_hca.data();
   }
   if (p.router_input == RouterInput::kHiddenPlusAttn) router_in = x_after_attn;

@@ -231,6 +231,7 @@ class SeedModel final : public Model {
            float* out, SeedStepStats& stats, Status& status);
   void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
                   const float* adapter, float alpha, const float* f, int64_t T, float* out);
+  void HcaGating(int64_t l, const float* f, int64_t T, SeedCache& c);
   // S-015: the CED MLP of layer l on T rows through the path the options choose.
   void CedMlp(int64_t l, const float* f, int64_t T, float* out);
 
