@@ -25,252 +25,132 @@
 // SemanticKVPruner), by the KV cache after the last run, kept vs unpruned:
 //   kv_entries=… kv_entries_unpruned=… kv_bytes=… kv_bytes_unpruned=… kv_peak_entries=…
 // (--kv-pruner on|off|auto and --kv-budget N set the pruner as `dsv4 run` does).
+// The measuring is engine/bench.h's RunBench; this file parses flags and prints.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "base/timer.h"
 #include "cli/commands.h"
 #include "engine/bench.h"
 #include "engine/engine_options.h"
-#include "engine/generate.h"
-#include "engine/speculative.h"
-#include "ops/matmul.h"
-#include "ops/vec_ops.h"
 
 namespace dsv4::cli {
 namespace {
 
 struct BenchArgs {
   LoadOptions load;
-  int64_t prompt_len = 128;
-  int64_t gen = 64;
-  int repeat = 3;
-  int64_t speculative = 0;   // MTP drafts per round (DeepSeek-V4); 0 = off
-  int64_t probe_mib = 1024;  // bandwidth probe buffer; 0 = skip the probe
+  BenchOptions bench;
   std::string kv_pruner = "auto";
   int64_t kv_budget = -1;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-int Run(const BenchArgs& a) {
-  auto loaded = LoadModel(a.load);
-  if (!loaded.ok()) return ReportError(loaded.status());
-  Model& model = *loaded->model;
-  const ModelInfo& info = model.info();
-  EngineRuntimeOptions runtime;
-  {
-    auto policy = ParsePrunerPolicy(a.kv_pruner);
-    if (!policy.ok()) return ReportError(policy.status());
-    runtime.kv_pruner = *policy;
-    runtime.kv_budget = a.kv_budget;
-  }
-  auto binding = ApplyEngineOptions(model, runtime);
-  if (!binding.ok()) return ReportError(binding.status());
-  if (a.prompt_len < 1 || a.prompt_len + a.gen > info.max_context) {
-    return ReportError(
-        InvalidArgument("--prompt-len + --gen = " + std::to_string(a.prompt_len + a.gen) +
-                            " does not fit the context of " + std::to_string(info.max_context),
-                        "use smaller values"));
-  }
-  // A fixed pseudo-random prompt (the content does not change the cost).
-  std::vector<int32_t> prompt(a.prompt_len);
-  uint64_t s = 42;
-  for (auto& t : prompt) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    t = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(info.vocab_size));
-  }
-  prompt[0] = info.bos_id >= 0 ? info.bos_id : prompt[0];
-  auto cache = model.NewCache(info.max_context);
-  std::vector<float> logits(info.vocab_size);
-  std::vector<double> prefill_tps, decode_tps;
-  std::vector<ReadBandwidth> probes;  // one after each decode run
-  const int threads = a.load.threads > 0 ? a.load.threads : 0;
-  double peak_rss_mb = 0.0;   // of the model runs, without the probe's buffer
-  int64_t decode_faults = 0;  // major page faults in the decode loops, all runs
-  // A warm-up prefill, not timed (llama-bench's warm-up run): it faults in
-  // the weights' pages and the cache's. Then the prefill runs back to back,
-  // then the decode runs, each after an untimed prefill and followed by its
-  // bandwidth probe: on a small VM the first products after a probe run
-  // markedly slower, so no timed prefill follows one.
-  auto prefill = [&]() -> Status {
-    cache->Truncate(0);
-    return model.Forward(prompt, *cache, logits, false);
-  };
-  if (Status st = prefill(); !st.ok()) return ReportError(st);
-  for (int r = 0; r < a.repeat; ++r) {
-    Timer t;
-    if (Status st = prefill(); !st.ok()) return ReportError(st);
-    prefill_tps.push_back(static_cast<double>(a.prompt_len) / t.Seconds());
-  }
-  for (int r = 0; r < a.repeat; ++r) {
-    if (r > 0) {
-      if (Status st = prefill(); !st.ok()) return ReportError(st);
-    }
-    Timer t;
-    const int64_t faults_before = MajorPageFaults();
-    int32_t next = prompt.back();
-    for (int64_t i = 0; i < a.gen; ++i) {
-      const int32_t one[1] = {next};
-      if (Status st = model.Forward(one, *cache, logits, false); !st.ok()) return ReportError(st);
-      next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
-    }
-    decode_tps.push_back(static_cast<double>(a.gen) / t.Seconds());
-    decode_faults += MajorPageFaults() - faults_before;
-    if (a.probe_mib > 0) {
-      // The probe right after each decode run: a machine whose memory
-      // bandwidth changes from one second to the next (a shared host) is
-      // then compared with itself at about the same time.
-      if (r == 0) peak_rss_mb = PeakRssMiB();  // before the probe's buffer adds to it
-      probes.push_back(MeasureReadBandwidth(threads, a.probe_mib << 20));
-    }
-  }
-  if (a.probe_mib == 0) peak_rss_mb = PeakRssMiB();
-  const double p = Median(prefill_tps), d = Median(decode_tps);
-  if (ops::StreamOnlyBuild()) {
+// The speed lines: the model, prefill and decode medians, every run, page faults.
+void PrintSpeed(const LoadedModel& m, const BenchOptions& o, const BenchReport& r) {
+  const ModelInfo& info = m.model->info();
+  if (r.stream_only) {
     std::printf(
         "stream-only build (DSV4_STREAM_ONLY): one-token products computed nothing; decode "
         "speed is the weight streams' alone, outputs are junk\n");
   }
-  std::printf("model: %s (%s, %lld params)\n", loaded->path.c_str(), info.architecture.c_str(),
+  std::printf("model: %s (%s, %lld params)\n", m.path.c_str(), info.architecture.c_str(),
               static_cast<long long>(info.n_params));
   std::printf("prefill: %lld tokens, %.1f tokens/s (median of %d)\n",
-              static_cast<long long>(a.prompt_len), p, a.repeat);
-  std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(a.gen),
-              d, a.repeat);
-  if (a.repeat > 1) {
+              static_cast<long long>(o.prompt_len), r.prefill_tps_median, o.repeat);
+  std::printf("decode:  %lld tokens, %.1f tokens/s (median of %d)\n", static_cast<long long>(o.gen),
+              r.decode_tps_median, o.repeat);
+  if (o.repeat > 1) {
     // Every run, in order (a shared machine's speed changes between runs).
     std::printf("runs (prefill / decode tokens/s):");
-    for (size_t i = 0; i < prefill_tps.size(); ++i) {
-      std::printf(" %.1f/%.1f", prefill_tps[i], decode_tps[i]);
+    for (size_t i = 0; i < r.prefill_tps.size(); ++i) {
+      std::printf(" %.1f/%.1f", r.prefill_tps[i], r.decode_tps[i]);
     }
     std::printf("\n");
   }
-  if (decode_faults > 0) {
+  if (r.decode_major_faults > 0) {
     // Each one waited for a disk read (milliseconds): decode speed then says
     // as much about the page cache as about the engine.
     std::printf(
         "note: %lld major page faults while decoding: parts of the model were read from disk "
         "(not in RAM, or evicted since); --mlock keeps the weights in RAM\n",
-        static_cast<long long>(decode_faults));
+        static_cast<long long>(r.decode_major_faults));
   }
-  // The memory roofline: weight bytes per token and the measured bandwidth.
-  auto weight_bytes = WeightBytesPerToken(*loaded);
-  const int64_t wbpt = weight_bytes.ok() ? *weight_bytes : 0;
-  if (weight_bytes.ok()) {
+}
+
+// Weight bytes per token, the speculative runs and the memory bandwidth.
+void PrintRoofline(const BenchOptions& o, const BenchReport& r) {
+  const int64_t wbpt = r.weight_bytes_per_token;
+  if (r.weight_bytes_unknown.empty()) {
     std::printf("weights read per decoded token: %.2f MB (%lld bytes)\n", wbpt / 1e6,
                 static_cast<long long>(wbpt));
   } else {
-    std::printf("weights read per decoded token: unknown (%s)\n",
-                weight_bytes.status().message().c_str());
+    std::printf("weights read per decoded token: unknown (%s)\n", r.weight_bytes_unknown.c_str());
   }
-  if (a.speculative > 0) {
-    // Greedy decoding of the same prompt with MTP self-speculation.
-    SpeculativeOptions so;
-    so.draft_tokens = a.speculative;
-    so.max_tokens = a.gen;
-    so.stop_at_eos = false;  // the same number of tokens as above
-    std::vector<double> spec_tps;
-    SpeculativeStats last;
-    for (int r = 0; r < a.repeat; ++r) {
-      auto st = GenerateSpeculative(*loaded, prompt, so, [](int32_t, std::string_view) {});
-      if (!st.ok()) return ReportError(st.status());
-      spec_tps.push_back(static_cast<double>(st->generated_tokens) / st->decode_seconds);
-      last = *st;
-    }
-    const double sd = Median(spec_tps);
+  if (r.speculative) {
+    const SpeculativeStats& last = r.speculative->last;
+    const double sd = r.speculative->tps, d = r.decode_tps_median;
     std::printf(
         "speculative (MTP, %lld drafts per round): %.1f tokens/s (median of %d), "
         "acceptance %.1f%% (%lld of %lld drafts), %.2f tokens per verify forward, "
         "speed-up %.2fx over plain decode\n",
-        static_cast<long long>(a.speculative), sd, a.repeat, 100.0 * last.acceptance_rate(),
+        static_cast<long long>(o.speculative), sd, o.repeat, 100.0 * last.acceptance_rate(),
         static_cast<long long>(last.accepted), static_cast<long long>(last.drafted),
         last.rounds > 0 ? static_cast<double>(last.generated_tokens) / last.rounds : 0.0, sd / d);
     std::printf("spec_decode_tps=%.2f acceptance=%.4f speedup=%.3f\n", sd, last.acceptance_rate(),
                 sd / d);
   }
-  // The bandwidth: the median of the probes; the efficiency: the median of
-  // each decode run against the probe right after it.
-  double bandwidth = 0.0, efficiency = 0.0;
-  if (!probes.empty()) {
-    std::vector<double> bws, effs;
-    for (size_t r = 0; r < probes.size(); ++r) {
-      bws.push_back(probes[r].gb_per_s);
-      if (wbpt > 0 && probes[r].gb_per_s > 0) {
-        effs.push_back(decode_tps[r] * wbpt / 1e9 / probes[r].gb_per_s);
-      }
-    }
-    bandwidth = Median(bws);
-    if (!effs.empty()) efficiency = Median(effs);
-    // The plain and prefetched figures of the median probe.
-    const ReadBandwidth& mid =
-        *std::find_if(probes.begin(), probes.end(),
-                      [&](const ReadBandwidth& b) { return b.gb_per_s == bandwidth; });
+  if (r.probes.empty()) return;
+  // The plain and prefetched figures of the median probe.
+  const ReadBandwidth& mid = r.probes[r.median_probe];
+  std::printf(
+      "memory read bandwidth: %.2f GB/s (median of %zu probes, one after each decode run; each "
+      "a STREAM-style sum of %lld MiB, median of %d: plain loads %.2f, behind a software "
+      "prefetch %.2f)\n",
+      r.bandwidth_gbs, r.probes.size(), static_cast<long long>(o.probe_mib), mid.repeats,
+      mid.plain_gb_per_s, mid.ahead_gb_per_s);
+  const auto [lo, hi] = std::minmax_element(
+      r.probes.begin(), r.probes.end(),
+      [](const ReadBandwidth& a, const ReadBandwidth& b) { return a.gb_per_s < b.gb_per_s; });
+  if (hi->gb_per_s > 1.15 * lo->gb_per_s) {
     std::printf(
-        "memory read bandwidth: %.2f GB/s (median of %zu probes, one after each decode run; each "
-        "a STREAM-style sum of %lld MiB, median of %d: plain loads %.2f, behind a software "
-        "prefetch %.2f)\n",
-        bandwidth, probes.size(), static_cast<long long>(a.probe_mib), mid.repeats,
-        mid.plain_gb_per_s, mid.ahead_gb_per_s);
-    const auto [lo, hi] = std::minmax_element(bws.begin(), bws.end());
-    if (*hi > 1.15 * *lo) {
-      std::printf(
-          "note: the bandwidth changed between runs (%.2f to %.2f GB/s); each decode run is "
-          "compared with the probe after it:",
-          *lo, *hi);
-      for (size_t r = 0; r < probes.size(); ++r) {
-        std::printf(" %.1f tok/s at %.2f GB/s;", decode_tps[r], bws[r]);
-      }
-      std::printf("\n");
-    }
-  }
-  // The compute roof: prefill FLOP/s of the weight math against the peak of
-  // its dtype mix (fp32 FMA and, for FP8/FP4 weights with bf16-exact inputs,
-  // bf16 dot products).
-  const auto macs = WeightMacsPerToken(*loaded);
-  const auto dot_macs = Bf16DotMacsPerToken(*loaded);
-  const double prefill_gflops = macs.ok() ? 2.0 * static_cast<double>(*macs) * p / 1e9 : 0.0;
-  const double dot_share =
-      macs.ok() && dot_macs.ok() && *macs > 0 ? static_cast<double>(*dot_macs) / *macs : 0.0;
-  double peak_gflops = 0.0, peak_fp32 = 0.0, peak_dot = 0.0;
-  if (a.probe_mib > 0) {
-    const auto report = [](const char* what, const char* chains, const PeakFlops& r) {
-      std::printf("peak %s: %.1f GFLOP/s (register-only %s chains on every thread, median of %d)\n",
-                  what, r.gflops, chains, r.repeats);
-      return r.gflops;
-    };
-    peak_fp32 = report("fp32 FMA", "FMA", MeasurePeakFlops(threads));
-    if (dot_share > 0) peak_dot = report("bf16 dot", "vdpbf16ps", MeasurePeakBf16DotFlops(threads));
-    // The mix's roof: the time its multiply-adds take at their kernels' roofs.
-    peak_gflops = dot_share > 0 && peak_dot > 0
-                      ? 1.0 / ((1.0 - dot_share) / peak_fp32 + dot_share / peak_dot)
-                      : peak_fp32;
-  }
-  const double prefill_efficiency = peak_gflops > 0 ? prefill_gflops / peak_gflops : 0.0;
-  if (macs.ok()) {
-    std::printf("prefill compute: %.2f GFLOP per token of weight math", 2e-9 * *macs);
-    if (dot_share > 0) std::printf(" (%.1f%% on bf16 dot products)", 100.0 * dot_share);
-    std::printf(", %.1f GFLOP/s", prefill_gflops);
-    if (prefill_efficiency > 0) {
-      std::printf(" = %.1f%% of the mix's peak (%.1f GFLOP/s)", 100.0 * prefill_efficiency,
-                  peak_gflops);
+        "note: the bandwidth changed between runs (%.2f to %.2f GB/s); each decode run is "
+        "compared with the probe after it:",
+        lo->gb_per_s, hi->gb_per_s);
+    for (size_t i = 0; i < r.probes.size(); ++i) {
+      std::printf(" %.1f tok/s at %.2f GB/s;", r.decode_tps[i], r.probes[i].gb_per_s);
     }
     std::printf("\n");
   }
-  if (efficiency > 0) {
-    std::printf("decode efficiency: %.1f%% of the bandwidth (%.2f GB/s of weights)\n",
-                100.0 * efficiency, d * wbpt / 1e9);
+}
+
+// The compute roof, decode efficiency, peak RSS and the KV cache.
+void PrintComputeAndMemory(const BenchReport& r) {
+  const auto report = [](const char* what, const char* chains, const PeakFlops& p) {
+    std::printf("peak %s: %.1f GFLOP/s (register-only %s chains on every thread, median of %d)\n",
+                what, p.gflops, chains, p.repeats);
+  };
+  if (r.peak_fp32) report("fp32 FMA", "FMA", *r.peak_fp32);
+  if (r.peak_dot) report("bf16 dot", "vdpbf16ps", *r.peak_dot);
+  if (r.weight_macs_per_token) {
+    std::printf("prefill compute: %.2f GFLOP per token of weight math",
+                2e-9 * *r.weight_macs_per_token);
+    if (r.bf16dot_mac_share > 0) {
+      std::printf(" (%.1f%% on bf16 dot products)", 100.0 * r.bf16dot_mac_share);
+    }
+    std::printf(", %.1f GFLOP/s", r.prefill_gflops);
+    if (r.prefill_efficiency > 0) {
+      std::printf(" = %.1f%% of the mix's peak (%.1f GFLOP/s)", 100.0 * r.prefill_efficiency,
+                  r.peak_gflops);
+    }
+    std::printf("\n");
   }
-  std::printf("peak RSS: %.1f MiB (before the bandwidth probe)\n", peak_rss_mb);
-  // KV entries kept vs without pruning, after the last run (prompt + decode).
-  const auto kv = KvCacheUsage(model, *cache);
-  if (kv.ok()) {
+  if (r.decode_efficiency > 0) {
+    std::printf("decode efficiency: %.1f%% of the bandwidth (%.2f GB/s of weights)\n",
+                100.0 * r.decode_efficiency, r.decode_tps_median * r.weight_bytes_per_token / 1e9);
+  }
+  std::printf("peak RSS: %.1f MiB (before the bandwidth probe)\n", r.peak_rss_mb);
+  if (const auto& kv = r.kv) {
     std::printf(
         "kv cache: %lld of %lld entries kept (%.1f%%), %.3f of %.3f MB, peak %lld entries, "
         "%lld evicted; pruner %s\n",
@@ -279,15 +159,21 @@ int Run(const BenchArgs& a) {
         kv->bytes() / 1e6, kv->bytes_unpruned() / 1e6, static_cast<long long>(kv->peak_entries),
         static_cast<long long>(kv->evicted), kv->pruner_on ? "on" : "off");
   }
+}
+
+// The machine-readable last line.
+void PrintSummaryLine(const BenchReport& r) {
   std::printf(
       "prefill_tps=%.2f decode_tps=%.2f weight_bytes_per_token=%lld bandwidth_gbs=%.2f "
       "decode_efficiency=%.4f peak_rss_mb=%.1f prefill_gflops=%.2f peak_gflops=%.2f "
       "prefill_efficiency=%.4f peak_fp32_gflops=%.2f peak_bf16dot_gflops=%.2f "
       "bf16dot_mac_share=%.4f decode_major_faults=%lld",
-      p, d, static_cast<long long>(wbpt), bandwidth, efficiency, peak_rss_mb, prefill_gflops,
-      peak_gflops, prefill_efficiency, peak_fp32, peak_dot, dot_share,
-      static_cast<long long>(decode_faults));
-  if (kv.ok()) {
+      r.prefill_tps_median, r.decode_tps_median, static_cast<long long>(r.weight_bytes_per_token),
+      r.bandwidth_gbs, r.decode_efficiency, r.peak_rss_mb, r.prefill_gflops, r.peak_gflops,
+      r.prefill_efficiency, r.peak_fp32 ? r.peak_fp32->gflops : 0.0,
+      r.peak_dot ? r.peak_dot->gflops : 0.0, r.bf16dot_mac_share,
+      static_cast<long long>(r.decode_major_faults));
+  if (const auto& kv = r.kv) {
     std::printf(
         " kv_entries=%lld kv_entries_unpruned=%lld kv_bytes=%lld kv_bytes_unpruned=%lld "
         "kv_peak_entries=%lld",
@@ -296,6 +182,24 @@ int Run(const BenchArgs& a) {
         static_cast<long long>(kv->peak_entries));
   }
   std::printf("\n");
+}
+
+int Run(BenchArgs& a) {
+  auto loaded = LoadModel(a.load);
+  if (!loaded.ok()) return ReportError(loaded.status());
+  EngineRuntimeOptions runtime;
+  auto policy = ParsePrunerPolicy(a.kv_pruner);
+  if (!policy.ok()) return ReportError(policy.status());
+  runtime.kv_pruner = *policy;
+  runtime.kv_budget = a.kv_budget;
+  if (Status st = ApplyEngineOptions(*loaded->model, runtime); !st.ok()) return ReportError(st);
+  a.bench.threads = a.load.threads > 0 ? a.load.threads : 0;
+  auto report = RunBench(*loaded, a.bench);
+  if (!report.ok()) return ReportError(report.status());
+  PrintSpeed(*loaded, a.bench, *report);
+  PrintRoofline(a.bench, *report);
+  PrintComputeAndMemory(*report);
+  PrintSummaryLine(*report);
   return 0;
 }
 
@@ -303,17 +207,18 @@ int Run(const BenchArgs& a) {
 
 void RegisterBench(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<BenchArgs>();
+  BenchOptions& b = args->bench;
   CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode tokens/s");
   AddModelOptions(*sub, args->load);
-  sub->add_option("--prompt-len", args->prompt_len, "prompt tokens (default 128)");
-  sub->add_option("--gen", args->gen, "decoded tokens (default 64)");
-  sub->add_option("--repeat", args->repeat, "runs; the median is reported (default 3)")
+  sub->add_option("--prompt-len", b.prompt_len, "prompt tokens (default 128)");
+  sub->add_option("--gen", b.gen, "decoded tokens (default 64)");
+  sub->add_option("--repeat", b.repeat, "runs; the median is reported (default 3)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--speculative", args->speculative,
+  sub->add_option("--speculative", b.speculative,
                   "also decode greedily with K MTP drafts per round (DeepSeek-V4 with MTP "
                   "weights) and report the acceptance rate and speed-up (default 0 = off)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--probe-mib", args->probe_mib,
+  sub->add_option("--probe-mib", b.probe_mib,
                   "memory bandwidth probe buffer in MiB, several times the last-level cache "
                   "(default 1024; 0 skips it and the FLOP/s probe)")
       ->check(CLI::NonNegativeNumber);

@@ -29,8 +29,8 @@ int Run(RunArgs& a) {
   auto loaded = LoadModel(a.load);
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
-  auto applied = ApplyEngineOptions(*m.model, a.engine.options);  // kept by the model
-  if (!applied.ok()) return ReportError(applied.status());
+  // The model keeps the options.
+  if (Status st = ApplyEngineOptions(*m.model, a.engine.options); !st.ok()) return ReportError(st);
   GenerateOptions g;
   g.max_tokens = a.max_tokens;
   g.sampling = a.sampling;

@@ -133,9 +133,10 @@ int Serve(ServeArgs a) {
   if (!loaded.ok()) return ReportError(loaded.status());
   LoadedModel& m = *loaded;
   // Before the engine makes its caches (the KV budget is read by NewCache); the
-  // binding keeps DeepSeek-V4's router options attached while the server runs.
-  auto binding = ApplyEngineOptions(*m.model, a.runtime.options);
-  if (!binding.ok()) return ReportError(binding.status());
+  // model keeps the options (DeepSeek-V4's router options too) while the server runs.
+  if (Status st = ApplyEngineOptions(*m.model, a.runtime.options); !st.ok()) {
+    return ReportError(st);
+  }
   if (a.server.model_id.empty()) a.server.model_id = DefaultModelId(m);
   if (a.chat_format != "auto") {
     auto f = server::ParseChatFormat(a.chat_format);

@@ -1,17 +1,23 @@
-// Engine-level bench helpers: the bandwidth probe and weight bytes per token.
+// `dsv4 bench`'s measurements (RunBench) and the helpers it uses: the
+// bandwidth and FLOP/s probes, weight bytes and multiply-adds per token, KV usage.
 #include "engine/bench.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
+#include "base/timer.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/work_counts.h"
 #include "ops/bandwidth.h"
+#include "ops/matmul.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4 {
 ReadBandwidth MeasureReadBandwidth(int threads, int64_t bytes, int repeats) {
@@ -93,6 +99,167 @@ Result<KvUsage> KvCacheUsage(const Model& model, const SequenceCache& cache) {
                     "only caches that can evict entries (seed-family SemanticKVPruner) report it");
   }
   return *u;
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A fixed pseudo-random prompt (the content does not change the cost),
+// starting with BOS when the model has one.
+std::vector<int32_t> BenchPrompt(const ModelInfo& info, int64_t len) {
+  std::vector<int32_t> prompt(len);
+  uint64_t s = 42;
+  for (auto& t : prompt) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(info.vocab_size));
+  }
+  prompt[0] = info.bos_id >= 0 ? info.bos_id : prompt[0];
+  return prompt;
+}
+
+// The warm-up prefill (untimed, llama-bench's warm-up run: it faults in the
+// weights' pages and the cache's), the timed prefills back to back, then the
+// decode runs, each followed by its bandwidth probe. Leaves `cache` holding
+// the last decode run.
+Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceCache& cache,
+                        const BenchOptions& o, BenchReport& r) {
+  std::vector<float> logits(model.info().vocab_size);
+  auto prefill = [&]() -> Status {
+    cache.Truncate(0);
+    return model.Forward(prompt, cache, logits, false);
+  };
+  RETURN_IF_ERROR(prefill());
+  for (int i = 0; i < o.repeat; ++i) {
+    Timer t;
+    RETURN_IF_ERROR(prefill());
+    r.prefill_tps.push_back(static_cast<double>(o.prompt_len) / t.Seconds());
+  }
+  for (int i = 0; i < o.repeat; ++i) {
+    if (i > 0) RETURN_IF_ERROR(prefill());
+    Timer t;
+    const int64_t faults_before = MajorPageFaults();
+    int32_t next = prompt.back();
+    for (int64_t k = 0; k < o.gen; ++k) {
+      const int32_t one[1] = {next};
+      RETURN_IF_ERROR(model.Forward(one, cache, logits, false));
+      next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
+    }
+    r.decode_tps.push_back(static_cast<double>(o.gen) / t.Seconds());
+    r.decode_major_faults += MajorPageFaults() - faults_before;
+    if (o.probe_mib > 0) {
+      if (i == 0) r.peak_rss_mb = PeakRssMiB();  // before the probe's buffer adds to it
+      r.probes.push_back(MeasureReadBandwidth(o.threads, o.probe_mib << 20));
+    }
+  }
+  if (o.probe_mib == 0) r.peak_rss_mb = PeakRssMiB();
+  r.prefill_tps_median = Median(r.prefill_tps);
+  r.decode_tps_median = Median(r.decode_tps);
+  return Status::Ok();
+}
+
+// Greedy decoding of the same prompt, as many tokens, with MTP self-speculation.
+Result<SpeculativeBench> MeasureSpeculative(LoadedModel& model, std::span<const int32_t> prompt,
+                                            const BenchOptions& o) {
+  SpeculativeOptions so;
+  so.draft_tokens = o.speculative;
+  so.max_tokens = o.gen;
+  so.stop_at_eos = false;  // the same number of tokens as plain decode
+  std::vector<double> tps;
+  SpeculativeBench out;
+  for (int i = 0; i < o.repeat; ++i) {
+    ASSIGN_OR_RETURN(out.last,
+                     GenerateSpeculative(model, prompt, so, [](int32_t, std::string_view) {}));
+    tps.push_back(static_cast<double>(out.last.generated_tokens) / out.last.decode_seconds);
+  }
+  out.tps = Median(tps);
+  return out;
+}
+
+// The bandwidth: the median of the probes; the efficiency: the median of
+// each decode run against the probe right after it.
+void SummariseBandwidth(BenchReport& r) {
+  if (r.probes.empty()) return;
+  std::vector<double> bws, effs;
+  const int64_t wbpt = r.weight_bytes_per_token;
+  for (size_t i = 0; i < r.probes.size(); ++i) {
+    bws.push_back(r.probes[i].gb_per_s);
+    if (wbpt > 0 && r.probes[i].gb_per_s > 0) {
+      effs.push_back(r.decode_tps[i] * wbpt / 1e9 / r.probes[i].gb_per_s);
+    }
+  }
+  r.bandwidth_gbs = Median(bws);
+  if (!effs.empty()) r.decode_efficiency = Median(effs);
+  r.median_probe = static_cast<size_t>(
+      std::find_if(r.probes.begin(), r.probes.end(),
+                   [&](const ReadBandwidth& b) { return b.gb_per_s == r.bandwidth_gbs; }) -
+      r.probes.begin());
+}
+
+// The compute roof: prefill FLOP/s of the weight math against the peak of
+// its dtype mix (fp32 FMA and, for FP8/FP4 weights with bf16-exact inputs,
+// bf16 dot products).
+void MeasureCompute(const LoadedModel& model, const BenchOptions& o, BenchReport& r) {
+  const auto macs = WeightMacsPerToken(model);
+  const auto dot_macs = Bf16DotMacsPerToken(model);
+  if (macs.ok()) {
+    r.weight_macs_per_token = *macs;
+    r.prefill_gflops = 2.0 * static_cast<double>(*macs) * r.prefill_tps_median / 1e9;
+  }
+  r.bf16dot_mac_share =
+      macs.ok() && dot_macs.ok() && *macs > 0 ? static_cast<double>(*dot_macs) / *macs : 0.0;
+  if (o.probe_mib > 0) {
+    r.peak_fp32 = MeasurePeakFlops(o.threads);
+    if (r.bf16dot_mac_share > 0) r.peak_dot = MeasurePeakBf16DotFlops(o.threads);
+    // The mix's roof: the time its multiply-adds take at their kernels' roofs.
+    const double fp32 = r.peak_fp32->gflops, dot = r.peak_dot ? r.peak_dot->gflops : 0.0;
+    const double share = r.bf16dot_mac_share;
+    r.peak_gflops = share > 0 && dot > 0 ? 1.0 / ((1.0 - share) / fp32 + share / dot) : fp32;
+  }
+  r.prefill_efficiency = r.peak_gflops > 0 ? r.prefill_gflops / r.peak_gflops : 0.0;
+}
+
+}  // namespace
+
+Result<BenchReport> RunBench(LoadedModel& loaded, const BenchOptions& o) {
+  Model& model = *loaded.model;
+  const ModelInfo& info = model.info();
+  if (o.gen < 0) {
+    return InvalidArgument("--gen " + std::to_string(o.gen) + " is negative",
+                           "give the tokens to decode, 0 or more");
+  }
+  if (o.prompt_len < 1 || o.prompt_len + o.gen > info.max_context) {
+    return InvalidArgument("--prompt-len + --gen = " + std::to_string(o.prompt_len + o.gen) +
+                               " does not fit the context of " + std::to_string(info.max_context),
+                           "use smaller values");
+  }
+  if (o.repeat < 1) {
+    return InvalidArgument("--repeat " + std::to_string(o.repeat) + " is not a positive number",
+                           "run at least once");
+  }
+  BenchReport r;
+  r.stream_only = ops::StreamOnlyBuild();
+  const std::vector<int32_t> prompt = BenchPrompt(info, o.prompt_len);
+  auto cache = model.NewCache(info.max_context);
+  RETURN_IF_ERROR(MeasurePlainRuns(model, prompt, *cache, o, r));
+  // The memory roofline: weight bytes per token and the measured bandwidth.
+  const auto weight_bytes = WeightBytesPerToken(loaded);
+  if (weight_bytes.ok()) {
+    r.weight_bytes_per_token = *weight_bytes;
+  } else {
+    r.weight_bytes_unknown = weight_bytes.status().message();
+  }
+  if (o.speculative > 0) {
+    ASSIGN_OR_RETURN(r.speculative, MeasureSpeculative(loaded, prompt, o));
+  }
+  SummariseBandwidth(r);
+  MeasureCompute(loaded, o, r);
+  // KV entries kept vs without pruning, after the last run (prompt + decode).
+  if (auto kv = KvCacheUsage(model, *cache); kv.ok()) r.kv = *kv;
+  return r;
 }
 
 }  // namespace dsv4

@@ -1,5 +1,7 @@
-// Engine-level helpers for `dsv4 bench` (the CLI includes only engine/*.h):
-// the machine's memory read bandwidth (a STREAM-style probe, ops/bandwidth.h)
+// `dsv4 bench`'s measurements (the CLI only parses flags and prints):
+// RunBench times prefill, decode and MTP-speculative decode and gathers the
+// figures below into a BenchReport; and the helpers it uses, which tests call
+// on their own: the machine's memory read bandwidth (a STREAM-style probe, ops/bandwidth.h)
 // and the bytes of weights a model reads per decoded token — together the
 // memory roofline decode speed is measured against — and the KV entries a
 // pruning cache keeps against what it would hold without pruning.
@@ -7,9 +9,13 @@
 #define DSV4_ENGINE_BENCH_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/loader.h"
+#include "engine/speculative.h"
 
 namespace dsv4 {
 
@@ -73,6 +79,58 @@ Result<int64_t> DeepSeekV4WeightBytesPerToken(const std::string& dir);
 // The KV usage of `cache` (made by `model`) for models whose caches can evict
 // entries (the seed family's SemanticKVPruner). NotFound for others.
 Result<KvUsage> KvCacheUsage(const Model& model, const SequenceCache& cache);
+
+// What RunBench measures (`dsv4 bench`'s flags).
+struct BenchOptions {
+  int64_t prompt_len = 128;  // prompt tokens, a fixed pseudo-random prompt
+  int64_t gen = 64;          // decoded tokens per run
+  int repeat = 3;            // runs of each kind; the medians are reported
+  int64_t speculative = 0;   // MTP drafts per round (DeepSeek-V4); 0 = off
+  int64_t probe_mib = 1024;  // bandwidth probe buffer; 0 = skip it and the FLOP/s probes
+  int threads = 0;           // probe threads (0: all hardware threads)
+};
+
+// Greedy decoding of the same prompt with MTP self-speculation.
+struct SpeculativeBench {
+  double tps = 0.0;       // median over the runs
+  SpeculativeStats last;  // of the last run
+};
+
+// Everything `dsv4 bench` reports; 0 (or empty) where a figure was not measured.
+struct BenchReport {
+  bool stream_only = false;         // a DSV4_STREAM_ONLY build: decode outputs are junk
+  std::vector<double> prefill_tps;  // tokens/s of each run, in order
+  std::vector<double> decode_tps;   // tokens/s of each run, in order
+  double prefill_tps_median = 0.0;
+  double decode_tps_median = 0.0;
+  int64_t decode_major_faults = 0;  // page faults read from disk, all decode runs
+  double peak_rss_mb = 0.0;         // of the model runs, before the probe's buffer
+  int64_t weight_bytes_per_token = 0;
+  std::string weight_bytes_unknown;  // why weight_bytes_per_token is 0
+  std::optional<SpeculativeBench> speculative;
+  std::vector<ReadBandwidth> probes;  // one after each decode run
+  double bandwidth_gbs = 0.0;         // median of the probes
+  size_t median_probe = 0;            // index of the probe with that median
+  double decode_efficiency = 0.0;     // median of each decode run against the probe after it
+  std::optional<int64_t> weight_macs_per_token;
+  double prefill_gflops = 0.0;  // 2 × weight multiply-adds × prefill tokens/s
+  double bf16dot_mac_share = 0.0;
+  std::optional<PeakFlops> peak_fp32;  // measured when probe_mib > 0
+  std::optional<PeakFlops> peak_dot;   // and the mix has bf16 dot products
+  double peak_gflops = 0.0;            // the roof of the mix
+  double prefill_efficiency = 0.0;
+  std::optional<KvUsage> kv;  // after the last decode run, for pruning caches
+};
+
+// One untimed warm-up prefill; `repeat` timed prefills back to back; then
+// `repeat` decode runs, each after an untimed prefill (the first reuses the
+// last timed one) and followed by its bandwidth probe, so a shared host whose
+// memory speed changes from second to second compares each run with its own
+// moment (on a small VM the first products after a probe run slower, so no
+// timed prefill follows one); then the speculative runs, the FLOP/s probes and
+// the KV usage. Errors: prompt_len + gen outside the context, repeat < 1, a
+// failing forward or speculative run.
+Result<BenchReport> RunBench(LoadedModel& model, const BenchOptions& options);
 
 }  // namespace dsv4
 

@@ -88,9 +88,8 @@ Result<CedDispatchPolicy> ParseCedDispatch(std::string_view spec) {
                          "' is not auto, fused or baseline");
 }
 
-Result<EngineOptionsBinding> ApplyEngineOptions(Model& model, const EngineRuntimeOptions& o) {
-  RETURN_IF_ERROR(model.ApplyRuntimeOptions(o));
-  return EngineOptionsBinding();
+Status ApplyEngineOptions(Model& model, const EngineRuntimeOptions& o) {
+  return model.ApplyRuntimeOptions(o);
 }
 
 }  // namespace dsv4

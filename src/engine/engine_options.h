@@ -18,14 +18,6 @@ namespace dsv4 {
 
 using EngineRuntimeOptions = RuntimeOptions;
 
-// Always empty: every model now keeps its runtime options inside
-// (Model::ApplyRuntimeOptions). Kept so that callers holding the result of
-// ApplyEngineOptions compile unchanged; to be dropped (ApplyEngineOptions
-// returning Status) once cmd_bench.cc and cmd_serve.cc are next edited.
-struct EngineOptionsBinding {
-  bool empty() const { return true; }
-};
-
 // "0,2,5" → {0, 2, 5}: non-negative, distinct integers. `what` names the flag
 // in errors.
 Result<std::vector<int32_t>> ParseIndexList(std::string_view spec, std::string_view what);
@@ -38,12 +30,13 @@ Result<PrunerPolicy> ParsePrunerPolicy(std::string_view spec);
 Result<CedDispatchPolicy> ParseCedDispatch(std::string_view spec);
 
 // Hands the options to `model` (Model::ApplyRuntimeOptions), replacing those
-// applied before (default options: the model's own behaviour). Errors: an
+// applied before (default options: the model's own behaviour); the model keeps
+// them, so nothing need be held by the caller. Errors: an
 // option the model cannot take (Unimplemented, naming it), an expert index
 // outside [0, E), fewer allowed experts than a DeepSeek-V4 token routes to, a
 // pruner asked for on a model without one, a CED option for a model without
 // CED layers.
-Result<EngineOptionsBinding> ApplyEngineOptions(Model& model, const EngineRuntimeOptions& options);
+Status ApplyEngineOptions(Model& model, const EngineRuntimeOptions& options);
 
 }  // namespace dsv4
 

@@ -139,7 +139,7 @@ TEST(EngineOptions, RejectsExpertOutOfRange) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.expert_allow = {static_cast<int32_t>(m->config().moe.num_experts)};
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.ToString().find("--expert-mask"), std::string::npos);
 }
@@ -202,14 +202,14 @@ TEST(EngineOptions, S063_KvBudgetBelowTheProtectedTokensIsRefused) {
   for (int64_t bad : {0, 1, 3}) {
     EngineRuntimeOptions o;
     o.kv_budget = bad;
-    auto r = ApplyEngineOptions(*m, o);
+    Status r = ApplyEngineOptions(*m, o);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("--kv-budget " + std::to_string(bad) +
-                                        " is below this model's minimum of 4"),
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.message().find("--kv-budget " + std::to_string(bad) +
+                               " is below this model's minimum of 4"),
               std::string::npos)
-        << r.status().ToString();
-    EXPECT_NE(r.status().hint().find("--kv-budget 4 or more"), std::string::npos);
+        << r.ToString();
+    EXPECT_NE(r.hint().find("--kv-budget 4 or more"), std::string::npos);
   }
   EngineRuntimeOptions ok;
   ok.kv_budget = 4;
@@ -223,12 +223,12 @@ TEST(EngineOptions, S063_KvBudgetBelowTheProtectedTokensIsRefused) {
   }
   auto no_pruner = LoadSeed("P-V4");
   ASSERT_NE(no_pruner, nullptr);
-  auto r = ApplyEngineOptions(*no_pruner, ok);
+  Status r = ApplyEngineOptions(*no_pruner, ok);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("--kv-budget 4: this model has no SemanticKVPruner"),
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.message().find("--kv-budget 4: this model has no SemanticKVPruner"),
             std::string::npos)
-      << r.status().ToString();
+      << r.ToString();
 }
 
 TEST(EngineOptions, ModelsWithoutRuntimePoliciesRefuseThem) {
@@ -241,7 +241,7 @@ TEST(EngineOptions, ModelsWithoutRuntimePoliciesRefuseThem) {
       ApplyEngineOptions(*loaded->model, EngineRuntimeOptions{}).ok());  // nothing set: fine
   EngineRuntimeOptions o;
   o.router_capacity = 1.0;
-  Status st = ApplyEngineOptions(*loaded->model, o).status();
+  Status st = ApplyEngineOptions(*loaded->model, o);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.ToString().find("--router-capacity"), std::string::npos);
 }
@@ -285,13 +285,12 @@ TEST(EngineOptions, S015_CedOptionsNeedCedLayers) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.ced_dispatch = CedDispatchPolicy::kBaseline;
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.ToString().find("--ced-dispatch"), std::string::npos);
   EngineRuntimeOptions b;
   b.ced_min_batch = 4;
-  EXPECT_NE(ApplyEngineOptions(*m, b).status().ToString().find("--ced-min-batch"),
-            std::string::npos);
+  EXPECT_NE(ApplyEngineOptions(*m, b).ToString().find("--ced-min-batch"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- DeepSeek-V4 scored routers
@@ -336,8 +335,8 @@ TEST(EngineOptionsV4, ExpertMaskKeepsScoredLayersOnAllowedExpertsAndHashLayersAs
   const V4Run base = RunV4(*m);
   EngineRuntimeOptions o;
   o.expert_allow = {2, 5};
-  auto binding = ApplyEngineOptions(*m, o);
-  ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+  Status binding = ApplyEngineOptions(*m, o);
+  ASSERT_TRUE(binding.ok()) << binding.ToString();
   ASSERT_NE(m->router_options(), nullptr);  // held by the model, not a process-global table
   const V4Run masked = RunV4(*m);
   int64_t scored = 0;
@@ -375,8 +374,8 @@ TEST(EngineOptionsV4, FreezeRoutesEveryTokenToTheFixedExperts) {
     } else {
       ASSERT_TRUE(ParseFreezeSpec(spec, o).ok());
     }
-    auto binding = ApplyEngineOptions(*m, o);
-    ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+    Status binding = ApplyEngineOptions(*m, o);
+    ASSERT_TRUE(binding.ok()) << binding.ToString();
     const V4Run frozen = RunV4(*m);
     const float e0 = *spec ? 3.0f : 0.0f, e1 = *spec ? 6.0f : 1.0f;
     const float w0 = (*spec ? 0.9f : 0.5f) * 1.5f, w1 = (*spec ? 0.1f : 0.5f) * 1.5f;
@@ -432,7 +431,7 @@ TEST(EngineOptionsV4, MaskAppliesToForwardBatch) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.expert_allow = {1, 3, 4};
-  auto binding = ApplyEngineOptions(*m, o);
+  Status binding = ApplyEngineOptions(*m, o);
   ASSERT_TRUE(binding.ok());
   const int64_t V = m->info().vocab_size;
   const std::vector<int32_t> a(kV4Ids.begin(), kV4Ids.begin() + 6),
@@ -455,7 +454,7 @@ TEST(EngineOptionsV4, RefusesCapacity) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.router_capacity = 1.0;
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.ToString().find("--router-capacity"), std::string::npos);
 }
@@ -464,21 +463,21 @@ TEST(EngineOptionsV4, RefusesForcedExperts) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.force_experts = {1};
-  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(ApplyEngineOptions(*m, o).code(), StatusCode::kUnimplemented);
 }
 TEST(EngineOptionsV4, RefusesReweighting) {
   auto m = LoadTinyV4();
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.reweight_router = true;
-  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(ApplyEngineOptions(*m, o).code(), StatusCode::kUnimplemented);
 }
 TEST(EngineOptionsV4, RefusesThePruner) {
   auto m = LoadTinyV4();
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.kv_pruner = PrunerPolicy::kOn;
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.ToString().find("--kv-pruner"), std::string::npos);
 }
@@ -487,14 +486,14 @@ TEST(EngineOptionsV4, RefusesCedDispatch) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.ced_dispatch = CedDispatchPolicy::kFused;
-  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(ApplyEngineOptions(*m, o).code(), StatusCode::kUnimplemented);
 }
 TEST(EngineOptionsV4, RejectsMaskSmallerThanK) {
   auto m = LoadTinyV4();
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.expert_allow = {3};
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.ToString().find("k = 2"), std::string::npos);
 }
@@ -503,7 +502,7 @@ TEST(EngineOptionsV4, RejectsExpertOutOfRange) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   o.expert_allow = {1, 8};
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.ToString().find("[0, 8)"), std::string::npos);
 }
@@ -512,7 +511,7 @@ TEST(EngineOptionsV4, RejectsFreezeWithOtherThanKExperts) {
   ASSERT_NE(m, nullptr);
   EngineRuntimeOptions o;
   ASSERT_TRUE(ParseFreezeSpec("1,2,3", o).ok());
-  EXPECT_EQ(ApplyEngineOptions(*m, o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyEngineOptions(*m, o).code(), StatusCode::kInvalidArgument);
 }
 TEST(EngineOptionsV4, RejectsFreezeOutsideTheMask) {
   auto m = LoadTinyV4();
@@ -520,7 +519,7 @@ TEST(EngineOptionsV4, RejectsFreezeOutsideTheMask) {
   EngineRuntimeOptions o;
   o.expert_allow = {0, 1, 2};
   ASSERT_TRUE(ParseFreezeSpec("1,5", o).ok());
-  Status st = ApplyEngineOptions(*m, o).status();
+  Status st = ApplyEngineOptions(*m, o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.ToString().find("expert 5"), std::string::npos);
 }

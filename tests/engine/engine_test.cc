@@ -578,8 +578,8 @@ TEST_P(EngineReuse, ARequestAfterOthersGivesItsSoloResult) {
   auto loaded = LoadModel(lo);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   LoadedModel& m = *loaded;
-  auto binding = ApplyEngineOptions(*m.model, c.runtime);
-  ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+  Status binding = ApplyEngineOptions(*m.model, c.runtime);
+  ASSERT_TRUE(binding.ok()) << binding.ToString();
   const int32_t vocab = static_cast<int32_t>(m.model->info().vocab_size);
   std::mt19937 rng(20240917);
   std::vector<SequenceRequest> bs;

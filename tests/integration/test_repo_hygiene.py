@@ -66,14 +66,9 @@ def test_cli_includes_only_engine_server_and_base_status_log():
     # cli/ header, and base/status.h and base/log.h (errors and logging).
     allowed_headers = {"base/status.h", "base/log.h"}
     allowed_folders = ("engine/", "server/", "cli/")
-    # cmd_bench.cc keeps ops/ and base/ includes until its bench logic moves
-    # into engine/ (after the kernel work that is editing it lands).
-    exempt = {ROOT / "src/cli/cmd_bench.cc"}
     include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
     hits = []
     for path in sources("src/cli"):
-        if path in exempt:
-            continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             m = include.match(line)
             if m and not (m.group(1) in allowed_headers or m.group(1).startswith(allowed_folders)):

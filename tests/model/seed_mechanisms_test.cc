@@ -169,7 +169,9 @@ std::vector<float> AttendQ(const AttnShape& s, const CsaConfig* csa, const Kv& k
   RopeParams r = MakeRopeParams(c, 64);
   AttnScratch scratch;
   std::vector<float> out(s.n_heads * s.head_dim);
-  Attend(s, r, nullptr, csa, nullptr, kv.view(), q, pos, {}, false, out.data(), scratch);
+  EXPECT_TRUE(csa == nullptr || csa->global_mode == "causal");  // the mode passed below
+  Attend(s, r, nullptr, csa, CsaGlobal::kCausal, nullptr, kv.view(), q, pos, {}, false, out.data(),
+         scratch);
   return out;
 }
 

@@ -72,12 +72,12 @@ void SelectByImportance(std::span<const int32_t> candidates, const float* import
 }
 
 void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
-            const CsaConfig* csa, const double* branch_weights, const KvView& kv, const float* q,
-            int64_t pos, std::span<const int32_t> seed_selected, bool query_selected, float* out,
-            AttnScratch& s) {
+            const CsaConfig* csa, CsaGlobal global, const double* branch_weights, const KvView& kv,
+            const float* q, int64_t pos, std::span<const int32_t> seed_selected,
+            bool query_selected, float* out, AttnScratch& s) {
   const int64_t nh = shape.n_heads, d = shape.head_dim, group = nh / shape.n_kv;
   const int64_t kv_stride = shape.n_kv * d;
-  const bool seed_global = csa != nullptr && csa->global_mode == "seed";
+  const bool seed_global = csa != nullptr && global == CsaGlobal::kSeed;
   std::fill(out, out + nh * d, 0.0f);
 
   // Keys this query may read: pos_j <= pos (all live keys for the seed global branch).

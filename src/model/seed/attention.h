@@ -34,6 +34,10 @@ struct KvView {
   std::span<const int32_t> live;      // live slots sorted by position
 };
 
+// C-08, csa.global_mode resolved at load (SeedLayerPlan): "causal" selects
+// among the keys at or before each query; "seed" over the whole cache, not causal.
+enum class CsaGlobal { kCausal, kSeed };
+
 struct AttnShape {
   int64_t n_heads = 0;   // nh
   int64_t n_kv = 0;      // nkv
@@ -52,14 +56,15 @@ struct AttnScratch {
 };
 
 // One query token at position `pos` with q [nh, d] already rotated (with its
-// segment phase); writes o [nh·d]. `csa` null: standard causal attention.
-// `seed_selected` (seed global mode only): the slots selected over the whole
+// segment phase); writes o [nh·d]. `csa` null: standard causal attention;
+// `global` is csa->global_mode as resolved at load.
+// `seed_selected` (CsaGlobal::kSeed only): the slots selected over the whole
 // cache, sorted by position; `query_selected` says whether this query is one of them.
 // `branch_weights` override csa->branch_weights (residual_layernorm uses 1, 1, 1).
 void Attend(const AttnShape& shape, const RopeParams& rope, const float* shift,
-            const CsaConfig* csa, const double* branch_weights, const KvView& kv, const float* q,
-            int64_t pos, std::span<const int32_t> seed_selected, bool query_selected, float* out,
-            AttnScratch& scratch);
+            const CsaConfig* csa, CsaGlobal global, const double* branch_weights, const KvView& kv,
+            const float* q, int64_t pos, std::span<const int32_t> seed_selected,
+            bool query_selected, float* out, AttnScratch& scratch);
 
 // The top-K (K = min(k, candidates)) slots by importance among `candidates`,
 // ties to the lower position; returned sorted by position.

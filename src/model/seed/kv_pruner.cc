@@ -70,7 +70,7 @@ void KvPrunerPolicy::Step(std::span<const int64_t> pos, std::span<const float> s
       ++pruned;
     }
   }
-  if (c_.eff_mode == "seed") {
+  if (eff_rule_ == EffRule::kSeed) {
     eff_ = pruned == 0 ? std::min(0.95, eff_ * 1.02) : std::max(0.75, eff_ * 0.98);
   } else if (pruned > 0) {
     eff_ = std::min(0.95, eff_ * 1.02);

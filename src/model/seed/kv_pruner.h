@@ -45,10 +45,18 @@ float PooledScore(ThreadPool& pool, const PrunerWeights& w, const float* h, int6
 
 double PrunerTau(const KvPrunerConfig& c, double r);
 
+// S-063, kv_pruner.eff_mode resolved once (KvPrunerPolicy's constructor):
+// "resolved" raises eff after a step that pruned; "seed" (the article's
+// literal code) lowers it.
+enum class EffRule { kResolved, kSeed };
+
 class KvPrunerPolicy {
  public:
   KvPrunerPolicy(const KvPrunerConfig& config, int64_t budget)
-      : c_(config), budget_(budget), eff_(config.efficiency_factor) {}
+      : c_(config),
+        budget_(budget),
+        eff_(config.efficiency_factor),
+        eff_rule_(config.eff_mode == "seed" ? EffRule::kSeed : EffRule::kResolved) {}
 
   struct Decision {
     double r = 0, tau = 0;
@@ -81,6 +89,7 @@ class KvPrunerPolicy {
   KvPrunerConfig c_;
   int64_t budget_;
   double eff_;
+  EffRule eff_rule_;
   std::vector<uint8_t> gone_;   // scratch of Step
   std::vector<int64_t> order_;  // scratch of Step
 };

@@ -279,6 +279,10 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
   RETURN_IF_ERROR(config.Validate().WithContext(reader->path()));
   std::unique_ptr<SeedModel> m(new SeedModel());
   m->config_ = config;
+  // The modes the forward pass and the router take, resolved once here.
+  m->moe_modes_ = ResolveMoeModes(config.moe);
+  m->task_source_ = config.task_adapter.task_source == "first_token" ? TaskSource::kFirstToken
+                                                                     : TaskSource::kMean;
   m->reader_ = reader;
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   ASSIGN_OR_RETURN(
@@ -371,7 +375,7 @@ Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, La
       y.segment_shift = y.shift_storage.empty() ? nullptr : y.shift_storage.data();
     }
     p.csa = c.csa.enabled;
-    p.csa_seed_global = p.csa && c.csa.global_mode == "seed";
+    p.csa_global = p.csa && c.csa.global_mode == "seed" ? CsaGlobal::kSeed : CsaGlobal::kCausal;
     p.csa_layernorm_fusion = p.csa && c.csa.fusion_mode == "residual_layernorm";
     p.hca = c.hca.enabled && c.moe.enabled;
     if (p.csa || p.hca)
@@ -557,6 +561,35 @@ void SeedModel::CedMlp(int64_t l, const float* f, int64_t T, float* out) {
   }
 }
 
+// C-13 / C-15: the HCA controller of layer l on the FFN input f [T, H]:
+// moe_scratch_.g_hca (the gated features) and w_mean (S-034's skip signal).
+void SeedModel::HcaGating(int64_t l, const float* f, int64_t T, SeedCache& c) {
+  const SeedConfig& cfg = config_;
+  const Layer& y = layers_[l];
+  const SeedLayerPlan& p = plans_[l];
+  const int64_t H = cfg.hidden_size;
+  MoeScratch& m = moe_scratch_;
+  m.g.resize(T * H);
+  ops::MatMul(*pool_, m.g.data(), f, y.hca_gate_proj, T);
+  if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
+  std::vector<float>& hist = c.hca_hist_[l];
+  hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
+  m.g_hca.resize(T * H);
+  const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
+  if (p.hca_stats == HcaStats::kCausal) {  // C-15: each token over the sequence up to it
+    PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
+    HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
+                    m.hca);
+  } else {
+    if (p.hca_stats == HcaStats::kWholeCall) {  // every token so far, this call's later ones
+      FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
+    } else {  // "batch", the seed's mode: this call's tokens
+      FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
+    }
+    HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(), m.hca);
+  }
+}
+
 void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
                     float* out, SeedStepStats& stats, Status& status) {
   const SeedConfig& cfg = config_;
@@ -579,26 +612,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   m.w_mean.assign(T, 1.0f);
   const float* router_in = f;
   if (p.hca) {
-    m.g.resize(T * H);
-    ops::MatMul(*pool_, m.g.data(), f, y.hca_gate_proj, T);
-    if (prof_ != nullptr) prof_->matmul += 3;  // hca_gate_proj, controller fc1, fc2
-    std::vector<float>& hist = c.hca_hist_[l];
-    hist.insert(hist.end(), m.g.begin(), m.g.begin() + T * H);
-    m.g_hca.resize(T * H);
-    const int64_t n = static_cast<int64_t>(hist.size()) / H;  // c.length_ + T rows
-    if (p.hca_stats == HcaStats::kCausal) {  // C-15: each token over the sequence up to it
-      PrefixFeatureStats(hist.data(), n - T, T, H, cfg.hca.eps, m.mu, m.sigma);
-      HcaGatePerToken(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(),
-                      m.w_mean.data(), m.hca);
-    } else {
-      if (p.hca_stats == HcaStats::kWholeCall) {  // every token so far, this call's later ones
-        FeatureStats(hist.data(), n, H, cfg.hca.eps, m.mu, m.sigma);
-      } else {  // "batch", the seed's mode: this call's tokens
-        FeatureStats(m.g.data(), T, H, cfg.hca.eps, m.mu, m.sigma);
-      }
-      HcaGate(*pool_, y.hca, m.g.data(), T, H, m.mu, m.sigma, m.g_hca.data(), m.w_mean.data(),
-              m.hca);
-    }
+    HcaGating(l, f, T, c);
     if (p.router_input == RouterInput::kHca) router_in = m.g_hca.data();
   }
   if (p.router_input == RouterInput::kHiddenPlusAttn) router_in = x_after_attn;
@@ -628,7 +642,7 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   // S-052 (Mode C through Forward): externally supplied weights [N, k] for this layer.
   const float* external = nullptr;
   if (auto it = runtime_.external_weights.find(l); it != runtime_.external_weights.end()) {
-    const int64_t k = EffectiveK(cfg.moe, c.length_ + T);
+    const int64_t k = EffectiveK(cfg.moe, moe_modes_, c.length_ + T);
     if (static_cast<int64_t>(it->second.size()) != N * k) {
       status = InvalidArgument("layer " + std::to_string(l) +
                                    " router: " + std::to_string(it->second.size()) +
@@ -640,8 +654,8 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
     external = it->second.data();
   }
   RouteResult& rr = stats.routes[l];
-  Status st =
-      Route(cfg.moe, ro, c.router_[l], m.logits.data(), N, c.length_ + T, external, rr, &m.route);
+  Status st = Route(cfg.moe, moe_modes_, ro, c.router_[l], m.logits.data(), N, c.length_ + T,
+                    external, rr, &m.route);
   if (!st.ok()) {
     status = st.WithContext("layer " + std::to_string(l) + " router");
     return;
@@ -673,16 +687,41 @@ void SeedModel::Ffn(int64_t l, const float* f, const float* x_after_attn, int64_
   }
 }
 
-Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_base,
-                          std::span<float> logits, bool all_logits) {
-  auto* cp = dynamic_cast<SeedCache*>(&cache_base);
-  CHECK(cp != nullptr, "SeedModel::Forward needs a cache from SeedModel::NewCache");
-  SeedCache& c = *cp;
-  const SeedConfig& cfg = config_;
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
-  const int64_t d = cfg.head_dim(), KV = cfg.kv_dim(), V = cfg.vocab_size,
-                L = cfg.num_hidden_layers;
+namespace {
+
+// S-021 (C-09, csa.fusion_mode "residual_layernorm"): o ← LayerNorm(o + h),
+// no affine, over the H features of one token, before o_proj.
+void ResidualLayerNorm(float* o, const float* h, int64_t H, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t cc = 0; cc < H; ++cc) mean += o[cc] + h[cc];
+  mean /= static_cast<double>(H);
+  for (int64_t cc = 0; cc < H; ++cc) {
+    const double z = o[cc] + h[cc] - mean;
+    var += z * z;
+  }
+  var /= static_cast<double>(H);
+  for (int64_t cc = 0; cc < H; ++cc) {
+    o[cc] = static_cast<float>((o[cc] + h[cc] - mean) / std::sqrt(var + eps));
+  }
+}
+
+// Rows [T, H] of `in` through RMSNorm with `weight`, or copied when `norm` is false.
+void NormOrCopyRows(bool norm, const std::vector<float>& weight, const float* in, int64_t T,
+                    int64_t H, double eps, float* out) {
+  for (int64_t t = 0; t < T; ++t) {
+    if (norm) {
+      ops::ref::RmsNorm(out + t * H, in + t * H, weight.data(), H, static_cast<float>(eps));
+    } else {
+      std::copy_n(in + t * H, H, out + t * H);
+    }
+  }
+}
+
+}  // namespace
+
+Status SeedModel::CheckForward(std::span<const int32_t> tokens, const SeedCache& c,
+                               std::span<float> logits, bool all_logits) const {
+  const int64_t T = static_cast<int64_t>(tokens.size()), V = config_.vocab_size;
   if (T == 0) return InvalidArgument("Forward: no tokens");
   const int64_t pos0 = c.length_;
   if (pos0 + T > info_.max_context) {  // S-007
@@ -705,7 +744,14 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
   }
   const size_t want = all_logits ? static_cast<size_t>(T * V) : static_cast<size_t>(V);
   if (logits.size() < want) return InvalidArgument("Forward: logits buffer too small");
-  stats_.routes.resize(L);  // kept between calls (capacity reused); Route rewrites MoE layers
+  return Status::Ok();
+}
+
+void SeedModel::BeginStep(const SeedCache& c, int64_t T) {
+  const SeedConfig& cfg = config_;
+  const int64_t H = cfg.hidden_size, nhd = cfg.num_attention_heads * cfg.head_dim(),
+                KV = cfg.kv_dim();
+  stats_.routes.resize(cfg.num_hidden_layers);  // kept between calls; Route rewrites MoE layers
   for (RouteResult& r : stats_.routes) r.k = 0, r.expert.clear(), r.weight.clear();
   stats_.pruner_scores.clear();
   stats_.pruner.evict.clear();  // kept (capacity reused), like the rest of the stats
@@ -720,175 +766,204 @@ Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_
     stats_.pruner.evict.reserve(static_cast<size_t>(c.slots()));
     attn_scratch_.Reserve(c.slots(), cfg.head_dim());
   }
-
   FwdScratch& fs = fwd_scratch_;  // grow-only buffers: no per-call allocation once warm
   for (std::vector<float>* b : {&fs.x, &fs.h, &fs.a, &fs.fin, &fs.ffn, &fs.g}) b->resize(T * H);
-  fs.q.resize(T * nh * d);
-  fs.att.resize(T * nh * d);
+  fs.q.resize(T * nhd);
+  fs.att.resize(T * nhd);
   fs.k.resize(T * KV);
   fs.v.resize(T * KV);
-  std::vector<float>&x = fs.x, &h = fs.h, &q = fs.q, &k = fs.k, &v = fs.v, &att = fs.att;
-  std::vector<float>&a = fs.a, &fin = fs.fin, &ffn = fs.ffn;
-  for (int64_t t = 0; t < T; ++t)
-    DequantizeRow(embed_.dtype, embed_[tokens[t]].data, H, x.data() + t * H);
+}
 
-  // TaskAdapter: the task vector once per request, at its first call (S-058).
-  if (cfg.task_adapter.enabled && !c.adapter_ready_) {
-    if (pos0 != 0)
-      return InvalidArgument("TaskAdapter: the first call of a request must start at position 0");
-    std::vector<float> task(H, 0.0f);
-    if (cfg.task_adapter.task_source == "first_token") {
-      std::copy_n(x.data(), H, task.data());
-    } else {
-      for (int64_t cc = 0; cc < H; ++cc) {
-        double s = 0;
-        for (int64_t t = 0; t < T; ++t) s += x[t * H + cc];
-        task[cc] = static_cast<float>(s / static_cast<double>(T));
-      }
+Status SeedModel::PrepareTaskAdapter(SeedCache& c, int64_t T) {
+  const SeedConfig& cfg = config_;
+  if (!cfg.task_adapter.enabled || c.adapter_ready_) return Status::Ok();
+  const int64_t H = cfg.hidden_size;
+  const std::vector<float>& x = fwd_scratch_.x;
+  if (c.length_ != 0)
+    return InvalidArgument("TaskAdapter: the first call of a request must start at position 0");
+  std::vector<float> task(H, 0.0f);
+  if (task_source_ == TaskSource::kFirstToken) {
+    std::copy_n(x.data(), H, task.data());
+  } else {
+    for (int64_t cc = 0; cc < H; ++cc) {
+      double s = 0;
+      for (int64_t t = 0; t < T; ++t) s += x[t * H + cc];
+      task[cc] = static_cast<float>(s / static_cast<double>(T));
     }
-    for (int64_t l = 0; l < L; ++l) {
-      ASSIGN_OR_RETURN(c.adapter_out_[l], TaskAdapterOut(*pool_, adapter_, task.data(), l));
-    }
-    c.adapter_ready_ = true;
   }
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    ASSIGN_OR_RETURN(c.adapter_out_[l], TaskAdapterOut(*pool_, adapter_, task.data(), l));
+  }
+  c.adapter_ready_ = true;
+  return Status::Ok();
+}
 
-  // Slots for the new tokens (lowest free first; S-065: freed slots are reused).
-  std::vector<int32_t>& new_slots = fs.new_slots;
+void SeedModel::TakeSlots(SeedCache& c, int64_t T) {
+  std::vector<int32_t>& new_slots = fwd_scratch_.new_slots;
   new_slots.clear();
   for (int32_t s = 0; s < c.slots() && static_cast<int64_t>(new_slots.size()) < T; ++s) {
     if (c.slot_pos_[s] < 0) new_slots.push_back(s);
   }
   for (int64_t t = 0; t < T; ++t) {
-    c.slot_pos_[new_slots[t]] = pos0 + t;
+    c.slot_pos_[new_slots[t]] = c.length_ + t;
     c.live_.push_back(new_slots[t]);
   }
+}
 
-  const AttnShape shape{nh, nkv, d};
-  for (int64_t l = 0; l < L; ++l) {
-    const Layer& y = layers_[l];
-    const SeedLayerPlan& p = plans_[l];
-    prof_ = runtime_.profile_ops ? &op_counts_[l] : nullptr;  // S-014
-    if (prof_ != nullptr) {
-      ++prof_->calls;
-      prof_->top_level += 2;  // the attention and MLP sub-blocks
-      if (p.block == BlockKind::kPreNorm) ++prof_->norm, ++prof_->top_level;
-      if (p.block == BlockKind::kPreNorm || p.ced_mlp_norm) ++prof_->norm, ++prof_->top_level;
-      prof_->matmul += 4;  // q, k, v, o
-      ++prof_->attention;
-    }
-    // Attention input: RMSNorm (pre-norm) or x itself (CED, no norm).
+void SeedModel::CountLayerOps(int64_t l) {
+  prof_ = runtime_.profile_ops ? &op_counts_[l] : nullptr;  // S-014
+  if (prof_ == nullptr) return;
+  const SeedLayerPlan& p = plans_[l];
+  ++prof_->calls;
+  prof_->top_level += 2;  // the attention and MLP sub-blocks
+  if (p.block == BlockKind::kPreNorm) ++prof_->norm, ++prof_->top_level;
+  if (p.block == BlockKind::kPreNorm || p.ced_mlp_norm) ++prof_->norm, ++prof_->top_level;
+  prof_->matmul += 4;  // q, k, v, o
+  ++prof_->attention;
+  if (p.csa) ++prof_->matmul;                 // importance projection
+  if (p.csa_layernorm_fusion) ++prof_->norm;  // S-021's LayerNorm (inside attention)
+}
+
+void SeedModel::ProjectQkv(int64_t l, int64_t T, SeedCache& c) {
+  const SeedConfig& cfg = config_;
+  const Layer& y = layers_[l];
+  FwdScratch& fs = fwd_scratch_;
+  const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, d = cfg.head_dim(),
+                nkv = cfg.num_key_value_heads, KV = cfg.kv_dim(), pos0 = c.length_;
+  // Attention input: RMSNorm (pre-norm) or x itself (CED, no norm).
+  NormOrCopyRows(plans_[l].block == BlockKind::kPreNorm, y.attn_norm, fs.x.data(), T, H,
+                 cfg.rms_norm_eps, fs.h.data());
+  ops::MatMul(*pool_, fs.q.data(), fs.h.data(), y.wq, T);
+  ops::MatMul(*pool_, fs.k.data(), fs.h.data(), y.wk, T);
+  ops::MatMul(*pool_, fs.v.data(), fs.h.data(), y.wv, T);
+  ApplyRope(fs.q.data(), T, nh, d, pos0, c.rope_, y.segment_shift);
+  ApplyRope(fs.k.data(), T, nkv, d, pos0, c.rope_, nullptr);
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy_n(fs.k.data() + t * KV, KV, c.k_[l].data() + fs.new_slots[t] * KV);
+    std::copy_n(fs.v.data() + t * KV, KV, c.v_[l].data() + fs.new_slots[t] * KV);
+  }
+  if (plans_[l].csa) {  // S-019 / S-035: importance = mean over features of
+                        // hca_gate_proj(attention input)
+    std::vector<float>& g = fs.g;
+    ops::MatMul(*pool_, g.data(), fs.h.data(), y.hca_gate_proj, T);
     for (int64_t t = 0; t < T; ++t) {
-      if (p.block == BlockKind::kPreNorm) {
-        ops::ref::RmsNorm(h.data() + t * H, x.data() + t * H, y.attn_norm.data(), H,
-                          static_cast<float>(cfg.rms_norm_eps));
-      } else {
-        std::copy_n(x.data() + t * H, H, h.data() + t * H);
-      }
+      double s = 0;
+      for (int64_t cc = 0; cc < H; ++cc) s += g[t * H + cc];
+      c.importance_[l][fs.new_slots[t]] = static_cast<float>(s / static_cast<double>(H));
     }
-    ops::MatMul(*pool_, q.data(), h.data(), y.wq, T);
-    ops::MatMul(*pool_, k.data(), h.data(), y.wk, T);
-    ops::MatMul(*pool_, v.data(), h.data(), y.wv, T);
-    ApplyRope(q.data(), T, nh, d, pos0, c.rope_, y.segment_shift);
-    ApplyRope(k.data(), T, nkv, d, pos0, c.rope_, nullptr);
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy_n(k.data() + t * KV, KV, c.k_[l].data() + new_slots[t] * KV);
-      std::copy_n(v.data() + t * KV, KV, c.v_[l].data() + new_slots[t] * KV);
-    }
-    if (p.csa) {  // S-019 / S-035: importance = mean over features of hca_gate_proj(attention
-                  // input)
-      std::vector<float>& g = fs.g;
-      ops::MatMul(*pool_, g.data(), h.data(), y.hca_gate_proj, T);
-      if (prof_ != nullptr) ++prof_->matmul;  // importance projection
-      for (int64_t t = 0; t < T; ++t) {
-        double s = 0;
-        for (int64_t cc = 0; cc < H; ++cc) s += g[t * H + cc];
-        c.importance_[l][new_slots[t]] = static_cast<float>(s / static_cast<double>(H));
-      }
-    }
-    KvView kv{c.k_[l].data(), c.v_[l].data(), p.csa ? c.importance_[l].data() : nullptr,
-              c.slot_pos_.data(), c.live_};
-    std::vector<int32_t>& seed_sel = fs.seed_sel;
-    seed_sel.clear();
-    if (p.csa_seed_global) {
-      SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(), cfg.csa.global_topk,
-                         seed_sel);
-    }
-    const bool layernorm_fusion = p.csa_layernorm_fusion;
-    if (prof_ != nullptr && layernorm_fusion)
-      ++prof_->norm;  // S-021's LayerNorm (inside attention)
-    const double ones[3] = {1.0, 1.0, 1.0};
-    for (int64_t t = 0; t < T; ++t) {
-      const bool qsel = std::find(seed_sel.begin(), seed_sel.end(), new_slots[t]) != seed_sel.end();
-      Attend(shape, c.rope_, y.segment_shift, p.csa ? &cfg.csa : nullptr,
-             layernorm_fusion ? ones : nullptr, kv, q.data() + t * nh * d, pos0 + t, seed_sel, qsel,
-             att.data() + t * nh * d, attn_scratch_);
-      if (layernorm_fusion) {  // S-021: LayerNorm(x + b1 + b2 + b3), no affine, then o_proj
-        float* o = att.data() + t * nh * d;
-        double mean = 0, var = 0;
-        for (int64_t cc = 0; cc < H; ++cc) mean += o[cc] + h[t * H + cc];
-        mean /= static_cast<double>(H);
-        for (int64_t cc = 0; cc < H; ++cc) {
-          const double z = o[cc] + h[t * H + cc] - mean;
-          var += z * z;
-        }
-        var /= static_cast<double>(H);
-        for (int64_t cc = 0; cc < H; ++cc) {
-          o[cc] = static_cast<float>((o[cc] + h[t * H + cc] - mean) /
-                                     std::sqrt(var + cfg.rms_norm_eps));
-        }
-      }
-    }
-    ops::MatMul(*pool_, a.data(), att.data(), y.wo, T);
-    const float scale = p.block == BlockKind::kCed ? y.ced_scale : 1.0f;  // S-013
-    for (int64_t i = 0; i < T * H; ++i) x[i] += scale * a[i];
-    // FFN input.
-    for (int64_t t = 0; t < T; ++t) {
-      if (p.block == BlockKind::kPreNorm || p.ced_mlp_norm) {
-        ops::ref::RmsNorm(fin.data() + t * H, x.data() + t * H, y.ffn_norm.data(), H,
-                          static_cast<float>(cfg.rms_norm_eps));
-      } else {
-        std::copy_n(x.data() + t * H, H, fin.data() + t * H);
-      }
-    }
-    Status st;
-    Ffn(l, fin.data(), x.data(), T, c, ffn.data(), stats_, st);
-    if (!st.ok()) {
+  }
+}
+
+void SeedModel::AttentionBlock(int64_t l, int64_t T, SeedCache& c) {
+  const SeedConfig& cfg = config_;
+  const Layer& y = layers_[l];
+  const SeedLayerPlan& p = plans_[l];
+  FwdScratch& fs = fwd_scratch_;
+  const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, d = cfg.head_dim(),
+                pos0 = c.length_;
+  ProjectQkv(l, T, c);
+  KvView kv{c.k_[l].data(), c.v_[l].data(), p.csa ? c.importance_[l].data() : nullptr,
+            c.slot_pos_.data(), c.live_};
+  std::vector<int32_t>& seed_sel = fs.seed_sel;
+  seed_sel.clear();
+  if (p.csa_global == CsaGlobal::kSeed) {
+    SelectByImportance(c.live_, c.importance_[l].data(), c.slot_pos_.data(), cfg.csa.global_topk,
+                       seed_sel);
+  }
+  const AttnShape shape{nh, cfg.num_key_value_heads, d};
+  const double ones[3] = {1.0, 1.0, 1.0};
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t slot = fs.new_slots[t];
+    const bool qsel = std::find(seed_sel.begin(), seed_sel.end(), slot) != seed_sel.end();
+    float* o = fs.att.data() + t * nh * d;
+    Attend(shape, c.rope_, y.segment_shift, p.csa ? &cfg.csa : nullptr, p.csa_global,
+           p.csa_layernorm_fusion ? ones : nullptr, kv, fs.q.data() + t * nh * d, pos0 + t,
+           seed_sel, qsel, o, attn_scratch_);
+    if (p.csa_layernorm_fusion) ResidualLayerNorm(o, fs.h.data() + t * H, H, cfg.rms_norm_eps);
+  }
+  ops::MatMul(*pool_, fs.a.data(), fs.att.data(), y.wo, T);
+  const float scale = p.block == BlockKind::kCed ? y.ced_scale : 1.0f;  // S-013
+  for (int64_t i = 0; i < T * H; ++i) fs.x[i] += scale * fs.a[i];
+}
+
+Status SeedModel::FfnBlock(int64_t l, int64_t T, SeedCache& c) {
+  const SeedConfig& cfg = config_;
+  const SeedLayerPlan& p = plans_[l];
+  FwdScratch& fs = fwd_scratch_;
+  const int64_t H = cfg.hidden_size;
+  NormOrCopyRows(p.block == BlockKind::kPreNorm || p.ced_mlp_norm, layers_[l].ffn_norm, fs.x.data(),
+                 T, H, cfg.rms_norm_eps, fs.fin.data());
+  Status st;
+  Ffn(l, fs.fin.data(), fs.x.data(), T, c, fs.ffn.data(), stats_, st);
+  if (!st.ok()) return st;
+  for (int64_t i = 0; i < T * H; ++i) fs.x[i] += fs.ffn[i];
+  return Status::Ok();
+}
+
+void SeedModel::WriteLogits(int64_t T, std::span<float> logits, bool all_logits) {
+  const SeedConfig& cfg = config_;
+  const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
+  const int64_t first = all_logits ? 0 : T - 1;
+  std::vector<float>& normed = fwd_scratch_.normed;
+  normed.resize(H);
+  for (int64_t t = first; t < T; ++t) {
+    ops::ref::RmsNorm(normed.data(), fwd_scratch_.x.data() + t * H, final_norm_.data(), H,
+                      static_cast<float>(cfg.rms_norm_eps));
+    ops::MatMul(*pool_, logits.data() + (t - first) * V, normed.data(), lm_head_, 1);
+  }
+}
+
+void SeedModel::PruneKv(SeedCache& c, int64_t T) {
+  if (!(has_pruner_ && runtime_.pruner && c.pruner_)) return;
+  FwdScratch& fs = fwd_scratch_;
+  stats_.pruner_scores.resize(T);
+  PrunerScores(*pool_, pruner_, fs.x.data(), T, config_.hidden_size, stats_.pruner_scores.data(),
+               pruner_scratch_);
+  for (int64_t t = 0; t < T; ++t) c.prune_score_[fs.new_slots[t]] = stats_.pruner_scores[t];
+  fs.pos.clear();
+  fs.score.clear();
+  for (int32_t s : c.live_) {
+    fs.pos.push_back(c.slot_pos_[s]);
+    fs.score.push_back(c.prune_score_[s]);
+  }
+  c.pruner_->Step(fs.pos, fs.score, c.length_, stats_.pruner);
+  for (int64_t e : stats_.pruner.evict) c.Evict(e);
+}
+
+// The forward pass: embed, each layer's attention and FFN blocks, the logits,
+// then the KV pruner (write-then-evict, S-065).
+Status SeedModel::Forward(std::span<const int32_t> tokens, SequenceCache& cache_base,
+                          std::span<float> logits, bool all_logits) {
+  auto* cp = dynamic_cast<SeedCache*>(&cache_base);
+  CHECK(cp != nullptr, "SeedModel::Forward needs a cache from SeedModel::NewCache");
+  SeedCache& c = *cp;
+  RETURN_IF_ERROR(CheckForward(tokens, c, logits, all_logits));
+  const int64_t T = static_cast<int64_t>(tokens.size()), H = config_.hidden_size;
+  const int64_t pos0 = c.length_;
+  BeginStep(c, T);
+  for (int64_t t = 0; t < T; ++t) {
+    DequantizeRow(embed_.dtype, embed_[tokens[t]].data, H, fwd_scratch_.x.data() + t * H);
+  }
+  // TaskAdapter: the task vector once per request, at its first call (S-058).
+  RETURN_IF_ERROR(PrepareTaskAdapter(c, T));
+  // Slots for the new tokens (lowest free first; S-065: freed slots are reused).
+  TakeSlots(c, T);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    CountLayerOps(l);
+    AttentionBlock(l, T, c);
+    if (Status st = FfnBlock(l, T, c); !st.ok()) {
       prof_ = nullptr;
       c.Truncate(pos0);  // frees this call's slots and HCA rows
       return st;
     }
-    for (int64_t i = 0; i < T * H; ++i) x[i] += ffn[i];
   }
   prof_ = nullptr;
   c.length_ = pos0 + T;
   c.peak_live_ = std::max(c.peak_live_, c.live_tokens());
-
-  // Logits (before the pruner acts: S-065, this step is unaffected by its own decision).
-  const int64_t first = all_logits ? 0 : T - 1;
-  std::vector<float>& normed = fs.normed;
-  normed.resize(H);
-  for (int64_t t = first; t < T; ++t) {
-    ops::ref::RmsNorm(normed.data(), x.data() + t * H, final_norm_.data(), H,
-                      static_cast<float>(cfg.rms_norm_eps));
-    ops::MatMul(*pool_, logits.data() + (t - first) * V, normed.data(), lm_head_, 1);
-  }
-
+  // Logits before the pruner acts (S-065: this step is unaffected by its own decision).
+  WriteLogits(T, logits, all_logits);
   // SemanticKVPruner: score the new tokens, then write-then-evict.
-  if (has_pruner_ && runtime_.pruner && c.pruner_) {
-    stats_.pruner_scores.resize(T);
-    PrunerScores(*pool_, pruner_, x.data(), T, H, stats_.pruner_scores.data(), pruner_scratch_);
-    for (int64_t t = 0; t < T; ++t) c.prune_score_[new_slots[t]] = stats_.pruner_scores[t];
-    std::vector<int64_t>& pos = fs.pos;
-    std::vector<float>& score = fs.score;
-    pos.clear();
-    score.clear();
-    for (int32_t s : c.live_) {
-      pos.push_back(c.slot_pos_[s]);
-      score.push_back(c.prune_score_[s]);
-    }
-    c.pruner_->Step(pos, score, c.length_, stats_.pruner);
-    for (int64_t e : stats_.pruner.evict) c.Evict(e);
-  }
+  PruneKv(c, T);
   stats_.live_tokens = c.live_tokens();
   return Status::Ok();
 }

@@ -115,6 +115,8 @@ enum class FfnKind { kDense, kCedFused, kMoe };
 enum class HcaStats { kCausal, kWholeCall, kBatch };
 // S-040: what the router reads (config moe.router_input).
 enum class RouterInput { kHidden, kHca, kHiddenPlusAttn };
+// S-058: the task vector (config task_adapter.task_source).
+enum class TaskSource { kFirstToken, kMean };
 
 // What one layer runs, decided at load from the config and the checkpoint, so
 // the forward pass compares no config strings.
@@ -122,9 +124,9 @@ struct SeedLayerPlan {
   BlockKind block = BlockKind::kPreNorm;
   FfnKind ffn = FfnKind::kDense;
   bool csa = false;
-  bool csa_seed_global = false;       // C-08: csa.global_mode "seed"
-  bool csa_layernorm_fusion = false;  // S-021: csa.fusion_mode "residual_layernorm"
-  bool hca = false;                   // HCA controller feeds the router
+  CsaGlobal csa_global = CsaGlobal::kCausal;  // C-08: csa.global_mode
+  bool csa_layernorm_fusion = false;          // S-021: csa.fusion_mode "residual_layernorm"
+  bool hca = false;                           // HCA controller feeds the router
   HcaStats hca_stats = HcaStats::kCausal;
   RouterInput router_input = RouterInput::kHidden;
   bool ced_mlp_norm = false;  // CED block with a norm before the MLP (C-18 auto)
@@ -212,16 +214,31 @@ class SeedModel final : public Model {
   };
 
   SeedModel() = default;
+  // Forward's steps, top to bottom (model.cc); T: this call's tokens.
+  Status CheckForward(std::span<const int32_t> tokens, const SeedCache& c, std::span<float> logits,
+                      bool all_logits) const;
+  void BeginStep(const SeedCache& c, int64_t T);       // stats reset, scratch sized
+  Status PrepareTaskAdapter(SeedCache& c, int64_t T);  // S-058, a request's first call
+  void TakeSlots(SeedCache& c, int64_t T);             // new_slots for the new tokens
+  void CountLayerOps(int64_t l);                       // S-014 (profile_ops)
+  void ProjectQkv(int64_t l, int64_t T, SeedCache& c);
+  void AttentionBlock(int64_t l, int64_t T, SeedCache& c);  // x += attention
+  Status FfnBlock(int64_t l, int64_t T, SeedCache& c);      // x += FFN
+  void WriteLogits(int64_t T, std::span<float> logits, bool all_logits);
+  void PruneKv(SeedCache& c, int64_t T);  // SemanticKVPruner, write-then-evict
   Status Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts);
   void Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
            float* out, SeedStepStats& stats, Status& status);
   void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
                   const float* adapter, float alpha, const float* f, int64_t T, float* out);
+  void HcaGating(int64_t l, const float* f, int64_t T, SeedCache& c);
   // S-015: the CED MLP of layer l on T rows through the path the options choose.
   void CedMlp(int64_t l, const float* f, int64_t T, float* out);
 
   SeedConfig config_;
   std::vector<SeedLayerPlan> plans_;
+  MoeModes moe_modes_;  // config_.moe's routing and assign
+  TaskSource task_source_ = TaskSource::kFirstToken;
   ModelInfo info_;
   std::shared_ptr<const CheckpointReader> reader_;
   TensorView embed_, lm_head_;

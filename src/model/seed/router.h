@@ -33,6 +33,16 @@
 
 namespace dsv4::seed {
 
+// moe.routing and moe.assign resolved once (the model does it at load), so
+// routing compares no config strings per call.
+enum class MoeRouting { kTopK, kGroupLimited };     // S-043
+enum class MoeAssign { kTopKCapped, kSeedGreedy };  // S-045
+struct MoeModes {
+  MoeRouting routing = MoeRouting::kTopK;
+  MoeAssign assign = MoeAssign::kTopKCapped;
+};
+MoeModes ResolveMoeModes(const MoeConfig& moe);
+
 // Runtime router options (EngineOptions material: not model config).
 struct RouterOptions {
   double capacity_factor = -1;       // < 0: the config's
@@ -88,7 +98,11 @@ std::vector<int32_t> SelectExperts(const MoeConfig& moe, const float* logits, co
 
 // Routes N tokens with logits [N, E]. `total_ctx` is T for dynamic_k.
 // `external_weights` [N, k] (Mode C, may be null) replaces the softmax weights.
-// `scratch` null: local buffers (allocates).
+// `scratch` null: local buffers (allocates). `modes`: ResolveMoeModes(moe).
+Status Route(const MoeConfig& moe, MoeModes modes, const RouterOptions& opt, RouterState& state,
+             const float* logits, int64_t N, int64_t total_ctx, const float* external_weights,
+             RouteResult& out, RouteScratch* scratch = nullptr);
+// The same, resolving the modes on each call (tests, one-off callers).
 Status Route(const MoeConfig& moe, const RouterOptions& opt, RouterState& state,
              const float* logits, int64_t N, int64_t total_ctx, const float* external_weights,
              RouteResult& out, RouteScratch* scratch = nullptr);
@@ -140,6 +154,7 @@ void DispatchCombine(const RouteResult& r, int64_t num_experts, const float* x, 
 Status ValidateExternalWeights(std::vector<float>& w);
 
 // The k that routing uses (C-04 / S-042).
+int64_t EffectiveK(const MoeConfig& moe, MoeModes modes, int64_t total_ctx);
 int64_t EffectiveK(const MoeConfig& moe, int64_t total_ctx);
 
 }  // namespace dsv4::seed
