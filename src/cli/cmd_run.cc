@@ -105,11 +105,7 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   sub->add_option("--presence-penalty", args->sampling.presence_penalty, "(default 0)");
   sub->add_option("--frequency-penalty", args->sampling.frequency_penalty, "(default 0)");
   sub->add_option("-s,--seed", args->seed, "random seed (default: random)");
-  sub->add_option("--speculative", args->speculative,
-                  "speculative decoding with K draft tokens per round, or auto (the length "
-                  "that gives the most tokens/s, measured as it runs) (DeepSeek-V4 with its "
-                  "MTP layer or DSpark module; greedy or sampled, no penalties); the output "
-                  "follows the same distribution as without");
+  sub->add_option("--speculative", args->speculative, kSpeculativeHelp);
   AddEngineRuntimeFlags(*sub, args->engine);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }

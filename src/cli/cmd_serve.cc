@@ -37,6 +37,7 @@ struct ServeArgs {
   EngineOptions engine;
   EngineRuntimeFlags runtime;  // the model's runtime policies, as `dsv4 run` takes them
   std::string chat_format = "auto";
+  std::string speculative = "0";  // draft tokens per step, or "auto"; "0" = off
   std::string api_key_file;
   double read_timeout_s = 10;
   double shutdown_grace_s = 10;
@@ -119,6 +120,9 @@ int Serve(ServeArgs a) {
   signal(SIGPIPE, SIG_IGN);
 
   if (Status st = ParseEngineRuntimeFlags(a.runtime); !st.ok()) return ReportError(st);
+  Result<SpeculativeOptions> spec = ParseSpeculative(a.speculative);
+  if (!spec.ok()) return ReportError(spec.status());
+  a.engine.speculative = *spec;
   Result<std::string> key = ResolveApiKey(a);
   if (!key.ok()) return ReportError(key.status());
   a.server.api_key = *key;
@@ -214,6 +218,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   sub->add_option("--prefill-chunk", args->engine.prefill_chunk,
                   "prompt tokens prefilled per engine step (default 256)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  sub->add_option("--speculative", args->speculative, kSpeculativeHelp);
   sub->add_option("--max-body-bytes", args->server.max_body_bytes,
                   "largest request body, any framing; larger ones get 413 (default 8 MiB)")
       ->check(CLI::Validator(

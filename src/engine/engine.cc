@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/timer.h"
+#include "sampling/speculative_sampling.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
@@ -104,7 +105,11 @@ std::string StopMatcher::Flush() {
 // A KV-cache slot: created once, reused by one sequence at a time.
 struct Engine::Slot {
   std::unique_ptr<SequenceCache> cache;
-  std::vector<float> logits;  // [V] the last Forward's logits
+  std::vector<float> logits;  // [K + 1, V] the last Forward's logits (K: most drafts)
+  // The sequence's draft state, made when a speculating sequence takes the
+  // slot; null otherwise.
+  std::unique_ptr<DraftSession> draft;
+  std::vector<float> q;  // [k, V] the distributions the drafts were drawn from (sampling)
   bool busy = false;
 };
 
@@ -123,7 +128,8 @@ struct Engine::Sequence {
   Slot* slot = nullptr;
   int64_t prefilled = 0;  // prompt tokens in the cache
   int64_t generated = 0;
-  int32_t last = -1;  // the last sampled token, to run next step
+  int32_t last = -1;         // the last sampled token, to run next step
+  std::vector<int32_t> run;  // this step's decode tokens: [last] or [last, d_1 .. d_k]
   std::optional<Sampler> sampler;
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stop;
@@ -156,8 +162,25 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
   if (o.prefill_chunk < 1) {
     return InvalidArgument("prefill chunk must be at least 1", "pass --prefill-chunk 256");
   }
+  if (o.speculative.draft_tokens < 0) {
+    return InvalidArgument(
+        "speculative draft length " + std::to_string(o.speculative.draft_tokens) + " is negative",
+        "use --speculative K with K ≥ 1 (0 = off) or auto");
+  }
   std::unique_ptr<Engine> engine(new Engine(model, o));
   engine->vocab_size_ = info.vocab_size;
+  if (o.speculative.draft_tokens > 0) {
+    ASSIGN_OR_RETURN(engine->drafter_, DraftHead(model));
+    const int64_t cap = engine->drafter_->max_drafts();
+    engine->max_drafts_ =
+        cap > 0 ? std::min(o.speculative.draft_tokens, cap) : o.speculative.draft_tokens;
+    if (o.speculative.adaptive) {
+      engine->controller_ = std::make_unique<DraftLengthController>(engine->max_drafts_);
+    }
+    LOG_INFO("engine: speculative decoding with the {} draft head, {}{} drafts per step",
+             engine->drafter_->draft_kind(), o.speculative.adaptive ? "adaptive, up to " : "",
+             engine->max_drafts_);
+  }
   for (int i = 0; i < o.max_sequences; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->cache = model.model->NewCache(o.ctx_size);
@@ -165,7 +188,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
       return ResourceExhausted("could not create KV cache slot " + std::to_string(i),
                                "lower --max-sequences or --ctx-size");
     }
-    slot->logits.assign(info.vocab_size, 0.0f);
+    slot->logits.assign((engine->max_drafts_ + 1) * info.vocab_size, 0.0f);
     engine->slots_.push_back(std::move(slot));
   }
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
@@ -245,6 +268,8 @@ EngineMetrics Engine::Metrics() const {
   m.sequences_finished_total = finished_total_;
   m.sequences_cancelled_total = cancelled_total_;
   m.steps_total = steps_total_;
+  m.speculative_drafted_total = drafted_total_;
+  m.speculative_accepted_total = accepted_total_;
   // Tokens of the steps in the last kRateWindowSeconds, over the time from the
   // window's first step to now: the rate decays to 0 once the engine idles.
   const double now = RateClockSeconds();
@@ -334,6 +359,9 @@ void Engine::Admit() {
       seq->constraint = seq->request.constraint();
       if (seq->constraint) seq->constraint_logits.resize(vocab_size_);
     }
+    // A fresh draft session for a speculating sequence (it tracks the
+    // positions committed to this slot's cache, from 0).
+    free_slot->draft = CanSpeculate(*seq) ? drafter_->NewDraftSession(options_.ctx_size) : nullptr;
     const int64_t room = options_.ctx_size - static_cast<int64_t>(seq->request.prompt.size());
     seq->request.max_tokens = std::min(seq->request.max_tokens, room);
     prompt_tokens_total_ += static_cast<int64_t>(seq->request.prompt.size());
@@ -351,12 +379,15 @@ bool Engine::Step() {
   }
   const std::vector<int64_t> plan = PlanStep(remaining, options_.prefill_chunk);
   Model& model = *model_.model;
+  // This step's draft length, the same for every speculating sequence.
+  const int64_t k_step = controller_ ? controller_->Choose() : max_drafts_;
   // One ForwardBatch for every sequence's work of this step (decode tokens and
   // prefill chunks), so a batching model reads each weight once per step.
-  std::vector<int32_t> last(running_.size());  // decode inputs; not resized below
   std::vector<BatchEntry> entries;
   std::vector<Sequence*> seqs;
   std::vector<int64_t> lengths;  // cache lengths before the step
+  bool prefilling = false;
+  Timer timer;
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
     if (plan[i] == 0 || s.done) continue;
@@ -368,52 +399,164 @@ bool Engine::Step() {
     std::span<const int32_t> tokens;
     if (remaining[i] > 0) {
       tokens = std::span<const int32_t>(s.request.prompt.data() + s.prefilled, plan[i]);
+      prefilling = true;
     } else {
-      last[i] = s.last;
-      tokens = std::span<const int32_t>(&last[i], 1);
+      if (!PrepareDecode(s, k_step)) continue;
+      tokens = s.run;
     }
     entries.push_back(BatchEntry{.tokens = tokens,
                                  .cache = s.slot->cache.get(),
                                  .logits = s.slot->logits,
-                                 .all_logits = false});
+                                 .all_logits = remaining[i] == 0 && tokens.size() > 1});
     seqs.push_back(&s);
     lengths.push_back(s.slot->cache->length());
   }
+  const double draft_seconds = timer.Seconds();
+  step_rounds_.clear();
   if (!entries.empty()) {
+    timer.Reset();
     const Status st = model.ForwardBatch(entries);
-    std::vector<Status> results(entries.size(), st);
-    if (!st.ok() && entries.size() > 1) {
+    const double verify_seconds = timer.Seconds();
+    if (st.ok() || entries.size() == 1) {
+      for (size_t k = 0; k < entries.size(); ++k) {
+        CompleteEntry(*seqs[k], entries[k], static_cast<int64_t>(k), st);
+      }
+      // Decode-only steps time the verification of k_step + 1 tokens a sequence.
+      if (controller_ && st.ok() && !prefilling) {
+        for (const auto& [k, accepted] : step_rounds_) {
+          if (k == k_step) controller_->Record(k, accepted, draft_seconds, verify_seconds);
+        }
+      }
+    } else {
       // Find the sequence(s) at fault: roll every cache back to where the
-      // step began and run them one by one, so the others go on.
+      // step began and run them one by one, so the others go on. Each one's
+      // draft session observes its Forward before the next runs.
       LOG_WARNING("engine: batched forward failed ({}); retrying its {} sequences one by one",
                   st.ToString(), entries.size());
       for (size_t k = 0; k < entries.size(); ++k) {
         SequenceCache& cache = *entries[k].cache;
         if (cache.length() > lengths[k]) cache.Truncate(lengths[k]);
-        results[k] = model.Forward(entries[k].tokens, cache, entries[k].logits, false);
       }
-    }
-    for (size_t k = 0; k < entries.size(); ++k) {
-      Sequence& s = *seqs[k];
-      const bool prefill = s.prefilled < static_cast<int64_t>(s.request.prompt.size());
-      if (prefill) s.prefilled += static_cast<int64_t>(entries[k].tokens.size());
-      if (!results[k].ok()) {
-        LOG_ERROR("engine: forward failed: {}", results[k].ToString());
-        Finish(s, FinishReason::kError, results[k]);
-        continue;
+      for (size_t k = 0; k < entries.size(); ++k) {
+        const BatchEntry& e = entries[k];
+        CompleteEntry(*seqs[k], e, 0, model.Forward(e.tokens, *e.cache, e.logits, e.all_logits));
       }
-      if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;
-      SampleAndEmit(s);
     }
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
   return true;
 }
 
+bool Engine::CanSpeculate(const Sequence& s) const {
+  const SamplingParams& sp = s.request.sampling;
+  const bool penalties =
+      sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f || sp.frequency_penalty != 0.0f;
+  // Penalties change a row's distribution with the tokens before it, a
+  // constraint may refuse and resample, logprobs report every row: these
+  // sequences decode one token a step and keep no draft session.
+  return drafter_ != nullptr && !penalties && s.constraint == nullptr && s.request.top_logprobs < 0;
+}
+
+bool Engine::PrepareDecode(Sequence& s, int64_t k_step) {
+  s.run.assign(1, s.last);
+  Slot& slot = *s.slot;
+  if (!slot.draft) return true;
+  const int64_t V = vocab_size_, n = slot.cache->length();  // n: the position of `last`
+  // Each round emits up to k + 1 tokens: no more than are left, and none
+  // that plain decoding would not reach before the slot is full.
+  const int64_t k = std::clamp<int64_t>(
+      std::min({k_step, s.request.max_tokens - s.generated - 1, options_.ctx_size - n - 2}), 0,
+      max_drafts_);
+  s.run.resize(1 + k, s.last);
+  DraftPick pick;
+  if (s.request.sampling.temperature > 0.0f && k > 0) {
+    // Each draft is drawn from the sequence's sampler chain over the draft
+    // logits; q keeps those distributions for the verification.
+    if (static_cast<int64_t>(slot.q.size()) < k * V) slot.q.resize(k * V);
+    pick = [this, &s](std::span<float> row, int64_t j) {
+      const std::span<float> qj = std::span<float>(s.slot->q).subspan(j * vocab_size_, vocab_size_);
+      s.sampler->Probabilities(row, qj);
+      return DrawFrom(qj, s.sampler->rng());
+    };
+  }
+  const Result<int64_t> drafted =
+      slot.draft->Draft(s.last, std::span<int32_t>(s.run).subspan(1), pick);
+  if (!drafted.ok()) {
+    LOG_ERROR("engine: drafting failed: {}", drafted.status().ToString());
+    Finish(s, FinishReason::kError, drafted.status());
+    return false;
+  }
+  s.run.resize(1 + *drafted);
+  if (*drafted > 0 && options_.test_edit_drafts) {
+    options_.test_edit_drafts(s.request.prompt, n + 1, std::span<int32_t>(s.run).subspan(1));
+  }
+  return true;
+}
+
+void Engine::CompleteEntry(Sequence& s, const BatchEntry& e, int64_t entry, const Status& st) {
+  const bool prefill = s.prefilled < static_cast<int64_t>(s.request.prompt.size());
+  if (prefill) s.prefilled += static_cast<int64_t>(e.tokens.size());
+  Status status = st;
+  if (status.ok() && prefill && s.slot->draft) {
+    status = s.slot->draft->Observe(e.tokens, static_cast<int64_t>(e.tokens.size()), entry);
+  }
+  if (!status.ok()) {
+    LOG_ERROR("engine: forward failed: {}", status.ToString());
+    Finish(s, FinishReason::kError, status);
+    return;
+  }
+  if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) return;
+  if (!prefill && s.slot->draft) {
+    VerifyAndEmit(s, entry);
+  } else {
+    SampleAndEmit(s);
+  }
+}
+
+void Engine::VerifyAndEmit(Sequence& s, int64_t entry) {
+  const std::vector<int32_t>& run = s.run;  // [x, d_1 .. d_k]
+  const int64_t k = static_cast<int64_t>(run.size()) - 1, V = vocab_size_;
+  SequenceCache& cache = *s.slot->cache;
+  const int64_t n = cache.length() - 1 - k;  // x's position
+  const std::span<float> logits = s.slot->logits;
+  int64_t a = 0;
+  int32_t next = -1;
+  if (s.request.sampling.temperature > 0.0f) {
+    if (static_cast<int64_t>(pi_.size()) < (k + 1) * V) pi_.resize((k + 1) * V);
+    for (int64_t i = 0; i <= k; ++i) {
+      s.sampler->Probabilities(logits.subspan(i * V, V), std::span<float>(pi_).subspan(i * V, V));
+    }
+    const Verified v = VerifyDraftsLossless(
+        std::span<const int32_t>(run).subspan(1), std::span<const float>(s.slot->q).first(k * V),
+        std::span<const float>(pi_).first((k + 1) * V), s.sampler->rng(), residual_);
+    a = v.accepted;
+    next = v.next;
+  } else {
+    // The sampler's greedy choice row by row (its tie rule: the lowest id).
+    for (;; ++a) {
+      next = s.sampler->Sample(logits.subspan(a * V, V));
+      if (a == k || run[a + 1] != next) break;
+    }
+  }
+  drafted_total_ += k;
+  accepted_total_ += a;
+  step_rounds_.emplace_back(k, a);
+  if (a < k) cache.Truncate(n + 1 + a);
+  if (Status st = s.slot->draft->Observe(run, a + 1, entry); !st.ok()) {
+    LOG_ERROR("engine: draft observe failed: {}", st.ToString());
+    Finish(s, FinishReason::kError, st);
+    return;
+  }
+  // The i-th token of the round is emitted as plain decoding would, with x
+  // and the i − 1 tokens before it in the cache (length n + i).
+  for (int64_t i = 1; i <= a; ++i) {
+    if (!EmitToken(s, run[i], nullptr, n + i)) return;
+  }
+  EmitToken(s, next, nullptr, n + a + 1);
+}
+
 void Engine::SampleAndEmit(Sequence& s) {
-  std::span<float> logits = s.slot->logits;
-  SequenceEvent ev;
-  ev.index = s.index;
+  std::span<float> logits = std::span<float>(s.slot->logits).first(vocab_size_);
   TokenLogprobs lp;
   float log_z = 0.0f;
   if (s.request.top_logprobs >= 0) {
@@ -455,20 +598,24 @@ void Engine::SampleAndEmit(Sequence& s) {
   } else {
     next = s.sampler->Sample(logits);
   }
+  if (s.request.top_logprobs >= 0) lp.chosen = {next, raw[next] - log_z};
+  EmitToken(s, next, s.request.top_logprobs >= 0 ? &lp : nullptr, s.slot->cache->length());
+}
+
+bool Engine::EmitToken(Sequence& s, int32_t next, TokenLogprobs* lp, int64_t length) {
   if (s.request.stop_at_eos && model_.IsStop(next)) {
     Finish(s, FinishReason::kStop);
-    return;
+    return false;
   }
   s.sampler->Accept(next);
   if (s.constraint) s.constraint->Accept(next);
   s.last = next;
   ++s.generated;
   ++generated_tokens_total_;
+  SequenceEvent ev;
+  ev.index = s.index;
   ev.tokens.push_back(next);
-  if (s.request.top_logprobs >= 0) {
-    lp.chosen = {next, raw[next] - log_z};
-    ev.logprobs.push_back(std::move(lp));
-  }
+  if (lp != nullptr) ev.logprobs.push_back(std::move(*lp));
   if (s.decoder) {
     if (s.constraint && !s.constraint->stop_strings_apply()) {
       ev.text = s.stop->Flush() + s.decoder->Push(next);  // markup is never cut
@@ -477,16 +624,14 @@ void Engine::SampleAndEmit(Sequence& s) {
     }
   }
   const bool stopped = s.stop->matched();
-  const bool full =
-      s.generated >= s.request.max_tokens || s.slot->cache->length() + 1 >= options_.ctx_size;
+  const bool full = s.generated >= s.request.max_tokens || length + 1 >= options_.ctx_size;
   if (!ev.text.empty() || !stopped) s.Push(std::move(ev));
-  if (s.constraint && s.constraint->done() && !stopped) {
-    Finish(s, FinishReason::kStop);
-  } else if (stopped) {
+  if ((s.constraint && s.constraint->done()) || stopped) {
     Finish(s, FinishReason::kStop);
   } else if (full) {
     Finish(s, FinishReason::kLength);
   }
+  return !s.done;
 }
 
 void Engine::Finish(Sequence& s, FinishReason reason, Status error) {
@@ -516,6 +661,7 @@ void Engine::Finish(Sequence& s, FinishReason reason, Status error) {
   ev.completion_tokens = s.generated;
   ev.error = std::move(error);
   if (s.slot != nullptr) {
+    s.slot->draft.reset();  // its memory goes back while the slot is free
     kv_used_ -= s.slot->cache->length();
     --running_count_;
     s.slot->busy = false;

@@ -19,6 +19,18 @@
 // every cache is rolled back to the start of the step and the sequences
 // rerun one by one, so only the failing one ends.
 //
+// Speculative decoding (EngineOptions::speculative, the model's draft head,
+// model/draft.h): a sequence that can speculate losslessly (no penalties, no
+// SequenceConstraint, no logprobs) gets a DraftSession in its slot. Each
+// decode step it drafts up to k tokens after its last one, x, and its batch
+// entry runs [x, d_1 .. d_k] with every row's logits; then it keeps the drafts
+// the main model agrees with (greedy: its argmax; sampling: lossless
+// rejection sampling from the sequence's own sampler and seed, as
+// GenerateSpeculative), truncates its cache past the rest and emits the kept
+// tokens plus the main model's next one, one by one. Every Forward on the
+// slot's cache (prefill chunks too) is followed by the session's Observe of
+// that entry. Other sequences decode one token per step without a session.
+//
 // Not here: HTTP, JSON, chat templates, output parsing (src/server).
 #ifndef DSV4_ENGINE_ENGINE_H_
 #define DSV4_ENGINE_ENGINE_H_
@@ -38,6 +50,7 @@
 
 #include "base/status.h"
 #include "engine/loader.h"
+#include "engine/speculative.h"
 #include "sampling/sampler.h"
 
 namespace dsv4 {
@@ -48,9 +61,20 @@ struct EngineOptions {
   int64_t ctx_size = 0;         // tokens per slot (prompt + output); 0: min(model, 4096)
   int64_t prefill_chunk = 256;  // prompt tokens prefilled per step, over all sequences
   int max_top_logprobs = 20;    // largest top_logprobs a sequence may ask for
+  // Speculative decoding (dsv4 serve --speculative K|auto, ParseSpeculative):
+  // draft_tokens drafts per round, at most the draft head's max_drafts()
+  // (0: off, the default here); adaptive: one DraftLengthController for the
+  // engine picks each step's length in [0, draft_tokens]. Only these two
+  // fields are read: sampling and max_tokens are each sequence's own.
+  SpeculativeOptions speculative{.draft_tokens = 0};
   // Test-only: sleep this long after every step, so tests can observe running
   // sequences (cancellation, queueing) with a model that is otherwise too fast.
   int test_step_delay_ms = 0;
+  // Test-only: called with a speculating sequence's drafts of each step (for
+  // main positions `position` ..) before verification, and may change them,
+  // so that tests with random-weight models can force drafts to be accepted.
+  std::function<void(std::span<const int32_t> prompt, int64_t position, std::span<int32_t> drafts)>
+      test_edit_drafts;
 };
 
 // Constrained decoding for one sequence (e.g. a forced tool call, see
@@ -173,7 +197,9 @@ struct EngineMetrics {
   int64_t sequences_finished_total = 0;
   int64_t sequences_cancelled_total = 0;
   int64_t steps_total = 0;
-  double tokens_per_second = 0.0;  // generated tokens/s over the last 5 s (0 when idle)
+  int64_t speculative_drafted_total = 0;   // draft tokens verified
+  int64_t speculative_accepted_total = 0;  // of them accepted
+  double tokens_per_second = 0.0;          // generated tokens/s over the last 5 s (0 when idle)
 };
 
 class Engine {
@@ -204,6 +230,25 @@ class Engine {
   bool Step();
   // Samples the next token of `seq` from its slot's logits and reports it.
   void SampleAndEmit(Sequence& seq);
+  // Reports `token` as the next of `seq` (the stop ids, stop strings,
+  // max_tokens, detokenisation); `length` is the cache length plain decoding
+  // would have when picking it. False when the sequence ended before or with it.
+  bool EmitToken(Sequence& seq, int32_t token, TokenLogprobs* logprobs, int64_t length);
+  // Whether `seq` may speculate: lossless for it (no penalties, constraint or logprobs).
+  bool CanSpeculate(const Sequence& seq) const;
+  // This step's decode tokens of `seq` into seq.run: [last], or with a draft
+  // session [last, d_1 .. d_k], k ≤ k_step. False when drafting failed (the
+  // sequence has ended).
+  bool PrepareDecode(Sequence& seq, int64_t k_step);
+  // After the step's Forward of seq's entry (`entry` of the ForwardBatch, 0
+  // after a lone Forward) ended with `status`: the draft session's Observe,
+  // then sampling, or verification, and the emission of the tokens.
+  void CompleteEntry(Sequence& seq, const BatchEntry& entry_run, int64_t entry,
+                     const Status& status);
+  // Verifies the drafts of a speculative decode entry, rolls the cache and the
+  // draft session back past the rejected ones and emits the accepted tokens
+  // and the main model's next one.
+  void VerifyAndEmit(Sequence& seq, int64_t entry);
   void Finish(Sequence& seq, FinishReason reason, Status error = {});
 
   LoadedModel& model_;
@@ -226,10 +271,22 @@ class Engine {
   std::atomic<int64_t> finished_total_{0};
   std::atomic<int64_t> cancelled_total_{0};
   std::atomic<int64_t> steps_total_{0};
+  std::atomic<int64_t> drafted_total_{0};
+  std::atomic<int64_t> accepted_total_{0};
 
   // Engine thread only.
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<Sequence>> running_;
+  // Speculation: the draft head (null: off) and the most drafts per round.
+  DraftModel* drafter_ = nullptr;
+  int64_t max_drafts_ = 0;
+  // Adaptive: one controller for the engine. A step's verification cost is
+  // that of the whole batch, shared by its sequences, and what it learns
+  // (costs, acceptance) carries over from request to request; each step runs
+  // one length for every speculating sequence.
+  std::unique_ptr<DraftLengthController> controller_;
+  std::vector<std::pair<int64_t, int64_t>> step_rounds_;  // (drafts, accepted) this step
+  std::vector<float> pi_, residual_;                      // sampling verification scratch
   std::thread thread_;
 };
 

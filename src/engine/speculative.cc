@@ -121,17 +121,22 @@ Result<SpeculativeOptions> ParseSpeculative(const std::string& spec) {
   return o;
 }
 
+Result<DraftModel*> DraftHead(LoadedModel& m) {
+  DraftModel* drafter = m.model->draft_model();
+  if (drafter == nullptr) {
+    return Unimplemented(m.path +
+                             ": speculative decoding needs a model with a draft head (a "
+                             "DeepSeek-V4 checkpoint with its MTP layer or DSpark module, mtp.*)",
+                         "run without --speculative");
+  }
+  return drafter;
+}
+
 Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int32_t> prompt,
                                              const SpeculativeOptions& options,
                                              const TokenCallback& on_token) {
   Model& model = *m.model;
-  DraftModel* drafter = model.draft_model();
-  if (drafter == nullptr) {
-    return Unimplemented(m.path +
-                             ": speculative decoding needs a model with a draft head (a "
-                             "DeepSeek-V4 checkpoint with its MTP layer, mtp.0.*)",
-                         "run without --speculative");
-  }
+  ASSIGN_OR_RETURN(DraftModel * drafter, DraftHead(m));
   const SamplingParams& sp = options.sampling;
   RETURN_IF_ERROR(ValidateSamplingParams(sp));
   if (sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f || sp.frequency_penalty != 0.0f) {

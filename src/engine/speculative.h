@@ -97,6 +97,10 @@ struct SpeculativeStats {
 inline constexpr int64_t kAutoMaxDrafts = 8;
 Result<SpeculativeOptions> ParseSpeculative(const std::string& spec);
 
+// The model's draft head, or Unimplemented naming the model and the hint to
+// run without --speculative (dsv4 run and dsv4 serve give the same error).
+Result<DraftModel*> DraftHead(LoadedModel& m);
+
 // Prefills `prompt` (non-empty; include BOS yourself) and decodes greedily
 // with speculation. Errors: a model without a draft head (a DeepSeek-V4
 // checkpoint without MTP weights, any other model); k < 0; the prompt does not

@@ -12,6 +12,14 @@
 //   session.Observe([x, d_1 .. d_m], a + 1)
 // The prompt's prefill calls Observe(chunk, chunk.size()) after each chunk's
 // Forward, with no Draft in between.
+//
+// Batched (the serving engine): the round's Forward is one entry of a
+// Model::ForwardBatch over several sequences, and each sequence's session
+// observes its own entry: Observe(tokens, kept, entry). A model with a draft
+// head therefore keeps every entry's captured rows in its ForwardBatch (the
+// default ForwardBatch, a loop over Forward, would keep only the last).
+// Between the ForwardBatch and a session's Observe only other sessions'
+// Observe calls may run, no Forward and no Draft.
 #ifndef DSV4_MODEL_DRAFT_H_
 #define DSV4_MODEL_DRAFT_H_
 
@@ -34,13 +42,17 @@ using DraftPick = std::function<int32_t(std::span<float> logits, int64_t row)>;
 class DraftSession {
  public:
   virtual ~DraftSession() = default;
-  // The main model has just run `tokens` on this session's sequence (one
-  // Forward on its cache, no other Forward of the model since) and kept the
-  // first `kept` of them (1 ≤ kept ≤ tokens.size(); the main cache was
-  // truncated past the rest). Captures what drafting needs from that Forward
-  // (e.g. hidden states) and rolls the draft state back past the dropped
-  // tokens.
-  virtual Status Observe(std::span<const int32_t> tokens, int64_t kept) = 0;
+  // The main model has just run `tokens` on this session's sequence — one
+  // Forward on its cache, or entry `entry` of one ForwardBatch (entry 0 after
+  // a Forward), no other Forward of the model since — and kept the first
+  // `kept` of them (1 ≤ kept ≤ tokens.size(); the main cache was truncated
+  // past the rest). Captures what drafting needs from that entry's rows (e.g.
+  // hidden states) and rolls the draft state back past the dropped tokens.
+  virtual Status Observe(std::span<const int32_t> tokens, int64_t kept, int64_t entry) = 0;
+  // After a Forward.
+  Status Observe(std::span<const int32_t> tokens, int64_t kept) {
+    return Observe(tokens, kept, /*entry=*/0);
+  }
   // Proposes up to drafts.size() tokens to follow `next` (the token the main
   // model runs next) into `drafts`; returns how many it wrote (a drafter may
   // stop early, e.g. on low confidence). drafts.size() == 0 only records

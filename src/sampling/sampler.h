@@ -116,6 +116,11 @@ class Sampler {
   void Reset();
 
   const SamplingParams& params() const { return params_; }
+  // The random sequence Sample draws from. Speculative sampling in the
+  // serving engine draws its drafts and verifications from it too, so that a
+  // sequence has one seeded stream (two streams from one seed would be
+  // correlated).
+  Xoshiro256& rng() { return rng_; }
   // The candidates of the last non-greedy draw after all filters, with
   // temperature-scaled logits, in the order the draw walked them. Empty after a
   // greedy call.

@@ -60,6 +60,12 @@ std::string RenderMetrics(const EngineMetrics& e,
          static_cast<double>(e.sequences_cancelled_total));
   Metric(&out, "dsv4_engine_steps_total", "counter", "Engine steps run.",
          static_cast<double>(e.steps_total));
+  Metric(&out, "dsv4_speculative_drafted_tokens_total", "counter",
+         "Draft tokens verified by speculative decoding (--speculative).",
+         static_cast<double>(e.speculative_drafted_total));
+  Metric(&out, "dsv4_speculative_accepted_tokens_total", "counter",
+         "Draft tokens the main model accepted (--speculative).",
+         static_cast<double>(e.speculative_accepted_total));
   Metric(&out, "dsv4_queue_depth", "gauge", "Sequences waiting for a KV-cache slot.",
          static_cast<double>(e.waiting));
   Metric(&out, "dsv4_running_sequences", "gauge", "Sequences holding a KV-cache slot.",

@@ -317,6 +317,7 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
   const int64_t frow =
       has_dspark() ? static_cast<int64_t>(c.dspark_target_layer_ids.size()) * c.hidden_size : 0;
   features_.resize(T * frow);  // [T, nT·D]
+  entry_rows_.assign({0, T});
 
   // A replay of [computed, first_new) after a deep Truncate, then the new
   // tokens, in segments that end at the rollback checkpoints.
@@ -346,6 +347,19 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
   return Status::Ok();
 }
 
+void DeepSeekV4Model::KeepNewRows(std::span<const BatchJob> jobs, int64_t row, int64_t frow) {
+  for (const Segment& sg : segments_) {
+    const BatchJob& j = *std::find_if(jobs.begin(), jobs.end(),
+                                      [&](const BatchJob& jj) { return jj.cache == sg.cache; });
+    const int64_t seg_end = sg.pos0 + sg.n, b = std::max(sg.pos0, j.first_new);
+    if (b >= seg_end) continue;  // a replay of dropped positions
+    const int64_t from = sg.row0 + b - sg.pos0, to = j.out_row0 + b - j.first_new;
+    std::copy_n(x_.data() + from * row, (seg_end - b) * row, hidden_.data() + to * row);
+    std::copy_n(features_all_.data() + from * frow, (seg_end - b) * frow,
+                features_.data() + to * frow);
+  }
+}
+
 Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
   if (entries.size() == 1) {
     const BatchEntry& e = entries[0];
@@ -373,13 +387,21 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
     }
     jobs.push_back(BatchJob{.cache = *cache, .entry = &e});
   }
+  // The new tokens' final residuals and target features, entry after entry
+  // (the draft head's input: last_hidden(i), last_features(i)).
+  const int64_t frow =
+      has_dspark() ? static_cast<int64_t>(c.dspark_target_layer_ids.size()) * c.hidden_size : 0;
+  entry_rows_.assign(1, 0);
   for (BatchJob& j : jobs) {
     j.first_new = j.cache->length();
     j.cache->CountReplay(j.first_new - j.cache->computed());
     j.cache->Append(j.entry->tokens);
     j.end = j.cache->length();
+    j.out_row0 = entry_rows_.back();
+    entry_rows_.push_back(j.out_row0 + j.end - j.first_new);
   }
-  hidden_.clear();
+  hidden_.resize(entry_rows_.back() * row);
+  features_.resize(entry_rows_.back() * frow);
   const Tracer no_trace;
 
   // Rounds: each sequence with work left brings its next segment (a replay
@@ -401,6 +423,7 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
     }
     if (segments_.empty()) break;
     RunMain(batch_tokens_, segments_, no_trace);
+    KeepNewRows(jobs, row, frow);
 
     // ---- Head over the rows that need logits, gathered from all segments ----
     int64_t n_head = 0;
@@ -469,6 +492,23 @@ int64_t DeepSeekV4Model::scratch_bytes() const {
 }
 
 std::span<const float> DeepSeekV4Model::last_hidden() const { return hidden_; }
+
+std::span<const float> DeepSeekV4Model::last_hidden(int64_t entry) const {
+  if (entry < 0 || entry + 1 >= static_cast<int64_t>(entry_rows_.size())) return {};
+  const int64_t row = config_.hc_mult * config_.hidden_size;
+  return std::span<const float>(hidden_).subspan(
+      entry_rows_[entry] * row, (entry_rows_[entry + 1] - entry_rows_[entry]) * row);
+}
+
+std::span<const float> DeepSeekV4Model::last_features(int64_t entry) const {
+  if (!has_dspark() || entry < 0 || entry + 1 >= static_cast<int64_t>(entry_rows_.size())) {
+    return {};
+  }
+  const int64_t frow =
+      static_cast<int64_t>(config_.dspark_target_layer_ids.size()) * config_.hidden_size;
+  return std::span<const float>(features_).subspan(
+      entry_rows_[entry] * frow, (entry_rows_[entry + 1] - entry_rows_[entry]) * frow);
+}
 
 std::span<const float> DeepSeekV4Model::last_mtp_hidden() const { return mtp_hidden_; }
 

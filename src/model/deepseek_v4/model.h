@@ -85,7 +85,8 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   // Forward on each entry (up to fp32 summation order in the kernels).
   // Every entry is validated before any runs (distinct caches of this model,
   // room, token ids, logits sizes); on an error no cache has changed. Not
-  // traced (SetTrace) and leaves last_hidden() empty when it has ≥ 2 entries.
+  // traced (SetTrace). Keeps every entry's new rows for the draft head:
+  // last_hidden(i) / last_features(i) are entry i's.
   Status ForwardBatch(std::span<const BatchEntry> entries) override;
   // Replays, checkpoints and bytes of a cache made by this model.
   CacheStats GetCacheStats(const SequenceCache& cache) const;
@@ -111,8 +112,12 @@ class DeepSeekV4Model final : public Model, public DraftModel {
 
   // ---- Multi-token prediction (spec §6.3; speculative decoding) ----
   // The main model's final residual streams [T, C, D] of the last Forward
-  // call's T tokens (before the HC head): the MTP input.
+  // call's T tokens (before the HC head): the MTP input. After a ForwardBatch,
+  // the new tokens of all its entries, in entry order.
   std::span<const float> last_hidden() const;
+  // Those of entry `entry` of the last ForwardBatch ([T_entry, C, D]; entry 0
+  // after a Forward); empty for an entry that does not exist.
+  std::span<const float> last_hidden(int64_t entry) const;
   // The MTP block's output streams [T, C, D] of the last ForwardMtp call
   // (before its HC head): the "hidden state" a chain of drafts feeds back.
   std::span<const float> last_mtp_hidden() const;
@@ -132,8 +137,11 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   bool has_dspark() const { return weights_.dspark.has_value(); }
   // The target features [T, nT·D] of the last Forward call's T tokens: per
   // token, the mean over the C streams of each target layer's output,
-  // concatenated in layer order (spec §13.4). Empty without DSpark.
+  // concatenated in layer order (spec §13.4). Empty without DSpark. After a
+  // ForwardBatch, all its entries' new tokens, in entry order.
   std::span<const float> last_features() const { return features_; }
+  // Those of entry `entry` of the last ForwardBatch (entry 0 after a Forward).
+  std::span<const float> last_features(int64_t entry) const;
   // NewMtpCache makes the DSpark cache too: every stage's ring of main_kv rows
   // (all rows kept, so any Truncate is in place).
   // Appends the rows of the next n committed positions (from
@@ -228,8 +236,12 @@ class DeepSeekV4Model final : public Model, public DraftModel {
     DeepSeekV4Cache* cache;
     const BatchEntry* entry;
     int64_t first_new = 0, end = 0;  // positions of the entry's first new token, and after its last
+    int64_t out_row0 = 0;            // its first new token's row in hidden_ / features_
   };
   std::vector<BatchJob> batch_jobs_;
+  // After a ForwardBatch round's RunMain: the new tokens' rows of x_ and
+  // features_all_ (frow floats a row; 0 without DSpark) into hidden_ / features_.
+  void KeepNewRows(std::span<const BatchJob> jobs, int64_t row, int64_t frow);
   void EnsureContextScratch(int64_t max_tokens);
   std::vector<float> x_;               // [T, C, D] residual streams
   std::vector<float> u_;               // [T, D] collapsed stream
@@ -242,6 +254,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   std::vector<float> mtp_tmp_;         // [T, C, D] hnorm of the main residual
   std::vector<float> mtp_act_;         // activation-quant copies (MTP projections)
   std::vector<float> hidden_;          // [T, C, D] the last Forward's final residual (new tokens)
+  std::vector<int64_t> entry_rows_;    // [entries + 1] entry i's rows of hidden_: [e_i, e_{i+1})
   std::vector<float> mtp_hidden_;      // [T, C, D] the last ForwardMtp's block output
   std::vector<float> features_all_;    // [N, nT·D] DSpark target features of RunMain's rows
   std::vector<float> features_;        // [T, nT·D] those of the last Forward's new tokens

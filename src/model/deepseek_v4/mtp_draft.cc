@@ -34,18 +34,18 @@ class MtpDraftSession final : public DraftSession {
         logits_(model.info().vocab_size),
         own_hidden_(row_) {}
 
-  Status Observe(std::span<const int32_t> tokens, int64_t kept) override {
+  Status Observe(std::span<const int32_t> tokens, int64_t kept, int64_t entry) override {
     const int64_t T = static_cast<int64_t>(tokens.size());
     if (T == 0 || kept < 1 || kept > T) {
       return InvalidArgument("MTP draft: Observe(" + std::to_string(T) + " tokens, kept " +
                              std::to_string(kept) + ")");
     }
-    const std::span<const float> h = model_.last_hidden();  // [T, C·D]
+    const std::span<const float> h = model_.last_hidden(entry);  // [T, C·D]
     if (static_cast<int64_t>(h.size()) != T * row_) {
-      return InvalidArgument("MTP draft: the main model's last Forward ran " +
-                                 std::to_string(h.size() / row_) + " tokens, not " +
-                                 std::to_string(T),
-                             "call Observe right after the sequence's Forward");
+      return InvalidArgument(
+          "MTP draft: entry " + std::to_string(entry) + " of the main model's last Forward ran " +
+              std::to_string(h.size() / row_) + " tokens, not " + std::to_string(T),
+          "call Observe right after the sequence's Forward");
     }
     const bool after_draft = drafted_ >= 0;
     if (drafted_ > 1) cache_->Truncate(chain_base_);
@@ -121,19 +121,21 @@ class DSparkDraftSession final : public DraftSession {
   DSparkDraftSession(DeepSeekV4Model& model, int64_t max_tokens)
       : model_(model), cache_(model.NewMtpCache(max_tokens)) {}
 
-  Status Observe(std::span<const int32_t> tokens, int64_t kept) override {
+  Status Observe(std::span<const int32_t> tokens, int64_t kept, int64_t entry) override {
     const int64_t T = static_cast<int64_t>(tokens.size());
     if (T == 0 || kept < 1 || kept > T) {
       return InvalidArgument("DSpark draft: Observe(" + std::to_string(T) + " tokens, kept " +
                              std::to_string(kept) + ")");
     }
-    const std::span<const float> f = model_.last_features();  // [T, nT·D]
-    if (static_cast<int64_t>(f.size()) % T != 0 || f.empty()) {
-      return InvalidArgument("DSpark draft: the main model's last Forward did not run these " +
+    const std::span<const float> f = model_.last_features(entry);  // [T, nT·D]
+    const int64_t row = static_cast<int64_t>(model_.config().dspark_target_layer_ids.size()) *
+                        model_.config().hidden_size;
+    if (static_cast<int64_t>(f.size()) != T * row) {
+      return InvalidArgument("DSpark draft: entry " + std::to_string(entry) +
+                                 " of the main model's last Forward did not run these " +
                                  std::to_string(T) + " tokens",
                              "call Observe right after the sequence's Forward");
     }
-    const int64_t row = static_cast<int64_t>(f.size()) / T;
     return model_.DSparkObserve(f.first(kept * row), *cache_);
   }
 
