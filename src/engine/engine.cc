@@ -169,18 +169,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
   }
   std::unique_ptr<Engine> engine(new Engine(model, o));
   engine->vocab_size_ = info.vocab_size;
-  if (o.speculative.draft_tokens > 0) {
-    ASSIGN_OR_RETURN(engine->drafter_, DraftHead(model));
-    const int64_t cap = engine->drafter_->max_drafts();
-    engine->max_drafts_ =
-        cap > 0 ? std::min(o.speculative.draft_tokens, cap) : o.speculative.draft_tokens;
-    if (o.speculative.adaptive) {
-      engine->controller_ = std::make_unique<DraftLengthController>(engine->max_drafts_);
-    }
-    LOG_INFO("engine: speculative decoding with the {} draft head, {}{} drafts per step",
-             engine->drafter_->draft_kind(), o.speculative.adaptive ? "adaptive, up to " : "",
-             engine->max_drafts_);
-  }
+  if (o.speculative.draft_tokens > 0) RETURN_IF_ERROR(engine->StartSpeculation());
   for (int i = 0; i < o.max_sequences; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->cache = model.model->NewCache(o.ctx_size);
@@ -193,6 +182,17 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
   }
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
+}
+
+Status Engine::StartSpeculation() {
+  ASSIGN_OR_RETURN(drafter_, DraftHead(model_));
+  const SpeculativeOptions& spec = options_.speculative;
+  const int64_t cap = drafter_->max_drafts();  // DSpark: its block
+  max_drafts_ = cap > 0 ? std::min(spec.draft_tokens, cap) : spec.draft_tokens;
+  if (spec.adaptive) controller_ = std::make_unique<DraftLengthController>(max_drafts_);
+  LOG_INFO("engine: speculative decoding with the {} draft head, {}{} drafts per step",
+           drafter_->draft_kind(), spec.adaptive ? "adaptive, up to " : "", max_drafts_);
+  return Status::Ok();
 }
 
 Engine::~Engine() {

@@ -223,6 +223,9 @@ class Engine {
   struct Sequence;
   struct Slot;
   Engine(LoadedModel& model, const EngineOptions& options);
+  // The draft head and draft length of options_.speculative (Unimplemented
+  // for a model without a draft head).
+  Status StartSpeculation();
   void Loop();
   // Moves waiting sequences into free slots and drops cancelled waiting ones.
   void Admit();
