@@ -4,8 +4,11 @@
 // 1e-4, same argmax) — prefill chunks mixed with single decode tokens, all
 // three layer kinds (window, CSA + indexer, HCA), bf16 and FP8/FP4 weights
 // with the QAT simulations, rollbacks in place and past the horizon (replay
-// from checkpoints inside the batch). Bad batches are refused before any
-// cache changes. Also Model::ForwardBatch's default (a loop over Forward).
+// from checkpoints inside the batch). Each entry's new rows of the final
+// hidden state and the DSpark target features (last_hidden(i),
+// last_features(i): the draft head's input) equal those of its Forward. Bad
+// batches are refused before any cache changes. Also Model::ForwardBatch's default (a loop over
+// Forward).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,7 +58,22 @@ struct Diff {
   float max_abs = 0.0f;
   int64_t argmax_mismatches = 0;
   int64_t rows = 0;
+  float captured_max_abs = 0.0f;  // last_hidden(i) and last_features(i) vs Forward's
+  int64_t captured_floats = 0;
+  int64_t captured_size_mismatches = 0;
 };
+
+// The rows ForwardBatch kept for entry `entry` against those Forward kept.
+void AccumulateCaptured(Diff& d, std::span<const float> got, const std::vector<float>& want) {
+  if (got.size() != want.size()) {
+    ++d.captured_size_mismatches;
+    return;
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    d.captured_max_abs = std::max(d.captured_max_abs, std::fabs(got[i] - want[i]));
+  }
+  d.captured_floats += static_cast<int64_t>(got.size());
+}
 void Accumulate(Diff& d, const std::vector<float>& got, const std::vector<float>& want,
                 int64_t vocab) {
   ASSERT_EQ(got.size(), want.size());
@@ -94,7 +112,8 @@ Diff RunScenario(DeepSeekV4Model& m, int n_seq, int steps, uint32_t seed) {
       single[i]->Truncate(n);
     }
     std::vector<std::vector<int32_t>> tokens(n_seq);
-    std::vector<std::vector<float>> got(n_seq), want(n_seq);
+    std::vector<std::vector<float>> got(n_seq), want(n_seq), hidden(n_seq), features(n_seq);
+    std::vector<int> entry_of(n_seq, -1);
     std::vector<BatchEntry> entries;
     for (int i = 0; i < n_seq; ++i) {
       if (step > 0 && rng() % 5 == 0) continue;  // sits this step out
@@ -105,10 +124,13 @@ Diff RunScenario(DeepSeekV4Model& m, int n_seq, int steps, uint32_t seed) {
       const bool all = rng() % 3 == 0;
       got[i].assign((all ? n : 1) * V, NAN);
       want[i].assign(got[i].size(), 0.0f);
+      entry_of[i] = static_cast<int>(entries.size());
       entries.push_back(BatchEntry{
           .tokens = tokens[i], .cache = batch[i].get(), .logits = got[i], .all_logits = all});
       const Status s = m.Forward(tokens[i], *single[i], want[i], all);
       EXPECT_TRUE(s.ok()) << s.ToString();
+      hidden[i].assign(m.last_hidden().begin(), m.last_hidden().end());
+      features[i].assign(m.last_features().begin(), m.last_features().end());
     }
     if (entries.empty()) continue;
     const Status s = m.ForwardBatch(entries);
@@ -116,9 +138,20 @@ Diff RunScenario(DeepSeekV4Model& m, int n_seq, int steps, uint32_t seed) {
     for (int i = 0; i < n_seq; ++i) {
       EXPECT_EQ(batch[i]->length(), single[i]->length()) << "sequence " << i;
       if (!got[i].empty()) Accumulate(d, got[i], want[i], V);
+      if (entry_of[i] < 0) continue;
+      AccumulateCaptured(d, m.last_hidden(entry_of[i]), hidden[i]);
+      AccumulateCaptured(d, m.last_features(entry_of[i]), features[i]);
     }
   }
   return d;
+}
+
+void ExpectCapturedRows(const Diff& d) {
+  std::printf("  captured rows: %lld floats, max|d| %.3g\n",
+              static_cast<long long>(d.captured_floats), d.captured_max_abs);
+  EXPECT_GT(d.captured_floats, 0);
+  EXPECT_EQ(d.captured_size_mismatches, 0);
+  EXPECT_LE(d.captured_max_abs, kTol);
 }
 
 TEST(DeepSeekV4Batch, MixedLayerKindsEqualSeparateForwards) {
@@ -132,6 +165,7 @@ TEST(DeepSeekV4Batch, MixedLayerKindsEqualSeparateForwards) {
     EXPECT_GT(d.rows, 40);
     EXPECT_LE(d.max_abs, kTol);
     EXPECT_EQ(d.argmax_mismatches, 0);
+    ExpectCapturedRows(d);
   }
 }
 
@@ -149,6 +183,7 @@ TEST(DeepSeekV4Batch, ReplaysPastTheHorizonInsideTheBatch) {
               d.max_abs);
   EXPECT_LE(d.max_abs, kTol);
   EXPECT_EQ(d.argmax_mismatches, 0);
+  ExpectCapturedRows(d);
 }
 
 // FP8 dense + FP4 experts with every QAT simulation on (activation quant of
@@ -175,6 +210,22 @@ TEST(DeepSeekV4Batch, GoldenMixedModelEqualsSeparateForwards) {
               d.max_abs);
   EXPECT_LE(d.max_abs, kTol);
   EXPECT_EQ(d.argmax_mismatches, 0);
+  ExpectCapturedRows(d);
+}
+
+// The golden DSpark model: its target features too.
+TEST(DeepSeekV4Batch, GoldenDSparkModelKeepsEveryEntrysFeatures) {
+  auto m = LoadGolden("dspark_mixed_bf16");
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->has_dspark());
+  const Diff d = RunScenario(*m, 3, 20, 13);
+  std::printf("[batch dspark] rows %lld max|dlogit| %.3g\n", static_cast<long long>(d.rows),
+              d.max_abs);
+  EXPECT_LE(d.max_abs, kTol);
+  EXPECT_EQ(d.argmax_mismatches, 0);
+  ExpectCapturedRows(d);
+  EXPECT_TRUE(m->last_features(99).empty());
+  EXPECT_TRUE(m->last_hidden(-1).empty());
 }
 
 // ---- bad batches: refused with nothing changed ----
