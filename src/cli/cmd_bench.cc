@@ -1,8 +1,11 @@
 // `dsv4 bench`: prefill and decode speed against the memory roofline (weight
 // bytes read per decoded token, the machine's measured read bandwidth, decode
 // efficiency = achieved weight bytes/s ÷ bandwidth), peak RSS, and with
-// --speculative K the greedy decode speed with MTP self-speculation
-// (acceptance rate, speed-up). Each figure is the median of --repeat runs,
+// --speculative K|auto the greedy decode speed with speculation through the
+// model's draft head (acceptance rate, chosen draft length, speed-up), the
+// measured cost of a round with each draft length k (verification time and
+// weights read, draft time) and the decode speed those costs give at each
+// per-draft acceptance rate. Each figure is the median of --repeat runs,
 // after an untimed warm-up prefill; the prefill runs go first, back to back,
 // then the decode runs (each after an untimed prefill); the bandwidth probe
 // runs after each decode run, and decode efficiency is the
@@ -44,6 +47,7 @@ struct BenchArgs {
   BenchOptions bench;
   std::string kv_pruner = "auto";
   int64_t kv_budget = -1;
+  std::string speculative = "0";  // draft tokens per round, or "auto"; "0" = off
 };
 
 // The speed lines: the model, prefill and decode medians, every run, page faults.
@@ -78,6 +82,43 @@ void PrintSpeed(const LoadedModel& m, const BenchOptions& o, const BenchReport& 
   }
 }
 
+// The speculative runs, each draft length's cost and the projection.
+void PrintSpeculative(const BenchOptions& o, const SpeculativeBench& sb, double plain_tps) {
+  const SpeculativeStats& last = sb.last;
+  std::printf(
+      "speculative (%s, %s%lld drafts per round): %.1f tokens/s (median of %d), acceptance "
+      "%.1f%% (%lld of %lld drafts), %.2f tokens per verify forward, speed-up %.2fx over plain "
+      "decode\n",
+      sb.draft_kind.c_str(), o.speculative_auto ? "auto, up to " : "",
+      static_cast<long long>(sb.max_k), sb.tps, o.repeat, 100.0 * last.acceptance_rate(),
+      static_cast<long long>(last.accepted), static_cast<long long>(last.drafted),
+      last.rounds > 0 ? static_cast<double>(last.generated_tokens) / last.rounds : 0.0,
+      sb.tps / plain_tps);
+  if (o.speculative_auto) {
+    std::printf("adaptive draft length: chose k = %lld last; rounds by k:",
+                static_cast<long long>(last.chosen_k));
+    for (size_t k = 0; k < last.rounds_by_k.size(); ++k) {
+      std::printf(" %zu:%lld", k, static_cast<long long>(last.rounds_by_k[k]));
+    }
+    std::printf("\n");
+  }
+  std::printf("round cost by draft length k (verify = one forward of k + 1 tokens; medians):\n");
+  std::printf("  k  verify ms  weights read MB  routed experts  draft ms\n");
+  for (const VerifyCost& c : sb.costs) {
+    std::printf("%3lld  %9.2f  %15.1f  %14.0f  %8.2f\n", static_cast<long long>(c.k),
+                1e3 * c.verify_seconds, c.weight_bytes / 1e6, c.routed_experts,
+                1e3 * c.draft_seconds);
+  }
+  std::printf("projected decode by per-draft acceptance α (from the costs above):\n");
+  std::printf("     α  best k  tokens/round  tokens/s  speed-up\n");
+  for (const SpeculativeProjection& p : sb.projection) {
+    std::printf("  %4.2f  %6lld  %12.2f  %8.1f  %7.2fx\n", p.acceptance,
+                static_cast<long long>(p.best_k), p.tokens_per_round, p.tps, p.speedup);
+  }
+  std::printf("spec_decode_tps=%.2f acceptance=%.4f speedup=%.3f chosen_k=%lld\n", sb.tps,
+              last.acceptance_rate(), sb.tps / plain_tps, static_cast<long long>(last.chosen_k));
+}
+
 // Weight bytes per token, the speculative runs and the memory bandwidth.
 void PrintRoofline(const BenchOptions& o, const BenchReport& r) {
   const int64_t wbpt = r.weight_bytes_per_token;
@@ -87,19 +128,7 @@ void PrintRoofline(const BenchOptions& o, const BenchReport& r) {
   } else {
     std::printf("weights read per decoded token: unknown (%s)\n", r.weight_bytes_unknown.c_str());
   }
-  if (r.speculative) {
-    const SpeculativeStats& last = r.speculative->last;
-    const double sd = r.speculative->tps, d = r.decode_tps_median;
-    std::printf(
-        "speculative (MTP, %lld drafts per round): %.1f tokens/s (median of %d), "
-        "acceptance %.1f%% (%lld of %lld drafts), %.2f tokens per verify forward, "
-        "speed-up %.2fx over plain decode\n",
-        static_cast<long long>(o.speculative), sd, o.repeat, 100.0 * last.acceptance_rate(),
-        static_cast<long long>(last.accepted), static_cast<long long>(last.drafted),
-        last.rounds > 0 ? static_cast<double>(last.generated_tokens) / last.rounds : 0.0, sd / d);
-    std::printf("spec_decode_tps=%.2f acceptance=%.4f speedup=%.3f\n", sd, last.acceptance_rate(),
-                sd / d);
-  }
+  if (r.speculative) PrintSpeculative(o, *r.speculative, r.decode_tps_median);
   if (r.probes.empty()) return;
   // The plain and prefetched figures of the median probe.
   const ReadBandwidth& mid = r.probes[r.median_probe];
@@ -194,6 +223,10 @@ int Run(BenchArgs& a) {
   runtime.kv_budget = a.kv_budget;
   if (Status st = ApplyEngineOptions(*loaded->model, runtime); !st.ok()) return ReportError(st);
   a.bench.threads = a.load.threads > 0 ? a.load.threads : 0;
+  auto spec = ParseSpeculative(a.speculative);
+  if (!spec.ok()) return ReportError(spec.status());
+  a.bench.speculative = spec->draft_tokens;
+  a.bench.speculative_auto = spec->adaptive;
   auto report = RunBench(*loaded, a.bench);
   if (!report.ok()) return ReportError(report.status());
   PrintSpeed(*loaded, a.bench, *report);
@@ -214,10 +247,11 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   sub->add_option("--gen", b.gen, "decoded tokens (default 64)");
   sub->add_option("--repeat", b.repeat, "runs; the median is reported (default 3)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--speculative", b.speculative,
-                  "also decode greedily with K MTP drafts per round (DeepSeek-V4 with MTP "
-                  "weights) and report the acceptance rate and speed-up (default 0 = off)")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option(
+      "--speculative", args->speculative,
+      "also decode greedily with K drafts per round from the draft head (DeepSeek-V4 "
+      "with NextN MTP or DSpark weights), or auto (adaptive length); report the "
+      "acceptance, each length's verify cost and the projected speed (default 0 = off)");
   sub->add_option("--probe-mib", b.probe_mib,
                   "memory bandwidth probe buffer in MiB, several times the last-level cache "
                   "(default 1024; 0 skips it and the FLOP/s probe)")

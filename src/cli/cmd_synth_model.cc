@@ -36,6 +36,10 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
   sub->add_option("--index-heads", o->index_n_heads, "indexer heads (default 16)");
   sub->add_option("--index-head-dim", o->index_head_dim, "indexer head dim (default 128)");
   sub->add_option("--index-topk", o->index_topk, "indexer top-k (default 512)");
+  sub->add_option("--dspark-stages", o->dspark_stages,
+                  "DSpark draft stages fed by the last layers, as V4-Flash-0731's 3 (default 0: "
+                  "no draft module)");
+  sub->add_option("--dspark-block", o->dspark_block, "DSpark tokens drafted per block (default 5)");
   sub->add_option("--shard-bytes", o->shard_bytes,
                   "split into shards + model.safetensors.index.json above this (default 2e9)");
   sub->add_option("--seed", o->seed, "random seed (default 1)");

@@ -15,6 +15,7 @@
 #include "base/timer.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/work_counts.h"
+#include "model/draft.h"
 #include "ops/bandwidth.h"
 #include "ops/matmul.h"
 #include "ops/vec_ops.h"
@@ -161,21 +162,45 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
   return Status::Ok();
 }
 
-// Greedy decoding of the same prompt, as many tokens, with MTP self-speculation.
+int32_t Argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+Status CheckDraftHead(const LoadedModel& model) {
+  if (model.model->draft_model() != nullptr) return Status::Ok();
+  return Unimplemented(model.path +
+                           ": --speculative needs a model with a draft head (a DeepSeek-V4 "
+                           "checkpoint with NextN MTP or DSpark weights, mtp.*)",
+                       "run without --speculative");
+}
+
+// Rounds of every draft length repeated enough for a median.
+constexpr int kMinCostRepeats = 3;
+
+// Greedy decoding of the same prompt, as many tokens, with speculation; then
+// the cost of each draft length and the projection from them.
 Result<SpeculativeBench> MeasureSpeculative(LoadedModel& model, std::span<const int32_t> prompt,
                                             const BenchOptions& o) {
+  SpeculativeBench out;
+  DraftModel* drafter = model.model->draft_model();
+  out.draft_kind = std::string(drafter->draft_kind());
+  out.max_k =
+      drafter->max_drafts() > 0 ? std::min(o.speculative, drafter->max_drafts()) : o.speculative;
   SpeculativeOptions so;
   so.draft_tokens = o.speculative;
+  so.adaptive = o.speculative_auto;
   so.max_tokens = o.gen;
   so.stop_at_eos = false;  // the same number of tokens as plain decode
   std::vector<double> tps;
-  SpeculativeBench out;
   for (int i = 0; i < o.repeat; ++i) {
     ASSIGN_OR_RETURN(out.last,
                      GenerateSpeculative(model, prompt, so, [](int32_t, std::string_view) {}));
     tps.push_back(static_cast<double>(out.last.generated_tokens) / out.last.decode_seconds);
   }
   out.tps = Median(tps);
+  ASSIGN_OR_RETURN(
+      out.costs, MeasureVerifyCosts(model, prompt, out.max_k, std::max(o.repeat, kMinCostRepeats)));
+  out.projection = ProjectSpeculative(out.costs);
   return out;
 }
 
@@ -224,6 +249,92 @@ void MeasureCompute(const LoadedModel& model, const BenchOptions& o, BenchReport
 
 }  // namespace
 
+Result<std::vector<VerifyCost>> MeasureVerifyCosts(LoadedModel& loaded,
+                                                   std::span<const int32_t> prompt, int64_t max_k,
+                                                   int repeats) {
+  Model& model = *loaded.model;
+  DraftModel* drafter = model.draft_model();
+  if (drafter == nullptr) {
+    return Unimplemented(loaded.path + ": the model has no draft head to measure",
+                         "use a checkpoint with NextN MTP or DSpark weights");
+  }
+  const int64_t ctx = model.info().max_context, V = model.info().vocab_size;
+  const int64_t grows = static_cast<int64_t>(repeats) * (max_k + 1);
+  if (max_k < 0 || repeats < 1 || static_cast<int64_t>(prompt.size()) + grows + max_k >= ctx) {
+    return InvalidArgument("measuring " + std::to_string(repeats) + " rounds of 0.." +
+                               std::to_string(max_k) + " drafts after a " +
+                               std::to_string(prompt.size()) + "-token prompt exceeds the " +
+                               std::to_string(ctx) + "-token context",
+                           "use a shorter --prompt-len or fewer drafts");
+  }
+  auto cache = model.NewCache(ctx);
+  std::unique_ptr<DraftSession> session = drafter->NewDraftSession(ctx);
+  std::vector<float> logits((max_k + 1) * V);
+  RETURN_IF_ERROR(model.Forward(prompt, *cache, std::span<float>(logits).first(V), false));
+  RETURN_IF_ERROR(session->Observe(prompt, static_cast<int64_t>(prompt.size())));
+  int32_t x = Argmax(std::span<const float>(logits).first(V));
+  const std::optional<WeightWork> work = model.weight_work_per_token();
+
+  std::vector<std::vector<double>> draft_s(max_k + 1), verify_s(max_k + 1), experts(max_k + 1);
+  std::vector<int32_t> verify(max_k + 1);
+  for (int r = 0; r < repeats; ++r) {
+    for (int64_t k = 0; k <= max_k; ++k) {
+      Timer t;
+      verify[0] = x;
+      ASSIGN_OR_RETURN(const int64_t n,
+                       session->Draft(x, std::span<int32_t>(verify).subspan(1, k), DraftPick()));
+      draft_s[k].push_back(t.Seconds());
+      const std::span<const int32_t> tokens = std::span<const int32_t>(verify).first(1 + n);
+      const int64_t at = cache->length(), before = model.routed_experts_run();
+      t.Reset();
+      RETURN_IF_ERROR(
+          model.Forward(tokens, *cache, std::span<float>(logits).first((1 + n) * V), true));
+      verify_s[k].push_back(t.Seconds());
+      experts[k].push_back(static_cast<double>(model.routed_experts_run() - before));
+      // Keep x only, as a round whose drafts were all rejected.
+      cache->Truncate(at + 1);
+      RETURN_IF_ERROR(session->Observe(tokens, 1));
+      x = Argmax(std::span<const float>(logits).first(V));
+    }
+  }
+  std::vector<VerifyCost> costs;
+  for (int64_t k = 0; k <= max_k; ++k) {
+    VerifyCost c{.k = k,
+                 .verify_seconds = Median(verify_s[k]),
+                 .draft_seconds = k > 0 ? Median(draft_s[k]) : 0.0,
+                 .routed_experts = Median(experts[k])};
+    if (work && model.routed_experts_run() >= 0) {
+      c.weight_bytes = work->bytes - work->routed_bytes +
+                       static_cast<int64_t>(c.routed_experts) * work->routed_expert_bytes;
+    }
+    costs.push_back(c);
+  }
+  return costs;
+}
+
+std::vector<SpeculativeProjection> ProjectSpeculative(const std::vector<VerifyCost>& costs) {
+  std::vector<SpeculativeProjection> out;
+  if (costs.empty() || costs[0].verify_seconds <= 0.0) return out;
+  const double plain_tps = 1.0 / costs[0].verify_seconds;
+  for (const double a : kProjectionAcceptances) {
+    SpeculativeProjection p{.acceptance = a};
+    double e = 0.0, run = 1.0;
+    for (const VerifyCost& c : costs) {
+      e += run;  // E(k) = Σ_{j ≤ k} α^j
+      run *= a;
+      const double tps = e / (c.verify_seconds + c.draft_seconds);
+      if (tps > p.tps) {
+        p.best_k = c.k;
+        p.tokens_per_round = e;
+        p.tps = tps;
+      }
+    }
+    p.speedup = p.tps / plain_tps;
+    out.push_back(p);
+  }
+  return out;
+}
+
 Result<BenchReport> RunBench(LoadedModel& loaded, const BenchOptions& o) {
   Model& model = *loaded.model;
   const ModelInfo& info = model.info();
@@ -240,6 +351,7 @@ Result<BenchReport> RunBench(LoadedModel& loaded, const BenchOptions& o) {
     return InvalidArgument("--repeat " + std::to_string(o.repeat) + " is not a positive number",
                            "run at least once");
   }
+  if (o.speculative > 0) RETURN_IF_ERROR(CheckDraftHead(loaded));
   BenchReport r;
   r.stream_only = ops::StreamOnlyBuild();
   const std::vector<int32_t> prompt = BenchPrompt(info, o.prompt_len);

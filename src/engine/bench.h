@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -85,16 +86,62 @@ struct BenchOptions {
   int64_t prompt_len = 128;  // prompt tokens, a fixed pseudo-random prompt
   int64_t gen = 64;          // decoded tokens per run
   int repeat = 3;            // runs of each kind; the medians are reported
-  int64_t speculative = 0;   // MTP drafts per round (DeepSeek-V4); 0 = off
+  // Speculative decoding through the model's draft head (NextN MTP or
+  // DSpark): drafts per round, the most with speculative_auto (the adaptive
+  // length); 0 = off. `--speculative K|auto` (ParseSpeculative).
+  int64_t speculative = 0;
+  bool speculative_auto = false;
   int64_t probe_mib = 1024;  // bandwidth probe buffer; 0 = skip it and the FLOP/s probes
   int threads = 0;           // probe threads (0: all hardware threads)
 };
 
-// Greedy decoding of the same prompt with MTP self-speculation.
-struct SpeculativeBench {
-  double tps = 0.0;       // median over the runs
-  SpeculativeStats last;  // of the last run
+// What one round with k drafts costs: the draft head's Draft call and the
+// main model's verification, a forward of k + 1 tokens at the end of the prompt.
+struct VerifyCost {
+  int64_t k = 0;
+  double verify_seconds = 0.0;  // median over the repeats
+  double draft_seconds = 0.0;   // median over the repeats (0 for k = 0)
+  // Weights the verification read as stored: every dense weight once and the
+  // routed experts it ran (WeightWork::routed_expert_bytes each); 0: unknown.
+  int64_t weight_bytes = 0;
+  double routed_experts = 0.0;  // routed experts it ran, summed over the MoE layers (median)
 };
+
+// Decode speed projected from the measured costs for a draft head whose
+// draft j is accepted with probability α once drafts < j were: a round of k
+// drafts yields E(k) = Σ_{j=0..k} α^j tokens (the acceptance length, the
+// verification's own token included) in draft(k) + verify(k) seconds.
+struct SpeculativeProjection {
+  double acceptance = 0.0;        // α
+  int64_t best_k = 0;             // the k with the most tokens/s
+  double tokens_per_round = 1.0;  // E(best_k)
+  double tps = 0.0;               // E(best_k) / (draft + verify)
+  double speedup = 0.0;           // over k = 0 (plain decoding, one verification of 1 token)
+};
+
+// The α values of the projection table.
+inline constexpr double kProjectionAcceptances[] = {0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0};
+
+std::vector<SpeculativeProjection> ProjectSpeculative(const std::vector<VerifyCost>& costs);
+
+// Greedy decoding of the same prompt with speculation, and its costs.
+struct SpeculativeBench {
+  std::string draft_kind;         // "mtp", "dspark"
+  int64_t max_k = 0;              // the most drafts per round (capped by a DSpark block)
+  double tps = 0.0;               // median over the runs
+  SpeculativeStats last;          // of the last run
+  std::vector<VerifyCost> costs;  // k = 0 .. max_k
+  std::vector<SpeculativeProjection> projection;  // one per kProjectionAcceptances
+};
+
+// The costs above for k = 0 .. max_k, each measured `repeats` times with the
+// lengths interleaved (a shared machine's speed drifts), from one prefill of
+// `prompt`; each round keeps one token, so the context grows by
+// repeats × (max_k + 1) tokens. Errors: a model without a draft head, a
+// context too small, a failing forward.
+Result<std::vector<VerifyCost>> MeasureVerifyCosts(LoadedModel& model,
+                                                   std::span<const int32_t> prompt, int64_t max_k,
+                                                   int repeats);
 
 // Everything `dsv4 bench` reports; 0 (or empty) where a figure was not measured.
 struct BenchReport {

@@ -70,10 +70,10 @@ class Planner {
   }
   void Norm(const std::string& name, int64_t n) { Add(name, "BF16", {n}, Fill::kBf16One); }
 
-  void Layer(int64_t l, int64_t ratio, bool hash, int64_t n_experts) {
+  // One block under `p` ("layers.N." or a DSpark stage's "mtp.S.").
+  void Layer(const std::string& p, int64_t ratio, bool hash, int64_t n_experts) {
     const SynthModelOptions& o = o_;
     const int64_t D = o.d_model, hc = 4, mix = (2 + hc) * hc;
-    const std::string p = "layers." + std::to_string(l) + ".";
     Norm(p + "attn_norm.weight", D);
     Norm(p + "ffn_norm.weight", D);
     for (const char* site : {"hc_attn", "hc_ffn"}) {
@@ -132,6 +132,29 @@ class Planner {
     Add("hc_head_scale", "F32", {1}, Fill::kF32One);
   }
 
+  // DSpark stage s of S (spec §13.3): a window-attention, score-routed block;
+  // stage 0 projects the target features, the last stage carries the heads.
+  void DSparkStage(int64_t s, int64_t n_experts) {
+    const SynthModelOptions& o = o_;
+    const int64_t D = o.d_model, hc = 4, r = o.dspark_markov_rank;
+    const int64_t nT = o.dspark_stages;  // target layers: the last nT main layers
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    if (s == 0) {
+      Fp8(p + "main_proj", D, nT * D);
+      Norm(p + "main_norm.weight", D);
+    }
+    if (s == o.dspark_stages - 1) {
+      Norm(p + "norm.weight", D);
+      Add(p + "hc_head_fn", "F32", {hc, hc * D}, Fill::kF32Rand, hc * D);
+      Add(p + "hc_head_base", "F32", {hc}, Fill::kF32Zero);
+      Add(p + "hc_head_scale", "F32", {1}, Fill::kF32One);
+      Bf16(p + "markov_head.markov_w1.weight", o.vocab, r);
+      Bf16(p + "markov_head.markov_w2.weight", o.vocab, r);
+      Bf16(p + "confidence_head.proj.weight", 1, D + r);
+    }
+    Layer(p, /*ratio=*/0, /*hash=*/false, n_experts);
+  }
+
   std::vector<Planned>& planned() { return out_; }
 
  private:
@@ -154,7 +177,10 @@ std::vector<Planned> Plan(const SynthModelOptions& o, int64_t n_experts) {
   Planner p(o);
   p.Top();
   const std::vector<int64_t> ratios = CompressRatios(o.n_layers);
-  for (int64_t l = 0; l < o.n_layers; ++l) p.Layer(l, ratios[l], l < o.n_hash_layers, n_experts);
+  for (int64_t l = 0; l < o.n_layers; ++l) {
+    p.Layer("layers." + std::to_string(l) + ".", ratios[l], l < o.n_hash_layers, n_experts);
+  }
+  for (int64_t s = 0; s < o.dspark_stages; ++s) p.DSparkStage(s, n_experts);
   return std::move(p.planned());
 }
 
@@ -210,6 +236,11 @@ Status CheckOptions(const SynthModelOptions& o) {
     return bad("index-heads", o.index_n_heads, "positive (with a positive index top-k)");
   }
   if (o.shard_bytes < 1) return bad("shard-bytes", o.shard_bytes, "positive");
+  if (o.dspark_stages < 0 || o.dspark_stages > o.n_layers) {
+    return bad("dspark-stages", o.dspark_stages, "in 0..layers (the last layers feed the stages)");
+  }
+  if (o.dspark_block < 1 || o.dspark_block > 64)
+    return bad("dspark-block", o.dspark_block, "in 1..64");
   return Status::Ok();
 }
 
@@ -267,7 +298,17 @@ nlohmann::ordered_json Config(const SynthModelOptions& o, int64_t n_experts,
   c["torch_dtype"] = "bfloat16";
   c["vocab_size"] = o.vocab;
   c["compress_rope_theta"] = 160000;
-  c["compress_ratios"] = ratios;
+  std::vector<int64_t> all_ratios = ratios;  // DSpark stages: window layers after the main ones
+  all_ratios.insert(all_ratios.end(), o.dspark_stages, 0);
+  c["compress_ratios"] = all_ratios;
+  if (o.dspark_stages > 0) {  // spec §13.2
+    std::vector<int64_t> targets;
+    for (int64_t l = o.n_layers - o.dspark_stages; l < o.n_layers; ++l) targets.push_back(l);
+    c["dspark_block_size"] = o.dspark_block;
+    c["dspark_noise_token_id"] = o.vocab - 1;
+    c["dspark_target_layer_ids"] = targets;
+    c["dspark_markov_rank"] = o.dspark_markov_rank;
+  }
   c["synthetic"] = "random weights written by dsv4 synth-model (not a trained model)";
   return c;
 }

@@ -5,7 +5,9 @@
 // all three attention kinds — sliding window, CSA (ratio 4, with the
 // indexer) and HCA (ratio 128) — hash-routed and score-routed MoE layers)
 // and random weights of realistic scale (dequantised std ≈ 1/√fan_in), of a
-// chosen size, so big-model speed can be measured on any machine.
+// chosen size, so big-model speed can be measured on any machine; optionally
+// with a DSpark draft module (spec §13: S stages fed by the last S layers), so
+// speculative decoding's costs can be measured too.
 // `dsv4 synth-model` is its front end.
 #ifndef DSV4_ENGINE_SYNTH_MODEL_H_
 #define DSV4_ENGINE_SYNTH_MODEL_H_
@@ -37,6 +39,9 @@ struct SynthModelOptions {
   int64_t index_n_heads = 16;
   int64_t index_head_dim = 128;  // power of two ≥ 64
   int64_t index_topk = 512;
+  int64_t dspark_stages = 0;  // DSpark draft stages (spec §13; 0731: 3); 0 = none
+  int64_t dspark_block = 5;   // dspark_block_size: tokens drafted per block
+  int64_t dspark_markov_rank = 256;
   int64_t shard_bytes = 2'000'000'000;  // larger models are split into shards + index
   uint64_t seed = 1;
 };

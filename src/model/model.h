@@ -57,6 +57,12 @@ struct WeightWork {
   // Bytes read as stored: every dense matrix, norm and the classifier once,
   // one embedding row, shared experts, top-k of the routed experts.
   int64_t bytes = 0;
+  // The routed experts' part of `bytes`, and one routed expert's weights as
+  // stored (the mean over the MoE layers); 0 without routed experts. A
+  // forward that ran n routed experts (Model::routed_experts_run) read about
+  // bytes − routed_bytes + n × routed_expert_bytes.
+  int64_t routed_bytes = 0;
+  int64_t routed_expert_bytes = 0;
 };
 
 // KV-cache entries (one per cached token) of a sequence: what the cache holds
@@ -125,6 +131,10 @@ class Model {
   virtual DraftModel* draft_model() { return nullptr; }
   // Weight work per token (bench), or nullopt when the model does not count it.
   virtual std::optional<WeightWork> weight_work_per_token() const { return std::nullopt; }
+  // Routed experts whose weights the model has read, summed over MoE layers
+  // and every call since it was made (an expert picked by several tokens of
+  // one step counts once); -1 when the model does not count them.
+  virtual int64_t routed_experts_run() const { return -1; }
   // KV usage of `cache` (made by this model) for models whose caches can evict
   // entries; nullopt for others.
   virtual std::optional<KvUsage> kv_usage(const SequenceCache& cache) const {

@@ -399,4 +399,30 @@ TEST(Cli, RunSpeculativeAutoWithDSpark) {
       << bad.out;
 }
 
+// `bench --speculative auto` on a DSpark checkpoint: the adaptive run, the
+// cost of every draft length up to the block (5) and the projection table;
+// a model without a draft head is refused with the cause.
+TEST(Cli, BenchSpeculativeAutoReportsEachLengthsCost) {
+  const std::string model = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/dspark_mixed_bf16";
+  const Output o = RunDsv4("bench --model " + model +
+                           " --prompt-len 8 --gen 12 --repeat 1 --probe-mib 0 --speculative auto");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("speculative (dspark, auto, up to 5 drafts per round)"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("adaptive draft length: chose k = "), std::string::npos) << o.out;
+  const size_t table = o.out.find("round cost by draft length k");
+  ASSERT_NE(table, std::string::npos) << o.out;
+  for (const char* row : {"\n  0  ", "\n  5  "}) {
+    EXPECT_NE(o.out.find(row, table), std::string::npos) << row << o.out;
+  }
+  EXPECT_NE(o.out.find("projected decode by per-draft acceptance"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" chosen_k="), std::string::npos) << o.out;
+  const std::string stories = std::string(DSV4_TEST_DATA_DIR) + "/../../models/stories260K/";
+  const Output none =
+      RunDsv4("bench --model " + stories + "stories260K.bin --probe-mib 0 --speculative 2");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.out.find("--speculative needs a model with a draft head"), std::string::npos)
+      << none.out;
+}
+
 }  // namespace

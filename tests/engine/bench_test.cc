@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ops/simd/simd_kernels.h"
 
@@ -60,6 +62,96 @@ TEST(WeightBytesPerToken, DeepSeekV4CountsTopKExpertsAndOneEmbeddingRow) {
   auto mixed_via_model = WeightBytesPerToken(Load(kV4 + "mixed_mtp_bf16"));
   ASSERT_TRUE(mixed_via_model.ok()) << mixed_via_model.status().ToString();
   EXPECT_EQ(*mixed_via_model, 394212);
+}
+
+// The routed experts' share of the bytes (swa_fp8: 2 MoE layers of 8 experts,
+// 417792 expert bytes in all, top-2; see the test above).
+TEST(WeightWork, DeepSeekV4SplitsOffTheRoutedExperts) {
+  LoadedModel m = Load(kV4 + "swa_fp8");
+  const std::optional<WeightWork> w = m.model->weight_work_per_token();
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->bytes, 676886);
+  EXPECT_EQ(w->routed_bytes, 417792 * 2 / 8);
+  EXPECT_EQ(w->routed_expert_bytes, 417792 / 8 / 2);
+}
+
+// A forward of one token runs top-k experts per score-routed layer, and the
+// model counts the distinct experts each step ran.
+TEST(RoutedExpertsRun, CountsDistinctExpertsPerStep) {
+  LoadedModel m = Load(kV4 + "swa_fp8");
+  EXPECT_EQ(m.model->routed_experts_run(), 0);
+  auto cache = m.model->NewCache(64);
+  std::vector<float> logits(256 * 4);
+  ASSERT_TRUE(
+      m.model->Forward(std::vector<int32_t>{0}, *cache, std::span<float>(logits).first(256), false)
+          .ok());
+  // Layer 0 hash-routed (its table may repeat an expert), layer 1 top-2 scored.
+  const int64_t one = m.model->routed_experts_run();
+  EXPECT_GE(one, 1 + 2);
+  EXPECT_LE(one, 2 + 2);
+  ASSERT_TRUE(m.model->Forward(std::vector<int32_t>{5, 6, 7, 8}, *cache, logits, true).ok());
+  const int64_t four = m.model->routed_experts_run() - one;
+  EXPECT_GE(four, 2 + 2);  // at least one token's picks per layer
+  EXPECT_LE(four, 8 + 8);  // at most every expert of both layers
+  EXPECT_EQ(Load(kModels + "stories260K.bin").model->routed_experts_run(), -1);
+}
+
+// The projection's arithmetic: E(k) = Σ_{j ≤ k} α^j tokens per round in
+// draft(k) + verify(k) seconds, the best k per α.
+TEST(ProjectSpeculative, PicksTheLengthWithTheMostTokensPerSecond) {
+  const std::vector<VerifyCost> costs = {
+      {.k = 0, .verify_seconds = 0.010},
+      {.k = 1, .verify_seconds = 0.012, .draft_seconds = 0.002},
+      {.k = 2, .verify_seconds = 0.016, .draft_seconds = 0.002},
+  };
+  const std::vector<SpeculativeProjection> p = ProjectSpeculative(costs);
+  ASSERT_EQ(p.size(), std::size(kProjectionAcceptances));
+  for (const SpeculativeProjection& x : p) {
+    if (x.acceptance == 0.0) {  // drafts never pay: plain decoding
+      EXPECT_EQ(x.best_k, 0);
+      EXPECT_DOUBLE_EQ(x.tps, 100.0);
+      EXPECT_DOUBLE_EQ(x.speedup, 1.0);
+    }
+    if (x.acceptance == 0.5) {  // k=1: 1.5 / 0.014 = 107.1 beats 100 and 1.75 / 0.018 = 97.2
+      EXPECT_EQ(x.best_k, 1);
+      EXPECT_DOUBLE_EQ(x.tokens_per_round, 1.5);
+      EXPECT_NEAR(x.tps, 1.5 / 0.014, 1e-9);
+    }
+    if (x.acceptance == 1.0) {  // k=2: 3 / 0.018 = 166.7 beats 2 / 0.014 = 142.9
+      EXPECT_EQ(x.best_k, 2);
+      EXPECT_DOUBLE_EQ(x.tokens_per_round, 3.0);
+      EXPECT_NEAR(x.speedup, 3.0 / 0.018 / 100.0, 1e-9);
+    }
+  }
+  EXPECT_TRUE(ProjectSpeculative({}).empty());
+}
+
+// Each draft length's round on a DSpark checkpoint (block 5): a time for the
+// draft and the verification, and the routed experts the verification ran,
+// within what k + 1 tokens can pick; the bytes follow from them.
+TEST(MeasureVerifyCosts, TimesEveryDraftLengthOfADSparkModel) {
+  LoadedModel m = Load(kV4 + "dspark_mixed_bf16");
+  const std::vector<int32_t> prompt = {0, 17, 42, 99, 5, 3};
+  auto costs = MeasureVerifyCosts(m, prompt, 5, 3);
+  ASSERT_TRUE(costs.ok()) << costs.status().ToString();
+  ASSERT_EQ(costs->size(), 6u);
+  const WeightWork w = *m.model->weight_work_per_token();
+  const int64_t layers = 4, top_k = 2, experts = 8;
+  for (const VerifyCost& c : *costs) {
+    EXPECT_GT(c.verify_seconds, 0.0);
+    EXPECT_EQ(c.draft_seconds > 0.0, c.k > 0) << c.k;
+    EXPECT_GE(c.routed_experts, layers) << c.k;
+    EXPECT_LE(c.routed_experts, layers * std::min<int64_t>(experts, (c.k + 1) * top_k)) << c.k;
+    EXPECT_EQ(c.weight_bytes, w.bytes - w.routed_bytes +
+                                  static_cast<int64_t>(c.routed_experts) * w.routed_expert_bytes);
+  }
+  // Without a draft head there is nothing to measure.
+  LoadedModel plain = Load(kV4 + "swa_fp8");
+  EXPECT_ERROR(MeasureVerifyCosts(plain, prompt, 2, 3), StatusCode::kUnimplemented,
+               "no draft head");
+  // The rounds must fit the context.
+  EXPECT_ERROR(MeasureVerifyCosts(m, prompt, 5, 1 << 20), StatusCode::kInvalidArgument,
+               "exceeds the");
 }
 
 TEST(WeightMacsPerToken, DeepSeekV4FromTheConfigDimensions) {

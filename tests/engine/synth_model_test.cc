@@ -19,8 +19,11 @@
 
 #include "base/float_types.h"
 #include "engine/bench.h"
+#include "engine/generate.h"
 #include "engine/loader.h"
+#include "engine/speculative.h"
 #include "io/safetensors.h"
+#include "model/draft.h"
 
 #include "../common/locked_memory.h"
 
@@ -292,6 +295,64 @@ TEST_F(SynthModelTest, MlockLocksEveryShard) {
   }
 }
 
+// With a DSpark module (spec §13): FP8 main_proj and the stages' FP8/FP4
+// weights bind, the model drafts blocks of dspark_block, and greedy
+// speculative decoding emits plain greedy decoding's tokens.
+TEST_F(SynthModelTest, DSparkModuleLoadsAndDraftsLosslessly) {
+  SynthModelOptions o = Tiny(dir_);
+  o.dspark_stages = 2;
+  o.dspark_block = 3;
+  o.dspark_markov_rank = 32;
+  ASSERT_TRUE(WriteSyntheticDeepSeekV4(o).ok());
+  std::ifstream cfg_in(fs::path(dir_) / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(cfg_in);
+  EXPECT_EQ(cfg["dspark_target_layer_ids"], nlohmann::json::array({2, 3}));
+  EXPECT_EQ(cfg["compress_ratios"].size(), 6u);  // 4 main layers, then 2 window stages
+  auto st = OpenSafetensors(dir_ + "/model.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  const TensorInfo* proj = (*st)->Find("mtp.0.main_proj.weight");
+  ASSERT_NE(proj, nullptr);
+  EXPECT_EQ(proj->dtype, DType::kFp8E4m3);
+  EXPECT_EQ(proj->shape, (std::vector<int64_t>{128, 2 * 128}));
+
+  LoadOptions lo;
+  lo.model_path = dir_;
+  lo.threads = 1;
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  DraftModel* draft = m->model->draft_model();
+  ASSERT_NE(draft, nullptr);
+  EXPECT_EQ(draft->draft_kind(), "dspark");
+  EXPECT_EQ(draft->max_drafts(), 3);
+  std::vector<int32_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 5) % 511);
+  std::vector<int32_t> plain, spec;
+  GenerateOptions g;
+  g.max_tokens = 16;
+  g.sampling.temperature = 0.0f;
+  g.stop_at_eos = false;
+  ASSERT_TRUE(Generate(*m, prompt, g, [&](int32_t id, std::string_view) {
+                if (id >= 0) plain.push_back(id);
+              }).ok());
+  SpeculativeOptions so;
+  so.draft_tokens = 3;
+  so.max_tokens = 16;
+  so.stop_at_eos = false;
+  // Every draft replaced by the model's own next greedy tokens, so blocks get accepted.
+  so.edit_drafts = [&](int64_t position, std::span<int32_t> drafts) {
+    for (size_t j = 0; j < drafts.size(); ++j) {
+      const size_t at = static_cast<size_t>(position) - prompt.size() + j;
+      if (at < plain.size()) drafts[j] = plain[at];
+    }
+  };
+  auto r = GenerateSpeculative(*m, prompt, so, [&](int32_t id, std::string_view) {
+    if (id >= 0) spec.push_back(id);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(spec, plain);
+  EXPECT_GT(r->accepted, 0);
+}
+
 TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
   SynthModelOptions o = Tiny(dir_);
   o.d_model = 100;
@@ -308,6 +369,13 @@ TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
   r = WriteSyntheticDeepSeekV4(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--index-head-dim"), std::string::npos);
+  o = Tiny(dir_);
+  o.dspark_stages = 5;  // more than the 4 layers that feed them
+  EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument, "--dspark-stages = 5");
+  o = Tiny(dir_);
+  o.dspark_stages = 2;
+  o.dspark_block = 0;
+  EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument, "--dspark-block = 0");
   o = Tiny("");
   EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument,
                "synth-model: --out is required");

@@ -109,6 +109,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   std::unique_ptr<DraftSession> NewDraftSession(int64_t max_tokens) override;
   // From the checkpoint's tensor list (work_counts.cc).
   std::optional<WeightWork> weight_work_per_token() const override;
+  int64_t routed_experts_run() const override { return moe_scratch_.experts_run; }
 
   // ---- Multi-token prediction (spec §6.3; speculative decoding) ----
   // The main model's final residual streams [T, C, D] of the last Forward

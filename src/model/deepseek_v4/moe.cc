@@ -169,6 +169,7 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     ++n_active;
     n_rows += picks;
   }
+  s.experts_run += n_active;
   for (int64_t i = 0; i < T * k; ++i) {
     const int64_t row = s.cursor[r.experts[i]]++;
     s.rows[row] = static_cast<int32_t>(i / k);

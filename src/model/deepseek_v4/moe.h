@@ -56,6 +56,7 @@ struct MoeScratch {
   std::vector<int64_t> cursor;    // [E] by expert id: picks, then the next row to fill
   std::vector<LinearJob> jobs;    // [2·(E + 1)] one pooled step's products
   std::vector<int64_t> job_rows;  // LinearMany's row offsets
+  int64_t experts_run = 0;        // routed experts whose weights were read, all calls so far
 };
 
 // Runtime options of the scored routers (model/runtime_options.h, an

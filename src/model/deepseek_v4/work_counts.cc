@@ -31,9 +31,14 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // Σ over the tensors of per_tensor(t), routed experts scaled by
 // top_k / n_experts: the shared walk of the bytes and the multiply-adds.
+// `routed` (optional) receives the routed experts' part and one expert's
+// mean over the MoE layers.
+struct RoutedShare {
+  int64_t per_token = 0, one_expert = 0;
+};
 template <typename PerTensor>
 int64_t PerToken(const std::vector<TensorInfo>& tensors, int64_t n_experts, int64_t top_k,
-                 PerTensor per_tensor) {
+                 PerTensor per_tensor, RoutedShare* routed = nullptr) {
   int64_t total = 0;
   std::map<int64_t, int64_t> expert_sum;  // layer -> the sum over all its routed experts
   for (const TensorInfo& t : tensors) {
@@ -45,8 +50,16 @@ int64_t PerToken(const std::vector<TensorInfo>& tensors, int64_t n_experts, int6
       total += per_tensor(t);
     }
   }
-  for (const auto& [layer, sum] : expert_sum) total += sum / n_experts * top_k;
-  return total;
+  int64_t routed_total = 0, all_experts = 0;
+  for (const auto& [layer, sum] : expert_sum) {
+    routed_total += sum / n_experts * top_k;
+    all_experts += sum;
+  }
+  if (routed != nullptr && !expert_sum.empty()) {
+    routed->per_token = routed_total;
+    routed->one_expert = all_experts / n_experts / static_cast<int64_t>(expert_sum.size());
+  }
+  return total + routed_total;
 }
 
 // Bytes as stored, one row of the embedding and of the hash table.
@@ -67,7 +80,10 @@ int64_t WeightBytesPerToken(const std::vector<TensorInfo>& tensors, int64_t n_ex
 WeightWork CountWeightWork(const std::vector<TensorInfo>& tensors, int64_t n_experts, int64_t top_k,
                            const NumericsOptions& numerics) {
   WeightWork w;
-  w.bytes = WeightBytesPerToken(tensors, n_experts, top_k);
+  RoutedShare routed;
+  w.bytes = PerToken(tensors, n_experts, top_k, &StoredBytes, &routed);
+  w.routed_bytes = routed.per_token;
+  w.routed_expert_bytes = routed.one_expert;
   w.macs = PerToken(tensors, n_experts, top_k, [](const TensorInfo& t) -> int64_t {
     // 2-D weights a token is multiplied by; not the embedding (a lookup),
     // block scales or the hash table.
