@@ -166,14 +166,6 @@ int32_t Argmax(std::span<const float> row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-Status CheckDraftHead(const LoadedModel& model) {
-  if (model.model->draft_model() != nullptr) return Status::Ok();
-  return Unimplemented(model.path +
-                           ": --speculative needs a model with a draft head (a DeepSeek-V4 "
-                           "checkpoint with NextN MTP or DSpark weights, mtp.*)",
-                       "run without --speculative");
-}
-
 // Rounds of every draft length repeated enough for a median.
 constexpr int kMinCostRepeats = 3;
 
@@ -253,11 +245,7 @@ Result<std::vector<VerifyCost>> MeasureVerifyCosts(LoadedModel& loaded,
                                                    std::span<const int32_t> prompt, int64_t max_k,
                                                    int repeats) {
   Model& model = *loaded.model;
-  DraftModel* drafter = model.draft_model();
-  if (drafter == nullptr) {
-    return Unimplemented(loaded.path + ": the model has no draft head to measure",
-                         "use a checkpoint with NextN MTP or DSpark weights");
-  }
+  ASSIGN_OR_RETURN(DraftModel * drafter, DraftHead(loaded));
   const int64_t ctx = model.info().max_context, V = model.info().vocab_size;
   const int64_t grows = static_cast<int64_t>(repeats) * (max_k + 1);
   if (max_k < 0 || repeats < 1 || static_cast<int64_t>(prompt.size()) + grows + max_k >= ctx) {
@@ -351,7 +339,7 @@ Result<BenchReport> RunBench(LoadedModel& loaded, const BenchOptions& o) {
     return InvalidArgument("--repeat " + std::to_string(o.repeat) + " is not a positive number",
                            "run at least once");
   }
-  if (o.speculative > 0) RETURN_IF_ERROR(CheckDraftHead(loaded));
+  if (o.speculative > 0) RETURN_IF_ERROR(DraftHead(loaded).status());
   BenchReport r;
   r.stream_only = ops::StreamOnlyBuild();
   const std::vector<int32_t> prompt = BenchPrompt(info, o.prompt_len);

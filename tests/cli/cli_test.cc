@@ -421,7 +421,8 @@ TEST(Cli, BenchSpeculativeAutoReportsEachLengthsCost) {
   const Output none =
       RunDsv4("bench --model " + stories + "stories260K.bin --probe-mib 0 --speculative 2");
   EXPECT_NE(none.exit_code, 0);
-  EXPECT_NE(none.out.find("--speculative needs a model with a draft head"), std::string::npos)
+  EXPECT_NE(none.out.find("speculative decoding needs a model with a draft head"),
+            std::string::npos)
       << none.out;
 }
 

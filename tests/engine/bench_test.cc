@@ -148,7 +148,7 @@ TEST(MeasureVerifyCosts, TimesEveryDraftLengthOfADSparkModel) {
   // Without a draft head there is nothing to measure.
   LoadedModel plain = Load(kV4 + "swa_fp8");
   EXPECT_ERROR(MeasureVerifyCosts(plain, prompt, 2, 3), StatusCode::kUnimplemented,
-               "no draft head");
+               "needs a model with a draft head");
   // The rounds must fit the context.
   EXPECT_ERROR(MeasureVerifyCosts(m, prompt, 5, 1 << 20), StatusCode::kInvalidArgument,
                "exceeds the");

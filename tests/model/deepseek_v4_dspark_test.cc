@@ -13,6 +13,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -237,6 +238,65 @@ TEST_P(DSparkGolden, GreedySpeculativeTraceMatchesTheReference) {
   const std::vector<int32_t> want_emitted = trace["emitted"].get<std::vector<int32_t>>();
   ASSERT_FALSE(want_emitted.empty());
   EXPECT_EQ(emitted, want_emitted);
+}
+
+// Rollback (spec §13.6): a block verified and partly rejected — main cache
+// truncated, the draft fed only the committed rows — leaves both exactly as
+// if the committed tokens had been run without drafting: the next block's
+// draft logits and confidences and the next verification's logits are equal
+// bit for bit.
+TEST_P(DSparkGolden, RollbackEqualsNeverDrafted) {
+  const std::string dir = DataDir() + "/" + GetParam();
+  auto m = LoadCheckpointDir(dir);
+  ASSERT_NE(m, nullptr);
+  const DeepSeekV4Config& c = m->config();
+  const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
+  const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
+  const int64_t B = c.dspark_block_size, max_tokens = T + 4 * (B + 1);
+  struct Path {
+    std::unique_ptr<SequenceCache> main, draft;
+  };
+  Path drafted{m->NewCache(max_tokens), m->NewMtpCache(max_tokens)};
+  Path plain{m->NewCache(max_tokens), m->NewMtpCache(max_tokens)};
+  std::vector<float> logits(T * V);
+  for (Path* p : {&drafted, &plain}) {
+    ASSERT_TRUE(m->Forward(ids, *p->main, logits, true).ok());
+    ASSERT_TRUE(m->DSparkObserve(m->last_features(), *p->draft).ok());
+  }
+  const int32_t anchor = Argmax(std::span(logits).subspan((T - 1) * V, V));
+  const auto greedy = [](std::span<float> row, int64_t) { return Argmax(row); };
+  DeepSeekV4Model::DSparkBlock block;
+  ASSERT_TRUE(m->DSparkDraft(anchor, *drafted.draft, greedy, block).ok());
+  // Keep the anchor and 2 of the B drafts, whatever the verification says.
+  const int64_t kept = 3;
+  std::vector<int32_t> run = {anchor};
+  run.insert(run.end(), block.tokens.begin(), block.tokens.end());
+  std::vector<float> vlogits((B + 1) * V);
+  ASSERT_TRUE(m->Forward(run, *drafted.main, vlogits, true).ok());
+  drafted.main->Truncate(T + kept);
+  const int64_t frow = static_cast<int64_t>(m->last_features().size()) / (B + 1);
+  ASSERT_TRUE(m->DSparkObserve(m->last_features().first(kept * frow), *drafted.draft).ok());
+  // The same tokens committed without a draft.
+  run.resize(kept);
+  std::vector<float> plogits(kept * V);
+  ASSERT_TRUE(m->Forward(run, *plain.main, plogits, true).ok());
+  ASSERT_TRUE(m->DSparkObserve(m->last_features(), *plain.draft).ok());
+  ASSERT_EQ(drafted.main->length(), plain.main->length());
+  ASSERT_EQ(drafted.draft->length(), plain.draft->length());
+
+  const int32_t next = 7;
+  DeepSeekV4Model::DSparkBlock a, b;
+  ASSERT_TRUE(m->DSparkDraft(next, *drafted.draft, greedy, a).ok());
+  ASSERT_TRUE(m->DSparkDraft(next, *plain.draft, greedy, b).ok());
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_EQ(a.confidence, b.confidence);
+  EXPECT_EQ(a.tokens, b.tokens);
+  std::vector<int32_t> verify = {next};
+  verify.insert(verify.end(), a.tokens.begin(), a.tokens.end());
+  std::vector<float> la((B + 1) * V), lb((B + 1) * V);
+  ASSERT_TRUE(m->Forward(verify, *drafted.main, la, true).ok());
+  ASSERT_TRUE(m->Forward(verify, *plain.main, lb, true).ok());
+  EXPECT_EQ(la, lb);
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV4, DSparkGolden,
