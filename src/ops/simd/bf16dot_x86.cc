@@ -75,8 +75,9 @@ inline constexpr int64_t kGroup = 128;  // inputs per step: 4 vectors of 32 bf16
 // follow; without the prefetch the MoE steps wait on their misses.
 inline constexpr int64_t kScaleRowsAhead = 16;
 inline constexpr int kTileTokens = 6;  // tile path: 2 rows × 6 tokens per micro-tile
-// Fewer tokens than this take the decode path token by token (a panel's
-// decode into scratch would cost more than it saves). Tuned with
+// Fewer tokens than this take the decode path, which decodes each row once
+// for all of them (a panel's decode into scratch would cost more than it
+// saves). Tuned with
 // `matmul_bench 1 16 5 FORMAT 2048 prefill:T:1024`, decode path against tiles
 // for T around this value: from 6 tokens the tiles win for both formats.
 inline constexpr int64_t kMinTileTokens = 6;
@@ -497,9 +498,46 @@ DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
   return a.row_begin + 2 * half;
 }
 
+// Tokens of the decode path that share one decoding of a row (its calls
+// have fewer than kMinTileTokens).
+inline constexpr int64_t kSharedDecodeTokens = bf16dot::kMinTileTokens - 1;
+static_assert(kSharedDecodeTokens == 5, "RowTokens' cases in MatVec");
+
+// Where RowTokens reads its tokens' bf16 x (K apart) and writes their outputs.
+struct RowOut {
+  const uint16_t* x;
+  int64_t k_size;
+  float* out;
+  int64_t out_stride;
+};
+
+// One row for NT tokens: each group decoded once, then every token's dot
+// products and FMA with it. Each token takes the one-token operations in
+// their order (t = GroupDot, acc = t · scale + acc, ReduceTree), so its
+// result does not depend on the tokens beside it; the decoding, which bounds
+// these kernels, is shared.
+template <Format F, int NT>
+DSV4_BF16DOT_TARGET inline void RowTokens(const uint8_t* row, int64_t groups, const __m512i tab[4],
+                                          const float* sbuf, const RowOut& o) {
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i w[4];
+    Decode<F>(row + g * kGroupBytes<F>, tab, w);
+    const __m512 scale = ScaleVector<F>(sbuf, g);
+    for (int t = 0; t < NT; ++t) {
+      __m512i x[4];
+      const uint16_t* xt = o.x + t * o.k_size + g * kGroup;
+      for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + 32 * v);
+      acc[t] = _mm512_fmadd_ps(GroupDot(w, x), scale, acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) o.out[t * o.out_stride] = ReduceTree(acc[t]);
+}
+
 // Decode path (one token, or a few): one row at a time, decoded in
-// registers, for each token in turn (the row stays in L1 from the first token
-// on; one token: two rows, Fp4RowPairs / Fp8RowPairs). The weights stream
+// registers once for up to kSharedDecodeTokens tokens (RowTokens; one token:
+// two rows, Fp4RowPairs / Fp8RowPairs). The weights stream
 // through memory in order — one stream per thread (two for row pairs) — which
 // the hardware prefetcher follows better than four rows side by side; x
 // (bf16, ≤ 16 KiB) stays in L1 for every row.
@@ -564,17 +602,29 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
       RowScales(F, a.scale, n, groups, sbuf);
       key = ScaleKey<F>(n);
     }
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-      const uint16_t* xt = xb + t * k_size;
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t off = g * kGroupBytes<F>;
-        __m512i x[4], w[4];
-        for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + g * kGroup + 32 * v);
-        Decode<F>(row + off, tab, w);
-        acc = _mm512_fmadd_ps(GroupDot(w, x), ScaleVector<F>(sbuf, g), acc);
+    for (int64_t t = 0; t < a.n_tokens; t += kSharedDecodeTokens) {
+      const int64_t nt = std::min<int64_t>(kSharedDecodeTokens, a.n_tokens - t);
+      const RowOut o{.x = xb + t * k_size,
+                     .k_size = k_size,
+                     .out = a.out + t * a.out_stride + (n - a.row_begin),
+                     .out_stride = a.out_stride};
+      switch (nt) {
+        case 1:
+          RowTokens<F, 1>(row, groups, tab, sbuf, o);
+          break;
+        case 2:
+          RowTokens<F, 2>(row, groups, tab, sbuf, o);
+          break;
+        case 3:
+          RowTokens<F, 3>(row, groups, tab, sbuf, o);
+          break;
+        case 4:
+          RowTokens<F, 4>(row, groups, tab, sbuf, o);
+          break;
+        default:
+          RowTokens<F, 5>(row, groups, tab, sbuf, o);
+          break;
       }
-      a.out[t * a.out_stride + (n - a.row_begin)] = ReduceTree(acc);
     }
   }
 }
