@@ -209,10 +209,10 @@ inline Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed, size_
 // as NaNs).
 inline void ExpectSameBits(ops::simd::MatMulFn want_fn, ops::simd::TryMatMulFn got_fn,
                            const Weight& w, const float* x, int64_t b, int64_t e,
-                           const std::string& what) {
-  std::vector<float> want(static_cast<size_t>(e - b), -7.0f), got(want.size(), -9.0f);
-  want_fn(KernelArgs(w, want.data(), e - b, x, 1, b, e));
-  ASSERT_TRUE(got_fn(KernelArgs(w, got.data(), e - b, x, 1, b, e))) << what;
+                           const std::string& what, int64_t n_tokens = 1) {
+  std::vector<float> want(static_cast<size_t>(n_tokens * (e - b)), -7.0f), got(want.size(), -9.0f);
+  want_fn(KernelArgs(w, want.data(), e - b, x, n_tokens, b, e));
+  ASSERT_TRUE(got_fn(KernelArgs(w, got.data(), e - b, x, n_tokens, b, e))) << what;
   for (size_t i = 0; i < want.size(); ++i) {
     uint32_t a, c;
     std::memcpy(&a, &want[i], 4);
@@ -220,8 +220,9 @@ inline void ExpectSameBits(ops::simd::MatMulFn want_fn, ops::simd::TryMatMulFn g
     // Any NaN matches any NaN: which operand's payload an FMA passes on
     // depends on the instruction form the compiler picked.
     if (a != c && !(std::isnan(want[i]) && std::isnan(got[i]))) {
-      ADD_FAILURE() << what << " row " << b + static_cast<int64_t>(i) << ": " << got[i]
-                    << " vs reference " << want[i];
+      ADD_FAILURE() << what << " token " << static_cast<int64_t>(i) / (e - b) << " row "
+                    << b + static_cast<int64_t>(i) % (e - b) << ": " << got[i] << " vs reference "
+                    << want[i];
       return;
     }
   }

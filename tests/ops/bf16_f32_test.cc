@@ -54,11 +54,12 @@ simd::TryMatMulFn PairKernel(DType dt) {
   }
 }
 
-// Rows [b, e) of w · x by both kernels (w's dtype picks the pair); equal bits expected.
-void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e,
-                    const std::string& what) {
+// Rows [b, e) of w · x (n_tokens tokens of x, K apart) by both kernels (w's
+// dtype picks the pair; Highway's tiles from two tokens on); equal bits expected.
+void ExpectSameBits(const Weight& w, const float* x, int64_t b, int64_t e, const std::string& what,
+                    int64_t n_tokens = 1) {
   ::dsv4::testing::ExpectSameBits(simd::DenseMatMulKernel(w.dtype), PairKernel(w.dtype), w, x, b, e,
-                                  what);
+                                  what, n_tokens);
 }
 
 // Every K, N, offset and row range of EqualsHighwayMatVecBitForBit.
@@ -80,6 +81,32 @@ void ExpectSameBitsAcrossShapes(DType dt, std::initializer_list<int64_t> ks) {
       }
     }
   }
+}
+
+// Calls of 2 .. 4 tokens: every token as Highway's tiles compute it (the
+// order a token's sums take whatever shares its call).
+void ExpectSameBitsForFewTokens(DType dt, std::initializer_list<int64_t> ks) {
+  uint32_t seed = 100;
+  for (const int64_t k : ks) {
+    for (const int64_t n : {1, 3, 130, 261}) {
+      Weight w = MakeWeight(dt, n, k, ++seed);
+      for (const int64_t t : {2, 3, 4}) {
+        const std::vector<float> x = WideX(t * k, ++seed, 0);
+        const std::string what =
+            "N=" + std::to_string(n) + " K=" + std::to_string(k) + " T=" + std::to_string(t);
+        ExpectSameBits(w, x.data(), 0, n, what, t);
+        if (n > 2) ExpectSameBits(w, x.data(), 1, n - 1, what + " rows 1..N-1", t);
+      }
+    }
+  }
+}
+
+TEST(Bf16F32MatVec, FewTokensEqualHighwayTilesBitForBit) {
+  DSV4_REQUIRE_BF16_F32();
+  ExpectSameBitsForFewTokens(DType::kBF16, {64, 2048, 4160});
+  ExpectSameBitsForFewTokens(DType::kF32, {32, 2048, 8192});
+  ExpectSameBitsForFewTokens(DType::kF16, {32, 5632});
+  ExpectSameBitsForFewTokens(DType::kQ8_0, {32, 5632});
 }
 
 TEST(Bf16F32MatVec, EqualsHighwayMatVecBitForBit) {
@@ -179,7 +206,7 @@ void ExpectDeclinesEach(simd::TryMatMulFn fn, const std::vector<Decline>& cases)
 TEST(Bf16F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_BF16_F32();
   ExpectDeclinesEach(simd::Bf16F32MatVecKernel(),
-                     {{MakeWeight(DType::kBF16, 8, 256, 1), 2, "two tokens"},
+                     {{MakeWeight(DType::kBF16, 8, 256, 1), 5, "five tokens"},
                       {MakeWeight(DType::kBF16, 8, 96, 2), 1, "K % 64 != 0"},
                       {MakeWeight(DType::kBF16, 8, 32, 3), 1, "K = 32"}});
 }
@@ -187,7 +214,7 @@ TEST(Bf16F32MatVec, DeclinesWritingNothing) {
 TEST(F32F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_F32_F32();
   ExpectDeclinesEach(simd::F32F32MatVecKernel(),
-                     {{MakeWeight(DType::kF32, 8, 256, 1), 2, "two tokens"},
+                     {{MakeWeight(DType::kF32, 8, 256, 1), 5, "five tokens"},
                       {MakeWeight(DType::kF32, 8, 48, 2), 1, "K % 32 != 0"},
                       {MakeWeight(DType::kF32, 8, 16, 3), 1, "K = 16"}});
 }
@@ -195,7 +222,7 @@ TEST(F32F32MatVec, DeclinesWritingNothing) {
 TEST(F16F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_F16_F32();
   ExpectDeclinesEach(simd::F16F32MatVecKernel(),
-                     {{MakeWeight(DType::kF16, 8, 256, 1), 2, "two tokens"},
+                     {{MakeWeight(DType::kF16, 8, 256, 1), 5, "five tokens"},
                       {MakeWeight(DType::kF16, 8, 48, 2), 1, "K % 32 != 0"},
                       {MakeWeight(DType::kBF16, 8, 64, 3), 1, "a bf16 weight"}});
 }
@@ -203,7 +230,7 @@ TEST(F16F32MatVec, DeclinesWritingNothing) {
 TEST(Q8F32MatVec, DeclinesWritingNothing) {
   DSV4_REQUIRE_Q8_F32();
   ExpectDeclinesEach(simd::Q8F32MatVecKernel(),
-                     {{MakeWeight(DType::kQ8_0, 8, 256, 1), 2, "two tokens"},
+                     {{MakeWeight(DType::kQ8_0, 8, 256, 1), 5, "five tokens"},
                       {MakeWeight(DType::kF16, 8, 64, 3), 1, "an f16 weight"}});
 }
 

@@ -1,7 +1,7 @@
 // ops/simd bf16, f32, f16 and q8_0 × f32 matvecs on AVX-512: the decode path
 // of a bf16 weight (DeepSeek-V4's head, its compressors' wkv and wgate, the MoE
 // gate), an f32 one (DeepSeek-V4's mHC mixers, llama2.c checkpoints) or a GGUF
-// model's f16 and q8_0 weights, for one token.
+// model's f16 and q8_0 weights, for one token or a few (kMaxTokens).
 //
 // Bit for bit the Highway matvec (matmul_simd.cc, Bf16Fmt / F32Fmt / F16Fmt /
 // Q8Fmt on AVX-512), so that a token's result still does not depend on how
@@ -157,57 +157,91 @@ DSV4_BF16F32_TARGET inline void Fetch(uintptr_t from, int64_t bytes, uintptr_t e
   }
 }
 
+// Calls of up to this many tokens run here, each weight step loaded once
+// for all of them (a step's later tokens read it from L1); more go to the
+// Highway kernel's tiles.
+constexpr int64_t kMaxTokens = 4;
+
 struct Scratch {
-  std::vector<float> x;  // x deinterleaved per 32 inputs: evens, then odds
+  std::vector<float> x;  // per token, x deinterleaved per 32 inputs: evens, then odds
 };
 
-// Row i of each of the S parts of the call's rows side by side: S chains,
-// each part a sequential stream of its own (rows side by side a few KiB apart
-// defeat the hardware prefetcher), q8_0's prefetched kAheadBytes ahead, x
-// loaded once per step for the S rows. Returns the first row not done (the
-// last rows % S).
-template <class Fmt, int S>
+// Where the call's tokens' x (as Prepare laid it out, `stride` floats apart)
+// and outputs (a.out_stride apart) are.
+struct Tokens {
+  const float* x;
+  int64_t stride;
+};
+
+// Row i of each of the S parts of the call's rows side by side: S chains per
+// token, each part a sequential stream of its own (rows side by side a few
+// KiB apart defeat the hardware prefetcher), q8_0's prefetched kAheadBytes
+// ahead, x loaded once per step for the S rows. Each token's chain takes the
+// one-token steps in order, so its result does not depend on the tokens
+// beside it. Returns the first row not done (the last rows % S).
+template <class Fmt, int S, int NT>
 DSV4_BF16F32_TARGET int64_t Streams(const MatMulArgs& a, const uint8_t* base, int64_t row_bytes,
-                                    const float* xd, int64_t steps, uintptr_t end) {
+                                    const Tokens& xt, int64_t steps, uintptr_t end) {
   const int64_t per = (a.row_end - a.row_begin) / S;  // rows per part
   const int64_t part = per * row_bytes;               // bytes from a row to its partner
   for (int64_t i = 0; i < per; ++i) {
     const uint8_t* r0 = base + (a.row_begin + i) * row_bytes;
     const uintptr_t f0 = reinterpret_cast<uintptr_t>(r0) + kAheadBytes;
-    __m512 c[S];
-    for (int s = 0; s < S; ++s) c[s] = _mm512_setzero_ps();
+    __m512 c[NT][S];
+    for (int t = 0; t < NT; ++t) {
+      for (int s = 0; s < S; ++s) c[t][s] = _mm512_setzero_ps();
+    }
     for (int64_t j = 0; j < steps; ++j) {
       const int64_t off = j * Fmt::kBytes;
       if constexpr (Fmt::kPrefetch) {
         for (int s = 0; s < S; ++s) Fetch(f0 + static_cast<uintptr_t>(s * part + off), 64, end);
       }
-      const float* xj = xd + j * Fmt::kInputs;
-      for (int s = 0; s < S; ++s) c[s] = Fmt::At(r0 + s * part + off, xj, c[s]);
+      for (int t = 0; t < NT; ++t) {
+        const float* xj = xt.x + t * xt.stride + j * Fmt::kInputs;
+        for (int s = 0; s < S; ++s) c[t][s] = Fmt::At(r0 + s * part + off, xj, c[t][s]);
+      }
     }
-    for (int s = 0; s < S; ++s) a.out[i + s * per] = _mm512_reduce_add_ps(c[s]) + 0.0f;
+    for (int t = 0; t < NT; ++t) {
+      for (int s = 0; s < S; ++s) {
+        a.out[t * a.out_stride + i + s * per] = _mm512_reduce_add_ps(c[t][s]) + 0.0f;
+      }
+    }
   }
   return a.row_begin + S * per;
+}
+
+// Rows of x longer than kLongX inputs: four streams (x no longer stays in L1
+// beside the weights, and is loaded once per four rows); shorter, two.
+template <class Fmt, int NT>
+DSV4_BF16F32_TARGET int64_t StreamsFor(const MatMulArgs& a, const uint8_t* base, int64_t row_bytes,
+                                       const Tokens& xt, int64_t steps, uintptr_t end) {
+  return a.w.sizes[1] > kLongX ? Streams<Fmt, 4, NT>(a, base, row_bytes, xt, steps, end)
+                               : Streams<Fmt, 2, NT>(a, base, row_bytes, xt, steps, end);
 }
 
 template <class Fmt>
 DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const int64_t k_size = a.w.sizes[1];
-  if (a.n_tokens != 1 || a.w.dtype != Fmt::kDType || k_size % Fmt::kKMultiple != 0 || k_size == 0 ||
-      a.w.strides[1] != 1) {
+  if (a.n_tokens < 1 || a.n_tokens > kMaxTokens || a.w.dtype != Fmt::kDType ||
+      k_size % Fmt::kKMultiple != 0 || k_size == 0 || a.w.strides[1] != 1) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   if constexpr (x86::kStreamOnly) {
-    x86::StreamOnly(base + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes, nullptr,
-                    0, kAheadBytes, a.out, a.row_end - a.row_begin);
-    return true;
+    if (a.n_tokens == 1) {
+      x86::StreamOnly(base + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes,
+                      nullptr, 0, kAheadBytes, a.out, a.row_end - a.row_begin);
+      return true;
+    }
   }
-  const float* xd = a.x;
+  Tokens xt{a.x, k_size};
   if constexpr (Fmt::kDeinterleaveX) {
     thread_local Scratch s;
-    if (s.x.size() < static_cast<size_t>(k_size + 16)) s.x.resize(static_cast<size_t>(k_size + 16));
+    const int64_t stride = (k_size + 15) / 16 * 16;  // 64-byte aligned rows
+    const auto need = static_cast<size_t>(a.n_tokens * stride + 16);
+    if (s.x.size() < need) s.x.resize(need);
     float* xs =
         reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.x.data()) + 63) & ~uintptr_t{63});
     // Chunk c (inputs 32c…32c + 31): xs[32c + i] = x[32c + 2i], xs[32c + 16 + i] = x[32c + 2i + 1].
@@ -215,25 +249,44 @@ DSV4_BF16F32_TARGET bool TryMatVec(const MatMulArgs& a) {
         _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd_idx =
         _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    for (int64_t k = 0; k < k_size; k += 32) {
-      const __m512 lo = _mm512_loadu_ps(a.x + k), hi = _mm512_loadu_ps(a.x + k + 16);
-      _mm512_store_ps(xs + k, _mm512_permutex2var_ps(lo, even_idx, hi));
-      _mm512_store_ps(xs + k + 16, _mm512_permutex2var_ps(lo, odd_idx, hi));
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      const float* x = a.x + t * k_size;
+      float* dst = xs + t * stride;
+      for (int64_t k = 0; k < k_size; k += 32) {
+        const __m512 lo = _mm512_loadu_ps(x + k), hi = _mm512_loadu_ps(x + k + 16);
+        _mm512_store_ps(dst + k, _mm512_permutex2var_ps(lo, even_idx, hi));
+        _mm512_store_ps(dst + k + 16, _mm512_permutex2var_ps(lo, odd_idx, hi));
+      }
     }
-    xd = xs;
+    xt = Tokens{xs, stride};
   }
   const int64_t steps = k_size / Fmt::kInputs;
   const uintptr_t end = reinterpret_cast<uintptr_t>(base + a.row_end * row_bytes);
-  // Rows of x longer than kLongX inputs: four streams (x no longer stays
-  // in L1 beside the weights, and is loaded once per four rows); shorter, two.
-  int64_t n = k_size > kLongX ? Streams<Fmt, 4>(a, base, row_bytes, xd, steps, end)
-                              : Streams<Fmt, 2>(a, base, row_bytes, xd, steps, end);
+  int64_t n = 0;
+  switch (a.n_tokens) {
+    case 1:
+      n = StreamsFor<Fmt, 1>(a, base, row_bytes, xt, steps, end);
+      break;
+    case 2:
+      n = StreamsFor<Fmt, 2>(a, base, row_bytes, xt, steps, end);
+      break;
+    case 3:
+      n = StreamsFor<Fmt, 3>(a, base, row_bytes, xt, steps, end);
+      break;
+    default:
+      n = StreamsFor<Fmt, 4>(a, base, row_bytes, xt, steps, end);
+      break;
+  }
+  static_assert(kMaxTokens == 4, "the cases above");
   for (; n < a.row_end; ++n) {  // the last rows
     const uint8_t* r = base + n * row_bytes;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < steps; ++j)
-      acc = Fmt::At(r + j * Fmt::kBytes, xd + j * Fmt::kInputs, acc);
-    a.out[n - a.row_begin] = _mm512_reduce_add_ps(acc) + 0.0f;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      const float* xd = xt.x + t * xt.stride;
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t j = 0; j < steps; ++j)
+        acc = Fmt::At(r + j * Fmt::kBytes, xd + j * Fmt::kInputs, acc);
+      a.out[t * a.out_stride + n - a.row_begin] = _mm512_reduce_add_ps(acc) + 0.0f;
+    }
   }
   return true;
 }
