@@ -66,7 +66,7 @@ struct EngineOptions {
   // (0: off, the default here); adaptive: one DraftLengthController for the
   // engine picks each step's length in [0, draft_tokens]. Only these two
   // fields are read: sampling and max_tokens are each sequence's own.
-  SpeculativeOptions speculative{.draft_tokens = 0};
+  SpeculativeOptions speculative = NoSpeculation();
   // Test-only: sleep this long after every step, so tests can observe running
   // sequences (cancellation, queueing) with a model that is otherwise too fast.
   int test_step_delay_ms = 0;
@@ -74,7 +74,7 @@ struct EngineOptions {
   // main positions `position` ..) before verification, and may change them,
   // so that tests with random-weight models can force drafts to be accepted.
   std::function<void(std::span<const int32_t> prompt, int64_t position, std::span<int32_t> drafts)>
-      test_edit_drafts;
+      test_edit_drafts = nullptr;
 };
 
 // Constrained decoding for one sequence (e.g. a forced tool call, see

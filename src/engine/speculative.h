@@ -70,7 +70,7 @@ struct SpeculativeOptions {
   int64_t prefill_chunk = 512;                   // prompt tokens per Forward call
   // Tests only: called with the drafts of each round (for main positions
   // n+1 ..) before verification, and may change them.
-  std::function<void(int64_t position, std::span<int32_t> drafts)> edit_drafts;
+  std::function<void(int64_t position, std::span<int32_t> drafts)> edit_drafts = nullptr;
 };
 
 struct SpeculativeStats {
@@ -91,6 +91,13 @@ struct SpeculativeStats {
     return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
   }
 };
+
+// Options with speculation off (0 drafts per round).
+inline SpeculativeOptions NoSpeculation() {
+  SpeculativeOptions o;
+  o.draft_tokens = 0;
+  return o;
+}
 
 // The command line's --speculative: "K" (K ≥ 0 drafts per round; 0 = off) or
 // "auto" (adaptive, up to kAutoMaxDrafts — a DSpark module's block caps it).

@@ -16,6 +16,7 @@
 
 #include "../model/deepseek_v4_test_util.h"
 #include "engine/engine.h"
+#include "two_token_distribution.h"
 
 namespace dsv4 {
 namespace {
@@ -312,26 +313,11 @@ TEST(EngineSpeculative, SampledSequencesReproduceFromTheirSeed) {
 TEST(EngineSpeculative, SamplingFollowsThePlainSamplingDistribution) {
   LoadedModel m = LoadV4("dspark_swa_bf16");
   Model& model = *m.model;
-  const int64_t V = model.info().vocab_size;
   const std::vector<int32_t> prompt = {0, 11, 42, 7, 99};
   const SamplingParams sp{.temperature = 1.3f, .top_k = 3, .top_p = 1.0f, .min_p = 0.0f};
-  Sampler chain(sp);
-  std::vector<float> logits(V), p0(V), p1(V);
-  auto cache = model.NewCache(0);
-  ASSERT_TRUE(model.Forward(prompt, *cache, logits, false).ok());
-  chain.Probabilities(logits, p0);
-  std::map<std::pair<int32_t, int32_t>, double> exact;
-  for (int32_t t0 = 0; t0 < V; ++t0) {
-    if (p0[t0] == 0.0f) continue;
-    auto c = model.NewCache(0);
-    std::vector<int32_t> seq = prompt;
-    seq.push_back(t0);
-    ASSERT_TRUE(model.Forward(seq, *c, logits, false).ok());
-    chain.Probabilities(logits, p1);
-    for (int32_t t1 = 0; t1 < V; ++t1) {
-      if (p1[t1] > 0.0f) exact[{t0, t1}] = static_cast<double>(p0[t0]) * p1[t1];
-    }
-  }
+  // Exact: P(t0, t1) = π(t0 | prompt) · π(t1 | prompt, t0) under the sampler chain.
+  const std::map<std::pair<int32_t, int32_t>, double> exact =
+      testing::TwoTokenDistribution(model, prompt, sp);
   ASSERT_LE(exact.size(), 9u);
   EngineOptions o;
   o.max_sequences = 8;

@@ -14,6 +14,7 @@
 #include "engine/generate.h"
 #include "engine/speculative.h"
 #include "model/deepseek_v4/model.h"
+#include "two_token_distribution.h"
 
 namespace dsv4 {
 namespace {
@@ -318,8 +319,12 @@ TEST(SpeculativeDSpark, GreedyOutputIsIdenticalWithRealAndEditedDrafts) {
         const Output spec = Speculative(*loaded, prompt, 40, k, o);
         EXPECT_EQ(spec.tokens, plain.tokens) << name << " k " << k << " mode " << mode;
         EXPECT_EQ(1 + spec.spec.rounds + spec.spec.accepted, 40) << name << " k " << k;
-        if (mode == 2) EXPECT_EQ(spec.spec.accepted, 0) << name;
-        if (mode == 1) EXPECT_GT(spec.spec.acceptance_rate(), 0.9) << name << " k " << k;
+        if (mode == 2) {
+          EXPECT_EQ(spec.spec.accepted, 0) << name;
+        }
+        if (mode == 1) {
+          EXPECT_GT(spec.spec.acceptance_rate(), 0.9) << name << " k " << k;
+        }
       }
     }
   }
@@ -332,27 +337,11 @@ TEST(SpeculativeDSpark, SamplingFollowsThePlainSamplingDistribution) {
   auto loaded = LoadModel(ModelAt("dspark_swa_bf16"));
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   Model& model = *loaded->model;
-  const int64_t V = model.info().vocab_size;
   const std::vector<int32_t> prompt = {0, 11, 42, 7, 99};
   SamplingParams sp{.temperature = 1.3f, .top_k = 3, .top_p = 1.0f, .min_p = 0.0f};
   // Exact: P(t0, t1) = π(t0 | prompt) · π(t1 | prompt, t0) under the sampler chain.
-  Sampler chain(sp);
-  std::vector<float> logits(V), p0(V), p1(V);
-  auto cache = model.NewCache(0);
-  ASSERT_TRUE(model.Forward(prompt, *cache, logits, false).ok());
-  chain.Probabilities(logits, p0);
-  std::map<std::pair<int32_t, int32_t>, double> exact;
-  for (int32_t t0 = 0; t0 < V; ++t0) {
-    if (p0[t0] == 0.0f) continue;
-    auto c = model.NewCache(0);
-    std::vector<int32_t> seq = prompt;
-    seq.push_back(t0);
-    ASSERT_TRUE(model.Forward(seq, *c, logits, false).ok());
-    chain.Probabilities(logits, p1);
-    for (int32_t t1 = 0; t1 < V; ++t1) {
-      if (p1[t1] > 0.0f) exact[{t0, t1}] = static_cast<double>(p0[t0]) * p1[t1];
-    }
-  }
+  const std::map<std::pair<int32_t, int32_t>, double> exact =
+      testing::TwoTokenDistribution(model, prompt, sp);
   ASSERT_LE(exact.size(), 9u);
   std::map<std::pair<int32_t, int32_t>, int64_t> seen;
   const int n = 4000;
