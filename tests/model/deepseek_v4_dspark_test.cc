@@ -8,13 +8,18 @@
 // reference's (= plain greedy decoding). Also the config and checkpoint
 // errors of a DSpark module that does not fit its model.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -94,7 +99,7 @@ TEST_P(DSparkGolden, FeaturesRingsAndFirstDraftMatchTheReference) {
       });
 
   const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
-  const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size, D = c.hidden_size;
+  const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
   auto cache = m->NewCache(T + 16);
   std::vector<float> logits(T * V);
   ASSERT_TRUE(m->Forward(ids, *cache, logits, true).ok());
@@ -311,6 +316,56 @@ namespace {
 // A checkpoint whose draft module the config does not describe (a DSpark
 // checkpoint under a config without the dspark_* keys) still runs its main
 // model, with no draft head.
+// A DSpark module copied into a transformers save under `model.mtp.*` (the
+// default save's prefix; transformers itself drops the draft module, see
+// tools/reference/make_hf_saved_v4.py) binds, per tensor, and drafts the same
+// block bit for bit.
+TEST(DSparkLoad, DraftModuleUnderTheHfPrefixBinds) {
+  const std::string dir = testing::DataDir() + "/dspark_mixed_bf16";
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("dsv4_dspark_hf_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(dir + "/config.json", out + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  {  // The same file with mtp.* renamed model.mtp.* in its header.
+    std::ifstream in(dir + "/model.safetensors", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+    nlohmann::json renamed;
+    for (const auto& [k, v] : header.items())
+      renamed[k.rfind("mtp.", 0) == 0 ? "model." + k : k] = v;
+    std::string h = renamed.dump();
+    h.append((8 - h.size() % 8) % 8, ' ');
+    const uint64_t hn = h.size();
+    std::ofstream f(out + "/model.safetensors", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(&hn), 8);
+    f << h << bytes.substr(8 + n);
+  }
+  auto official = LoadCheckpointDir(dir);
+  auto hf = LoadCheckpointDir(out);
+  ASSERT_NE(official, nullptr);
+  ASSERT_NE(hf, nullptr);
+  ASSERT_TRUE(hf->has_dspark());
+  const std::vector<int32_t> ids = testing::ReadIds(dir + "/input_ids.txt");
+  const int64_t T = static_cast<int64_t>(ids.size()), V = official->config().vocab_size;
+  DeepSeekV4Model::DSparkBlock a, b;
+  const auto greedy = [](std::span<float> row, int64_t) { return Argmax(row); };
+  for (auto [m, block] : {std::pair{official.get(), &a}, std::pair{hf.get(), &b}}) {
+    auto cache = m->NewCache(T + 8);
+    auto draft = m->NewMtpCache(T + 8);
+    std::vector<float> logits(T * V);
+    ASSERT_TRUE(m->Forward(ids, *cache, logits, true).ok());
+    ASSERT_TRUE(m->DSparkObserve(m->last_features(), *draft).ok());
+    ASSERT_TRUE(m->DSparkDraft(7, *draft, greedy, *block).ok());
+  }
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_EQ(a.confidence, b.confidence);
+  std::filesystem::remove_all(out);
+}
+
 TEST(DSparkLoad, UnknownDraftModuleRunsTheMainModel) {
   const std::string dir = testing::DataDir() + "/dspark_mixed_bf16";
   std::ifstream f(dir + "/config.json");
