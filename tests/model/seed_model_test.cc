@@ -4,7 +4,9 @@
 // plus the invariances each profile promises and the model-level S-item tests.
 #include <gtest/gtest.h>
 
-#include "../common/status_matchers.h" #include < unistd.h>
+#include <unistd.h>
+
+#include "../common/status_matchers.h"
 
 #include <cstring>
 #include <filesystem>

@@ -28,6 +28,8 @@ std::string LayerName(int64_t l, const std::string& rest) {
 // The layout of every tensor that metadata marks ("dsv4.layout.<tensor>").
 using LayoutMap = std::map<std::string, Layout>;
 
+}  // namespace
+
 // Collects every binding problem, then fails once with all of them.
 // Layouts: a 2-D tensor marked col_major is the logical [rows, cols] stored
 // column by column (stride (1, rows)); Get returns it as a row-major f32 copy,
@@ -103,6 +105,8 @@ class Binder {
   std::string problems_;
   int64_t n_ = 0;
 };
+
+namespace {
 
 // The safetensors __metadata__ of the reader (every shard's, merged), when it is safetensors.
 std::map<std::string, std::string> ReaderMetadata(const CheckpointReader& r) {
@@ -310,8 +314,7 @@ Result<std::unique_ptr<SeedModel>> SeedModel::Load(std::shared_ptr<const Checkpo
 Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts) {
   const SeedConfig& c = config_;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(),
-                L = c.num_hidden_layers;
-  const int64_t I = c.intermediate_size, KV = c.kv_dim(), V = c.vocab_size;
+                L = c.num_hidden_layers, V = c.vocab_size;
   Binder b(r, layouts, relaid_);
   embed_ = b.Get("model.embed_tokens.weight", {V, H});
   final_norm_ = b.Vec("model.norm.weight", {H});
@@ -320,146 +323,188 @@ Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, La
   } else {
     lm_head_ = embed_;
   }
-  std::vector<float> shared_shift_storage;
+  std::vector<float> shared_shift;
   if (c.segmented_rope.enabled && b.Has("model.rotary_emb.segment_shift")) {
-    shared_shift_storage = b.Vec("model.rotary_emb.segment_shift", {nh, d / 2});
+    shared_shift = b.Vec("model.rotary_emb.segment_shift", {nh, d / 2});
   }
   layers_.resize(L);
   plans_.resize(L);
-  const int64_t F = c.expert_width();
   for (int64_t l = 0; l < L; ++l) {
-    Layer& y = layers_[l];
-    SeedLayerPlan& p = plans_[l];
-    auto n = [&](const std::string& rest) { return LayerName(l, rest); };
-    // Block topology (S-012 / S-013): CED when ced_scale_factor is present and the norms absent.
-    bool ced_block = false;
-    if (c.ced.enabled) {
-      if (c.ced.block == "all") {
-        ced_block = true;
-      } else if (c.ced.block == "auto") {
-        ced_block = b.Has(n("ced_scale_factor")) && !b.Has(n("input_layernorm.weight"));
-      }
-    }
-    p.block = ced_block ? BlockKind::kCed : BlockKind::kPreNorm;
-    p.hca_stats = c.hca.stats == "whole_call" ? HcaStats::kWholeCall
-                  : c.hca.stats == "batch"    ? HcaStats::kBatch
-                                              : HcaStats::kCausal;
-    p.router_input = c.moe.router_input == "hca"                ? RouterInput::kHca
-                     : c.moe.router_input == "hidden_plus_attn" ? RouterInput::kHiddenPlusAttn
-                                                                : RouterInput::kHidden;
-    if (ced_block) {
-      std::vector<float> s = b.Vec(n("ced_scale_factor"), {1});
-      y.ced_scale = s[0];
-      if (b.Has(n("post_attention_layernorm.weight"))) {  // C-18 auto
-        p.ced_mlp_norm = true;
-        y.ffn_norm = b.Vec(n("post_attention_layernorm.weight"), {H});
-      }
-    } else {
-      y.attn_norm = b.Vec(n("input_layernorm.weight"), {H});
-      y.ffn_norm = b.Vec(n("post_attention_layernorm.weight"), {H});
-    }
-    y.wq = b.Get(n("self_attn.q_proj.weight"), {nh * d, H});
-    y.wk = b.Get(n("self_attn.k_proj.weight"), {KV, H});  // C-10: H → nkv·d
-    y.wv = b.Get(n("self_attn.v_proj.weight"), {KV, H});
-    y.wo = b.Get(n("self_attn.o_proj.weight"), {H, nh * d});
-    if (c.segmented_rope.enabled) {  // S-028: per layer or shared
-      if (b.Has(n("self_attn.rotary_emb.segment_shift"))) {
-        y.shift_storage = b.Vec(n("self_attn.rotary_emb.segment_shift"), {nh, d / 2});
-      } else if (!shared_shift_storage.empty()) {
-        y.shift_storage = shared_shift_storage;
-      } else {
-        b.Problem(n("self_attn.rotary_emb.segment_shift") +
-                  " (or model.rotary_emb.segment_shift) [" + std::to_string(nh) + ", " +
-                  std::to_string(d / 2) + "] is missing (segmented_rope is on)");
-      }
-      y.segment_shift = y.shift_storage.empty() ? nullptr : y.shift_storage.data();
-    }
-    p.csa = c.csa.enabled;
-    p.csa_global = p.csa && c.csa.global_mode == "seed" ? CsaGlobal::kSeed : CsaGlobal::kCausal;
-    p.csa_layernorm_fusion = p.csa && c.csa.fusion_mode == "residual_layernorm";
-    p.hca = c.hca.enabled && c.moe.enabled;
-    if (p.csa || p.hca)
-      y.hca_gate_proj = b.Get(n("mlp.hca_gate_proj.weight"), {H, H});  // S-030, S-035
-    if (p.hca) {
-      const int64_t hid = c.hca.hidden;
-      y.hca.fc1 = b.Get(n("mlp.hca_controller.fc1.weight"), {hid, 3 * H});
-      y.hca.fc1_b = b.Vec(n("mlp.hca_controller.fc1.bias"), {hid});
-      y.hca.fc2 = b.Get(n("mlp.hca_controller.fc2.weight"), {H, hid});
-      y.hca.fc2_b = b.Vec(n("mlp.hca_controller.fc2.bias"), {H});
-    }
-    // FFN kind: CED fused when ced_weight is there, else MoE when configured, else dense.
-    if (c.ced.enabled && b.Has(n("mlp.ced_weight"))) {
-      p.ffn = FfnKind::kCedFused;
-      // The fused width comes from the tensor when it is an even [2F, H] (a layer the
-      // S-143 converter rewrote from a dense [F, H] SwiGLU is 2F wide), else the config's.
-      const TensorInfo* ti = r.Find(n("mlp.ced_weight"));
-      const int64_t I =
-          ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 && ti->shape[0] % 2 == 0
-              ? ti->shape[0]
-              : c.intermediate_size;
-      TensorView w = b.GetStored(n("mlp.ced_weight"), {I, H});
-      if (w.data != nullptr) {
-        const Layout stored = b.StoredLayout(n("mlp.ced_weight"));
-        if (stored == Layout::kColMajor) {
-          if (IsBlockDType(w.dtype)) {
-            b.Problem(n("mlp.ced_weight") + ": col_major " + std::string(DTypeName(w.dtype)) +
-                      " is not supported");
-          }
-          // S-078: a view over the tensor's own bytes, no copy, bounds-checked.
-          auto view =
-              CheckedStridedView(w.data, w.numel(), w.dtype, I, H, 1, I, n("mlp.ced_weight"));
-          if (view.ok()) {
-            w = *view;
-          } else {
-            b.Problem(view.status().ToString());
-          }
-        }
-        Layout want = stored;
-        if (c.ced.layout == "true") want = Layout::kColMajor;
-        if (c.ced.layout == "false") want = Layout::kRowMajor;
-        if (want != stored) {  // S-075: override logged; S-077: an explicit copy
-          LOG_INFO("{}: ced_layout={} overrides the stored {} layout (a {} copy is made)",
-                   n("mlp.ced_weight"), c.ced.layout, LayoutName(stored), LayoutName(want));
-          y.ced_copy = ToLayout(w, want);
-          w = y.ced_copy.view;
-        }
-        p.ced_layout = DetectLayout(w);
-      }
-      y.ced.fused = w;
-      y.ced.bias = b.Has(n("mlp.ced_bias")) ? b.Vec(n("mlp.ced_bias"), {I}) : std::vector<float>{};
-      y.ced.down = b.Get(n("mlp.down_proj.weight"), {H, I});
-      if (c.task_adapter.enabled) {
-        b.Problem(n("mlp.ced_weight") + ": the TaskAdapter cannot gate a CED fused MLP");
-      }
-    } else if (c.moe.enabled) {
-      p.ffn = FfnKind::kMoe;
-      const int64_t E = c.moe.num_experts;
-      y.router = b.Get(n("mlp.gate.weight"), {E, H});
-      y.experts.resize(E);
-      const bool seed_names = c.moe.expert_naming == "seed";  // S-072
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string pe = "mlp.experts." + std::to_string(e) + ".";
-        TensorView w1 = b.Get(n(pe + "w1.weight"), {F, H});
-        TensorView w3 = b.Get(n(pe + "w3.weight"), {F, H});
-        y.experts[e].gate = seed_names ? w3 : w1;
-        y.experts[e].up = seed_names ? w1 : w3;
-        y.experts[e].down = b.Get(n(pe + "w2.weight"), {H, F});
-      }
-    } else {
-      p.ffn = FfnKind::kDense;
-      y.gate = b.Get(n("mlp.gate_proj.weight"), {I, H});  // S-003: rows == I
-      y.up = b.Get(n("mlp.up_proj.weight"), {I, H});
-      y.down = b.Get(n("mlp.down_proj.weight"), {H, I});
-    }
-    if (c.task_adapter.enabled && b.Has(n("mlp.task_gate_weight"))) {
-      y.task_alpha = b.Vec(n("mlp.task_gate_weight"), {1})[0];
+    BindBlock(b, l);
+    BindAttention(b, l, shared_shift);
+    BindFfn(r, b, l);
+  }
+  BindAdapterAndPruner(b);
+  return b.status();
+}
+
+// Block topology (S-012 / S-013): CED when ced_scale_factor is present and
+// the norms absent; the layer's modes, chosen once here.
+void SeedModel::BindBlock(Binder& b, int64_t l) {
+  const SeedConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  Layer& y = layers_[l];
+  SeedLayerPlan& p = plans_[l];
+  auto n = [&](const std::string& rest) { return LayerName(l, rest); };
+  bool ced_block = false;
+  if (c.ced.enabled) {
+    if (c.ced.block == "all") {
+      ced_block = true;
+    } else if (c.ced.block == "auto") {
+      ced_block = b.Has(n("ced_scale_factor")) && !b.Has(n("input_layernorm.weight"));
     }
   }
+  p.block = ced_block ? BlockKind::kCed : BlockKind::kPreNorm;
+  p.hca_stats = c.hca.stats == "whole_call" ? HcaStats::kWholeCall
+                : c.hca.stats == "batch"    ? HcaStats::kBatch
+                                            : HcaStats::kCausal;
+  p.router_input = c.moe.router_input == "hca"                ? RouterInput::kHca
+                   : c.moe.router_input == "hidden_plus_attn" ? RouterInput::kHiddenPlusAttn
+                                                              : RouterInput::kHidden;
+  if (ced_block) {
+    std::vector<float> s = b.Vec(n("ced_scale_factor"), {1});
+    y.ced_scale = s[0];
+    if (b.Has(n("post_attention_layernorm.weight"))) {  // C-18 auto
+      p.ced_mlp_norm = true;
+      y.ffn_norm = b.Vec(n("post_attention_layernorm.weight"), {H});
+    }
+  } else {
+    y.attn_norm = b.Vec(n("input_layernorm.weight"), {H});
+    y.ffn_norm = b.Vec(n("post_attention_layernorm.weight"), {H});
+  }
+}
+
+// Attention projections, segmented RoPE shifts (S-028: per layer or shared),
+// and the CSA importance / HCA controller weights (S-030, S-035).
+void SeedModel::BindAttention(Binder& b, int64_t l, const std::vector<float>& shared_shift) {
+  const SeedConfig& c = config_;
+  const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim(), KV = c.kv_dim();
+  Layer& y = layers_[l];
+  SeedLayerPlan& p = plans_[l];
+  auto n = [&](const std::string& rest) { return LayerName(l, rest); };
+  y.wq = b.Get(n("self_attn.q_proj.weight"), {nh * d, H});
+  y.wk = b.Get(n("self_attn.k_proj.weight"), {KV, H});  // C-10: H → nkv·d
+  y.wv = b.Get(n("self_attn.v_proj.weight"), {KV, H});
+  y.wo = b.Get(n("self_attn.o_proj.weight"), {H, nh * d});
+  if (c.segmented_rope.enabled) {
+    if (b.Has(n("self_attn.rotary_emb.segment_shift"))) {
+      y.shift_storage = b.Vec(n("self_attn.rotary_emb.segment_shift"), {nh, d / 2});
+    } else if (!shared_shift.empty()) {
+      y.shift_storage = shared_shift;
+    } else {
+      b.Problem(n("self_attn.rotary_emb.segment_shift") + " (or model.rotary_emb.segment_shift) [" +
+                std::to_string(nh) + ", " + std::to_string(d / 2) +
+                "] is missing (segmented_rope is on)");
+    }
+    y.segment_shift = y.shift_storage.empty() ? nullptr : y.shift_storage.data();
+  }
+  p.csa = c.csa.enabled;
+  p.csa_global = p.csa && c.csa.global_mode == "seed" ? CsaGlobal::kSeed : CsaGlobal::kCausal;
+  p.csa_layernorm_fusion = p.csa && c.csa.fusion_mode == "residual_layernorm";
+  p.hca = c.hca.enabled && c.moe.enabled;
+  if (p.csa || p.hca) y.hca_gate_proj = b.Get(n("mlp.hca_gate_proj.weight"), {H, H});
+  if (p.hca) {
+    const int64_t hid = c.hca.hidden;
+    y.hca.fc1 = b.Get(n("mlp.hca_controller.fc1.weight"), {hid, 3 * H});
+    y.hca.fc1_b = b.Vec(n("mlp.hca_controller.fc1.bias"), {hid});
+    y.hca.fc2 = b.Get(n("mlp.hca_controller.fc2.weight"), {H, hid});
+    y.hca.fc2_b = b.Vec(n("mlp.hca_controller.fc2.bias"), {H});
+  }
+}
+
+// FFN kind: CED fused when ced_weight is there, else MoE when configured,
+// else dense; and the TaskAdapter's per-layer gate.
+void SeedModel::BindFfn(const CheckpointReader& r, Binder& b, int64_t l) {
+  const SeedConfig& c = config_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, F = c.expert_width();
+  Layer& y = layers_[l];
+  SeedLayerPlan& p = plans_[l];
+  auto n = [&](const std::string& rest) { return LayerName(l, rest); };
+  if (c.ced.enabled && b.Has(n("mlp.ced_weight"))) {
+    p.ffn = FfnKind::kCedFused;
+    BindCedFused(r, b, l);
+  } else if (c.moe.enabled) {
+    p.ffn = FfnKind::kMoe;
+    const int64_t E = c.moe.num_experts;
+    y.router = b.Get(n("mlp.gate.weight"), {E, H});
+    y.experts.resize(E);
+    const bool seed_names = c.moe.expert_naming == "seed";  // S-072
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string pe = "mlp.experts." + std::to_string(e) + ".";
+      TensorView w1 = b.Get(n(pe + "w1.weight"), {F, H});
+      TensorView w3 = b.Get(n(pe + "w3.weight"), {F, H});
+      y.experts[e].gate = seed_names ? w3 : w1;
+      y.experts[e].up = seed_names ? w1 : w3;
+      y.experts[e].down = b.Get(n(pe + "w2.weight"), {H, F});
+    }
+  } else {
+    p.ffn = FfnKind::kDense;
+    y.gate = b.Get(n("mlp.gate_proj.weight"), {I, H});  // S-003: rows == I
+    y.up = b.Get(n("mlp.up_proj.weight"), {I, H});
+    y.down = b.Get(n("mlp.down_proj.weight"), {H, I});
+  }
+  if (c.task_adapter.enabled && b.Has(n("mlp.task_gate_weight"))) {
+    y.task_alpha = b.Vec(n("mlp.task_gate_weight"), {1})[0];
+  }
+}
+
+// The CED fused MLP's weight in its stored or configured layout (S-075 …
+// S-078), its bias and down projection.
+void SeedModel::BindCedFused(const CheckpointReader& r, Binder& b, int64_t l) {
+  const SeedConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  Layer& y = layers_[l];
+  auto n = [&](const std::string& rest) { return LayerName(l, rest); };
+  // The fused width comes from the tensor when it is an even [2F, H] (a layer the
+  // S-143 converter rewrote from a dense [F, H] SwiGLU is 2F wide), else the config's.
+  const TensorInfo* ti = r.Find(n("mlp.ced_weight"));
+  const int64_t I =
+      ti != nullptr && ti->shape.size() == 2 && ti->shape[0] > 0 && ti->shape[0] % 2 == 0
+          ? ti->shape[0]
+          : c.intermediate_size;
+  TensorView w = b.GetStored(n("mlp.ced_weight"), {I, H});
+  if (w.data != nullptr) {
+    const Layout stored = b.StoredLayout(n("mlp.ced_weight"));
+    if (stored == Layout::kColMajor) {
+      if (IsBlockDType(w.dtype)) {
+        b.Problem(n("mlp.ced_weight") + ": col_major " + std::string(DTypeName(w.dtype)) +
+                  " is not supported");
+      }
+      // S-078: a view over the tensor's own bytes, no copy, bounds-checked.
+      auto view = CheckedStridedView(w.data, w.numel(), w.dtype, I, H, 1, I, n("mlp.ced_weight"));
+      if (view.ok()) {
+        w = *view;
+      } else {
+        b.Problem(view.status().ToString());
+      }
+    }
+    Layout want = stored;
+    if (c.ced.layout == "true") want = Layout::kColMajor;
+    if (c.ced.layout == "false") want = Layout::kRowMajor;
+    if (want != stored) {  // S-075: override logged; S-077: an explicit copy
+      LOG_INFO("{}: ced_layout={} overrides the stored {} layout (a {} copy is made)",
+               n("mlp.ced_weight"), c.ced.layout, LayoutName(stored), LayoutName(want));
+      y.ced_copy = ToLayout(w, want);
+      w = y.ced_copy.view;
+    }
+    plans_[l].ced_layout = DetectLayout(w);
+  }
+  y.ced.fused = w;
+  y.ced.bias = b.Has(n("mlp.ced_bias")) ? b.Vec(n("mlp.ced_bias"), {I}) : std::vector<float>{};
+  y.ced.down = b.Get(n("mlp.down_proj.weight"), {H, I});
+  if (c.task_adapter.enabled) {
+    b.Problem(n("mlp.ced_weight") + ": the TaskAdapter cannot gate a CED fused MLP");
+  }
+}
+
+// The TaskAdapter (S-057) and the SemanticKVPruner's score net.
+void SeedModel::BindAdapterAndPruner(Binder& b) {
+  const SeedConfig& c = config_;
+  const int64_t H = c.hidden_size, L = c.num_hidden_layers;
   if (c.task_adapter.enabled) {
     const int64_t ra = c.task_adapter.adapter_dim;
-    const int64_t Fa = c.moe.enabled ? F : I;
-    adapter_.layer_embedding =
-        b.Get("model.task_adapter.layer_embedding.weight", {L, ra});  // S-057
+    const int64_t Fa = c.moe.enabled ? c.expert_width() : c.intermediate_size;
+    adapter_.layer_embedding = b.Get("model.task_adapter.layer_embedding.weight", {L, ra});
     adapter_.task_embedding = b.Get("model.task_adapter.task_embedding.weight", {ra, H});
     adapter_.task_embedding_b = b.Vec("model.task_adapter.task_embedding.bias", {ra});
     adapter_.mlp0 = b.Get("model.task_adapter.adapter_mlp.0.weight", {ra, 2 * ra});
@@ -475,7 +520,6 @@ Status SeedModel::Bind(const CheckpointReader& r, const std::map<std::string, La
     pruner_.fc2_b = b.Vec("model.kv_pruner.score_net.2.bias", {1})[0];
     has_pruner_ = true;
   }
-  return b.status();
 }
 
 std::unique_ptr<SequenceCache> SeedModel::NewCache(int64_t max_tokens) const {

@@ -120,6 +120,8 @@ enum class TaskSource { kFirstToken, kMean };
 
 // What one layer runs, decided at load from the config and the checkpoint, so
 // the forward pass compares no config strings.
+class Binder;  // model.cc: collects binding problems
+
 struct SeedLayerPlan {
   BlockKind block = BlockKind::kPreNorm;
   FfnKind ffn = FfnKind::kDense;
@@ -226,7 +228,15 @@ class SeedModel final : public Model {
   Status FfnBlock(int64_t l, int64_t T, SeedCache& c);      // x += FFN
   void WriteLogits(int64_t T, std::span<float> logits, bool all_logits);
   void PruneKv(SeedCache& c, int64_t T);  // SemanticKVPruner, write-then-evict
+  // Binding (model.cc), once at load: the top-level tensors, then per layer
+  // its block, attention and FFN (the layer's modes chosen there), then the
+  // model-wide TaskAdapter and KV pruner.
   Status Bind(const CheckpointReader& r, const std::map<std::string, Layout>& layouts);
+  void BindBlock(Binder& b, int64_t l);
+  void BindAttention(Binder& b, int64_t l, const std::vector<float>& shared_shift);
+  void BindFfn(const CheckpointReader& r, Binder& b, int64_t l);
+  void BindCedFused(const CheckpointReader& r, Binder& b, int64_t l);
+  void BindAdapterAndPruner(Binder& b);
   void Ffn(int64_t l, const float* f, const float* x_after_attn, int64_t T, SeedCache& c,
            float* out, SeedStepStats& stats, Status& status);
   void SwiGluRows(const TensorView& gate, const TensorView& up, const TensorView& down,
