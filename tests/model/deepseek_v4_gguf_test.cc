@@ -94,6 +94,35 @@ TEST(DeepSeekV4GgufBad, NotADeepSeek4File) {
       << c.status().ToString();
 }
 
+// A deepseek4 file whose metadata lacks a key the config needs.
+TEST(DeepSeekV4GgufBad, MissingMetadataKeyIsNamed) {
+  std::vector<uint8_t> b;
+  auto put = [&](const void* p, size_t n) {
+    b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  auto u32 = [&](uint32_t v) { put(&v, 4); };
+  auto u64 = [&](uint64_t v) { put(&v, 8); };
+  auto str = [&](std::string_view v) {
+    u64(v.size());
+    put(v.data(), v.size());
+  };
+  put("GGUF", 4);
+  u32(3);  // version
+  u64(0);  // tensors
+  u64(1);  // key/values
+  str("general.architecture");
+  u32(8);  // string
+  str("deepseek4");
+  auto f = ParseGguf(b, "crafted.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto c = DeepSeekV4Config::FromGguf(**f);
+  ASSERT_EQ(c.status().code(), StatusCode::kNotFound) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("crafted.gguf: metadata key 'deepseek4.embedding_length' "
+                                      "(config 'hidden_size') is missing"),
+            std::string::npos)
+      << c.status().ToString();
+}
+
 // Every routed expert as bound (FP4 codes + e8m0 scales, a slice of the
 // split MXFP4 tensor) holds the values of its rows of the file's blocks.
 TEST(DeepSeekV4Gguf, BoundExpertsHoldTheFilesMxfp4Values) {
@@ -168,12 +197,12 @@ Diff Compare(const std::vector<float>& got, const std::vector<float>& want, int6
   return d;
 }
 
-// The tolerance of both comparisons. The logits have standard deviation 1;
-// most positions differ by about 0.1 at most, but on this random model (top-2
-// of 4 experts, an indexer choosing 4 entries) a small difference flips a
-// routing or indexer choice at some positions, which then differ by up to
-// about 1.5: so the mean, the top-1 agreement and the share of positions
-// within 0.25 are what is held tight, the maximum only loosely.
+// The tolerance of both comparisons (the logits have standard deviation 1).
+// On this random model (top-2 of 4 experts, an indexer choosing 4 entries) a
+// small difference can flip a routing or indexer choice at a position, which
+// then differs far more than the rest: so the mean, the top-1 agreement and
+// the share of positions within 0.25 are held tight, the maximum loosely.
+// The test prints the figures.
 void ExpectClose(const Diff& d, int64_t T, const char* what) {
   std::printf(
       "vs %s: max |d| %.4f, mean |d| %.4f, top-1 %lld/%lld, positions within 0.25: "
