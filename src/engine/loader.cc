@@ -134,20 +134,38 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
   return FinishLlama(std::move(file), c, std::move(tok), o, "llama2c");
 }
 
+// A llama.cpp `deepseek4` GGUF file. Its vocabulary is not read yet: the
+// model runs on ids, or with --tokenizer (the release's tokenizer.json).
+Result<LoadedModel> LoadDeepSeekV4GgufFile(std::unique_ptr<GgufFile> file, const LoadOptions& o) {
+  deepseek_v4::LoadOptions lo;
+  lo.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
+  lo.o_bf16 = o.wo_a_bf16;
+  LoadedModel m;
+  ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4Gguf(std::move(file), lo));
+  if (!o.tokenizer_path.empty()) {
+    ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path));
+  }
+  m.path = o.model_path;
+  m.format = "gguf";
+  if (m.model->info().eos_id >= 0) m.stop_ids.push_back(m.model->info().eos_id);
+  return m;
+}
+
 Result<LoadedModel> LoadGguf(const LoadOptions& o) {
-  // A GGUF file carries its own vocabulary, which the weights were trained
-  // with; another tokenizer would silently give the model wrong ids.
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(o.model_path));
+  ASSIGN_OR_RETURN(std::string arch, file->GetString("general.architecture"));
+  if (arch == "deepseek4") return LoadDeepSeekV4GgufFile(std::move(file), o);
+  // A llama GGUF file carries its own vocabulary, which the weights were
+  // trained with; another tokenizer would silently give the model wrong ids.
   if (!o.tokenizer_path.empty()) {
     return InvalidArgument(o.model_path + ": --tokenizer " + o.tokenizer_path +
                                " does not apply to .gguf models (they use the vocabulary "
                                "inside the file)",
                            "drop --tokenizer");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(o.model_path));
-  ASSIGN_OR_RETURN(std::string arch, file->GetString("general.architecture"));
   if (arch != "llama") {
     return Unimplemented(o.model_path + ": GGUF architecture '" + arch + "' is not supported",
-                         "supported GGUF architectures: llama");
+                         "supported GGUF architectures: llama, deepseek4");
   }
   auto u32 = [&](const char* key) { return file->GetU32(std::string("llama.") + key); };
   LlamaConfig c;

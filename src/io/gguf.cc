@@ -719,15 +719,16 @@ class GgufParser {
                         "the file is corrupt");
       }
     }
-    for (const GgufTensorInfo& t : file_->ggml_tensors_) {
+    for (GgufTensorInfo& t : file_->ggml_tensors_) {
+      // Within the file: a tensor of 0 bytes may sit at the aligned data start
+      // of a file that ends before it (no padding written after the infos).
+      t.data = bytes_.data() + std::min<uint64_t>(data_offset + t.offset, bytes_.size());
       if (!t.dtype) continue;
       TensorInfo info;
       info.name = t.name;
       info.dtype = *t.dtype;
       info.shape = t.shape;
-      // Within the file: a tensor of 0 bytes may sit at the aligned data start
-      // of a file that ends before it (no padding written after the infos).
-      info.data = bytes_.data() + std::min<uint64_t>(data_offset + t.offset, bytes_.size());
+      info.data = t.data;
       info.nbytes = t.nbytes;
       file_->index_.emplace(info.name, file_->tensors_.size());
       file_->tensors_.push_back(std::move(info));

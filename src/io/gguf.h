@@ -123,6 +123,7 @@ struct GgufTensorInfo {
   uint64_t offset = 0;         // from the start of the data section
   int64_t nbytes = 0;
   std::optional<DType> dtype;  // nullopt: a ggml type we cannot bind yet
+  const void* data = nullptr;  // its bytes in the mapped file (any type)
 };
 
 inline constexpr uint32_t kGgufDefaultAlignment = 32;

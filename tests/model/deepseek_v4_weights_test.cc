@@ -320,11 +320,25 @@ TEST(DeepSeekV4WeightsBad, NoEmbedding) {
       << s.message();
 }
 
-TEST(DeepSeekV4WeightsBad, GgufNamesAreNotSupportedYet) {
+// A file with the GGUF embedding binds by GGUF names alone: what is missing is
+// named in that spelling, each stacked expert tensor once.
+TEST(DeepSeekV4WeightsBad, GgufMissingTensorsAreNamedInTheGgufSpelling) {
+  const DeepSeekV4Config c = TinyConfig();
   MemoryCheckpoint ckpt("model.gguf");
-  ckpt.Add("token_embd.weight", DType::kF32, {64, 64}, std::vector<uint8_t>(64 * 64 * 4));
-  Status s = BindStatus(ckpt, TinyConfig());
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  ckpt.Add("token_embd.weight", DType::kF32, {c.vocab_size, c.hidden_size},
+           std::vector<uint8_t>(c.vocab_size * c.hidden_size * 4));
+  Status s = BindStatus(ckpt, c);
+  ASSERT_EQ(s.code(), StatusCode::kNotFound) << s.message();
+  EXPECT_NE(s.message().find("model.gguf: cannot bind the DeepSeek-V4 weights (gguf tensor names)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("layers.0.attn.wq_a.weight (looked for 'blk.0.attn_q_a.weight')"),
+            std::string::npos)
+      << s.message();
+  const std::string exps = "looked for 'blk.0.ffn_gate_exps.weight'";
+  const size_t first = s.message().find(exps);
+  EXPECT_NE(first, std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(exps, first + 1), std::string::npos) << s.message();
 }
 
 // ---- HF names load like official names ----

@@ -146,7 +146,7 @@ void AttentionProject(const LayerContext& ctx, const AttentionWeights& w, const 
   float* qr = s.qr.data();  // [N, Q]
   const float* xq = LinearInput(pool, x, N, w.wq_a, opts, s.act);
   jobs.push_back({.w = &w.wq_a, .x = xq, .out = qr, .n_tokens = N});
-  if ((w.wq_a.format == LinearFormat::kDense) == (w.wkv.format == LinearFormat::kDense)) {
+  if (w.wq_a.takes_fp8_input() == w.wkv.takes_fp8_input()) {
     jobs.push_back({.w = &w.wkv, .x = xq, .out = s.kv.data(), .n_tokens = N});
   } else {  // its own input copy (s.act holds wq_a's)
     Linear(pool, s.kv.data(), LinearInput(pool, x, N, w.wkv, opts, s.kv_act), w.wkv, N);
@@ -166,8 +166,7 @@ void AttentionProject(const LayerContext& ctx, const AttentionWeights& w, const 
   const float* qr_in = LinearInput(pool, qr, N, w.wq_b, opts, s.act);
   jobs.push_back({.w = &w.wq_b, .x = qr_in, .out = s.q.data(), .n_tokens = N});
   if (plan.has_indexer) {
-    const bool same =
-        (w.wq_b.format == LinearFormat::kDense) == (w.indexer.wq_b.format == LinearFormat::kDense);
+    const bool same = w.wq_b.takes_fp8_input() == w.indexer.wq_b.takes_fp8_input();
     LinearJob job;
     IndexerQueryJob(w.indexer,
                     same ? qr_in : LinearInput(pool, qr, N, w.indexer.wq_b, opts, s.indexer.act), N,

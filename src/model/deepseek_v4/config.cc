@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
+#include "io/gguf.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -531,6 +532,185 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
 Result<DeepSeekV4Config> DeepSeekV4Config::FromFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   return FromJson(text, path);
+}
+
+namespace {
+
+// The full GGUF key of a field-table spelling (ConfigField::gguf).
+std::string GgufKey(const char* key) {
+  const std::string k(key);
+  return k.rfind("tokenizer.", 0) == 0 ? k : "deepseek4." + k;
+}
+
+// Keys llama.cpp's converter does not always write: the config default stands
+// (vocab_size then comes from the tokenizer or the embedding).
+bool GgufKeyOptional(std::string_view key) {
+  return key == "vocab_size" || key == "nextn_predict_layers" || key == "attention.head_count_kv" ||
+         key == "context_length" || key == "tokenizer.ggml.bos_token_id";
+}
+
+Status ReadGgufValue(const GgufFile& f, const std::string& key, int64_t& out) {
+  ASSIGN_OR_RETURN(out, f.GetI64(key));
+  return Status::Ok();
+}
+Status ReadGgufValue(const GgufFile& f, const std::string& key, int32_t& out) {
+  ASSIGN_OR_RETURN(out, f.GetI32(key));
+  return Status::Ok();
+}
+Status ReadGgufValue(const GgufFile& f, const std::string& key, double& out) {
+  ASSIGN_OR_RETURN(float v, f.GetF32(key));
+  out = v;
+  return Status::Ok();
+}
+Status ReadGgufValue(const GgufFile& f, const std::string& key, bool& out) {
+  ASSIGN_OR_RETURN(out, f.GetBool(key));
+  return Status::Ok();
+}
+Status ReadGgufValue(const GgufFile& f, const std::string& key, std::string& out) {
+  ASSIGN_OR_RETURN(out, f.GetString(key));
+  return Status::Ok();
+}
+
+Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
+  const std::string& path = f.path();
+  ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (arch != "deepseek4") {
+    return InvalidArgument(path + ": GGUF architecture '" + arch + "' is not deepseek4",
+                           "DeepSeek-V4 GGUF files are written by llama.cpp's "
+                           "convert_hf_to_gguf.py with architecture deepseek4");
+  }
+  DeepSeekV4Config c;
+  // The converter writes the main model only (its MTP layers go to a separate
+  // file), with no quantisation config: the dense FP8 weights became Q8_0.
+  c.num_nextn_predict_layers = 0;
+  c.quantization_config.present = false;
+  Status status = Status::Ok();
+  VisitConfigFields(c, [&](const ConfigField& field, auto& value) {
+    if (!status.ok() || field.gguf == nullptr) return;
+    const std::string key = GgufKey(field.gguf);
+    if (!f.HasMeta(key)) {
+      if (!GgufKeyOptional(field.gguf)) {
+        status =
+            NotFound(path + ": metadata key '" + key + "' (config '" + field.key + "') is missing",
+                     "is this a deepseek4 GGUF written by llama.cpp's converter?");
+      }
+      return;
+    }
+    status = ReadGgufValue(f, key, value);
+  });
+  RETURN_IF_ERROR(status);
+  if (!f.HasMeta("deepseek4.vocab_size")) {
+    if (f.HasMeta("tokenizer.ggml.tokens")) {
+      c.vocab_size = static_cast<int64_t>(f.GetMeta("tokenizer.ggml.tokens")->count);
+    } else if (const TensorInfo* embd = f.Find("token_embd.weight");
+               embd != nullptr && embd->shape.size() == 2) {
+      c.vocab_size = embd->shape[0];
+    }
+  }
+  if (f.HasMeta("tokenizer.ggml.eos_token_id")) {
+    ASSIGN_OR_RETURN(c.eos_token_id, f.GetI32("tokenizer.ggml.eos_token_id"));
+  }
+
+  // compress_ratios: the config's list, MTP entries included; the file holds
+  // the main layers.
+  ASSIGN_OR_RETURN(std::vector<int32_t> ratios,
+                   f.GetI32Array("deepseek4.attention.compress_ratios"));
+  if (static_cast<int64_t>(ratios.size()) < c.num_hidden_layers) {
+    return InvalidArgument(path + ": 'deepseek4.attention.compress_ratios' has " +
+                               Str(static_cast<int64_t>(ratios.size())) + " entries for " +
+                               Str(c.num_hidden_layers) + " layers (deepseek4.block_count)",
+                           "one entry per layer");
+  }
+  c.compress_ratios.assign(ratios.begin(),
+                           ratios.begin() + c.num_hidden_layers + c.num_nextn_predict_layers);
+
+  // The router's gating function (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE).
+  ASSIGN_OR_RETURN(uint32_t gating, f.GetU32("deepseek4.expert_gating_func"));
+  switch (gating) {
+    case 1:
+      c.scoring_func = ScoringFunc::kSoftmax;
+      break;
+    case 2:
+      c.scoring_func = ScoringFunc::kSigmoid;
+      break;
+    case 4:
+      c.scoring_func = ScoringFunc::kSqrtSoftplus;
+      break;
+    default:
+      return InvalidArgument(
+          path + ": 'deepseek4.expert_gating_func' = " + Str(int64_t{gating}) + " is not supported",
+          "supported: 1 (softmax), 2 (sigmoid), 4 (sqrtsoftplus)");
+  }
+
+  // The SwiGLU clamp, one value per layer (shared experts may have their own).
+  ASSIGN_OR_RETURN(std::vector<float> clamp, f.GetF32Array("deepseek4.swiglu_clamp_exp"));
+  std::vector<float> clamp_shared = clamp;
+  if (f.HasMeta("deepseek4.swiglu_clamp_shexp")) {
+    ASSIGN_OR_RETURN(clamp_shared, f.GetF32Array("deepseek4.swiglu_clamp_shexp"));
+  }
+  if (clamp.empty()) {
+    return InvalidArgument(path + ": 'deepseek4.swiglu_clamp_exp' is empty",
+                           "one SwiGLU limit per layer");
+  }
+  for (const std::vector<float>* list : {&clamp, &clamp_shared}) {
+    for (float v : *list) {
+      if (v != clamp[0]) {
+        return Unimplemented(path +
+                                 ": the SwiGLU clamp differs between layers or between routed "
+                                 "and shared experts (deepseek4.swiglu_clamp_exp/_shexp)",
+                             "dsv4 applies one swiglu_limit to every expert");
+      }
+    }
+  }
+  c.swiglu_limit = clamp[0];
+
+  // YaRN (spec §4.2), on the compressed layers.
+  c.rope_scaling.enabled = false;
+  if (f.HasMeta("deepseek4.rope.scaling.type")) {
+    ASSIGN_OR_RETURN(std::string type, f.GetString("deepseek4.rope.scaling.type"));
+    if (type == "yarn") {
+      c.rope_scaling.enabled = true;
+      ASSIGN_OR_RETURN(float factor, f.GetF32("deepseek4.rope.scaling.factor"));
+      c.rope_scaling.factor = factor;
+      ASSIGN_OR_RETURN(c.rope_scaling.original_max_position,
+                       f.GetI64("deepseek4.rope.scaling.original_context_length"));
+      if (f.HasMeta("deepseek4.rope.scaling.yarn_beta_fast")) {
+        ASSIGN_OR_RETURN(float v, f.GetF32("deepseek4.rope.scaling.yarn_beta_fast"));
+        c.rope_scaling.beta_fast = v;
+      }
+      if (f.HasMeta("deepseek4.rope.scaling.yarn_beta_slow")) {
+        ASSIGN_OR_RETURN(float v, f.GetF32("deepseek4.rope.scaling.yarn_beta_slow"));
+        c.rope_scaling.beta_slow = v;
+      }
+    } else if (type != "none") {
+      return Field("deepseek4.rope.scaling.type", "\"" + type + "\"", "\"yarn\" or none");
+    }
+  }
+
+  // Routed experts in MXFP4 come from the FP4 release, whose training
+  // simulated the quantisations of spec §9.2: the forward reproduces them,
+  // as for that release's safetensors.
+  for (const GgufTensorInfo& t : f.ggml_tensors()) {
+    if (t.ggml_type == static_cast<uint32_t>(GgmlType::kMXFP4)) {
+      c.expert_dtype = ExpertDType::kFp4;
+      break;
+    }
+  }
+  c.qat_simulation = c.expert_dtype == ExpertDType::kFp4;
+  return c;
+}
+
+}  // namespace
+
+Result<DeepSeekV4Config> DeepSeekV4Config::FromGguf(const GgufFile& file) {
+  Result<DeepSeekV4Config> c = ParseGguf(file);
+  if (!c.ok()) {
+    const Status& s = c.status();
+    if (s.message().rfind(file.path(), 0) != 0) return s.WithContext(file.path());
+    return s;
+  }
+  RETURN_IF_ERROR(c->Validate().WithContext(file.path()));
+  return c;
 }
 
 Status DeepSeekV4Config::Validate() const {

@@ -22,6 +22,10 @@
 
 #include "base/status.h"
 
+namespace dsv4 {
+class GgufFile;
+}  // namespace dsv4
+
 namespace dsv4::deepseek_v4 {
 
 // Router activation (`scoring_func`); V4 ships sqrtsoftplus.
@@ -158,12 +162,18 @@ struct DeepSeekV4Config {
   static Result<DeepSeekV4Config> FromJson(std::string_view text, const std::string& source);
   // Reads and parses a config.json file.
   static Result<DeepSeekV4Config> FromFile(const std::string& path);
+  // The hyper-parameters of a llama.cpp `deepseek4` GGUF file (spec §14.4),
+  // through the field table's GGUF keys plus the structured ones
+  // (compress_ratios, YaRN, the gating function, the SwiGLU clamp). Errors
+  // name the file and the key. Runs Validate().
+  static Result<DeepSeekV4Config> FromGguf(const GgufFile& file);
 };
 
 // ---- the field table ----
 // Every scalar config.json key dsv4 reads: its name (the released config.json
-// and HF spelling), the other spellings that mean the same (the inference
-// ModelArgs names), and for integers the range Validate accepts. Parsing,
+// and HF spelling), its GGUF metadata key, the other spellings that mean the
+// same (the inference ModelArgs names), and for integers the range Validate
+// accepts. Parsing (config.json and GGUF metadata),
 // Validate's range checks and `dsv4 inspect`'s field listing all walk this one
 // list (VisitConfigFields, after gemma.cpp's VisitFields). The structured keys
 // (rope_scaling / rope_parameters, quantization_config, compress_ratios /
@@ -171,6 +181,9 @@ struct DeepSeekV4Config {
 // eos_token_id lists) are read by the parser around it.
 struct ConfigField {
   const char* key;
+  // The llama.cpp `deepseek4` GGUF metadata key (spec §14.4), after the
+  // "deepseek4." prefix unless it starts with "tokenizer."; nullptr: not in GGUF.
+  const char* gguf = nullptr;
   std::array<const char*, 2> aliases{};  // nullptr: none
   int64_t min = INT64_MIN;               // integers: the accepted range
   int64_t max = INT64_MAX;
@@ -184,54 +197,83 @@ void VisitConfigFields(Config& c, Visitor&& v) {
   // The upper limits are far beyond any release (V4-Pro: vocab 129280, hidden
   // 7168, 61 layers, 384 experts): larger values are file damage, and the
   // limits keep every tensor-size product (e.g. E·L·3·F·D) far from overflow.
-  v(ConfigField{"vocab_size", {}, 1, int64_t{1} << 22}, c.vocab_size);
-  v(ConfigField{"hidden_size", {"dim"}, 1, int64_t{1} << 16}, c.hidden_size);
-  v(ConfigField{"num_hidden_layers", {"n_layers"}, 1, 1024}, c.num_hidden_layers);
-  v(ConfigField{"num_attention_heads", {"n_heads"}, 1, 4096}, c.num_attention_heads);
+  v(ConfigField{"vocab_size", "vocab_size", {}, 1, int64_t{1} << 22}, c.vocab_size);
+  v(ConfigField{"hidden_size", "embedding_length", {"dim"}, 1, int64_t{1} << 16}, c.hidden_size);
+  v(ConfigField{"num_hidden_layers", "block_count", {"n_layers"}, 1, 1024}, c.num_hidden_layers);
+  v(ConfigField{"num_attention_heads", "attention.head_count", {"n_heads"}, 1, 4096},
+    c.num_attention_heads);
+  v(ConfigField{"num_key_value_heads",
+                "attention.head_count_kv",
+                {},
+                1,
+                1,
+                "1 (DeepSeek-V4 attention has one shared K=V head)"},
+    c.num_key_value_heads);
+  v(ConfigField{"head_dim", "attention.key_length", {}, 1, int64_t{1} << 14}, c.head_dim);
+  v(ConfigField{"qk_rope_head_dim", "rope.dimension_count", {"rope_head_dim"}, 1, kNoMax},
+    c.qk_rope_head_dim);
+  v(ConfigField{"q_lora_rank", "attention.q_lora_rank", {}, 1, int64_t{1} << 16}, c.q_lora_rank);
+  v(ConfigField{"o_groups", "attention.output_group_count", {}, 1, kNoMax}, c.o_groups);
+  v(ConfigField{"o_lora_rank", "attention.output_lora_rank", {}, 1, int64_t{1} << 16},
+    c.o_lora_rank);
+  v(ConfigField{"sliding_window", "attention.sliding_window", {"window_size"}, 1, int64_t{1} << 20},
+    c.sliding_window);
+  v(ConfigField{"max_position_embeddings", "context_length", {}, 1, int64_t{1} << 40},
+    c.max_position_embeddings);
+  // ---- RoPE bases (YaRN: rope_scaling / rope_parameters) ----
+  v(ConfigField{"rope_theta", "rope.freq_base"}, c.rope_theta);
+  v(ConfigField{"compress_rope_theta", "attention.compress_rope_freq_base"}, c.compress_rope_theta);
+  // ---- lightning indexer ----
+  v(ConfigField{"index_n_heads", "attention.indexer.head_count", {}, 1, 4096}, c.index_n_heads);
+  v(ConfigField{"index_head_dim", "attention.indexer.key_length", {}, 1, int64_t{1} << 14},
+    c.index_head_dim);
+  v(ConfigField{"index_topk", "attention.indexer.top_k", {}, 1, int64_t{1} << 24}, c.index_topk);
+  // ---- MoE ----
+  v(ConfigField{"n_routed_experts", "expert_count", {"num_local_experts"}, 1, int64_t{1} << 14},
+    c.n_routed_experts);
+  v(ConfigField{"num_experts_per_tok", "expert_used_count", {"n_activated_experts"}, 1, kNoMax},
+    c.num_experts_per_tok);
   v(
       ConfigField{
-          "num_key_value_heads", {}, 1, 1, "1 (DeepSeek-V4 attention has one shared K=V head)"},
-      c.num_key_value_heads);
-  v(ConfigField{"head_dim", {}, 1, int64_t{1} << 14}, c.head_dim);
-  v(ConfigField{"qk_rope_head_dim", {"rope_head_dim"}, 1, kNoMax}, c.qk_rope_head_dim);
-  v(ConfigField{"q_lora_rank", {}, 1, int64_t{1} << 16}, c.q_lora_rank);
-  v(ConfigField{"o_groups", {}, 1, kNoMax}, c.o_groups);
-  v(ConfigField{"o_lora_rank", {}, 1, int64_t{1} << 16}, c.o_lora_rank);
-  v(ConfigField{"sliding_window", {"window_size"}, 1, int64_t{1} << 20}, c.sliding_window);
-  v(ConfigField{"max_position_embeddings", {}, 1, int64_t{1} << 40}, c.max_position_embeddings);
-  // ---- RoPE bases (YaRN: rope_scaling / rope_parameters) ----
-  v(ConfigField{"rope_theta"}, c.rope_theta);
-  v(ConfigField{"compress_rope_theta"}, c.compress_rope_theta);
-  // ---- lightning indexer ----
-  v(ConfigField{"index_n_heads", {}, 1, 4096}, c.index_n_heads);
-  v(ConfigField{"index_head_dim", {}, 1, int64_t{1} << 14}, c.index_head_dim);
-  v(ConfigField{"index_topk", {}, 1, int64_t{1} << 24}, c.index_topk);
-  // ---- MoE ----
-  v(ConfigField{"n_routed_experts", {"num_local_experts"}, 1, int64_t{1} << 14},
-    c.n_routed_experts);
-  v(ConfigField{"num_experts_per_tok", {"n_activated_experts"}, 1, kNoMax}, c.num_experts_per_tok);
-  v(ConfigField{"n_shared_experts", {}, 1, 1, "1 (the reference asserts it)"}, c.n_shared_experts);
-  v(ConfigField{"moe_intermediate_size", {"moe_inter_dim"}, 1, int64_t{1} << 16},
+          "n_shared_experts", "expert_shared_count", {}, 1, 1, "1 (the reference asserts it)"},
+      c.n_shared_experts);
+  v(ConfigField{"moe_intermediate_size",
+                "expert_feed_forward_length",
+                {"moe_inter_dim"},
+                1,
+                int64_t{1} << 16},
     c.moe_intermediate_size);
-  v(ConfigField{"num_hash_layers", {"n_hash_layers"}, kAny, kNoMax}, c.num_hash_layers);
-  v(ConfigField{"topk_method"}, c.topk_method);
-  v(ConfigField{"norm_topk_prob"}, c.norm_topk_prob);
-  v(ConfigField{"routed_scaling_factor", {"route_scale"}}, c.routed_scaling_factor);
-  v(ConfigField{"swiglu_limit"}, c.swiglu_limit);
+  v(ConfigField{"num_hash_layers", "hash_layer_count", {"n_hash_layers"}, kAny, kNoMax},
+    c.num_hash_layers);
+  v(ConfigField{"topk_method", nullptr}, c.topk_method);
+  v(ConfigField{"norm_topk_prob", "expert_weights_norm"}, c.norm_topk_prob);
+  v(ConfigField{"routed_scaling_factor", "expert_weights_scale", {"route_scale"}},
+    c.routed_scaling_factor);
+  v(ConfigField{"swiglu_limit", nullptr}, c.swiglu_limit);
   // ---- manifold-constrained hyper-connections ----
-  v(ConfigField{"hc_mult", {}, 1, kMaxHcMult, "1..64 (V4 uses 4)"}, c.hc_mult);
-  v(ConfigField{"hc_sinkhorn_iters", {}, 1, 10000, "1..10000 (V4 uses 20)"}, c.hc_sinkhorn_iters);
-  v(ConfigField{"hc_eps"}, c.hc_eps);
+  v(ConfigField{"hc_mult", "hyper_connection.count", {}, 1, kMaxHcMult, "1..64 (V4 uses 4)"},
+    c.hc_mult);
+  v(ConfigField{"hc_sinkhorn_iters",
+                "hyper_connection.sinkhorn_iterations",
+                {},
+                1,
+                10000,
+                "1..10000 (V4 uses 20)"},
+    c.hc_sinkhorn_iters);
+  v(ConfigField{"hc_eps", "hyper_connection.epsilon"}, c.hc_eps);
   // ---- the rest ----
-  v(ConfigField{"rms_norm_eps", {"norm_eps"}}, c.rms_norm_eps);
-  v(ConfigField{"num_nextn_predict_layers", {"n_mtp_layers"}, 0, 16, "0..16"},
-    c.num_nextn_predict_layers);
-  v(ConfigField{"dspark_block_size", {}, 0, 64, "0 (no DSpark) .. 64"}, c.dspark_block_size);
-  v(ConfigField{"dspark_noise_token_id"}, c.dspark_noise_token_id);
-  v(ConfigField{"dspark_markov_rank", {}, 1, int64_t{1} << 16}, c.dspark_markov_rank);
-  v(ConfigField{"bos_token_id"}, c.bos_token_id);
-  v(ConfigField{"tie_word_embeddings"}, c.tie_word_embeddings);
-  v(ConfigField{"torch_dtype"}, c.torch_dtype);
+  v(ConfigField{"rms_norm_eps", "attention.layer_norm_rms_epsilon", {"norm_eps"}}, c.rms_norm_eps);
+  v(
+      ConfigField{
+          "num_nextn_predict_layers", "nextn_predict_layers", {"n_mtp_layers"}, 0, 16, "0..16"},
+      c.num_nextn_predict_layers);
+  v(ConfigField{"dspark_block_size", nullptr, {}, 0, 64, "0 (no DSpark) .. 64"},
+    c.dspark_block_size);
+  v(ConfigField{"dspark_noise_token_id", nullptr}, c.dspark_noise_token_id);
+  v(ConfigField{"dspark_markov_rank", nullptr, {}, 1, int64_t{1} << 16}, c.dspark_markov_rank);
+  v(ConfigField{"bos_token_id", "tokenizer.ggml.bos_token_id"}, c.bos_token_id);
+  v(ConfigField{"tie_word_embeddings", nullptr}, c.tie_word_embeddings);
+  v(ConfigField{"torch_dtype", nullptr}, c.torch_dtype);
 }
 
 // The HF `layer_types` label of a compress ratio: "sliding_attention",

@@ -9,6 +9,7 @@
 #include "ops/matmul.h"
 
 #include "io/safetensors.h"  // OpenCheckpointDir
+#include "model/deepseek_v4/gguf_reader.h"
 
 namespace dsv4::deepseek_v4 {
 
@@ -736,6 +737,17 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
   ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromFile(dir + "/config.json"));
   RETURN_IF_ERROR(config.CheckForwardSupported().WithContext(dir + "/config.json"));
   ASSIGN_OR_RETURN(auto reader, OpenCheckpointDir(dir));
+  std::shared_ptr<const CheckpointReader> shared(std::move(reader));
+  ASSIGN_OR_RETURN(auto model, DeepSeekV4Model::Load(shared, config, options));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::unique_ptr<GgufFile> file,
+                                                  const deepseek_v4::LoadOptions& options) {
+  using deepseek_v4::DeepSeekV4Config;
+  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*file));
+  RETURN_IF_ERROR(config.CheckForwardSupported().WithContext(file->path()));
+  ASSIGN_OR_RETURN(auto reader, deepseek_v4::GgufDeepSeekV4Reader::Create(std::move(file)));
   std::shared_ptr<const CheckpointReader> shared(std::move(reader));
   ASSIGN_OR_RETURN(auto model, DeepSeekV4Model::Load(shared, config, options));
   return std::unique_ptr<Model>(std::move(model));

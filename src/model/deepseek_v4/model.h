@@ -27,6 +27,7 @@
 
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
+#include "io/gguf.h"
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
@@ -283,6 +284,12 @@ using deepseek_v4::DeepSeekV4Model;
 // or HF tensor names. Errors name the file and the problem.
 Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
                                               const deepseek_v4::LoadOptions& options = {});
+// Loads a llama.cpp `deepseek4` GGUF file (spec §14): the config from its
+// metadata, the weights by their GGUF names (Q8_0 dense linears, MXFP4
+// routed experts repacked to dsv4's FP4 layout at load). The tokenizer in its
+// metadata is not read.
+Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::unique_ptr<GgufFile> file,
+                                                  const deepseek_v4::LoadOptions& options = {});
 
 }  // namespace dsv4
 

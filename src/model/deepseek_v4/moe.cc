@@ -201,8 +201,7 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
                                    std::vector<float>& scratch) -> const float* {
     const LinearWeight& lw0 = weights_of(0).*member;
     for (int64_t i = 1; i <= n_active; ++i) {
-      CHECK(((weights_of(i).*member).format == LinearFormat::kDense) ==
-                (lw0.format == LinearFormat::kDense),
+      CHECK((weights_of(i).*member).takes_fp8_input() == lw0.takes_fp8_input(),
             "MoE layer %lld: experts mix dense and block-quantised weights",
             static_cast<long long>(plan.layer));
     }

@@ -115,12 +115,12 @@ inline void RmsNorm(float* out, const float* x, const float* weight, int64_t n, 
 }
 
 // The input a linear actually multiplies: x itself, or — with act_quant on and
-// an FP8/FP4 weight — an FP8-simulated copy in `scratch` (spec §7.4, §9.2).
+// an FP8/FP4 (or Q8_0) weight — an FP8-simulated copy in `scratch` (spec §7.4, §9.2).
 // Tokens are split over the pool (a decoded token stays on the caller).
 inline const float* LinearInput(ThreadPool& pool, const float* x, int64_t n_tokens,
                                 const LinearWeight& w, const NumericsOptions& opts,
                                 std::vector<float>& scratch) {
-  if (!opts.act_quant || w.format == LinearFormat::kDense) return x;
+  if (!opts.act_quant || !w.takes_fp8_input()) return x;
   const int64_t k = w.cols();
   if (static_cast<int64_t>(scratch.size()) < n_tokens * k) scratch.resize(n_tokens * k);
   pool.ParallelFor(

@@ -1,8 +1,7 @@
 // The DeepSeek-V4 tensor name table (see tensor_names.h).
 // Official names: spec §7.2; HF: §7.5 (transformers conversion_mapping.py);
-// GGUF: §7.6 (llama.cpp deepseek4). GGUF names marked "unverified" come from
-// third-party GGUF tooling, not from upstream llama.cpp. The HF default-save
-// spelling is derived from the official one (HfSaveName).
+// GGUF: §14.2 (llama.cpp deepseek4, its converter and loader). The HF
+// default-save spelling is derived from the official one (HfSaveName).
 #include "model/deepseek_v4/tensor_names.h"
 
 #include <cctype>
@@ -19,9 +18,9 @@ constexpr TensorNameRow kTable[] = {
   {S::kTop, "embed.weight",   "model.embed_tokens.weight", "token_embd.weight"},
   {S::kTop, "head.weight",    "lm_head.weight",            "output.weight"},
   {S::kTop, "norm.weight",    "model.norm.weight",         "output_norm.weight"},
-  {S::kTop, "hc_head_fn",     "model.hc_head.hc_fn",       "output_hc_fn.weight"},     // gguf unverified
-  {S::kTop, "hc_head_base",   "model.hc_head.hc_base",     "output_hc_base.weight"},   // gguf unverified
-  {S::kTop, "hc_head_scale",  "model.hc_head.hc_scale",    "output_hc_scale.weight"},  // gguf unverified
+  {S::kTop, "hc_head_fn",     "model.hc_head.hc_fn",       "output_hc_fn.weight"},
+  {S::kTop, "hc_head_base",   "model.hc_head.hc_base",     "output_hc_base.weight"},
+  {S::kTop, "hc_head_scale",  "model.hc_head.hc_scale",    "output_hc_scale.weight"},
 
   // ---- every layer (and the MTP block, which repeats them under mtp.{M}.) ----
   {S::kLayer, "attn_norm.weight", "input_layernorm.weight",          "attn_norm.weight"},
@@ -63,7 +62,7 @@ constexpr TensorNameRow kTable[] = {
   // MoE
   {S::kLayer, "ffn.gate.weight",  "mlp.gate.weight",                   "ffn_gate_inp.weight"},
   {S::kLayer, "ffn.gate.bias",    "mlp.gate.e_score_correction_bias",  "exp_probs_b.bias"},
-  {S::kLayer, "ffn.gate.tid2eid", "mlp.gate.tid2eid",                  "ffn_gate_tid2eid.weight"},  // gguf unverified
+  {S::kLayer, "ffn.gate.tid2eid", "mlp.gate.tid2eid",                  "ffn_gate_tid2eid.weight"},
   {S::kLayer, "ffn.experts.{X}.w1.weight", "mlp.experts.gate_up_proj", "ffn_gate_exps.weight", St::kGateHalf},
   {S::kLayer, "ffn.experts.{X}.w1.scale",  "",                         ""},
   {S::kLayer, "ffn.experts.{X}.w3.weight", "mlp.experts.gate_up_proj", "ffn_up_exps.weight",   St::kUpHalf},
@@ -220,11 +219,15 @@ std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme 
   return std::nullopt;
 }
 
-std::vector<CandidateName> CandidateNames(std::string_view official) {
+std::vector<CandidateName> CandidateNames(std::string_view official,
+                                          std::span<const NameScheme> schemes) {
   std::vector<CandidateName> out;
-  for (NameScheme s : kSafetensorsSchemes) {
+  bool hf_save = false;
+  for (NameScheme s : schemes) {
     if (auto r = TranslateName(official, s)) out.push_back({s, std::move(*r)});
+    hf_save = hf_save || s == NameScheme::kHfSave;
   }
+  if (!hf_save) return out;
   // transformers' default save reverses `.norm.` → `.kv_norm.` on every name
   // when a checkpoint's load used that rename (a compressor norm was renamed):
   // then a layer's attention kv_norm is written `attn.norm.weight`.

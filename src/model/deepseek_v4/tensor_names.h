@@ -1,9 +1,10 @@
 // The one table of DeepSeek-V4 tensor names: the official checkpoint spelling
 // (the canonical key everywhere in this code), the HF transformers spelling
 // (spec deepseek-v4.md §7.5: what `save_pretrained(save_original_format=False)`
-// writes, HF's internal names) and the llama.cpp GGUF spelling (§7.6, recorded
-// for the GGUF loader; GGUF dims are innermost-first and FP8 tensors are
-// re-quantised there). A fourth spelling, transformers' default
+// writes, HF's internal names) and the llama.cpp `deepseek4` GGUF spelling
+// (§14.2; the GGUF reader exposes dims outermost-first, as the official
+// shapes; FP8 tensors are re-quantised to Q8_0 there and the routed experts
+// stacked per layer into MXFP4 `ffn_*_exps` [E, N, K]). A fourth spelling, transformers' default
 // `save_pretrained` (which reverses its load-time renames only in part), is
 // derived from the official one: official layer names under `model.`, with
 // `model.embed_tokens.weight`, `model.norm.weight`, `model.hc_head.hc_*` at the
@@ -40,6 +41,8 @@ std::string_view NameSchemeName(NameScheme s);
 // The safetensors spellings, in the order CandidateNames tries them.
 inline constexpr NameScheme kSafetensorsSchemes[] = {NameScheme::kOfficial, NameScheme::kHf,
                                                      NameScheme::kHfSave};
+// A llama.cpp `deepseek4` GGUF file's one spelling.
+inline constexpr NameScheme kGgufSchemes[] = {NameScheme::kGguf};
 
 enum class NameScope { kTop, kLayer, kMtp };
 
@@ -71,13 +74,16 @@ struct ResolvedName {
 // nullopt when the name is not in the table or the scheme has no spelling for it.
 std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme scheme);
 
-// A concrete official name in each safetensors spelling that has one, in the
-// order of kSafetensorsSchemes (names may repeat where two spellings agree).
+// A concrete official name in each of `schemes` that has one, in that order
+// (names may repeat where two spellings agree). In the GGUF spelling a routed
+// expert's weight resolves to its layer's stacked `ffn_*_exps` tensor, with
+// `expert` saying which slice.
 struct CandidateName {
   NameScheme scheme;
   ResolvedName resolved;
 };
-std::vector<CandidateName> CandidateNames(std::string_view official);
+std::vector<CandidateName> CandidateNames(
+    std::string_view official, std::span<const NameScheme> schemes = kSafetensorsSchemes);
 
 }  // namespace dsv4::deepseek_v4
 

@@ -302,11 +302,12 @@ struct Bound {
 
 class Binder {
  public:
-  Binder(const CheckpointReader& reader, const DeepSeekV4Config& config)
-      : reader_(reader), config_(config) {}
+  Binder(const CheckpointReader& reader, const DeepSeekV4Config& config,
+         std::span<const NameScheme> schemes)
+      : reader_(reader), config_(config), schemes_(schemes) {}
 
   void Bind(const WeightDecl& d) {
-    const std::vector<CandidateName> candidates = CandidateNames(d.name);
+    const std::vector<CandidateName> candidates = CandidateNames(d.name, schemes_);
     const CandidateName* found = nullptr;
     const TensorInfo* info = nullptr;
     for (const CandidateName& c : candidates) {
@@ -317,6 +318,12 @@ class Binder {
       }
     }
     if (found == nullptr) {
+      // A stacked tensor (GGUF experts) is reported once, not once per expert.
+      if (candidates.size() == 1 && candidates[0].resolved.expert >= 0 &&
+          candidates[0].scheme == NameScheme::kGguf &&
+          !stacked_reported_.insert(candidates[0].resolved.name).second) {
+        return;
+      }
       std::string tried;
       for (const CandidateName& c : candidates) {
         if (tried.find("'" + c.resolved.name + "'") != std::string::npos) continue;
@@ -332,6 +339,8 @@ class Binder {
     bool ok = true;
     if (resolved.hf_stack != HfStack::kNone) {
       ok = BindStacked(d, resolved, *info, b);
+    } else if (found->scheme == NameScheme::kGguf && resolved.expert >= 0) {
+      ok = BindGgufExpert(d, resolved, *info, b);
     } else {
       switch (d.kind) {
         case WeightKind::kLinear:
@@ -362,11 +371,11 @@ class Binder {
 
   // The spelling of the bound tensors (ModelWeights::naming).
   std::string Naming() const {
-    for (NameScheme s : kSafetensorsSchemes) {
+    for (NameScheme s : schemes_) {
       if (spelled_all_[static_cast<int>(s)]) return std::string(NameSchemeName(s));
     }
     std::string used;
-    for (NameScheme s : kSafetensorsSchemes) {
+    for (NameScheme s : schemes_) {
       if (!spelled_some_[static_cast<int>(s)]) continue;
       used += (used.empty() ? "" : ", ") + std::string(NameSchemeName(s));
     }
@@ -429,7 +438,7 @@ class Binder {
       if (c.resolved.name == name) spells[static_cast<int>(c.scheme)] = true;
     }
     bool first = true;
-    for (NameScheme s : kSafetensorsSchemes) {
+    for (NameScheme s : schemes_) {
       const int i = static_cast<int>(s);
       spelled_all_[i] = spelled_all_[i] && spells[i];
       // The first spelling that names it (the one the binder tried first).
@@ -444,7 +453,7 @@ class Binder {
     std::string official = d.name;
     official.replace(official.size() - std::string(".weight").size(), std::string::npos, ".scale");
     const TensorInfo* s = nullptr;
-    const std::vector<CandidateName> candidates = CandidateNames(official);
+    const std::vector<CandidateName> candidates = CandidateNames(official, schemes_);
     for (const CandidateName& c : candidates) {
       s = reader_.Find(c.resolved.name);
       if (s != nullptr) {
@@ -536,6 +545,51 @@ class Binder {
     return true;
   }
 
+  // GGUF routed experts: one [E, N, K] tensor a layer per projection — FP4
+  // codes I8 [E, N, K/2] with e8m0 scales `<base>.scale` [E, N, K/32] (the
+  // MXFP4 split of gguf_reader.h), or a dense dtype; expert `r.expert` is a
+  // slice of it.
+  bool BindGgufExpert(const WeightDecl& d, const ResolvedName& r, const TensorInfo& info,
+                      Bound& b) {
+    const int64_t E = config_.n_routed_experts, n = d.shape[0], k = d.shape[1];
+    const bool fp4 = info.dtype == DType::kI8 && k % ops::ref::kFp4WeightBlock == 0 &&
+                     info.shape == std::vector<int64_t>{E, n, k / 2};
+    const bool dense =
+        IsDenseMatrixDType(info.dtype) && info.shape == std::vector<int64_t>{E, n, k};
+    if (!fp4 && !dense) {
+      if (stacked_reported_.insert(info.name).second) {
+        problems_.push_back("tensor '" + info.name + "' is " + Shape(info.shape) + " " +
+                            std::string(DTypeName(info.dtype)) + ", expected " + Shape({E, n, k}) +
+                            " mxfp4 (or f32/bf16/f16/q8_0): " + std::to_string(E) + " experts of " +
+                            Shape(d.shape));
+      }
+      return false;
+    }
+    if (dense) {
+      b.view = info.view()[r.expert];
+      b.format = LinearFormat::kDense;
+      return true;
+    }
+    const std::string base = info.name.substr(0, info.name.size() - std::string(".weight").size());
+    const TensorInfo* s = reader_.Find(base + ".scale");
+    const std::vector<int64_t> want = {E, n, k / ops::ref::kFp4WeightBlock};
+    if (s == nullptr || s->dtype != DType::kE8m0 || s->shape != want) {
+      if (stacked_reported_.insert(base + ".scale").second) {
+        problems_.push_back("tensor '" + info.name + "' has no e8m0 scales " + Shape(want) +
+                            " beside it (an MXFP4 tensor's, split at load)");
+      }
+      return false;
+    }
+    consumed_.insert(s->name);
+    const auto* codes = static_cast<const uint8_t*>(info.data);
+    const auto* scales = static_cast<const uint8_t*>(s->data);
+    b.view = TensorView::Contiguous(codes + r.expert * n * (k / 2), DType::kFp4E2m1, {n, k});
+    b.scale = TensorView::Contiguous(scales + r.expert * n * (k / ops::ref::kFp4WeightBlock),
+                                     DType::kE8m0, {n, k / ops::ref::kFp4WeightBlock});
+    b.format = LinearFormat::kFp4Block;
+    return true;
+  }
+
   bool CopyIndexTable(const WeightDecl& d, const TensorInfo& info, Bound& b) {
     const int64_t n = info.view().numel();
     b.i32.resize(n);
@@ -563,6 +617,7 @@ class Binder {
   static constexpr int kNSchemes = static_cast<int>(NameScheme::kGguf) + 1;
   const CheckpointReader& reader_;
   const DeepSeekV4Config& config_;
+  std::span<const NameScheme> schemes_;
   std::array<bool, kNSchemes> spelled_all_ = {true, true, true, true};
   std::array<bool, kNSchemes> spelled_some_{};
   std::set<std::string> consumed_;  // file tensors a declaration took
@@ -636,17 +691,18 @@ LayerWeights TakeLayer(Binder& binder, const DeepSeekV4Config& c, const LayerPla
 
 Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV4Config& c,
                                  const std::vector<LayerPlan>& plans) {
+  // A llama.cpp deepseek4 GGUF file (its embedding's name says so) binds by
+  // the GGUF spelling alone; safetensors by any of theirs, decided per tensor.
+  const bool gguf = reader.Find(TranslateName("embed.weight", NameScheme::kGguf)->name) != nullptr;
+  const std::span<const NameScheme> schemes =
+      gguf ? std::span<const NameScheme>(kGgufSchemes) : kSafetensorsSchemes;
   auto present = [&](const std::string& official) {
-    for (const CandidateName& n : CandidateNames(official)) {
+    for (const CandidateName& n : CandidateNames(official, schemes)) {
       if (reader.Find(n.resolved.name) != nullptr) return true;
     }
     return false;
   };
   if (!present("embed.weight")) {
-    if (reader.Find(TranslateName("embed.weight", NameScheme::kGguf)->name) != nullptr) {
-      return Unimplemented(reader.path() + ": DeepSeek-V4 GGUF files are not supported yet",
-                           "use the safetensors release (official or HF tensor names)");
-    }
     return NotFound(reader.path() +
                         ": no embedding tensor: none of 'embed.weight' (official), "
                         "'model.embed_tokens.weight' (HF), 'token_embd.weight' (GGUF)",
@@ -670,13 +726,14 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
       n_draft += t.name.rfind("mtp.", 0) == 0 || t.name.rfind("model.mtp.", 0) == 0;
     }
     if (n_draft > 0) {
-      LOG_WARNING("{}: {} draft-module tensors (mtp.*) match neither a NextN MTP layer nor "
-                  "the DSpark module of config.json; running the main model without "
-                  "speculative decoding",
-                  reader.path(), n_draft);
+      LOG_WARNING(
+          "{}: {} draft-module tensors (mtp.*) match neither a NextN MTP layer nor "
+          "the DSpark module of config.json; running the main model without "
+          "speculative decoding",
+          reader.path(), n_draft);
     }
   }
-  Binder binder(reader, c);
+  Binder binder(reader, c, schemes);
   ForEachWeight(c, plans, [&](const WeightDecl& d) {
     if (!d.mtp || bind_mtp[d.layer]) binder.Bind(d);
   });
