@@ -45,7 +45,7 @@ struct LoadOptions {
   // bf16 as the released code holds it (true) or kept f32 (false); unset: the
   // checkpoint's numerics decide (bf16 with the release's, deepseek_v4::
   // NumericsOptions::o_bf16). Other models ignore it.
-  std::optional<bool> wo_a_bf16;
+  std::optional<bool> wo_a_bf16 = std::nullopt;
 };
 
 struct LoadedModel {

@@ -68,7 +68,7 @@ struct BpeEncodeOptions {
   // Byte ranges of the text where no added token is matched, special or not
   // (untrusted text inside a trusted template; V4's chat markers such as
   // <｜User｜> are non-special added tokens).
-  std::span<const TextRange> plain_ranges;
+  std::span<const TextRange> plain_ranges = {};
 };
 
 class BpeTokenizer final : public Tokenizer {
