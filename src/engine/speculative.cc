@@ -161,9 +161,13 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
   // DSpark drafts at most its block per round.
   if (drafter->max_drafts() > 0 && k > drafter->max_drafts()) k = drafter->max_drafts();
   DraftLengthController controller(k);
-  auto main = model.NewCache(ctx);
+  // Caches sized for this request (as Generate's), not the model's context:
+  // the prompt, the tokens to generate and one round's drafts.
+  const int64_t cap =
+      std::min<int64_t>(ctx, static_cast<int64_t>(prompt.size()) + options.max_tokens + k + 1);
+  auto main = model.NewCache(cap);
   // No drafts (k = 0): the draft head never runs.
-  std::unique_ptr<DraftSession> draft = k > 0 ? drafter->NewDraftSession(ctx) : nullptr;
+  std::unique_ptr<DraftSession> draft = k > 0 ? drafter->NewDraftSession(cap) : nullptr;
   std::vector<float> logits((k + 1) * V);
   // Sampling: the chain's distributions of the drafts (q) and of the target (π).
   Sampler sampler(sp);
@@ -211,13 +215,13 @@ Result<SpeculativeStats> GenerateSpeculative(LoadedModel& m, std::span<const int
   while (options.max_tokens > 0) {
     if (!emit(x)) break;
     const int64_t n = main->length();  // x's position
-    if (n >= ctx) {
+    if (n >= cap) {                    // cap < ctx only when max_tokens ends generation first
       stats.stop_reason = "context";
       break;
     }
     const int64_t k_round = options.adaptive ? controller.Choose() : k;
     int64_t kr = std::clamp<int64_t>(
-        std::min({k_round, options.max_tokens - stats.generated_tokens - 1, ctx - n - 1}), 0, k);
+        std::min({k_round, options.max_tokens - stats.generated_tokens - 1, cap - n - 1}), 0, k);
     Timer round_timer;
     // ---- Draft up to kr tokens after x ----
     verify.assign(1 + kr, x);
