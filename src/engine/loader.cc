@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <fmt/core.h>
+
 #include "base/mapped_file.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
@@ -25,8 +27,8 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The vocabulary inside a GGUF file: `llama` (SentencePiece) or `gpt2`
-// (byte-level BPE, with its pre-tokenizer named by tokenizer.ggml.pre).
+}  // namespace
+
 Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(std::string tok_model, file.GetString("tokenizer.ggml.model"));
   if (tok_model == "gpt2") {
@@ -81,6 +83,8 @@ Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
+namespace {
+
 // A llama2.c tokenizer file (tok512.bin, tokenizer.bin) of `vocab_size` tokens (-1: all).
 Result<std::unique_ptr<Tokenizer>> Tok512Tokenizer(const std::string& path, int32_t vocab_size) {
   ASSIGN_OR_RETURN(SpmVocab vocab, ReadTok512(path, vocab_size));
@@ -134,16 +138,30 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
   return FinishLlama(std::move(file), c, std::move(tok), o, "llama2c");
 }
 
-// A llama.cpp `deepseek4` GGUF file. Its vocabulary is not read yet: the
-// model runs on ids, or with --tokenizer (the release's tokenizer.json).
+// A llama.cpp `deepseek4` GGUF file. Its tokenizer: --tokenizer when given,
+// else the file's own `tokenizer.ggml.*` vocabulary (the converter copies the
+// release's tokenizer.json into it), else none (the model runs on ids).
 Result<LoadedModel> LoadDeepSeekV4GgufFile(std::unique_ptr<GgufFile> file, const LoadOptions& o) {
   deepseek_v4::LoadOptions lo;
   lo.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
   lo.o_bf16 = o.wo_a_bf16;
+  std::unique_ptr<Tokenizer> gguf_tokenizer;
+  if (o.tokenizer_path.empty() && file->HasMeta("tokenizer.ggml.model")) {
+    ASSIGN_OR_RETURN(gguf_tokenizer, TokenizerFromGguf(*file));
+  }
   LoadedModel m;
   ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4Gguf(std::move(file), lo));
+  if (gguf_tokenizer && gguf_tokenizer->vocab_size() > m.model->info().vocab_size) {
+    return InvalidArgument(
+        fmt::format("{}: tokenizer.ggml.tokens has {} entries, more than the model's {} "
+                    "embedding rows",
+                    o.model_path, gguf_tokenizer->vocab_size(), m.model->info().vocab_size),
+        "the file's vocabulary does not belong to its weights; pass --tokenizer PATH");
+  }
   if (!o.tokenizer_path.empty()) {
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path));
+  } else if (gguf_tokenizer) {
+    m.tokenizer = std::move(gguf_tokenizer);
   }
   m.path = o.model_path;
   m.format = "gguf";

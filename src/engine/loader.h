@@ -25,6 +25,8 @@
 
 namespace dsv4 {
 
+class GgufFile;
+
 struct LoadOptions {
   std::string model_path;      // empty: the embedded default model (stories260K)
   std::string tokenizer_path;  // empty: found from the model
@@ -72,6 +74,12 @@ Result<LoadedModel> LoadModel(const LoadOptions& options);
 // `llama` or `gpt2` vocabulary), a llama2.c tokenizer .bin, or a model
 // directory holding tokenizer.json.
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path);
+
+// The vocabulary inside a GGUF file: `tokenizer.ggml.model` "llama"
+// (SentencePiece) or "gpt2" (byte-level BPE, its pre-tokenizer named by
+// `tokenizer.ggml.pre`; a deepseek4 file's "joyai-llm" is DeepSeek-V3/V4's).
+// Errors name the file and the key that is missing or malformed.
+Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file);
 
 // The embedded default model, models/stories260K/stories260K.bin, searched for
 // next to the executable (and its parents) and in the source tree it was built
