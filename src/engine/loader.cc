@@ -141,7 +141,9 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
 // A llama.cpp `deepseek4` GGUF file. Its tokenizer: --tokenizer when given,
 // else the file's own `tokenizer.ggml.*` vocabulary (the converter copies the
 // release's tokenizer.json into it), else none (the model runs on ids).
-Result<LoadedModel> LoadDeepSeekV4GgufFile(std::unique_ptr<GgufFile> file, const LoadOptions& o) {
+Result<LoadedModel> LoadDeepSeekV4GgufFile(std::vector<std::unique_ptr<GgufFile>> parts,
+                                           const LoadOptions& o) {
+  const GgufFile* file = parts.front().get();
   deepseek_v4::LoadOptions lo;
   lo.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
   lo.o_bf16 = o.wo_a_bf16;
@@ -150,7 +152,7 @@ Result<LoadedModel> LoadDeepSeekV4GgufFile(std::unique_ptr<GgufFile> file, const
     ASSIGN_OR_RETURN(gguf_tokenizer, TokenizerFromGguf(*file));
   }
   LoadedModel m;
-  ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4Gguf(std::move(file), lo));
+  ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4Gguf(std::move(parts), lo));
   if (gguf_tokenizer && gguf_tokenizer->vocab_size() > m.model->info().vocab_size) {
     return InvalidArgument(
         fmt::format("{}: tokenizer.ggml.tokens has {} entries, more than the model's {} "
@@ -170,9 +172,17 @@ Result<LoadedModel> LoadDeepSeekV4GgufFile(std::unique_ptr<GgufFile> file, const
 }
 
 Result<LoadedModel> LoadGguf(const LoadOptions& o) {
-  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(o.model_path));
-  ASSIGN_OR_RETURN(std::string arch, file->GetString("general.architecture"));
-  if (arch == "deepseek4") return LoadDeepSeekV4GgufFile(std::move(file), o);
+  // Any part of a gguf-split set opens the whole set; the first holds the metadata.
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<GgufFile>> parts, OpenGgufSplit(o.model_path));
+  ASSIGN_OR_RETURN(std::string arch, parts.front()->GetString("general.architecture"));
+  if (arch == "deepseek4") return LoadDeepSeekV4GgufFile(std::move(parts), o);
+  if (parts.size() > 1) {
+    return Unimplemented(fmt::format("{}: a {}-part gguf-split set of architecture '{}'; split "
+                                     "GGUF sets are supported for deepseek4 only",
+                                     o.model_path, parts.size(), arch),
+                         "merge the parts with llama.cpp's gguf-split --merge");
+  }
+  std::unique_ptr<GgufFile> file = std::move(parts.front());
   // A llama GGUF file carries its own vocabulary, which the weights were
   // trained with; another tokenizer would silently give the model wrong ids.
   if (!o.tokenizer_path.empty()) {

@@ -923,4 +923,85 @@ Result<std::unique_ptr<GgufFile>> OpenGguf(const std::string& path) {
   return ParseGguf(bytes, path, std::move(mapped));
 }
 
+std::string GgufSplitPath(std::string_view prefix, int split_no, int split_count) {
+  return fmt::format("{}-{:05d}-of-{:05d}.gguf", prefix, split_no + 1, split_count);
+}
+
+Result<std::vector<std::unique_ptr<GgufFile>>> OpenGgufSplit(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> given, OpenGguf(path));
+  std::vector<std::unique_ptr<GgufFile>> parts;
+  if (!given->HasMeta("split.count")) {
+    parts.push_back(std::move(given));
+    return parts;
+  }
+  ASSIGN_OR_RETURN(uint32_t count, given->GetU32("split.count"));
+  ASSIGN_OR_RETURN(uint32_t no, given->GetU32("split.no"));
+  if (count == 0 || no >= count) {
+    return InvalidArgument(
+        fmt::format("{}: split.no {} is not below split.count {}", path, no, count),
+        "the file is not a valid gguf-split part");
+  }
+  if (count == 1) {
+    parts.push_back(std::move(given));
+    return parts;
+  }
+  const std::string suffix = GgufSplitPath("", static_cast<int>(no), static_cast<int>(count));
+  if (path.size() <= suffix.size() || !path.ends_with(suffix)) {
+    return InvalidArgument(fmt::format("{}: part {} of a {}-part gguf-split set, but not named "
+                                       "<prefix>{}, so the other parts cannot be found",
+                                       path, no + 1, count, suffix),
+                           "keep the names gguf-split gave the parts");
+  }
+  const std::string prefix = path.substr(0, path.size() - suffix.size());
+  parts.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (i == no) {
+      parts[i] = std::move(given);
+      continue;
+    }
+    const std::string part_path =
+        GgufSplitPath(prefix, static_cast<int>(i), static_cast<int>(count));
+    auto part = OpenGguf(part_path);
+    if (!part.ok()) {
+      return part.status().WithContext(
+          fmt::format("part {} of the {}-part gguf-split set of {}", i + 1, count, path));
+    }
+    parts[i] = std::move(part).value();
+  }
+  int64_t total = 0;
+  std::map<std::string, std::string, std::less<>> seen;  // tensor name -> part path
+  for (uint32_t i = 0; i < count; ++i) {
+    const GgufFile& p = *parts[i];
+    ASSIGN_OR_RETURN(uint32_t p_no, p.GetU32("split.no"));
+    ASSIGN_OR_RETURN(uint32_t p_count, p.GetU32("split.count"));
+    if (p_no != i || p_count != count) {
+      return InvalidArgument(
+          fmt::format("{}: says split.no {} and split.count {}; as part {} of {}'s set it should "
+                      "say split.no {} and split.count {}",
+                      p.path(), p_no, p_count, i + 1, path, i, count),
+          "the parts come from different gguf-split runs");
+    }
+    for (const GgufTensorInfo& t : p.ggml_tensors()) {
+      auto [it, fresh] = seen.emplace(t.name, p.path());
+      if (!fresh) {
+        return InvalidArgument(
+            fmt::format("{}: tensor '{}' is also in {}", p.path(), t.name, it->second),
+            "the parts come from different gguf-split runs");
+      }
+    }
+    total += static_cast<int64_t>(p.ggml_tensors().size());
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const GgufFile& p = *parts[i];
+    ASSIGN_OR_RETURN(int64_t want, p.GetI64("split.tensors.count"));
+    if (want != total) {
+      return DataLoss(fmt::format("{}: split.tensors.count is {}, but the {} parts hold {} "
+                                  "tensors",
+                                  p.path(), want, count, total),
+                      "a part is missing tensors or comes from another gguf-split run");
+    }
+  }
+  return parts;
+}
+
 }  // namespace dsv4

@@ -197,6 +197,20 @@ Result<std::unique_ptr<GgufFile>> ParseGguf(std::span<const uint8_t> bytes, cons
 // Maps `path` and parses it.
 Result<std::unique_ptr<GgufFile>> OpenGguf(const std::string& path);
 
+// llama.cpp's split-file naming (llama_split_path): "<prefix>-00002-of-00004.gguf"
+// for split_no 1 (0-based) of 4.
+std::string GgufSplitPath(std::string_view prefix, int split_no, int split_count);
+
+// Opens `path` and, when it is one part of a llama.cpp `gguf-split` set
+// (`split.count` > 1), every part of the set, in order: part i is named
+// GgufSplitPath(prefix, i, N) with the prefix taken from `path`'s own name, so
+// any part may be given. Each part must say `split.no` i and `split.count` N,
+// and every part's `split.tensors.count` must equal the tensors of all parts
+// together (no name twice). A file without `split.count` is returned alone.
+// Errors name the missing or disagreeing file. The first part holds the
+// model's metadata.
+Result<std::vector<std::unique_ptr<GgufFile>>> OpenGgufSplit(const std::string& path);
+
 // True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points
 // past U+10FFFF).
 bool IsValidUtf8(std::string_view s);

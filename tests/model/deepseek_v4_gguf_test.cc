@@ -8,11 +8,16 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../common/scoped_kquant_activations.h"
 #include "base/float_types.h"
@@ -215,9 +220,9 @@ void ExpectClose(const Diff& d, int64_t T, const char* what) {
   EXPECT_GE(d.rows_within_quarter, T * 3 / 4) << what;
 }
 
-std::vector<float> RunTiny(std::optional<NumericsOptions> numerics,
-                           const std::vector<int32_t>& ids) {
-  auto reader = TinyReader();
+std::vector<float> RunReader(std::shared_ptr<const GgufDeepSeekV4Reader> reader,
+                             std::optional<NumericsOptions> numerics,
+                             const std::vector<int32_t>& ids) {
   EXPECT_NE(reader, nullptr);
   if (reader == nullptr) return {};
   auto c = DeepSeekV4Config::FromGguf(reader->file());
@@ -232,6 +237,11 @@ std::vector<float> RunTiny(std::optional<NumericsOptions> numerics,
   std::vector<float> logits(T * kVocab);
   EXPECT_TRUE((*model)->Forward(ids, *cache, logits, /*all_logits=*/true).ok());
   return logits;
+}
+
+std::vector<float> RunTiny(std::optional<NumericsOptions> numerics,
+                           const std::vector<int32_t>& ids) {
+  return RunReader(TinyReader(), numerics, ids);
 }
 
 // Against llama.cpp on the same file, with llama.cpp's arithmetic where dsv4
@@ -348,6 +358,220 @@ TEST(DeepSeekV4GgufBad, WrongExpertShapeNamesTheStackedTensor) {
                              "[4, 128, 128] mxfp4"),
             std::string::npos)
       << s.message();
+}
+
+}  // namespace
+}  // namespace dsv4::deepseek_v4
+
+// A llama.cpp gguf-split set (spec §14.1), written here the way gguf-split
+// writes one: every part gets split.no (u16), split.count (u16) and
+// split.tensors.count (i32); the first also the file's metadata, copied byte
+// for byte; the tensors are divided into contiguous runs, in file order.
+namespace dsv4::deepseek_v4 {
+namespace {
+
+class SplitWriter {
+ public:
+  // The bytes of tiny.gguf's metadata entries (the section after the header).
+  static std::string MetadataBytes(const std::string& bytes, uint64_t n_kv) {
+    size_t at = 24;
+    auto u32 = [&] {
+      uint32_t v;
+      std::memcpy(&v, bytes.data() + at, 4);
+      at += 4;
+      return v;
+    };
+    auto u64 = [&] {
+      uint64_t v;
+      std::memcpy(&v, bytes.data() + at, 8);
+      at += 8;
+      return v;
+    };
+    auto skip_value = [&](uint32_t type) {
+      static constexpr int kSizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+      if (type == 8) {
+        at += u64();
+      } else {
+        at += kSizes[type];
+      }
+    };
+    for (uint64_t i = 0; i < n_kv; ++i) {
+      at += u64();  // key
+      const uint32_t type = u32();
+      if (type == 9) {
+        const uint32_t elem = u32();
+        const uint64_t n = u64();
+        for (uint64_t j = 0; j < n; ++j) skip_value(elem);
+      } else {
+        skip_value(type);
+      }
+    }
+    return bytes.substr(24, at - 24);
+  }
+
+  // Writes `path` holding `tensors` of `file`; `meta` (with `n_meta`
+  // entries) before the split keys.
+  static void WritePart(const std::string& path, const GgufFile& file,
+                        const std::vector<const GgufTensorInfo*>& tensors, const std::string& meta,
+                        uint64_t n_meta, uint16_t no, uint16_t count, int32_t total) {
+    std::string out;
+    auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    auto str = [&](std::string_view s) {
+      put(static_cast<uint64_t>(s.size()));
+      out.append(s);
+    };
+    out.append("GGUF");
+    put(uint32_t{3});
+    put(static_cast<uint64_t>(tensors.size()));
+    put(n_meta + 3);
+    out.append(meta);
+    str("split.no");
+    put(uint32_t{2});
+    put(no);
+    str("split.count");
+    put(uint32_t{2});
+    put(count);
+    str("split.tensors.count");
+    put(uint32_t{5});
+    put(total);
+    const uint64_t align = file.alignment();
+    auto pad = [&](uint64_t n) { return (n + align - 1) / align * align; };
+    uint64_t offset = 0;
+    for (const GgufTensorInfo* t : tensors) {
+      str(t->name);
+      put(static_cast<uint32_t>(t->shape.size()));
+      for (auto it = t->shape.rbegin(); it != t->shape.rend(); ++it) {
+        put(static_cast<uint64_t>(*it));
+      }
+      put(t->ggml_type);
+      put(offset);
+      offset = pad(offset + static_cast<uint64_t>(t->nbytes));
+    }
+    out.resize(pad(out.size()), '\0');
+    for (const GgufTensorInfo* t : tensors) {
+      out.append(static_cast<const char*>(t->data), static_cast<size_t>(t->nbytes));
+      out.resize(pad(out.size()), '\0');
+    }
+    std::ofstream f(path, std::ios::binary);
+    f.write(out.data(), static_cast<std::streamsize>(out.size()));
+    ASSERT_TRUE(f.good()) << path;
+  }
+
+  // Splits tiny.gguf into `count` parts named like gguf-split's, under a
+  // fresh temporary folder; returns the prefix. `claimed_count` is what the
+  // parts say in split.count (part `bad_part` only; -1: none).
+  static std::string Split(const std::string& name, int count, int bad_part = -1,
+                           uint16_t claimed_count = 0) {
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("dsv4_gguf_split_" + name + "_" + std::to_string(::getpid())))
+                                .string();
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto file = OpenGguf(TinyPath());
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    if (!file.ok()) return {};
+    std::ifstream in(TinyPath(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t n_kv;
+    std::memcpy(&n_kv, bytes.data() + 16, 8);
+    const std::string meta = MetadataBytes(bytes, n_kv);
+    const auto& all = (*file)->ggml_tensors();
+    const std::string prefix = dir + "/tiny";
+    for (int i = 0; i < count; ++i) {
+      std::vector<const GgufTensorInfo*> part;
+      for (size_t j = all.size() * i / count; j < all.size() * (i + 1) / count; ++j) {
+        part.push_back(&all[j]);
+      }
+      const uint16_t says = i == bad_part ? claimed_count : static_cast<uint16_t>(count);
+      WritePart(GgufSplitPath(prefix, i, count), **file, part, i == 0 ? meta : std::string(),
+                i == 0 ? n_kv : 0, static_cast<uint16_t>(i), says,
+                static_cast<int32_t>(all.size()));
+    }
+    return prefix;
+  }
+};
+
+TEST(DeepSeekV4GgufSplit, PartsAreNamedLikeLlamaCpp) {
+  EXPECT_EQ(GgufSplitPath("/m/ds4", 0, 3), "/m/ds4-00001-of-00003.gguf");
+  EXPECT_EQ(GgufSplitPath("x", 11, 12), "x-00012-of-00012.gguf");
+}
+
+// Three parts, opened from the second: the same tensors, the same logits to
+// the bit as the single file.
+TEST(DeepSeekV4GgufSplit, LogitsEqualTheSingleFileBitForBit) {
+  const std::string prefix = SplitWriter::Split("ok", 3);
+  ASSERT_FALSE(prefix.empty());
+  auto parts = OpenGgufSplit(GgufSplitPath(prefix, 1, 3));
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->size(), 3u);
+  EXPECT_EQ((*parts)[0]->path(), GgufSplitPath(prefix, 0, 3));
+  EXPECT_TRUE((*parts)[0]->HasMeta("general.architecture"));
+  EXPECT_FALSE((*parts)[2]->HasMeta("general.architecture"));
+  auto split = GgufDeepSeekV4Reader::Create(std::move(parts).value());
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  std::shared_ptr<const GgufDeepSeekV4Reader> reader(std::move(split).value());
+  EXPECT_EQ(reader->part_count(), 3u);
+  auto single = TinyReader();
+  ASSERT_NE(single, nullptr);
+  EXPECT_EQ(reader->tensors().size(), single->tensors().size());
+  EXPECT_EQ(reader->copied_bytes(), single->copied_bytes());
+
+  const std::vector<int32_t> ids = ReadIds(TinyDir() + "/input_ids.txt");
+  const std::vector<float> want = RunTiny(NumericsOptions{}, ids);
+  const std::vector<float> got = RunReader(reader, NumericsOptions{}, ids);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+
+  // Through the model loader too (the first part given this time).
+  auto first = OpenGgufSplit(GgufSplitPath(prefix, 0, 3));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  LoadOptions lo;
+  lo.numerics = NumericsOptions{};
+  auto model = LoadDeepSeekV4Gguf(std::move(first).value(), lo);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+}
+
+TEST(DeepSeekV4GgufSplitBad, MissingPartIsNamed) {
+  const std::string prefix = SplitWriter::Split("missing", 3);
+  ASSERT_FALSE(prefix.empty());
+  const std::string gone = GgufSplitPath(prefix, 2, 3);
+  std::filesystem::remove(gone);
+  auto parts = OpenGgufSplit(GgufSplitPath(prefix, 0, 3));
+  ASSERT_FALSE(parts.ok());
+  EXPECT_NE(parts.status().message().find(gone), std::string::npos) << parts.status().ToString();
+  EXPECT_NE(parts.status().message().find("part 3 of the 3-part gguf-split set"), std::string::npos)
+      << parts.status().ToString();
+  std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+}
+
+TEST(DeepSeekV4GgufSplitBad, MismatchedSplitCountIsNamed) {
+  const std::string prefix = SplitWriter::Split("count", 2, /*bad_part=*/1, /*claimed_count=*/3);
+  ASSERT_FALSE(prefix.empty());
+  auto parts = OpenGgufSplit(GgufSplitPath(prefix, 0, 2));
+  ASSERT_FALSE(parts.ok());
+  EXPECT_EQ(parts.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parts.status().message().find(GgufSplitPath(prefix, 1, 2) +
+                                          ": says split.no 1 and split.count 3; as part 2"),
+            std::string::npos)
+      << parts.status().ToString();
+  std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+}
+
+TEST(DeepSeekV4GgufSplitBad, TensorCountMismatchIsNamed) {
+  const std::string prefix = SplitWriter::Split("tensors", 2);
+  ASSERT_FALSE(prefix.empty());
+  // Drop the second part's tensors: rewrite it with none.
+  auto file = OpenGguf(TinyPath());
+  ASSERT_TRUE(file.ok());
+  SplitWriter::WritePart(GgufSplitPath(prefix, 1, 2), **file, {}, {}, 0, 1, 2,
+                         static_cast<int32_t>((*file)->ggml_tensors().size()));
+  auto parts = OpenGgufSplit(GgufSplitPath(prefix, 0, 2));
+  ASSERT_FALSE(parts.ok());
+  EXPECT_NE(parts.status().message().find("split.tensors.count is"), std::string::npos)
+      << parts.status().ToString();
+  std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
 }
 
 }  // namespace

@@ -7,15 +7,34 @@ namespace dsv4::deepseek_v4 {
 
 Result<std::unique_ptr<GgufDeepSeekV4Reader>> GgufDeepSeekV4Reader::Create(
     std::unique_ptr<GgufFile> file) {
-  std::unique_ptr<GgufDeepSeekV4Reader> r(new GgufDeepSeekV4Reader(std::move(file)));
-  const std::string& path = r->file_->path();
-  auto add = [&](TensorInfo info) {
-    r->index_.emplace(info.name, r->tensors_.size());
-    r->tensors_.push_back(std::move(info));
-  };
-  for (const GgufTensorInfo& t : r->file_->ggml_tensors()) {
+  std::vector<std::unique_ptr<GgufFile>> parts;
+  parts.push_back(std::move(file));
+  return Create(std::move(parts));
+}
+
+Result<std::unique_ptr<GgufDeepSeekV4Reader>> GgufDeepSeekV4Reader::Create(
+    std::vector<std::unique_ptr<GgufFile>> parts) {
+  if (parts.empty()) return InvalidArgument("a deepseek4 GGUF reader needs at least one file");
+  std::unique_ptr<GgufDeepSeekV4Reader> r(new GgufDeepSeekV4Reader(std::move(parts)));
+  for (const std::unique_ptr<GgufFile>& file : r->files_) RETURN_IF_ERROR(r->AddPart(*file));
+  return r;
+}
+
+Status GgufDeepSeekV4Reader::Add(TensorInfo info) {
+  auto [it, fresh] = index_.emplace(info.name, tensors_.size());
+  if (!fresh) {
+    return InvalidArgument(path() + ": tensor '" + info.name + "' appears twice",
+                           "the file is corrupt");
+  }
+  tensors_.push_back(std::move(info));
+  return Status::Ok();
+}
+
+Status GgufDeepSeekV4Reader::AddPart(const GgufFile& file) {
+  const std::string& path = file.path();
+  for (const GgufTensorInfo& t : file.ggml_tensors()) {
     if (t.ggml_type != static_cast<uint32_t>(GgmlType::kMXFP4)) {
-      if (const TensorInfo* info = r->file_->Find(t.name)) add(*info);
+      if (const TensorInfo* info = file.Find(t.name)) RETURN_IF_ERROR(Add(*info));
       continue;
     }
     const int64_t k = t.shape.empty() ? 0 : t.shape.back();
@@ -48,21 +67,21 @@ Result<std::unique_ptr<GgufDeepSeekV4Reader>> GgufDeepSeekV4Reader::Create(
     const std::string_view suffix = ".weight";
     const std::string base =
         t.name.ends_with(suffix) ? t.name.substr(0, t.name.size() - suffix.size()) : t.name;
-    add(TensorInfo{.name = t.name,
-                   .dtype = DType::kI8,
-                   .shape = code_shape,
-                   .data = codes.get(),
-                   .nbytes = code_bytes});
-    add(TensorInfo{.name = base + ".scale",
-                   .dtype = DType::kE8m0,
-                   .shape = scale_shape,
-                   .data = scales.get(),
-                   .nbytes = scale_bytes});
-    r->copied_bytes_ += code_bytes + scale_bytes;
-    r->owned_.push_back(std::move(codes));
-    r->owned_.push_back(std::move(scales));
+    RETURN_IF_ERROR(Add(TensorInfo{.name = t.name,
+                                   .dtype = DType::kI8,
+                                   .shape = code_shape,
+                                   .data = codes.get(),
+                                   .nbytes = code_bytes}));
+    RETURN_IF_ERROR(Add(TensorInfo{.name = base + ".scale",
+                                   .dtype = DType::kE8m0,
+                                   .shape = scale_shape,
+                                   .data = scales.get(),
+                                   .nbytes = scale_bytes}));
+    copied_bytes_ += code_bytes + scale_bytes;
+    owned_.push_back(std::move(codes));
+    owned_.push_back(std::move(scales));
   }
-  return r;
+  return Status::Ok();
 }
 
 const TensorInfo* GgufDeepSeekV4Reader::Find(std::string_view name) const {
@@ -72,7 +91,12 @@ const TensorInfo* GgufDeepSeekV4Reader::Find(std::string_view name) const {
 
 Result<const TensorInfo*> GgufDeepSeekV4Reader::Lookup(std::string_view name) const {
   if (const TensorInfo* t = Find(name)) return t;
-  return file_->Lookup(name);
+  // Absent, or of a type the file cannot bind: the part that lists it says which.
+  for (const std::unique_ptr<GgufFile>& file : files_) {
+    auto r = file->Lookup(name);
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+  }
+  return files_.front()->Lookup(name);
 }
 
 }  // namespace dsv4::deepseek_v4

@@ -742,12 +742,13 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
   return std::unique_ptr<Model>(std::move(model));
 }
 
-Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::unique_ptr<GgufFile> file,
+Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<GgufFile>> parts,
                                                   const deepseek_v4::LoadOptions& options) {
   using deepseek_v4::DeepSeekV4Config;
-  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*file));
-  RETURN_IF_ERROR(config.CheckForwardSupported().WithContext(file->path()));
-  ASSIGN_OR_RETURN(auto reader, deepseek_v4::GgufDeepSeekV4Reader::Create(std::move(file)));
+  if (parts.empty()) return InvalidArgument("LoadDeepSeekV4Gguf: no file given");
+  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*parts.front()));
+  RETURN_IF_ERROR(config.CheckForwardSupported().WithContext(parts.front()->path()));
+  ASSIGN_OR_RETURN(auto reader, deepseek_v4::GgufDeepSeekV4Reader::Create(std::move(parts)));
   std::shared_ptr<const CheckpointReader> shared(std::move(reader));
   ASSIGN_OR_RETURN(auto model, DeepSeekV4Model::Load(shared, config, options));
   return std::unique_ptr<Model>(std::move(model));

@@ -287,8 +287,9 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
 // Loads a llama.cpp `deepseek4` GGUF file (spec §14): the config from its
 // metadata, the weights by their GGUF names (Q8_0 dense linears, MXFP4
 // routed experts repacked to dsv4's FP4 layout at load). The tokenizer in its
-// metadata is not read.
-Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::unique_ptr<GgufFile> file,
+// metadata is not read. `parts`: the file, or the parts of a gguf-split set in
+// order (io/gguf.h OpenGgufSplit), the config from the first.
+Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<GgufFile>> parts,
                                                   const deepseek_v4::LoadOptions& options = {});
 
 }  // namespace dsv4
