@@ -162,10 +162,6 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
   return Status::Ok();
 }
 
-int32_t Argmax(std::span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
-
 // Rounds of every draft length repeated enough for a median.
 constexpr int kMinCostRepeats = 3;
 
@@ -260,7 +256,7 @@ Result<std::vector<VerifyCost>> MeasureVerifyCosts(LoadedModel& loaded,
   std::vector<float> logits((max_k + 1) * V);
   RETURN_IF_ERROR(model.Forward(prompt, *cache, std::span<float>(logits).first(V), false));
   RETURN_IF_ERROR(session->Observe(prompt, static_cast<int64_t>(prompt.size())));
-  int32_t x = Argmax(std::span<const float>(logits).first(V));
+  int32_t x = static_cast<int32_t>(ops::Argmax(logits.data(), V));
   const std::optional<WeightWork> work = model.weight_work_per_token();
 
   std::vector<std::vector<double>> draft_s(max_k + 1), verify_s(max_k + 1), experts(max_k + 1);
@@ -282,7 +278,7 @@ Result<std::vector<VerifyCost>> MeasureVerifyCosts(LoadedModel& loaded,
       // Keep x only, as a round whose drafts were all rejected.
       cache->Truncate(at + 1);
       RETURN_IF_ERROR(session->Observe(tokens, 1));
-      x = Argmax(std::span<const float>(logits).first(V));
+      x = static_cast<int32_t>(ops::Argmax(logits.data(), V));
     }
   }
   std::vector<VerifyCost> costs;

@@ -8,19 +8,17 @@
 
 #include "base/timer.h"
 #include "model/draft.h"
+#include "ops/vec_ops.h"
 #include "sampling/speculative_sampling.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
 namespace {
 
-// Greedy choice with the Sampler's tie rule: the lowest id among equal maxima.
+// The greedy token (ops::Argmax: the lowest id among equal maxima, as the
+// Sampler picks).
 int32_t Greedy(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
+  return static_cast<int32_t>(ops::Argmax(logits, n));
 }
 
 }  // namespace
