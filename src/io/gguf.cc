@@ -314,6 +314,38 @@ std::optional<DType> DTypeFromGgml(uint32_t ggml_type) {
       return DType::kQ4_K;
     case GgmlType::kQ6_K:
       return DType::kQ6_K;
+    case GgmlType::kQ4_0:
+      return DType::kQ4_0;
+    case GgmlType::kQ4_1:
+      return DType::kQ4_1;
+    case GgmlType::kQ5_0:
+      return DType::kQ5_0;
+    case GgmlType::kQ5_1:
+      return DType::kQ5_1;
+    case GgmlType::kQ2_K:
+      return DType::kQ2_K;
+    case GgmlType::kQ3_K:
+      return DType::kQ3_K;
+    case GgmlType::kQ5_K:
+      return DType::kQ5_K;
+    case GgmlType::kIQ2_XXS:
+      return DType::kIQ2_XXS;
+    case GgmlType::kIQ2_XS:
+      return DType::kIQ2_XS;
+    case GgmlType::kIQ2_S:
+      return DType::kIQ2_S;
+    case GgmlType::kIQ3_XXS:
+      return DType::kIQ3_XXS;
+    case GgmlType::kIQ3_S:
+      return DType::kIQ3_S;
+    case GgmlType::kIQ1_S:
+      return DType::kIQ1_S;
+    case GgmlType::kIQ1_M:
+      return DType::kIQ1_M;
+    case GgmlType::kIQ4_NL:
+      return DType::kIQ4_NL;
+    case GgmlType::kIQ4_XS:
+      return DType::kIQ4_XS;
     case GgmlType::kI8:
       return DType::kI8;
     case GgmlType::kI32:

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <vector>
 
+#include "ops/ref/ggml_dot_ref.h"
 #include "ops/ref/kquant_ref.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/ref/quant_matmul_ref.h"
@@ -170,6 +171,41 @@ void Q8_0Kernel(const simd::MatMulArgs& a) {
   DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>(a);
 }
 
+// The other GGUF quant types (tensor/ggml_quants.h): each token's activations
+// quantised as llama.cpp's CPU backend does for the type (q8_0, q8_1 or q8_K),
+// then the type's SIMD kernel, else ops/ref's twin. With f32 activations the
+// exactly dequantised weights times x (ops/ref).
+void GgmlQuantKernel(const simd::MatMulArgs& a) {
+  const DType t = a.w.dtype;
+  const int64_t k_size = a.w.sizes[1];
+  if (g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kF32) {
+    ref::MatMul(a.out, a.x, a.w.Slice(a.row_begin, a.row_end), a.n_tokens, a.out_stride);
+    return;
+  }
+  const ref::ActFormat f = ref::ActivationFormat(t);
+  const int64_t xb = ref::ActivationBytes(f, k_size);
+  thread_local std::vector<uint8_t> xq;  // grows once; no allocation per token
+  const auto need = static_cast<size_t>(a.n_tokens * xb);
+  if (xq.size() < need) xq.resize(need);
+  for (int64_t i = 0; i < a.n_tokens; ++i) {
+    ref::QuantizeActivations(f, a.x + i * k_size, k_size, xq.data() + i * xb);
+  }
+  simd::GgmlQ8Fn kernel = simd::GgmlBasicQ8Kernel(t);
+  if (kernel == nullptr) kernel = simd::GgmlIqQ8Kernel(t);
+  if (kernel != nullptr) {
+    kernel(a, xq.data());
+    return;
+  }
+  const int64_t row_bytes = DTypeBytes(t, a.w.strides[0]);
+  for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+    const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
+    for (int64_t i = 0; i < a.n_tokens; ++i) {
+      a.out[i * a.out_stride + (n - a.row_begin)] =
+          ref::DotGgmlQ8(t, row, xq.data() + i * xb, k_size);
+    }
+  }
+}
+
 // The SIMD kernel for a weight without a separate scale tensor: the dense
 // formats, then the GGUF k-quants; nullptr means ops/ref.
 simd::MatMulFn PlainKernel(DType t) {
@@ -186,6 +222,7 @@ simd::MatMulFn PlainKernel(DType t) {
   if (simd::MatMulFn fn = simd::DenseMatMulKernel(t)) return fn;
   if (t == DType::kQ4_K) return &KQuantKernel<DType::kQ4_K>;
   if (t == DType::kQ6_K) return &KQuantKernel<DType::kQ6_K>;
+  if (IsGgmlQuant(t)) return &GgmlQuantKernel;
   return nullptr;
 }
 

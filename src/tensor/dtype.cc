@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "base/float_types.h"
+#include "tensor/ggml_quants.h"
 
 namespace dsv4 {
 namespace {
@@ -11,6 +12,10 @@ constexpr DTypeInfo kInfos[] = {
     {"f32", 1, 4},  {"f16", 1, 2},      {"bf16", 1, 2},     {"fp8_e4m3", 1, 1},
     {"e8m0", 1, 1}, {"fp4_e2m1", 2, 1}, {"i8", 1, 1},       {"i32", 1, 4},
     {"i64", 1, 8},  {"q8_0", 32, 34},   {"q4_K", 256, 144}, {"q6_K", 256, 210},
+    {"q4_0", 32, 18},     {"q4_1", 32, 20},    {"q5_0", 32, 22},     {"q5_1", 32, 24},
+    {"q2_K", 256, 84},    {"q3_K", 256, 110},  {"q5_K", 256, 176},   {"iq2_xxs", 256, 66},
+    {"iq2_xs", 256, 74},  {"iq2_s", 256, 82},  {"iq3_xxs", 256, 98}, {"iq3_s", 256, 110},
+    {"iq1_s", 256, 50},   {"iq1_m", 256, 56},  {"iq4_nl", 32, 18},   {"iq4_xs", 256, 136},
 };
 static_assert(sizeof(kInfos) / sizeof(kInfos[0]) == static_cast<size_t>(DType::kCount));
 }  // namespace
@@ -135,6 +140,26 @@ void DequantizeRow(DType t, const void* src, int64_t n, float* dst) {
       }
       return;
     }
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      DequantizeBasicRow(t, p, n, dst);
+      return;
+    case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
+      DequantizeIqRow(t, p, n, dst);
+      return;
     case DType::kCount:
       break;
   }

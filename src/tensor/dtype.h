@@ -23,6 +23,24 @@ enum class DType : uint8_t {
   kQ8_0,  // GGUF block: f16 scale d, then 32 x int8; value = d * q
   kQ4_K,  // GGUF k-quant: 256 values, 4-bit, 8 sub-blocks of 32 with 6-bit scale and min
   kQ6_K,  // GGUF k-quant: 256 values, 6-bit, 16 sub-blocks of 16 with int8 scales
+  // The other GGUF quant types of llama.cpp's ladders (layouts in
+  // tensor/ggml_quants.h; computed by ops/ref/ggml_dot_ref.h and ops/simd).
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ5_K,
+  kIQ2_XXS,
+  kIQ2_XS,
+  kIQ2_S,
+  kIQ3_XXS,
+  kIQ3_S,
+  kIQ1_S,
+  kIQ1_M,
+  kIQ4_NL,
+  kIQ4_XS,
   kCount,
 };
 
@@ -35,6 +53,9 @@ struct DTypeInfo {
 const DTypeInfo& GetDTypeInfo(DType t);
 inline std::string_view DTypeName(DType t) { return GetDTypeInfo(t).name; }
 inline bool IsBlockDType(DType t) { return GetDTypeInfo(t).block_elems > 1; }
+// The GGUF block-quantised types (q8_0, the k-quants, the legacy and i-quants):
+// a matrix of one of these is a plain weight for ops::MatMul.
+inline bool IsGgmlQuant(DType t) { return t >= DType::kQ8_0 && t < DType::kCount; }
 // Bytes taken by `n` elements; n must be a multiple of the block size.
 int64_t DTypeBytes(DType t, int64_t n);
 std::optional<DType> DTypeFromName(std::string_view name);

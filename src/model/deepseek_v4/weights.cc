@@ -269,7 +269,7 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
 namespace {
 
 bool IsFloatDType(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
-bool IsDenseMatrixDType(DType t) { return IsFloatDType(t) || t == DType::kQ8_0; }
+bool IsDenseMatrixDType(DType t) { return IsFloatDType(t) || IsGgmlQuant(t); }
 
 std::string Shape(const std::vector<int64_t>& s) { return ShapeToString(s); }
 

@@ -72,6 +72,18 @@ KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
 // CPU lacks it. For tests: both give the same bits.
 KQuantQ8KFn KQuantQ8KKernelVariant(DType w_dtype, bool vnni);
 
+// The GGUF quant types of tensor/ggml_quants.h × activations quantised as
+// llama.cpp's CPU backend quantises them (ops/ref/ggml_dot_ref.h): xq holds
+// T tokens' quantised activations, ActivationBytes(ActivationFormat(w), K)
+// bytes each; args.x is ignored. The twins of ops::ref::DotGgmlQ8, bit for
+// bit (the same exact integer block sums and float steps in the same order).
+// nullptr for a type without a kernel on this CPU (then ops/ref).
+using GgmlQ8Fn = void (*)(const MatMulArgs& args, const void* xq);
+//   the legacy and k-quant families (ops/simd/ggml_basic_simd.cc)
+GgmlQ8Fn GgmlBasicQ8Kernel(DType w_dtype);
+//   the grid i-quants (ops/simd/ggml_iq_simd.cc)
+GgmlQ8Fn GgmlIqQ8Kernel(DType w_dtype);
+
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and
 // returns false, writing nothing) unless K % 128 == 0 and every x is exactly

@@ -1,0 +1,118 @@
+#include "ops/ref/ggml_dot_ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/check.h"
+#include "base/float_types.h"
+#include "ops/ref/kquant_ref.h"
+
+namespace dsv4::ops::ref {
+
+ActFormat ActivationFormat(DType w) {
+  switch (w) {
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kIQ4_NL:
+      return ActFormat::kQ8_0;
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+      return ActFormat::kQ8_1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
+      return ActFormat::kQ8_K;
+    default:
+      break;
+  }
+  CHECK(false, "ActivationFormat: %s is not a GGUF quant type of tensor/ggml_quants.h",
+        std::string(DTypeName(w)).c_str());
+  return ActFormat::kQ8_0;
+}
+
+int64_t ActivationBytes(ActFormat f, int64_t k) {
+  switch (f) {
+    case ActFormat::kQ8_0:
+      return k / 32 * static_cast<int64_t>(sizeof(BlockQ8_0));
+    case ActFormat::kQ8_1:
+      return k / 32 * static_cast<int64_t>(sizeof(BlockQ8_1));
+    case ActFormat::kQ8_K:
+      return k / kQK_K * static_cast<int64_t>(sizeof(BlockQ8K));
+  }
+  return 0;
+}
+
+void QuantizeRowQ8_1(const float* x, int64_t k, BlockQ8_1* y) {
+  DCHECK(k % kQK4 == 0);
+  for (int64_t b = 0; b < k / kQK4; ++b) {
+    const float* xb = x + b * kQK4;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK4; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < kQK4; ++j) {
+      y[b].qs[j] = static_cast<int8_t>(std::round(xb[j] * id));
+      sum += y[b].qs[j];
+    }
+    y[b].d = F32ToF16(d);
+    y[b].s = F32ToF16(static_cast<float>(sum) * d);
+  }
+}
+
+void QuantizeActivations(ActFormat f, const float* x, int64_t k, void* y) {
+  switch (f) {
+    case ActFormat::kQ8_0:
+      QuantizeRowQ8_0(x, k, static_cast<BlockQ8_0*>(y));
+      return;
+    case ActFormat::kQ8_1:
+      QuantizeRowQ8_1(x, k, static_cast<BlockQ8_1*>(y));
+      return;
+    case ActFormat::kQ8_K:
+      QuantizeRowQ8K(x, k, static_cast<BlockQ8K*>(y));
+      return;
+  }
+}
+
+float DotGgmlQ8(DType w, const uint8_t* row, const void* xq, int64_t k) {
+  switch (w) {
+    case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
+      return DotIqQ8K(w, row, static_cast<const BlockQ8K*>(xq), k);
+    default:
+      return DotBasicQ8(w, row, xq, k);
+  }
+}
+
+void MatMulGgmlQ8(float* out, const float* x, const TensorView& w, int64_t n_tokens,
+                  int64_t out_stride) {
+  const int64_t n_out = w.sizes[0], k = w.sizes[1];
+  if (out_stride < 0) out_stride = n_out;
+  const ActFormat f = ActivationFormat(w.dtype);
+  const int64_t xb = ActivationBytes(f, k);
+  std::vector<uint8_t> xq(static_cast<size_t>(n_tokens * xb));
+  for (int64_t t = 0; t < n_tokens; ++t) QuantizeActivations(f, x + t * k, k, xq.data() + t * xb);
+  const int64_t row_bytes = DTypeBytes(w.dtype, w.strides[0]);
+  for (int64_t n = 0; n < n_out; ++n) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + n * row_bytes;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      out[t * out_stride + n] = DotGgmlQ8(w.dtype, row, xq.data() + t * xb, k);
+    }
+  }
+}
+
+}  // namespace dsv4::ops::ref

@@ -1,0 +1,15 @@
+#include <string>
+
+#include "base/check.h"
+#include "tensor/ggml_quants.h"
+
+namespace dsv4 {
+
+void DequantizeBasicRow(DType t, const uint8_t* src, int64_t n, float* dst) {
+  (void)src;
+  (void)n;
+  (void)dst;
+  CHECK(false, "DequantizeBasicRow: %s not implemented yet", std::string(DTypeName(t)).c_str());
+}
+
+}  // namespace dsv4
