@@ -70,8 +70,16 @@ Result<std::string> InspectModel(const std::string& path, const std::vector<int6
   const fs::path p(path);
   fs::path config = fs::is_directory(p, ec) ? p / "config.json" : p;
   if (p.extension() == ".gguf") {
-    ASSIGN_OR_RETURN(auto file, OpenGguf(path));
-    auto arch = file->GetString("general.architecture");
+    // Any part of a gguf-split set opens the whole set.
+    ASSIGN_OR_RETURN(std::vector<std::unique_ptr<GgufFile>> parts, OpenGgufSplit(path));
+    auto arch = parts.front()->GetString("general.architecture");
+    if (arch.ok() && *arch == "deepseek4") {
+      std::vector<const GgufFile*> views;
+      for (const auto& part : parts) views.push_back(part.get());
+      return deepseek_v4::InspectGguf(
+          views, contexts.empty() ? deepseek_v4::kDefaultInspectContexts : contexts);
+    }
+    const GgufFile* file = parts.front().get();
     return fmt::format("GGUF v{} model: {}\narchitecture: {}\nmetadata: {} keys\n", file->version(),
                        path, arch.ok() ? *arch : "?", file->metadata().size()) +
            WeightsSummary(*file);

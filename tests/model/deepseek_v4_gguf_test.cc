@@ -24,6 +24,7 @@
 #include "deepseek_v4_test_util.h"
 #include "io/gguf.h"
 #include "model/deepseek_v4/gguf_reader.h"
+#include "model/deepseek_v4/inspect.h"
 #include "model/deepseek_v4/model.h"
 #include "ops/ref/mxfp4_ref.h"
 
@@ -531,6 +532,55 @@ TEST(DeepSeekV4GgufSplit, LogitsEqualTheSingleFileBitForBit) {
   auto model = LoadDeepSeekV4Gguf(std::move(first).value(), lo);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+}
+
+// `dsv4 inspect` on a deepseek4 GGUF: the plan from its metadata and the
+// bytes per GGUF tensor type as stored (MXFP4 experts included, not repacked),
+// the same for the single file and the split set.
+TEST(DeepSeekV4GgufSplit, InspectPrintsThePlanAndBytesPerType) {
+  auto single = OpenTiny();
+  ASSERT_NE(single, nullptr);
+  std::map<std::string, int64_t> want;
+  for (const GgufTensorInfo& t : single->ggml_tensors()) {
+    want[std::string(GetGgmlTypeTraits(t.ggml_type)->name)] += t.nbytes;
+  }
+  ASSERT_TRUE(want.count("mxfp4") && want.count("q8_0")) << "tiny.gguf's types changed";
+  auto one = InspectGguf({single.get()}, {1024});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_NE(one->find("main layers: 2 window, 1 CSA, 1 HCA; 1 hash-routed"), std::string::npos)
+      << *one;
+  EXPECT_NE(one->find("bytes by GGUF tensor type (measured, " +
+                      std::to_string(single->ggml_tensors().size()) + " tensors in the file)"),
+            std::string::npos)
+      << *one;
+  for (const auto& [type, bytes] : want) {
+    char line[64];
+    std::snprintf(line, sizeof(line), "  %-10s %14lld", type.c_str(),
+                  static_cast<long long>(bytes));
+    EXPECT_NE(one->find(line), std::string::npos) << line << "\n" << *one;
+  }
+  EXPECT_NE(one->find("KV cache"), std::string::npos) << *one;
+
+  const std::string prefix = SplitWriter::Split("inspect", 3);
+  ASSERT_FALSE(prefix.empty());
+  auto parts = OpenGgufSplit(GgufSplitPath(prefix, 2, 3));
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  std::vector<const GgufFile*> views;
+  for (const auto& part : *parts) views.push_back(part.get());
+  auto three = InspectGguf(views, {1024});
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  EXPECT_NE(three->find("(3-part gguf-split set)"), std::string::npos) << *three;
+  // Past the header line, the same report (but for "files").
+  std::string rest = three->substr(three->find('\n'));
+  const size_t files = rest.find("tensors in the files");
+  ASSERT_NE(files, std::string::npos) << rest;
+  rest.replace(files, 20, "tensors in the file");
+  EXPECT_EQ(rest, one->substr(one->find('\n')));
+  std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+
+  auto bad = InspectGguf({single.get()}, {0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DeepSeekV4GgufSplitBad, MissingPartIsNamed) {

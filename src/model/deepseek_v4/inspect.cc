@@ -222,8 +222,22 @@ std::string KvCacheReport(const DeepSeekV4Config& c, const std::vector<int64_t>&
   return r;
 }
 
-std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* reader,
-                          const std::string& source) {
+namespace {
+
+Status CheckContexts(const std::vector<int64_t>& contexts) {
+  for (int64_t n : contexts) {
+    if (n < 1) {
+      return InvalidArgument("context length " + std::to_string(n) + " for the KV-cache report",
+                             "pass --context N with N ≥ 1 tokens");
+    }
+  }
+  return Status::Ok();
+}
+
+// The report of InspectReport with the counts given; `bytes_heading` heads the
+// bytes section.
+std::string Report(const DeepSeekV4Config& c, const ParameterCounts& n,
+                   const std::string& bytes_heading, const std::string& source) {
   std::string r;
   r += "DeepSeek-V4 model: " + source + "\n";
   r += "release: " + DescribeRelease(c) + "\n";
@@ -317,7 +331,6 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
     r += "  forward: supported\n";
   }
 
-  const ParameterCounts n = CountParameters(c, reader);
   r += "parameters:\n";
   r += Fmt("  total %s (%lld), main model\n", HumanCount(n.total).c_str(), (long long)n.total);
   r +=
@@ -341,9 +354,7 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
   if (n.measured && n.mtp > 0) {
     r += Fmt("  draft tensors in the checkpoint: %s\n", HumanBytes(n.draft_bytes).c_str());
   }
-  r += n.measured ? "bytes by dtype (measured, " + std::to_string(reader->tensors().size()) +
-                        " tensors in the checkpoint):\n"
-                  : std::string("bytes by dtype (predicted from config.json; no weights read):\n");
+  r += bytes_heading;
   int64_t total_bytes = 0;
   for (const auto& [name, bytes] : n.bytes_by_dtype) {
     r += Fmt("  %-10s %14lld  %s\n", name.c_str(), (long long)bytes, HumanBytes(bytes).c_str());
@@ -354,14 +365,48 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
   return r;
 }
 
-Result<std::string> InspectPath(const std::string& path, const std::vector<int64_t>& contexts) {
-  namespace fs = std::filesystem;
-  for (int64_t n : contexts) {
-    if (n < 1) {
-      return InvalidArgument("context length " + std::to_string(n) + " for the KV-cache report",
-                             "pass --context N with N ≥ 1 tokens");
+}  // namespace
+
+std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* reader,
+                          const std::string& source) {
+  const ParameterCounts n = CountParameters(c, reader);
+  return Report(c, n,
+                n.measured
+                    ? "bytes by dtype (measured, " + std::to_string(reader->tensors().size()) +
+                          " tensors in the checkpoint):\n"
+                    : "bytes by dtype (predicted from config.json; no weights read):\n",
+                source);
+}
+
+Result<std::string> InspectGguf(const std::vector<const GgufFile*>& parts,
+                                const std::vector<int64_t>& contexts) {
+  RETURN_IF_ERROR(CheckContexts(contexts));
+  if (parts.empty()) return InvalidArgument("InspectGguf: no file", "pass a .gguf file");
+  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*parts.front()));
+  ParameterCounts n = CountParameters(config, nullptr);
+  n.bytes_by_dtype.clear();
+  n.measured = true;
+  int64_t n_tensors = 0;
+  for (const GgufFile* part : parts) {
+    for (const GgufTensorInfo& t : part->ggml_tensors()) {
+      const auto traits = GetGgmlTypeTraits(t.ggml_type);
+      n.bytes_by_dtype[traits ? std::string(traits->name)
+                              : "type " + std::to_string(t.ggml_type)] += t.nbytes;
+      ++n_tensors;
     }
   }
+  std::string source = parts.front()->path();
+  if (parts.size() > 1) source += " (" + std::to_string(parts.size()) + "-part gguf-split set)";
+  std::string heading = "bytes by GGUF tensor type (measured, " + std::to_string(n_tensors) +
+                        " tensors in the file" + (parts.size() > 1 ? "s" : "") + "):\n";
+  return Report(config, n, heading, source) +
+         "weights: GGUF as stored (dsv4 repacks MXFP4 experts to FP4 + e8m0 scales at load)\n" +
+         KvCacheReport(config, contexts);
+}
+
+Result<std::string> InspectPath(const std::string& path, const std::vector<int64_t>& contexts) {
+  namespace fs = std::filesystem;
+  RETURN_IF_ERROR(CheckContexts(contexts));
   std::error_code ec;
   const bool is_dir = fs::is_directory(path, ec);
   const std::string config_path = is_dir ? path + "/config.json" : path;

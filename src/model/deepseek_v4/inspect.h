@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "io/checkpoint.h"
+#include "io/gguf.h"
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
 
@@ -65,6 +66,13 @@ inline const std::vector<int64_t> kDefaultInspectContexts = {4096, 131072, 10485
 // directory or file.
 std::string InspectReport(const DeepSeekV4Config& config, const CheckpointReader* reader,
                           const std::string& source);
+
+// The report for a deepseek4 GGUF (one file, or a gguf-split set's parts in
+// order): the config from its metadata, the plan, parameters, bytes by GGUF
+// tensor type as stored (nothing is read or repacked), then the KV-cache
+// section. Errors: a context < 1, metadata FromGguf rejects.
+Result<std::string> InspectGguf(const std::vector<const GgufFile*>& parts,
+                                const std::vector<int64_t>& contexts = kDefaultInspectContexts);
 
 // Reads DIR/config.json (or a config file path) and, when safetensors weights
 // are present and readable, opens them; returns the report followed by the

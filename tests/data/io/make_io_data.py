@@ -180,6 +180,22 @@ def make_llama2c(path, dim, hidden, layers, heads, kv_heads, vocab, seq, shared)
         f.write(np.arange(n, dtype=np.float32).tobytes())
 
 
+def make_quant_types_seed(path):
+    # One two-block row of random bytes per GGUF quant type dsv4 dequantises
+    # (random scales included: the dequantisers must take any bytes).
+    rng = np.random.default_rng(1206)
+    w = gguf.GGUFWriter(path, arch="llama")
+    for q in [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q2_K, Q.Q3_K, Q.Q5_K, Q.IQ2_XXS, Q.IQ2_XS,
+              Q.IQ2_S, Q.IQ3_XXS, Q.IQ3_S, Q.IQ1_S, Q.IQ1_M, Q.IQ4_NL, Q.IQ4_XS, Q.MXFP4]:
+        _, block_bytes = gguf.constants.GGML_QUANT_SIZES[q]
+        raw = rng.integers(0, 256, size=(1, 2 * block_bytes), dtype=np.uint8)
+        w.add_tensor("t." + q.name.lower(), raw, raw_dtype=q)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def make_corpus():
     for name in ["fuzz_gguf", "fuzz_safetensors", "fuzz_llama2c"]:
         d = os.path.join(CORPUS, name)
@@ -194,6 +210,7 @@ def make_corpus():
             f.write(data)
 
     shutil.copy(os.path.join(HERE, "tiny.gguf"), os.path.join(CORPUS, "fuzz_gguf", "tiny.gguf"))
+    make_quant_types_seed(os.path.join(CORPUS, "fuzz_gguf", "quant_types.gguf"))
     head(os.path.join(models, "stories260K.gguf"),
          os.path.join(CORPUS, "fuzz_gguf", "stories260K_head64k.gguf"))
     shutil.copy(os.path.join(HERE, "tiny.safetensors"),
