@@ -33,6 +33,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "base/float_types.h"
 #include "ops/simd/simd_kernels.h"
 #include "tensor/ggml_grids.h"
@@ -319,6 +320,7 @@ void IqRows(const MatMulArgs& a, const void* xq_v) {
   if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
   constexpr int R = iq::kRows;
   const int64_t k_size = a.w.sizes[1];
+  DCHECK(k_size % kQK_K == 0);
   const int64_t nb = k_size / kQK_K;
   const int64_t n_tokens = a.n_tokens;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
