@@ -36,7 +36,7 @@ void QuantizeActivations(ActFormat f, const float* x, int64_t k, void* y);
 float DotGgmlQ8(DType w, const uint8_t* row, const void* xq, int64_t k);
 //   the legacy and k-quant families (ggml_dot_basic_ref.cc)
 float DotBasicQ8(DType w, const uint8_t* row, const void* xq, int64_t k);
-//   the grid i-quants (ggml_dot_iq_ref.cc)
+//   the grid i-quants (ggml_dot_iq_ref.cc, which spells out each type's float steps)
 float DotIqQ8K(DType w, const uint8_t* row, const BlockQ8K* xq, int64_t k);
 
 // out[t * out_stride + n] for w: [N, K] of one of these types, each token's
