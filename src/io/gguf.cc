@@ -346,6 +346,8 @@ std::optional<DType> DTypeFromGgml(uint32_t ggml_type) {
       return DType::kIQ4_NL;
     case GgmlType::kIQ4_XS:
       return DType::kIQ4_XS;
+    case GgmlType::kMXFP4:
+      return DType::kMXFP4;
     case GgmlType::kI8:
       return DType::kI8;
     case GgmlType::kI32:

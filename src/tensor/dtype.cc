@@ -9,13 +9,14 @@
 namespace dsv4 {
 namespace {
 constexpr DTypeInfo kInfos[] = {
-    {"f32", 1, 4},  {"f16", 1, 2},      {"bf16", 1, 2},     {"fp8_e4m3", 1, 1},
-    {"e8m0", 1, 1}, {"fp4_e2m1", 2, 1}, {"i8", 1, 1},       {"i32", 1, 4},
-    {"i64", 1, 8},  {"q8_0", 32, 34},   {"q4_K", 256, 144}, {"q6_K", 256, 210},
-    {"q4_0", 32, 18},     {"q4_1", 32, 20},    {"q5_0", 32, 22},     {"q5_1", 32, 24},
-    {"q2_K", 256, 84},    {"q3_K", 256, 110},  {"q5_K", 256, 176},   {"iq2_xxs", 256, 66},
-    {"iq2_xs", 256, 74},  {"iq2_s", 256, 82},  {"iq3_xxs", 256, 98}, {"iq3_s", 256, 110},
-    {"iq1_s", 256, 50},   {"iq1_m", 256, 56},  {"iq4_nl", 32, 18},   {"iq4_xs", 256, 136},
+    {"f32", 1, 4},       {"f16", 1, 2},      {"bf16", 1, 2},       {"fp8_e4m3", 1, 1},
+    {"e8m0", 1, 1},      {"fp4_e2m1", 2, 1}, {"i8", 1, 1},         {"i32", 1, 4},
+    {"i64", 1, 8},       {"q8_0", 32, 34},   {"q4_K", 256, 144},   {"q6_K", 256, 210},
+    {"q4_0", 32, 18},    {"q4_1", 32, 20},   {"q5_0", 32, 22},     {"q5_1", 32, 24},
+    {"q2_K", 256, 84},   {"q3_K", 256, 110}, {"q5_K", 256, 176},   {"iq2_xxs", 256, 66},
+    {"iq2_xs", 256, 74}, {"iq2_s", 256, 82}, {"iq3_xxs", 256, 98}, {"iq3_s", 256, 110},
+    {"iq1_s", 256, 50},  {"iq1_m", 256, 56}, {"iq4_nl", 32, 18},   {"iq4_xs", 256, 136},
+    {"mxfp4", 32, 17},
 };
 static_assert(sizeof(kInfos) / sizeof(kInfos[0]) == static_cast<size_t>(DType::kCount));
 }  // namespace
@@ -159,6 +160,18 @@ void DequantizeRow(DType t, const void* src, int64_t n, float* dst) {
     case DType::kIQ1_S:
     case DType::kIQ1_M:
       DequantizeIqRow(t, p, n, dst);
+      return;
+    case DType::kMXFP4:
+      DCHECK(n % kQK4 == 0);
+      for (int64_t b = 0; b < n / kQK4; ++b) {
+        BlockMXFP4 blk;
+        std::memcpy(&blk, p + b * sizeof(BlockMXFP4), sizeof(BlockMXFP4));
+        const float scale = E8m0ToF32(blk.e);
+        for (int j = 0; j < kQK4 / 2; ++j) {
+          dst[b * kQK4 + j] = Fp4E2m1ToF32(blk.qs[j] & 0xf) * scale;
+          dst[b * kQK4 + j + kQK4 / 2] = Fp4E2m1ToF32(blk.qs[j] >> 4) * scale;
+        }
+      }
       return;
     case DType::kCount:
       break;

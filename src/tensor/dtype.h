@@ -41,6 +41,7 @@ enum class DType : uint8_t {
   kIQ1_M,
   kIQ4_NL,
   kIQ4_XS,
+  kMXFP4,  // GGUF: 32 e2m1 values with one e8m0 scale (tensor/ggml_quants.h)
   kCount,
 };
 

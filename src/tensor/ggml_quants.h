@@ -3,7 +3,7 @@
 // scalar dequantisation (the values gguf-py's gguf.quants.dequantize gives;
 // goldens in tests/data/ggml_quants).
 //
-//   legacy (32 values per block):  q4_0, q4_1, q5_0, q5_1, iq4_nl
+//   legacy (32 values per block):  q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4
 //   k-quants (256 per block):      q2_K, q3_K, q5_K, iq4_xs
 //   i-quants on lattice grids (256 per block, tensor/ggml_grids.h):
 //                                  iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m
@@ -49,6 +49,17 @@ struct BlockQ8_1 {
   int8_t qs[kQK4];
 };
 static_assert(sizeof(BlockQ8_1) == 36);
+// ggml's mxfp4 (spec deepseek-v4.md §14.3): an e8m0 scale byte e, then 16
+// bytes of e2m1 codes, byte j holding value j (low nibble) and j + 16 (high).
+// Value = fp4_e2m1(code) · 2^(e − 127), with dsv4's e8m0 and e2m1 (0xff is NaN,
+// code 8 is −0; ggml reads those as 2^127 and +0), so DequantizeRow gives
+// ggml's values otherwise. The same codes and scales as DeepSeek-V4's FP4
+// experts, whose bytes hold elements 2i and 2i + 1 (ops/ref/mxfp4_ref.h).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK4 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
 struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[kQK4 / 2];  // 4-bit indices into the non-linear table kIq4nlValues

@@ -45,8 +45,8 @@ std::unique_ptr<GgufFile> OpenTiny() {
   return f.ok() ? std::move(f).value() : nullptr;
 }
 
-std::shared_ptr<const GgufDeepSeekV4Reader> TinyReader() {
-  auto r = GgufDeepSeekV4Reader::Create(OpenTiny());
+std::shared_ptr<const GgufDeepSeekV4Reader> TinyReader(Mxfp4Layout layout = Mxfp4Layout::kNative) {
+  auto r = GgufDeepSeekV4Reader::Create(OpenTiny(), layout);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::shared_ptr<const GgufDeepSeekV4Reader>(std::move(r).value()) : nullptr;
 }
@@ -131,8 +131,8 @@ TEST(DeepSeekV4GgufBad, MissingMetadataKeyIsNamed) {
 
 // Every routed expert as bound (FP4 codes + e8m0 scales, a slice of the
 // split MXFP4 tensor) holds the values of its rows of the file's blocks.
-TEST(DeepSeekV4Gguf, BoundExpertsHoldTheFilesMxfp4Values) {
-  auto reader = TinyReader();
+TEST(DeepSeekV4Gguf, RepackedExpertsHoldTheFilesMxfp4Values) {
+  auto reader = TinyReader(Mxfp4Layout::kFp4);
   ASSERT_NE(reader, nullptr);
   auto c = DeepSeekV4Config::FromGguf(reader->file());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -163,8 +163,9 @@ TEST(DeepSeekV4Gguf, BoundExpertsHoldTheFilesMxfp4Values) {
         ASSERT_EQ(lw.cols(), k);
         std::vector<float> want(k), got(k);
         for (int64_t r = 0; r < n; ++r) {
-          ops::ref::DequantizeMxfp4Row(
-              static_cast<const uint8_t*>(t->data) + (e * n + r) * row_bytes, k, want.data());
+          DequantizeRow(DType::kMXFP4,
+                        static_cast<const uint8_t*>(t->data) + (e * n + r) * row_bytes, k,
+                        want.data());
           const auto* codes = static_cast<const uint8_t*>(lw.weight.data) + r * (k / 2);
           const auto* scales = static_cast<const uint8_t*>(lw.scale.data) + r * (k / 32);
           for (int64_t i = 0; i < k; ++i) {
@@ -175,6 +176,43 @@ TEST(DeepSeekV4Gguf, BoundExpertsHoldTheFilesMxfp4Values) {
         }
         ++checked;
       }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 3 * 4);
+  // Codes and scales: 16 + 1 bytes of each 17-byte block.
+  int64_t mxfp4_bytes = 0;
+  for (const GgufTensorInfo& g : file.ggml_tensors()) {
+    if (g.ggml_type == static_cast<uint32_t>(GgmlType::kMXFP4)) mxfp4_bytes += g.nbytes;
+  }
+  EXPECT_EQ(reader->copied_bytes(), mxfp4_bytes);
+}
+
+// Natively (the default), every routed expert is an MXFP4 matrix viewing its
+// rows of the mapped file: nothing is copied.
+TEST(DeepSeekV4Gguf, NativeExpertsViewTheFilesMxfp4Blocks) {
+  auto reader = TinyReader();
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(reader->copied_bytes(), 0);
+  auto c = DeepSeekV4Config::FromGguf(reader->file());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto w = BindWeights(*reader, *c, BuildLayerPlans(*c));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  int checked = 0;
+  for (const GgufTensorInfo& t : reader->file().ggml_tensors()) {
+    if (t.ggml_type != static_cast<uint32_t>(GgmlType::kMXFP4)) continue;
+    const int64_t l = std::stoll(t.name.substr(4));  // "blk.{l}.ffn_..."
+    LinearWeight ExpertWeights::*member =
+        t.name.find("gate") != std::string::npos ? &ExpertWeights::w1
+        : t.name.find("up") != std::string::npos ? &ExpertWeights::w3
+                                                 : &ExpertWeights::w2;
+    const int64_t n = t.shape[1], k = t.shape[2];
+    for (int64_t e = 0; e < c->n_routed_experts; ++e) {
+      const LinearWeight& lw = w->layers[l].moe.experts[e].*member;
+      ASSERT_EQ(lw.format, LinearFormat::kDense) << t.name;
+      ASSERT_EQ(lw.weight.dtype, DType::kMXFP4) << t.name;
+      EXPECT_EQ(lw.weight.data, static_cast<const uint8_t*>(t.data) + e * n * (k / 32 * 17))
+          << t.name << " expert " << e;
+      ++checked;
     }
   }
   EXPECT_EQ(checked, 4 * 3 * 4);

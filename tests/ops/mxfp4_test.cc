@@ -1,4 +1,4 @@
-// ops/ref/mxfp4_ref.h against gguf-py's MXFP4 dequantisation
+// MXFP4 (DequantizeRow, tensor/ggml_quants.h) against gguf-py's MXFP4 dequantisation
 // (tests/data/dtype/mxfp4_*, tools/goldens/mxfp4_blocks.py), and the repack to
 // dsv4's FP4 layout against the dequantised values.
 #include "ops/ref/mxfp4_ref.h"
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/float_types.h"
+#include "tensor/dtype.h"
 
 namespace dsv4::ops::ref {
 namespace {
@@ -33,7 +34,7 @@ TEST(Mxfp4, DequantizeMatchesGgufPyUpToTheSignOfZero) {
   const int64_t n = static_cast<int64_t>(blocks.size() / kMxfp4BlockBytes) * kMxfp4BlockElems;
   ASSERT_EQ(want_bytes.size(), static_cast<size_t>(4 * n));
   std::vector<float> got(n);
-  DequantizeMxfp4Row(blocks.data(), n, got.data());
+  DequantizeRow(DType::kMXFP4, blocks.data(), n, got.data());
   for (int64_t i = 0; i < n; ++i) {
     uint32_t want;
     std::memcpy(&want, want_bytes.data() + 4 * i, 4);
@@ -50,7 +51,7 @@ TEST(Mxfp4, RepackKeepsEveryValue) {
   const std::vector<uint8_t> blocks = ReadBytes("mxfp4_blocks.u8");
   const int64_t n = static_cast<int64_t>(blocks.size() / kMxfp4BlockBytes) * kMxfp4BlockElems;
   std::vector<float> want(n);
-  DequantizeMxfp4Row(blocks.data(), n, want.data());
+  DequantizeRow(DType::kMXFP4, blocks.data(), n, want.data());
   std::vector<uint8_t> codes(n / 2), scales(n / 32);
   RepackMxfp4Row(blocks.data(), n, codes.data(), scales.data());
   for (int64_t i = 0; i < n; ++i) {
@@ -65,7 +66,7 @@ TEST(Mxfp4, ElementOrderInsideABlock) {
   // code 4 (2.0) at element 16, the rest 0; scale 2^0.
   uint8_t block[kMxfp4BlockBytes] = {127, 0x42};
   float v[32];
-  DequantizeMxfp4Row(block, 32, v);
+  DequantizeRow(DType::kMXFP4, block, 32, v);
   EXPECT_EQ(v[0], 1.0f);
   EXPECT_EQ(v[16], 2.0f);
   EXPECT_EQ(v[1], 0.0f);

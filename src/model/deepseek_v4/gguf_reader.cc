@@ -6,17 +6,19 @@
 namespace dsv4::deepseek_v4 {
 
 Result<std::unique_ptr<GgufDeepSeekV4Reader>> GgufDeepSeekV4Reader::Create(
-    std::unique_ptr<GgufFile> file) {
+    std::unique_ptr<GgufFile> file, Mxfp4Layout layout) {
   std::vector<std::unique_ptr<GgufFile>> parts;
   parts.push_back(std::move(file));
-  return Create(std::move(parts));
+  return Create(std::move(parts), layout);
 }
 
 Result<std::unique_ptr<GgufDeepSeekV4Reader>> GgufDeepSeekV4Reader::Create(
-    std::vector<std::unique_ptr<GgufFile>> parts) {
+    std::vector<std::unique_ptr<GgufFile>> parts, Mxfp4Layout layout) {
   if (parts.empty()) return InvalidArgument("a deepseek4 GGUF reader needs at least one file");
   std::unique_ptr<GgufDeepSeekV4Reader> r(new GgufDeepSeekV4Reader(std::move(parts)));
-  for (const std::unique_ptr<GgufFile>& file : r->files_) RETURN_IF_ERROR(r->AddPart(*file));
+  for (const std::unique_ptr<GgufFile>& file : r->files_) {
+    RETURN_IF_ERROR(r->AddPart(*file, layout));
+  }
   return r;
 }
 
@@ -30,10 +32,10 @@ Status GgufDeepSeekV4Reader::Add(TensorInfo info) {
   return Status::Ok();
 }
 
-Status GgufDeepSeekV4Reader::AddPart(const GgufFile& file) {
+Status GgufDeepSeekV4Reader::AddPart(const GgufFile& file, Mxfp4Layout layout) {
   const std::string& path = file.path();
   for (const GgufTensorInfo& t : file.ggml_tensors()) {
-    if (t.ggml_type != static_cast<uint32_t>(GgmlType::kMXFP4)) {
+    if (layout == Mxfp4Layout::kNative || t.ggml_type != static_cast<uint32_t>(GgmlType::kMXFP4)) {
       if (const TensorInfo* info = file.Find(t.name)) RETURN_IF_ERROR(Add(*info));
       continue;
     }

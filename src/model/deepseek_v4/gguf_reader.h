@@ -1,11 +1,14 @@
 // A llama.cpp `deepseek4` GGUF file (spec deepseek-v4.md §14) as the
 // CheckpointReader BindWeights binds through: every tensor of the file under
-// its GGUF name (tensor_names.h's GGUF spelling), except that each MXFP4
-// tensor — the routed experts, `blk.{L}.ffn_{gate,up,down}_exps.weight`
-// [E, N, K] — is split at load into dsv4's FP4 layout: the e2m1 codes as I8
-// [E, N, K/2] under the same name and the e8m0 scales as `<base>.scale`
-// [E, N, K/32] (ops/ref/mxfp4_ref.h; bit for bit the codes and scales of the
-// release's safetensors). The other tensors stay views into the mapped file.
+// its GGUF name (tensor_names.h's GGUF spelling), as a view into the mapped
+// file. The MXFP4 tensors — the routed experts,
+// `blk.{L}.ffn_{gate,up,down}_exps.weight` [E, N, K] — either stay so
+// (Mxfp4Layout::kNative: DType kMXFP4, multiplied with q8_0 activations as
+// llama.cpp does, ops/ref/ggml_dot_ref.h) or are split at load into dsv4's
+// FP4 layout (kFp4: the e2m1 codes as I8 [E, N, K/2] under the same name and
+// the e8m0 scales as `<base>.scale` [E, N, K/32], ops/ref/mxfp4_ref.h; bit for
+// bit the codes and scales of the release's safetensors, for the FP4 kernels'
+// exact f32 / bf16 products, at the cost of a copy).
 // A llama.cpp gguf-split set (io/gguf.h OpenGgufSplit) reads as one file: the
 // tensors of all its parts, the metadata of the first.
 #ifndef DSV4_MODEL_DEEPSEEK_V4_GGUF_READER_H_
@@ -24,13 +27,16 @@
 
 namespace dsv4::deepseek_v4 {
 
+enum class Mxfp4Layout { kNative, kFp4 };
+
 class GgufDeepSeekV4Reader final : public CheckpointReader {
  public:
-  // Repacks the file's MXFP4 tensors; errors name the file and the tensor.
-  static Result<std::unique_ptr<GgufDeepSeekV4Reader>> Create(std::unique_ptr<GgufFile> file);
+  // Errors name the file and the tensor.
+  static Result<std::unique_ptr<GgufDeepSeekV4Reader>> Create(
+      std::unique_ptr<GgufFile> file, Mxfp4Layout layout = Mxfp4Layout::kNative);
   // The parts of a gguf-split set, in order (as OpenGgufSplit gives them).
   static Result<std::unique_ptr<GgufDeepSeekV4Reader>> Create(
-      std::vector<std::unique_ptr<GgufFile>> parts);
+      std::vector<std::unique_ptr<GgufFile>> parts, Mxfp4Layout layout = Mxfp4Layout::kNative);
 
   const std::string& path() const override { return files_.front()->path(); }
   const TensorInfo* Find(std::string_view name) const override;
@@ -42,15 +48,15 @@ class GgufDeepSeekV4Reader final : public CheckpointReader {
   // The first part: the model's metadata.
   const GgufFile& file() const { return *files_.front(); }
   size_t part_count() const { return files_.size(); }
-  // Bytes copied out of the file at load (the repacked MXFP4 experts).
+  // Bytes copied out of the file at load (the MXFP4 experts, with kFp4).
   int64_t copied_bytes() const { return copied_bytes_; }
 
  private:
   explicit GgufDeepSeekV4Reader(std::vector<std::unique_ptr<GgufFile>> files)
       : files_(std::move(files)) {}
-  // Lists one part's tensors (repacking its MXFP4 ones); Add fails on a name
-  // already listed.
-  Status AddPart(const GgufFile& file);
+  // Lists one part's tensors (with kFp4, repacking its MXFP4 ones); Add fails
+  // on a name already listed.
+  Status AddPart(const GgufFile& file, Mxfp4Layout layout);
   Status Add(TensorInfo info);
 
   std::vector<std::unique_ptr<GgufFile>> files_;

@@ -748,7 +748,14 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<Gg
   if (parts.empty()) return InvalidArgument("LoadDeepSeekV4Gguf: no file given");
   ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*parts.front()));
   RETURN_IF_ERROR(config.CheckForwardSupported().WithContext(parts.front()->path()));
-  ASSIGN_OR_RETURN(auto reader, deepseek_v4::GgufDeepSeekV4Reader::Create(std::move(parts)));
+  // The MXFP4 experts as stored (q8_0 activations, llama.cpp's arithmetic),
+  // or, with f32 activations (--kquant-activations f32), repacked for the FP4
+  // kernels' exact products.
+  const auto layout = ops::GetKQuantActivations() == ops::KQuantActivations::kF32
+                          ? deepseek_v4::Mxfp4Layout::kFp4
+                          : deepseek_v4::Mxfp4Layout::kNative;
+  ASSIGN_OR_RETURN(auto reader,
+                   deepseek_v4::GgufDeepSeekV4Reader::Create(std::move(parts), layout));
   std::shared_ptr<const CheckpointReader> shared(std::move(reader));
   ASSIGN_OR_RETURN(auto model, DeepSeekV4Model::Load(shared, config, options));
   return std::unique_ptr<Model>(std::move(model));

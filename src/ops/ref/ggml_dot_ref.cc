@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/check.h"
@@ -15,6 +16,7 @@ ActFormat ActivationFormat(DType w) {
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kIQ4_NL:
+    case DType::kMXFP4:
       return ActFormat::kQ8_0;
     case DType::kQ4_1:
     case DType::kQ5_1:
@@ -83,8 +85,37 @@ void QuantizeActivations(ActFormat f, const float* x, int64_t k, void* y) {
   }
 }
 
+namespace {
+// ggml's GGML_E8M0_TO_FP32_HALF(e) = 2^(e − 128), built from its bits.
+float E8m0Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+}  // namespace
+
+float DotMxfp4Q8_0(const uint8_t* row, const BlockQ8_0* xq, int64_t k) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / kQK4; ++b) {
+    BlockMXFP4 w;
+    std::memcpy(&w, row + b * sizeof(BlockMXFP4), sizeof(w));
+    int32_t isum = 0;
+    for (int j = 0; j < kQK4 / 2; ++j) {
+      isum += kMxfp4Values[w.qs[j] & 0xf] * xq[b].qs[j];
+      isum += kMxfp4Values[w.qs[j] >> 4] * xq[b].qs[j + kQK4 / 2];
+    }
+    const float d = F16ToF32(xq[b].d) * E8m0Half(w.e);
+    acc = acc + d * static_cast<float>(isum);
+  }
+  return acc;
+}
+
 float DotGgmlQ8(DType w, const uint8_t* row, const void* xq, int64_t k) {
   switch (w) {
+    case DType::kMXFP4:
+      return DotMxfp4Q8_0(row, static_cast<const BlockQ8_0*>(xq), k);
     case DType::kIQ2_XXS:
     case DType::kIQ2_XS:
     case DType::kIQ2_S:

@@ -18,7 +18,7 @@
 namespace dsv4::ops::ref {
 
 // The activation blocks a weight type meets (ggml's vec_dot_type):
-//   q8_0: q4_0, q5_0, iq4_nl      q8_1: q4_1, q5_1
+//   q8_0: q4_0, q5_0, iq4_nl, mxfp4      q8_1: q4_1, q5_1
 //   q8_K: q2_K, q3_K, q5_K, iq4_xs and the grid i-quants
 enum class ActFormat { kQ8_0, kQ8_1, kQ8_K };
 ActFormat ActivationFormat(DType w);
@@ -34,6 +34,11 @@ void QuantizeActivations(ActFormat f, const float* x, int64_t k, void* y);
 // Σ over one weight row of K values against its quantised activations
 // xq (format ActivationFormat(w)).
 float DotGgmlQ8(DType w, const uint8_t* row, const void* xq, int64_t k);
+//   mxfp4 (ggml_dot_ref.cc): per block, d = f16(x.d) · 2^(e − 128) (ggml's
+//   E8M0_TO_FP32_HALF: 0xff is 2^127, e < 2 the subnormals) and
+//   isum = Σ kvalues_mxfp4[code]·x8 with kvalues_mxfp4 = 2·fp4_e2m1;
+//   acc = acc + d·isum.
+float DotMxfp4Q8_0(const uint8_t* row, const BlockQ8_0* xq, int64_t k);
 //   the legacy and k-quant families (ggml_dot_basic_ref.cc)
 float DotBasicQ8(DType w, const uint8_t* row, const void* xq, int64_t k);
 //   the grid i-quants (ggml_dot_iq_ref.cc, which spells out each type's float steps)

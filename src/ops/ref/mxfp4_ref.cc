@@ -1,4 +1,4 @@
-// ggml MXFP4 blocks: dequantisation and the repack to dsv4's FP4 layout (see mxfp4_ref.h).
+// ggml MXFP4 blocks: the repack to dsv4's FP4 layout (see mxfp4_ref.h).
 #include "ops/ref/mxfp4_ref.h"
 
 #include "base/check.h"
@@ -10,17 +10,6 @@ namespace {
 // Element i (0..31) of a block's 16 code bytes.
 uint8_t Code(const uint8_t* qs, int64_t i) { return i < 16 ? qs[i] & 0xf : qs[i - 16] >> 4; }
 }  // namespace
-
-void DequantizeMxfp4Row(const uint8_t* blocks, int64_t n, float* out) {
-  CHECK(n % kMxfp4BlockElems == 0, "MXFP4 row of %lld values", static_cast<long long>(n));
-  for (int64_t b = 0; b < n / kMxfp4BlockElems; ++b) {
-    const uint8_t* block = blocks + b * kMxfp4BlockBytes;
-    const float scale = E8m0ToF32(block[0]);
-    for (int64_t i = 0; i < kMxfp4BlockElems; ++i) {
-      out[b * kMxfp4BlockElems + i] = Fp4E2m1ToF32(Code(block + 1, i)) * scale;
-    }
-  }
-}
 
 void RepackMxfp4Row(const uint8_t* blocks, int64_t n, uint8_t* codes, uint8_t* scales) {
   CHECK(n % kMxfp4BlockElems == 0, "MXFP4 row of %lld values", static_cast<long long>(n));

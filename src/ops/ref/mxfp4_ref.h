@@ -16,11 +16,7 @@ namespace dsv4::ops::ref {
 inline constexpr int64_t kMxfp4BlockElems = 32;
 inline constexpr int64_t kMxfp4BlockBytes = 17;
 
-// out[0, n) = the n values of `blocks` (n a multiple of 32). A scale byte of
-// 0xff decodes to NaN (as dsv4's e8m0 everywhere; ggml reads it as 2^127), and
-// code 8 to −0 (e2m1; ggml's value table has +0): otherwise ggml's values, bit
-// for bit.
-void DequantizeMxfp4Row(const uint8_t* blocks, int64_t n, float* out);
+// The values: DequantizeRow(DType::kMXFP4, ...) (tensor/ggml_quants.h).
 
 // The n values of `blocks` (n a multiple of 32) in dsv4's FP4 layout:
 // codes[n/2] (byte i: element 2i low nibble, 2i + 1 high) and scales[n/32].
