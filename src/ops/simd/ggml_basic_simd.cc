@@ -16,15 +16,12 @@
 // block's float steps run on those lanes: each lane (row) sees the ref's
 // operations in the ref's order, so the results are the ref's bits.
 //
-// Two paths, chosen by the number of tokens:
-//   - T = 1 (decode): the 4 rows' blocks are unpacked one block at a time into
-//     a stack buffer and used at once; the blocks kPrefetchBlocks ahead are
-//     prefetched.
-//   - T ≥ 2 (prompt): the 4 rows are unpacked once for all K into a per-thread
-//     buffer, then each token runs over it, two tokens per pass sharing the
-//     weight loads.
-// Both take the same per-output steps, so a token's result does not depend on
-// how many tokens share the call.
+// Per group of 4 rows, kChunkValues values of each row at a time are unpacked
+// into a per-thread buffer (so that the unpacking's stores are long done when
+// the dot loads them), the next chunk's bytes are prefetched, and every token
+// runs over the chunk, two tokens per pass, its 4 accumulators kept per token
+// across chunks. A token takes the same per-output steps whatever T, so its
+// result does not depend on how many tokens share the call.
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 
@@ -44,8 +41,8 @@
 
 namespace dsv4::ops::simd::ggml_basic_detail {
 
-inline constexpr int kRows = 4;                // weight rows per group (the float lanes)
-inline constexpr int64_t kPrefetchBlocks = 4;  // T = 1: blocks fetched ahead per row
+inline constexpr int kRows = 4;           // weight rows per group (the float lanes)
+inline constexpr int kChunkValues = 512;  // values per row unpacked at a time
 
 // llama.cpp's kvalues_iq4nl: the 16 levels of iq4_nl and iq4_xs.
 alignas(16) inline constexpr int8_t kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -509,57 +506,59 @@ void KernelT(const MatMulArgs& a, const void* xq_v) {
   const int64_t k_size = a.w.sizes[1], nb = k_size / Fmt::kBlock;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
   const int64_t x_bytes = nb * Fmt::kActBytes;
+  const int64_t n_tokens = a.n_tokens;
   const auto* base = static_cast<const uint8_t*>(a.w.data);
   const auto* xq = static_cast<const uint8_t*>(xq_v);
+  constexpr int64_t kChunk = gb::kChunkValues / Fmt::kBlock;  // blocks unpacked at a time
   const DF4 df;
-  alignas(16) float res[kRows];
+  // Per thread: the unpacked chunk of 4 rows, the tokens' accumulators [T][4].
+  thread_local std::vector<Decoded<Fmt>> buf;
+  thread_local std::vector<float> accs;
+  if (buf.size() < static_cast<size_t>(kChunk)) buf.resize(kChunk);
+  if (accs.size() < static_cast<size_t>(kRows * n_tokens)) accs.resize(kRows * n_tokens);
+  float* acc_base = accs.data();
   for (int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRows) {
     const int nr = static_cast<int>(std::min<int64_t>(kRows, a.row_end - r0));
     const uint8_t* rows[kRows];
     for (int r = 0; r < kRows; ++r) rows[r] = base + (r0 + std::min(r, nr - 1)) * row_bytes;
-    float* out = a.out + (r0 - a.row_begin);
-    if (a.n_tokens == 1) {
-      Decoded<Fmt> o;
-      VF4 acc = hn::Zero(df);
-      for (int64_t b = 0; b < nb; ++b) {
-        if (b + gb::kPrefetchBlocks < nb) {
-          for (int r = 0; r < kRows; ++r) {
-            const uint8_t* p = rows[r] + (b + gb::kPrefetchBlocks) * Fmt::kBytes;
-            for (int off = 0; off < Fmt::kBytes; off += 64) hwy::Prefetch(p + off);
-          }
+    std::fill_n(acc_base, kRows * n_tokens, 0.0f);
+    for (int64_t c0 = 0; c0 < nb; c0 += kChunk) {
+      const int64_t cn = std::min(kChunk, nb - c0);
+      // The next chunk's bytes, while this one is unpacked and used.
+      if (c0 + kChunk < nb) {
+        const int64_t next_bytes = std::min(kChunk, nb - c0 - kChunk) * Fmt::kBytes;
+        for (int r = 0; r < kRows; ++r) {
+          const uint8_t* p = rows[r] + (c0 + kChunk) * Fmt::kBytes;
+          for (int64_t off = 0; off < next_bytes; off += 64) hwy::Prefetch(p + off);
         }
-        for (int r = 0; r < kRows; ++r) Fmt::Decode(rows[r] + b * Fmt::kBytes, r, o);
-        acc = BlockStep<Fmt>(o, xq + b * Fmt::kActBytes, acc);
       }
-      hn::Store(acc, df, res);
-      for (int r = 0; r < nr; ++r) out[r] = res[r];
-      continue;
-    }
-    thread_local std::vector<Decoded<Fmt>> buf;
-    if (static_cast<int64_t>(buf.size()) < nb) buf.resize(static_cast<size_t>(nb));
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int r = 0; r < kRows; ++r) Fmt::Decode(rows[r] + b * Fmt::kBytes, r, buf[b]);
-    }
-    int64_t t = 0;
-    for (; t + 2 <= a.n_tokens; t += 2) {
-      const uint8_t* x0 = xq + t * x_bytes;
-      const uint8_t* x1 = x0 + x_bytes;
-      VF4 acc0 = hn::Zero(df), acc1 = hn::Zero(df);
-      for (int64_t b = 0; b < nb; ++b) {
-        acc0 = BlockStep<Fmt>(buf[b], x0 + b * Fmt::kActBytes, acc0);
-        acc1 = BlockStep<Fmt>(buf[b], x1 + b * Fmt::kActBytes, acc1);
+      for (int64_t b = 0; b < cn; ++b) {
+        for (int r = 0; r < kRows; ++r) Fmt::Decode(rows[r] + (c0 + b) * Fmt::kBytes, r, buf[b]);
       }
-      hn::Store(acc0, df, res);
-      for (int r = 0; r < nr; ++r) out[t * a.out_stride + r] = res[r];
-      hn::Store(acc1, df, res);
-      for (int r = 0; r < nr; ++r) out[(t + 1) * a.out_stride + r] = res[r];
+      const uint8_t* xc = xq + c0 * Fmt::kActBytes;
+      int64_t t = 0;
+      for (; t + 2 <= n_tokens; t += 2) {
+        const uint8_t* x0 = xc + t * x_bytes;
+        const uint8_t* x1 = x0 + x_bytes;
+        VF4 acc0 = hn::Load(df, acc_base + kRows * t);
+        VF4 acc1 = hn::Load(df, acc_base + kRows * (t + 1));
+        for (int64_t b = 0; b < cn; ++b) {
+          acc0 = BlockStep<Fmt>(buf[b], x0 + b * Fmt::kActBytes, acc0);
+          acc1 = BlockStep<Fmt>(buf[b], x1 + b * Fmt::kActBytes, acc1);
+        }
+        hn::Store(acc0, df, acc_base + kRows * t);
+        hn::Store(acc1, df, acc_base + kRows * (t + 1));
+      }
+      for (; t < n_tokens; ++t) {
+        const uint8_t* x0 = xc + t * x_bytes;
+        VF4 acc = hn::Load(df, acc_base + kRows * t);
+        for (int64_t b = 0; b < cn; ++b) acc = BlockStep<Fmt>(buf[b], x0 + b * Fmt::kActBytes, acc);
+        hn::Store(acc, df, acc_base + kRows * t);
+      }
     }
-    for (; t < a.n_tokens; ++t) {
-      const uint8_t* x0 = xq + t * x_bytes;
-      VF4 acc = hn::Zero(df);
-      for (int64_t b = 0; b < nb; ++b) acc = BlockStep<Fmt>(buf[b], x0 + b * Fmt::kActBytes, acc);
-      hn::Store(acc, df, res);
-      for (int r = 0; r < nr; ++r) out[t * a.out_stride + r] = res[r];
+    float* out = a.out + (r0 - a.row_begin);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int r = 0; r < nr; ++r) out[t * a.out_stride + r] = acc_base[kRows * t + r];
     }
   }
 }
