@@ -152,7 +152,7 @@ HWY_INLINE VI8 Iq4nl(VU8 idx) {
 struct Q4_0Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ4_0), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_0), kActQs = offsetof(BlockQ8_0, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q4_0Fmt>& o) {
     o.a[r] = gb::F16At(blk + offsetof(BlockQ4_0, d));
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockQ4_0, qs));
@@ -162,26 +162,26 @@ struct Q4_0Fmt {
   }
   // acc + (isum·dw)·dx
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q4_0Fmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
     const VF4 p = hn::Mul(hn::ConvertTo(df, sums[0]), hn::Load(df, o.a));
-    return hn::Add(acc, hn::Mul(p, hn::Set(df, gb::F16At(xb + offsetof(BlockQ8_0, d)))));
+    return hn::Add(acc, hn::Mul(p, hn::Set(df, xf[0])));
   }
 };
 
 // q4_1 / q5_1 against q8_1: acc + ((dw·dx)·isum + m·s)
 template <class Fmt>
-HWY_INLINE VF4 StepWithMin(VF4 acc, const Decoded<Fmt>& o, const VI4* sums, const uint8_t* xb) {
+HWY_INLINE VF4 StepWithMin(VF4 acc, const Decoded<Fmt>& o, const VI4* sums, const float* xf) {
   const DF4 df;
-  const VF4 dd = hn::Mul(hn::Load(df, o.a), hn::Set(df, gb::F16At(xb + offsetof(BlockQ8_1, d))));
-  const VF4 ms = hn::Mul(hn::Load(df, o.b), hn::Set(df, gb::F16At(xb + offsetof(BlockQ8_1, s))));
+  const VF4 dd = hn::Mul(hn::Load(df, o.a), hn::Set(df, xf[0]));
+  const VF4 ms = hn::Mul(hn::Load(df, o.b), hn::Set(df, xf[1]));
   return hn::Add(acc, hn::Add(hn::Mul(dd, hn::ConvertTo(df, sums[0])), ms));
 }
 
 struct Q4_1Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ4_1), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_1), kActQs = offsetof(BlockQ8_1, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q4_1Fmt>& o) {
     o.a[r] = gb::F16At(blk + offsetof(BlockQ4_1, d));
     o.b[r] = gb::F16At(blk + offsetof(BlockQ4_1, m));
@@ -190,15 +190,15 @@ struct Q4_1Fmt {
     StoreWide(hn::BitCast(DI8(), HighNibbles(v)), o.w[r] + 16);
   }
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q4_1Fmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
-    return StepWithMin(acc, o, sums, xb);
+                             const float* xf) {
+    return StepWithMin(acc, o, sums, xf);
   }
 };
 
 struct Q5_0Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ5_0), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_0), kActQs = offsetof(BlockQ8_0, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q5_0Fmt>& o) {
     o.a[r] = gb::F16At(blk + offsetof(BlockQ5_0, d));
     const uint8_t* qh = blk + offsetof(BlockQ5_0, qh);
@@ -211,9 +211,9 @@ struct Q5_0Fmt {
   }
   // acc + (dw·dx)·isum
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q5_0Fmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
-    const VF4 dd = hn::Mul(hn::Load(df, o.a), hn::Set(df, gb::F16At(xb + offsetof(BlockQ8_0, d))));
+    const VF4 dd = hn::Mul(hn::Load(df, o.a), hn::Set(df, xf[0]));
     return hn::Add(acc, hn::Mul(dd, hn::ConvertTo(df, sums[0])));
   }
 };
@@ -221,7 +221,7 @@ struct Q5_0Fmt {
 struct Q5_1Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ5_1), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_1), kActQs = offsetof(BlockQ8_1, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q5_1Fmt>& o) {
     o.a[r] = gb::F16At(blk + offsetof(BlockQ5_1, d));
     o.b[r] = gb::F16At(blk + offsetof(BlockQ5_1, m));
@@ -231,15 +231,15 @@ struct Q5_1Fmt {
     StoreWide(hn::BitCast(DI8(), hn::Or(HighNibbles(v), FifthBits(qh, 1))), o.w[r] + 16);
   }
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q5_1Fmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
-    return StepWithMin(acc, o, sums, xb);
+                             const float* xf) {
+    return StepWithMin(acc, o, sums, xf);
   }
 };
 
 struct IQ4_NLFmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockIQ4_NL), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_0), kActQs = offsetof(BlockQ8_0, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<IQ4_NLFmt>& o) {
     o.a[r] = gb::F16At(blk + offsetof(BlockIQ4_NL, d));
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockIQ4_NL, qs));
@@ -248,9 +248,9 @@ struct IQ4_NLFmt {
   }
   // acc + (dx·dw)·isum
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<IQ4_NLFmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
-    const VF4 d = hn::Mul(hn::Set(df, gb::F16At(xb + offsetof(BlockQ8_0, d))), hn::Load(df, o.a));
+    const VF4 d = hn::Mul(hn::Set(df, xf[0]), hn::Load(df, o.a));
     return hn::Add(acc, hn::Mul(d, hn::ConvertTo(df, sums[0])));
   }
 };
@@ -264,7 +264,7 @@ HWY_INLINE VU8 Crumb(VU8 v) {
 struct Q2_KFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockQ2_K), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
-  static constexpr bool kMins = true;
+  static constexpr bool kMins = true, kPairs = false;
   // Value k = 128h + 32g + 16·half + i: bits 2g, 2g+1 of qs[32h + 16·half + i],
   // sub-block k / 16.
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q2_KFmt>& o) {
@@ -287,9 +287,9 @@ struct Q2_KFmt {
   }
   // acc + ((dx·dw)·isum − (dx·dmin)·summs)
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q2_KFmt>& o, const VI4* sums, VI4 summs,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
-    const VF4 dx = hn::Set(df, gb::F32At(xb + offsetof(BlockQ8K, d)));
+    const VF4 dx = hn::Set(df, xf[0]);
     const VF4 dall = hn::Mul(dx, hn::Load(df, o.a));
     const VF4 dmin = hn::Mul(dx, hn::Load(df, o.b));
     const VF4 t =
@@ -301,7 +301,7 @@ struct Q2_KFmt {
 struct Q3_KFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockQ3_K), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   // Value k = 128h + 32g + 16·half + i: bits 2g, 2g+1 of qs[32h + 16·half + i],
   // minus 4 unless bit 4h + g of hmask[16·half + i]; sub-block k / 16.
   template <int G>
@@ -333,9 +333,9 @@ struct Q3_KFmt {
   }
   // acc + (dw·dx)·isum
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q3_KFmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
-    const VF4 d = hn::Mul(hn::Load(df, o.a), hn::Set(df, gb::F32At(xb + offsetof(BlockQ8K, d))));
+    const VF4 d = hn::Mul(hn::Load(df, o.a), hn::Set(df, xf[0]));
     return hn::Add(acc, hn::Mul(d, hn::ConvertTo(df, sums[0])));
   }
 };
@@ -343,7 +343,7 @@ struct Q3_KFmt {
 struct Q5_KFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockQ5_K), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
-  static constexpr bool kMins = true;
+  static constexpr bool kMins = true, kPairs = false;
   // Value k = 32j + 16·half + i: nibble j % 2 of qs[32·(j / 2) + 16·half + i]
   // plus 16 where bit j of qh[16·half + i]; sub-block j.
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q5_KFmt>& o) {
@@ -376,9 +376,9 @@ struct Q5_KFmt {
   }
   // acc + (dw·dx)·isum, then acc − (dmin·dx)·imin
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<Q5_KFmt>& o, const VI4* sums, VI4 imin,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
-    const VF4 dx = hn::Set(df, gb::F32At(xb + offsetof(BlockQ8K, d)));
+    const VF4 dx = hn::Set(df, xf[0]);
     const VF4 d = hn::Mul(hn::Load(df, o.a), dx);
     const VF4 dmin = hn::Mul(hn::Load(df, o.b), dx);
     acc = hn::Add(acc, hn::Mul(d, hn::ConvertTo(df, sums[0])));
@@ -389,7 +389,7 @@ struct Q5_KFmt {
 struct IQ4_XSFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockIQ4_XS), kSums = 8;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kPairs = true;
   // Sub-block j (32 values): kv of the low then the high nibbles of qs[16j …].
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<IQ4_XSFmt>& o) {
     o.a[r] = gb::F16At(blk + offsetof(BlockIQ4_XS, d));
@@ -408,9 +408,9 @@ struct IQ4_XSFmt {
   }
   // per sub-block j in order: acc + ((dw·dx)·(ls − 32))·isum_j
   static HWY_INLINE VF4 Step(VF4 acc, const Decoded<IQ4_XSFmt>& o, const VI4* sums, VI4,
-                             const uint8_t* xb) {
+                             const float* xf) {
     const DF4 df;
-    const VF4 d4d8 = hn::Mul(hn::Load(df, o.a), hn::Set(df, gb::F32At(xb + offsetof(BlockQ8K, d))));
+    const VF4 d4d8 = hn::Mul(hn::Load(df, o.a), hn::Set(df, xf[0]));
     for (int j = 0; j < 8; ++j) {
       const VF4 dl = hn::Mul(d4d8, hn::Load(df, o.ls[j]));
       acc = hn::Add(acc, hn::Mul(dl, hn::ConvertTo(df, sums[j])));
@@ -447,24 +447,35 @@ HWY_INLINE VI4 Reduce4(D32 d, V v0, V v1, V v2, V v3) {
 // spans two 16-value sub-blocks.
 using D16 = hn::CappedTag<int16_t, 16>;
 
-// Σ_{k in [k0, k1)} w[r][k]·x[k] for the 4 rows, reduced to one vector.
-template <class Fmt>
-HWY_INLINE VI4 RowSums(const int16_t (*w)[Fmt::kBlock], const int8_t* HWY_RESTRICT x, int k0,
-                       int k1) {
+// Σ_{k in [k0, k1)} w[r][k]·x_t[k] for the 4 rows and NT tokens (sharing the
+// weight loads), each token's reduced to one vector: out[t].
+template <class Fmt, int NT>
+HWY_INLINE void RowSums(const int16_t (*w)[Fmt::kBlock], const int8_t* const* x, int k0, int k1,
+                        VI4* out) {
   const D16 d16;
   const hn::Rebind<int8_t, D16> d8;
   const hn::RepartitionToWide<D16> d32;
+  using V32 = hn::Vec<decltype(d32)>;
   constexpr int kN = static_cast<int>(hn::MaxLanes(d16));
-  auto a0 = hn::Zero(d32), a1 = hn::Zero(d32), a2 = hn::Zero(d32), a3 = hn::Zero(d32);
-  auto b0 = hn::Zero(d32), b1 = hn::Zero(d32), b2 = hn::Zero(d32), b3 = hn::Zero(d32);
-  for (int k = k0; k < k1; k += kN) {
-    const auto xv = hn::PromoteTo(d16, hn::LoadU(d8, x + k));
-    a0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w[0] + k), xv, a0, b0);
-    a1 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w[1] + k), xv, a1, b1);
-    a2 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w[2] + k), xv, a2, b2);
-    a3 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w[3] + k), xv, a3, b3);
+  V32 a[NT][kRows], b[NT][kRows];
+  for (int t = 0; t < NT; ++t) {
+    for (int r = 0; r < kRows; ++r) a[t][r] = b[t][r] = hn::Zero(d32);
   }
-  return Reduce4(d32, hn::Add(a0, b0), hn::Add(a1, b1), hn::Add(a2, b2), hn::Add(a3, b3));
+  for (int k = k0; k < k1; k += kN) {
+    const auto w0 = hn::Load(d16, w[0] + k), w1 = hn::Load(d16, w[1] + k);
+    const auto w2 = hn::Load(d16, w[2] + k), w3 = hn::Load(d16, w[3] + k);
+    for (int t = 0; t < NT; ++t) {
+      const auto xv = hn::PromoteTo(d16, hn::LoadU(d8, x[t] + k));
+      a[t][0] = hn::ReorderWidenMulAccumulate(d32, w0, xv, a[t][0], b[t][0]);
+      a[t][1] = hn::ReorderWidenMulAccumulate(d32, w1, xv, a[t][1], b[t][1]);
+      a[t][2] = hn::ReorderWidenMulAccumulate(d32, w2, xv, a[t][2], b[t][2]);
+      a[t][3] = hn::ReorderWidenMulAccumulate(d32, w3, xv, a[t][3], b[t][3]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    out[t] = Reduce4(d32, hn::Add(a[t][0], b[t][0]), hn::Add(a[t][1], b[t][1]),
+                     hn::Add(a[t][2], b[t][2]), hn::Add(a[t][3], b[t][3]));
+  }
 }
 
 // Σ_i mins[r][i]·bsums[i] for the 4 rows (q2_K, q5_K).
@@ -484,21 +495,42 @@ HWY_INLINE VI4 MinSums(const int16_t (*mins)[16], const int16_t* bsums) {
   return Reduce4(d32, hn::Add(a0, b0), hn::Add(a1, b1), hn::Add(a2, b2), hn::Add(a3, b3));
 }
 
-// One block of the 4 rows against one token's activation block xb.
-template <class Fmt>
-HWY_INLINE VF4 BlockStep(const Decoded<Fmt>& o, const uint8_t* xb, VF4 acc) {
-  const int8_t* x = reinterpret_cast<const int8_t*>(xb + Fmt::kActQs);
+// One block of the 4 rows against NT tokens' activation blocks xb[t], whose
+// f32 scale fields are xf[t] (ActScales): acc[t] takes the block's float steps.
+template <class Fmt, int NT>
+HWY_INLINE void BlockStep(const Decoded<Fmt>& o, const uint8_t* const* xb, const float* const* xf,
+                          VF4* acc) {
+  const int8_t* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const int8_t*>(xb[t] + Fmt::kActQs);
   constexpr int kPer = Fmt::kBlock / Fmt::kSums;
-  VI4 sums[Fmt::kSums];
-  for (int s = 0; s < Fmt::kSums; ++s) sums[s] = RowSums<Fmt>(o.w, x, s * kPer, (s + 1) * kPer);
-  VI4 mins = hn::Zero(DI4());
-  if constexpr (Fmt::kMins) {
-    // q8_K's bsums: 292-byte blocks keep them 2-byte aligned.
-    int16_t bsums[16];
-    std::memcpy(bsums, xb + offsetof(BlockQ8K, bsums), sizeof(bsums));
-    mins = MinSums(o.mins, bsums);
+  VI4 sums[Fmt::kSums][NT];
+  for (int s = 0; s < Fmt::kSums; ++s) RowSums<Fmt, NT>(o.w, x, s * kPer, (s + 1) * kPer, sums[s]);
+  for (int t = 0; t < NT; ++t) {
+    VI4 mins = hn::Zero(DI4());
+    if constexpr (Fmt::kMins) {
+      // q8_K's bsums (292-byte blocks keep them 2-byte aligned).
+      int16_t bsums[16];
+      std::memcpy(bsums, xb[t] + offsetof(BlockQ8K, bsums), sizeof(bsums));
+      mins = MinSums(o.mins, bsums);
+    }
+    VI4 st[Fmt::kSums];
+    for (int s = 0; s < Fmt::kSums; ++s) st[s] = sums[s][t];
+    acc[t] = Fmt::Step(acc[t], o, st, mins, xf[t]);
   }
-  return Fmt::Step(acc, o, sums, mins, xb);
+}
+
+// An activation block's scale fields as f32: {d, s} for q8_1, {d, 0} else.
+template <class Fmt>
+HWY_INLINE void ActScales(const uint8_t* xb, float* f) {
+  f[1] = 0.0f;
+  if constexpr (Fmt::kActBytes == sizeof(BlockQ8_0)) {
+    f[0] = gb::F16At(xb + offsetof(BlockQ8_0, d));
+  } else if constexpr (Fmt::kActBytes == sizeof(BlockQ8_1)) {
+    f[0] = gb::F16At(xb + offsetof(BlockQ8_1, d));
+    f[1] = gb::F16At(xb + offsetof(BlockQ8_1, s));
+  } else {
+    f[0] = gb::F32At(xb + offsetof(BlockQ8K, d));
+  }
 }
 
 template <class Fmt>
@@ -515,7 +547,12 @@ void KernelT(const MatMulArgs& a, const void* xq_v) {
   thread_local std::vector<Decoded<Fmt>> buf;
   thread_local std::vector<float> accs;
   if (buf.size() < static_cast<size_t>(kChunk)) buf.resize(kChunk);
+  thread_local std::vector<float> scales;  // [T][nb][2]: ActScales of every block
   if (accs.size() < static_cast<size_t>(kRows * n_tokens)) accs.resize(kRows * n_tokens);
+  if (scales.size() < static_cast<size_t>(2 * n_tokens * nb)) scales.resize(2 * n_tokens * nb);
+  for (int64_t i = 0; i < n_tokens * nb; ++i) {
+    ActScales<Fmt>(xq + (i / nb) * x_bytes + (i % nb) * Fmt::kActBytes, scales.data() + 2 * i);
+  }
   float* acc_base = accs.data();
   for (int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRows) {
     const int nr = static_cast<int>(std::min<int64_t>(kRows, a.row_end - r0));
@@ -536,24 +573,27 @@ void KernelT(const MatMulArgs& a, const void* xq_v) {
         for (int r = 0; r < kRows; ++r) Fmt::Decode(rows[r] + (c0 + b) * Fmt::kBytes, r, buf[b]);
       }
       const uint8_t* xc = xq + c0 * Fmt::kActBytes;
+      const float* sc = scales.data() + 2 * c0;
       int64_t t = 0;
-      for (; t + 2 <= n_tokens; t += 2) {
-        const uint8_t* x0 = xc + t * x_bytes;
-        const uint8_t* x1 = x0 + x_bytes;
-        VF4 acc0 = hn::Load(df, acc_base + kRows * t);
-        VF4 acc1 = hn::Load(df, acc_base + kRows * (t + 1));
+      for (; Fmt::kPairs && t + 2 <= n_tokens; t += 2) {
+        VF4 acc[2] = {hn::Load(df, acc_base + kRows * t), hn::Load(df, acc_base + kRows * (t + 1))};
         for (int64_t b = 0; b < cn; ++b) {
-          acc0 = BlockStep<Fmt>(buf[b], x0 + b * Fmt::kActBytes, acc0);
-          acc1 = BlockStep<Fmt>(buf[b], x1 + b * Fmt::kActBytes, acc1);
+          const uint8_t* xb[2] = {xc + t * x_bytes + b * Fmt::kActBytes,
+                                  xc + (t + 1) * x_bytes + b * Fmt::kActBytes};
+          const float* xf[2] = {sc + 2 * (t * nb + b), sc + 2 * ((t + 1) * nb + b)};
+          BlockStep<Fmt, 2>(buf[b], xb, xf, acc);
         }
-        hn::Store(acc0, df, acc_base + kRows * t);
-        hn::Store(acc1, df, acc_base + kRows * (t + 1));
+        hn::Store(acc[0], df, acc_base + kRows * t);
+        hn::Store(acc[1], df, acc_base + kRows * (t + 1));
       }
       for (; t < n_tokens; ++t) {
-        const uint8_t* x0 = xc + t * x_bytes;
-        VF4 acc = hn::Load(df, acc_base + kRows * t);
-        for (int64_t b = 0; b < cn; ++b) acc = BlockStep<Fmt>(buf[b], x0 + b * Fmt::kActBytes, acc);
-        hn::Store(acc, df, acc_base + kRows * t);
+        VF4 acc[1] = {hn::Load(df, acc_base + kRows * t)};
+        for (int64_t b = 0; b < cn; ++b) {
+          const uint8_t* xb[1] = {xc + t * x_bytes + b * Fmt::kActBytes};
+          const float* xf[1] = {sc + 2 * (t * nb + b)};
+          BlockStep<Fmt, 1>(buf[b], xb, xf, acc);
+        }
+        hn::Store(acc[0], df, acc_base + kRows * t);
       }
     }
     float* out = a.out + (r0 - a.row_begin);
