@@ -113,19 +113,34 @@ using VI8 = hn::Vec128<int8_t>;
 using VF4 = hn::Vec128<float>;
 using VI4 = hn::Vec128<int32_t>;
 
-// 16 int8 codes to 16 int16 at dst (times `scale`).
+// The int16 vectors of the dot: at most 16 lanes, so that a vector never
+// spans two 16-value sub-blocks.
+using D16 = hn::CappedTag<int16_t, 16>;
+
+// 16 int8 codes to 16 int16 at dst (times `scale`): one widening where D16
+// holds 16 lanes, two halves where it holds 8.
+template <class D = D16>  // a template: the branch not taken is not compiled
 HWY_INLINE void StoreWide(VI8 v, int16_t* HWY_RESTRICT dst) {
-  const DI16 d16;
-  const hn::Full64<int8_t> d8h;
-  hn::Store(hn::PromoteTo(d16, hn::LowerHalf(v)), d16, dst);
-  hn::Store(hn::PromoteTo(d16, hn::UpperHalf(d8h, v)), d16, dst + 8);
+  const D d16;
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    hn::Store(hn::PromoteTo(d16, v), d16, dst);
+  } else {
+    const hn::Full64<int8_t> d8h;
+    hn::Store(hn::PromoteTo(d16, hn::LowerHalf(v)), d16, dst);
+    hn::Store(hn::PromoteTo(d16, hn::UpperHalf(d8h, v)), d16, dst + 8);
+  }
 }
+template <class D = D16>
 HWY_INLINE void StoreWideScaled(VI8 v, int scale, int16_t* HWY_RESTRICT dst) {
-  const DI16 d16;
-  const hn::Full64<int8_t> d8h;
+  const D d16;
   const auto s = hn::Set(d16, static_cast<int16_t>(scale));
-  hn::Store(hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(v)), s), d16, dst);
-  hn::Store(hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(d8h, v)), s), d16, dst + 8);
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    hn::Store(hn::Mul(hn::PromoteTo(d16, v), s), d16, dst);
+  } else {
+    const hn::Full64<int8_t> d8h;
+    hn::Store(hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(v)), s), d16, dst);
+    hn::Store(hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(d8h, v)), s), d16, dst + 8);
+  }
 }
 
 HWY_INLINE VU8 LowNibbles(VU8 v) { return hn::And(v, hn::Set(DU8(), 0x0F)); }
@@ -443,10 +458,6 @@ HWY_INLINE VI4 Reduce4(D32 d, V v0, V v1, V v2, V v3) {
   }
 }
 
-// The int16 vectors of the dot: at most 16 lanes, so that a vector never
-// spans two 16-value sub-blocks.
-using D16 = hn::CappedTag<int16_t, 16>;
-
 // Σ_{k in [k0, k1)} w[r][k]·x_t[k] for the 4 rows and NT tokens (sharing the
 // weight loads), each token's reduced to one vector: out[t].
 template <class Fmt, int NT>
@@ -576,24 +587,25 @@ void KernelT(const MatMulArgs& a, const void* xq_v) {
       const float* sc = scales.data() + 2 * c0;
       int64_t t = 0;
       for (; Fmt::kPairs && t + 2 <= n_tokens; t += 2) {
-        VF4 acc[2] = {hn::Load(df, acc_base + kRows * t), hn::Load(df, acc_base + kRows * (t + 1))};
+        VF4 acc[2] = {hn::LoadU(df, acc_base + kRows * t),
+                      hn::LoadU(df, acc_base + kRows * (t + 1))};
         for (int64_t b = 0; b < cn; ++b) {
           const uint8_t* xb[2] = {xc + t * x_bytes + b * Fmt::kActBytes,
                                   xc + (t + 1) * x_bytes + b * Fmt::kActBytes};
           const float* xf[2] = {sc + 2 * (t * nb + b), sc + 2 * ((t + 1) * nb + b)};
           BlockStep<Fmt, 2>(buf[b], xb, xf, acc);
         }
-        hn::Store(acc[0], df, acc_base + kRows * t);
-        hn::Store(acc[1], df, acc_base + kRows * (t + 1));
+        hn::StoreU(acc[0], df, acc_base + kRows * t);
+        hn::StoreU(acc[1], df, acc_base + kRows * (t + 1));
       }
       for (; t < n_tokens; ++t) {
-        VF4 acc[1] = {hn::Load(df, acc_base + kRows * t)};
+        VF4 acc[1] = {hn::LoadU(df, acc_base + kRows * t)};
         for (int64_t b = 0; b < cn; ++b) {
           const uint8_t* xb[1] = {xc + t * x_bytes + b * Fmt::kActBytes};
           const float* xf[1] = {sc + 2 * (t * nb + b)};
           BlockStep<Fmt, 1>(buf[b], xb, xf, acc);
         }
-        hn::Store(acc[0], df, acc_base + kRows * t);
+        hn::StoreU(acc[0], df, acc_base + kRows * t);
       }
     }
     float* out = a.out + (r0 - a.row_begin);
