@@ -10,7 +10,7 @@
 //     |m · s| · 2^-10 per block (s is an f16 of d · Σ codes, not the codes' sum);
 //   - the ops/simd kernels (GgmlBasicQ8Kernel) against ops::ref::DotBasicQ8
 //     bit for bit on every Highway target this build compiled and this CPU
-//     runs: K = block·{1,2,3,5} and 4096, N with remainders of the 4-row
+//     runs: K = block·{1,2,3,5,37} and 4096, N with remainders of the 4-row
 //     groups, T = 1…5 and 17, row sub-ranges with a wider output stride,
 //     misaligned weight rows, a zero-scale block, all-zero activations;
 //   - ops::MatMul on a thread pool: bit for bit ops::ref::MatMulGgmlQ8, and
@@ -453,9 +453,12 @@ TEST(GgmlBasicSimdTest, MatchesRefBitForBitOnEveryTarget) {
 TEST(GgmlBasicSimdTest, WideKMatchesRefBitForBit) {
   ForEachTarget([] {
     for (DType t : kTypes) {
-      for (int64_t T : {1, 2, 3}) {
-        ExpectSimdMatchesRef(t, 6, 4096, T, 3, static_cast<uint32_t>(T + 40));
-        if (::testing::Test::HasFailure()) return;
+      // 4096, and 37 blocks: the kernels' last chunk of unpacked blocks partial.
+      for (int64_t K : {int64_t{4096}, 37 * int64_t{BlockElems(t)}}) {
+        for (int64_t T : {1, 2, 3}) {
+          ExpectSimdMatchesRef(t, 6, K, T, 3, static_cast<uint32_t>(T + K));
+          if (::testing::Test::HasFailure()) return;
+        }
       }
     }
   });
