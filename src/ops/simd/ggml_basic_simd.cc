@@ -92,7 +92,8 @@ using gb::kRows;
 // One block of kRows rows, unpacked. w[r][k]: row r's integer weight of value
 // k (with the sub-block scale for q2_K / q3_K / q5_K); mins[r][i]: the integer
 // min that q8_K's bsums[i] meets (q2_K, q5_K); a, b: per-row f32 fields (d and
-// m or dmin); ls[j]: iq4_xs's f32 (ls − 32) of sub-block j per row.
+// m or dmin, the 4 blocks' f16 fields converted at once); ls[j]: iq4_xs's f32 (ls − 32) of
+// sub-block j per row.
 template <class Fmt>
 struct Decoded {
   alignas(64) int16_t w[kRows][Fmt::kBlock];
@@ -163,13 +164,19 @@ HWY_INLINE VI8 Iq4nl(VU8 idx) {
 }
 
 // ---- the types: block layout, unpacking, float steps (lanes = rows) ----
+//
+// Each: kBlock values in kBytes bytes, f16 scale at byte kDAt and min (or
+// dmin) at kMAt (−1: none); activation blocks of kActBytes with their codes
+// at kActQs; kSums integer sums per block; kMins: a bsums · mins sum too;
+// kPairs: two tokens per pass. Decode unpacks row r's block into o; Step is
+// the block's float steps on the 4 rows' lanes.
 
 struct Q4_0Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ4_0), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_0), kActQs = offsetof(BlockQ8_0, qs);
+  static constexpr int kDAt = offsetof(BlockQ4_0, d), kMAt = -1;
   static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q4_0Fmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ4_0, d));
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockQ4_0, qs));
     const VI8 eight = hn::Set(DI8(), 8);
     StoreWide(hn::Sub(hn::BitCast(DI8(), LowNibbles(v)), eight), o.w[r]);
@@ -196,10 +203,9 @@ HWY_INLINE VF4 StepWithMin(VF4 acc, const Decoded<Fmt>& o, const VI4* sums, cons
 struct Q4_1Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ4_1), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_1), kActQs = offsetof(BlockQ8_1, qs);
+  static constexpr int kDAt = offsetof(BlockQ4_1, d), kMAt = offsetof(BlockQ4_1, m);
   static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q4_1Fmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ4_1, d));
-    o.b[r] = gb::F16At(blk + offsetof(BlockQ4_1, m));
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockQ4_1, qs));
     StoreWide(hn::BitCast(DI8(), LowNibbles(v)), o.w[r]);
     StoreWide(hn::BitCast(DI8(), HighNibbles(v)), o.w[r] + 16);
@@ -213,9 +219,9 @@ struct Q4_1Fmt {
 struct Q5_0Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ5_0), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_0), kActQs = offsetof(BlockQ8_0, qs);
+  static constexpr int kDAt = offsetof(BlockQ5_0, d), kMAt = -1;
   static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q5_0Fmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ5_0, d));
     const uint8_t* qh = blk + offsetof(BlockQ5_0, qh);
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockQ5_0, qs));
     const VI8 sixteen = hn::Set(DI8(), 16);
@@ -236,10 +242,9 @@ struct Q5_0Fmt {
 struct Q5_1Fmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockQ5_1), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_1), kActQs = offsetof(BlockQ8_1, qs);
+  static constexpr int kDAt = offsetof(BlockQ5_1, d), kMAt = offsetof(BlockQ5_1, m);
   static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q5_1Fmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ5_1, d));
-    o.b[r] = gb::F16At(blk + offsetof(BlockQ5_1, m));
     const uint8_t* qh = blk + offsetof(BlockQ5_1, qh);
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockQ5_1, qs));
     StoreWide(hn::BitCast(DI8(), hn::Or(LowNibbles(v), FifthBits(qh, 0))), o.w[r]);
@@ -254,9 +259,9 @@ struct Q5_1Fmt {
 struct IQ4_NLFmt {
   static constexpr int kBlock = 32, kBytes = sizeof(BlockIQ4_NL), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8_0), kActQs = offsetof(BlockQ8_0, qs);
+  static constexpr int kDAt = offsetof(BlockIQ4_NL, d), kMAt = -1;
   static constexpr bool kMins = false, kPairs = true;
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<IQ4_NLFmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockIQ4_NL, d));
     const VU8 v = hn::LoadU(DU8(), blk + offsetof(BlockIQ4_NL, qs));
     StoreWide(Iq4nl(LowNibbles(v)), o.w[r]);
     StoreWide(Iq4nl(HighNibbles(v)), o.w[r] + 16);
@@ -279,12 +284,11 @@ HWY_INLINE VU8 Crumb(VU8 v) {
 struct Q2_KFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockQ2_K), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
+  static constexpr int kDAt = offsetof(BlockQ2_K, d), kMAt = offsetof(BlockQ2_K, dmin);
   static constexpr bool kMins = true, kPairs = false;
   // Value k = 128h + 32g + 16·half + i: bits 2g, 2g+1 of qs[32h + 16·half + i],
   // sub-block k / 16.
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q2_KFmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ2_K, d));
-    o.b[r] = gb::F16At(blk + offsetof(BlockQ2_K, dmin));
     const uint8_t* sc = blk + offsetof(BlockQ2_K, scales);
     const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
     int16_t* w = o.w[r];
@@ -316,6 +320,7 @@ struct Q2_KFmt {
 struct Q3_KFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockQ3_K), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
+  static constexpr int kDAt = offsetof(BlockQ3_K, d), kMAt = -1;
   static constexpr bool kMins = false, kPairs = true;
   // Value k = 128h + 32g + 16·half + i: bits 2g, 2g+1 of qs[32h + 16·half + i],
   // minus 4 unless bit 4h + g of hmask[16·half + i]; sub-block k / 16.
@@ -327,7 +332,6 @@ struct Q3_KFmt {
     StoreWideScaled(hn::Sub(hn::BitCast(DI8(), Crumb<G>(v)), hn::BitCast(DI8(), four)), scale, dst);
   }
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q3_KFmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ3_K, d));
     const uint8_t* hmask = blk + offsetof(BlockQ3_K, hmask);
     const uint8_t* qs = blk + offsetof(BlockQ3_K, qs);
     const uint8_t* sc = blk + offsetof(BlockQ3_K, scales);
@@ -358,13 +362,12 @@ struct Q3_KFmt {
 struct Q5_KFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockQ5_K), kSums = 1;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
+  static constexpr int kDAt = offsetof(BlockQ5_K, d), kMAt = offsetof(BlockQ5_K, dmin);
   static constexpr bool kMins = true, kPairs = false;
   // Value k = 32j + 16·half + i: nibble j % 2 of qs[32·(j / 2) + 16·half + i]
   // plus 16 where bit j of qh[16·half + i]; sub-block j.
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<Q5_KFmt>& o) {
     const DU8 du8;
-    o.a[r] = gb::F16At(blk + offsetof(BlockQ5_K, d));
-    o.b[r] = gb::F16At(blk + offsetof(BlockQ5_K, dmin));
     const uint8_t* qh = blk + offsetof(BlockQ5_K, qh);
     const uint8_t* qs = blk + offsetof(BlockQ5_K, qs);
     int scale[8];
@@ -404,10 +407,10 @@ struct Q5_KFmt {
 struct IQ4_XSFmt {
   static constexpr int kBlock = kQK_K, kBytes = sizeof(BlockIQ4_XS), kSums = 8;
   static constexpr int kActBytes = sizeof(BlockQ8K), kActQs = offsetof(BlockQ8K, qs);
+  static constexpr int kDAt = offsetof(BlockIQ4_XS, d), kMAt = -1;
   static constexpr bool kMins = false, kPairs = true;
   // Sub-block j (32 values): kv of the low then the high nibbles of qs[16j …].
   static HWY_INLINE void Decode(const uint8_t* blk, int r, Decoded<IQ4_XSFmt>& o) {
-    o.a[r] = gb::F16At(blk + offsetof(BlockIQ4_XS, d));
     uint16_t sh;
     std::memcpy(&sh, blk + offsetof(BlockIQ4_XS, scales_h), 2);
     const uint8_t* sl = blk + offsetof(BlockIQ4_XS, scales_l);
@@ -433,6 +436,33 @@ struct IQ4_XSFmt {
     return acc;
   }
 };
+
+// The 4 blocks' f16 fields at byte `at` (read from the weights, not through
+// a store) as 4 floats: F16C conversions where the target has them (exact, as
+// F16ToF32), else F16ToF32 (whose Inf / NaN Highway's emulated conversion
+// would not give).
+HWY_INLINE void F16x4(const uint8_t* const* blk, int at, float* HWY_RESTRICT dst) {
+#if HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
+  uint64_t bits = 0;
+  for (int r = 0; r < kRows; ++r) {
+    uint16_t h;
+    std::memcpy(&h, blk[r] + at, 2);
+    bits |= uint64_t{h} << (16 * r);
+  }
+  const DF4 df;
+  const hn::Full64<hwy::float16_t> dh;
+  hn::Store(hn::PromoteTo(df, hn::BitCast(dh, hn::Set(hn::Full64<uint64_t>(), bits))), df, dst);
+#else
+  for (int r = 0; r < kRows; ++r) dst[r] = gb::F16At(blk[r] + at);
+#endif
+}
+
+// o.a, o.b from the 4 rows' blocks blk[r].
+template <class Fmt>
+HWY_INLINE void ConvertScales(const uint8_t* const* blk, Decoded<Fmt>& o) {
+  F16x4(blk, Fmt::kDAt, o.a);
+  if constexpr (Fmt::kMAt >= 0) F16x4(blk, Fmt::kMAt, o.b);
+}
 
 // ---- the shared block step ----
 
@@ -581,7 +611,10 @@ void KernelT(const MatMulArgs& a, const void* xq_v) {
         }
       }
       for (int64_t b = 0; b < cn; ++b) {
-        for (int r = 0; r < kRows; ++r) Fmt::Decode(rows[r] + (c0 + b) * Fmt::kBytes, r, buf[b]);
+        const uint8_t* blk[kRows];
+        for (int r = 0; r < kRows; ++r) blk[r] = rows[r] + (c0 + b) * Fmt::kBytes;
+        for (int r = 0; r < kRows; ++r) Fmt::Decode(blk[r], r, buf[b]);
+        ConvertScales(blk, buf[b]);
       }
       const uint8_t* xc = xq + c0 * Fmt::kActBytes;
       const float* sc = scales.data() + 2 * c0;
