@@ -92,8 +92,8 @@ using gb::kRows;
 // One block of kRows rows, unpacked. w[r][k]: row r's integer weight of value
 // k (with the sub-block scale for q2_K / q3_K / q5_K); mins[r][i]: the integer
 // min that q8_K's bsums[i] meets (q2_K, q5_K); a, b: per-row f32 fields (d and
-// m or dmin, the 4 blocks' f16 fields converted at once); ls[j]: iq4_xs's f32 (ls − 32) of
-// sub-block j per row.
+// m or dmin; ConvertScales); ls[j]: iq4_xs's f32 (ls − 32) of sub-block j per
+// row.
 template <class Fmt>
 struct Decoded {
   alignas(64) int16_t w[kRows][Fmt::kBlock];
@@ -106,7 +106,6 @@ struct Decoded {
 #if HWY_TARGET != HWY_SCALAR
 using DU8 = hn::Full128<uint8_t>;
 using DI8 = hn::Full128<int8_t>;
-using DI16 = hn::Full128<int16_t>;
 using DF4 = hn::Full128<float>;
 using DI4 = hn::Full128<int32_t>;
 using VU8 = hn::Vec128<uint8_t>;
