@@ -23,7 +23,11 @@
 // (an int times a float converts the int to f32 first). The legacy and q2_K /
 // iq4_xs steps are the generic code's exactly; ggml's generic q3_K / q5_K
 // spread the integer sums over 8 float partial sums, here one accumulator
-// takes them per block as ops/ref's q4_K (kquant_ref.h) does.
+// takes them per block as ops/ref's q4_K (kquant_ref.h) does. These are the
+// uncontracted values: a llama.cpp build compiled with multiply-add
+// contraction (GCC's default for GNU C where the target has FMA) fuses
+// (dw·dx)·isum + m·s (q4_1, q5_1) and dall·isum − dmin·summs (q2_K) into one
+// FMA, and its q4_0, q5_0, iq4_nl and iq4_xs agree with these bit for bit.
 #include <cstddef>
 #include <cstring>
 #include <string>
