@@ -80,6 +80,31 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k) {
       std::memcpy(&w.bytes[i * block_bytes + d_at], &d, 2);
       if (dtype == DType::kQ4_K) std::memcpy(&w.bytes[i * block_bytes + 2], &d, 2);
     }
+  } else if (dsv4::IsGgmlQuant(dtype)) {
+    // The legacy and other k-quant types (tensor/ggml_quants.h): f16 2^-7 in
+    // the scale and min fields (byte offsets in the block; -1: none).
+    int d_at = 0, m_at = -1;
+    switch (dtype) {
+      case DType::kQ4_1:
+      case DType::kQ5_1:
+      case DType::kQ5_K:
+        m_at = 2;
+        break;
+      case DType::kQ2_K:
+        d_at = 80, m_at = 82;
+        break;
+      case DType::kQ3_K:
+        d_at = 108;
+        break;
+      default:
+        break;
+    }
+    const int64_t block_bytes = dsv4::GetDTypeInfo(dtype).block_bytes;
+    for (int64_t i = 0; i < dsv4::DTypeBytes(dtype, n * k) / block_bytes; ++i) {
+      const uint16_t d = 0x2000;
+      std::memcpy(&w.bytes[i * block_bytes + d_at], &d, 2);
+      if (m_at >= 0) std::memcpy(&w.bytes[i * block_bytes + m_at], &d, 2);
+    }
   } else if (dtype == DType::kF32) {
     float* f = reinterpret_cast<float*>(w.bytes.data());
     for (int64_t i = 0; i < n * k; ++i) f[i] = static_cast<float>(w.bytes[i * 4] % 17) * 0.01f;
@@ -184,8 +209,10 @@ int main(int argc, char** argv) {
       "%.1f GFLOP/s, peak bf16 dot %.1f GFLOP/s, peak int8 dot %.1f GOP/s\n",
       dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops,
       dot_peak.gflops, int8_peak.gflops);
-  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3,
-                   DType::kFp4E2m1, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType dt :
+       {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
+        DType::kQ4_K, DType::kQ6_K, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+        DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ5_K, DType::kIQ4_XS}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
     // Decode: a [N, 4096] matrix of decode_mb MB.
     const int64_t row_bytes = dsv4::DTypeBytes(dt, k);
@@ -236,6 +263,7 @@ int main(int argc, char** argv) {
       const bool int8 =
           int8_peak.gflops > 0 &&
           (dt == DType::kQ4_K || dt == DType::kQ6_K ||
+           (dsv4::IsGgmlQuant(dt) && dt != DType::kQ8_0) ||
            (dt == DType::kQ8_0 && dsv4::ops::simd::Q8_0Q8MatMulKernel() != nullptr)) &&
           dsv4::ops::GetKQuantActivations() == dsv4::ops::KQuantActivations::kQ8K;
       const double roof = int8 ? int8_peak.gflops : dot ? dot_peak.gflops : peak.gflops;
