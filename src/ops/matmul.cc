@@ -160,17 +160,6 @@ void KQuantKernel(const simd::MatMulArgs& a) {
   }
 }
 
-// GGUF q8_0: with q8 activations (the default) the q8_0 × q8_0 kernels where
-// the CPU has AVX-512 VNNI, else (or with f32 activations) the f32 kernels.
-void Q8_0Kernel(const simd::MatMulArgs& a) {
-  static const simd::TryMatMulFn q8 = simd::Q8_0Q8MatMulKernel();
-  if (q8 != nullptr &&
-      g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kQ8K && q8(a)) {
-    return;
-  }
-  DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>(a);
-}
-
 // The other GGUF quant types (tensor/ggml_quants.h): each token's activations
 // quantised as llama.cpp's CPU backend does for the type (q8_0, q8_1 or q8_K),
 // then the type's SIMD kernel, else ops/ref's twin. With f32 activations the
@@ -204,6 +193,18 @@ void GgmlQuantKernel(const simd::MatMulArgs& a) {
           ref::DotGgmlQ8(t, row, xq.data() + i * xb, k_size);
     }
   }
+}
+
+// GGUF q8_0: with q8 activations (the default) the q8_0 × q8_0 kernels where
+// the CPU has AVX-512 VNNI, else the same arithmetic through GgmlQuantKernel;
+// with f32 activations the f32 kernels.
+void Q8_0Kernel(const simd::MatMulArgs& a) {
+  static const simd::TryMatMulFn q8 = simd::Q8_0Q8MatMulKernel();
+  if (g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kQ8K) {
+    if (q8 == nullptr || !q8(a)) GgmlQuantKernel(a);
+    return;
+  }
+  DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>(a);
 }
 
 // The SIMD kernel for a weight without a separate scale tensor: the dense

@@ -30,21 +30,22 @@ int64_t RowGrain(int64_t macs_per_row);
 // matvecs compute nothing (ops/simd/x86_util.h); `dsv4 bench` says so.
 bool StreamOnlyBuild();
 
-// How GGUF k-quant weights (q4_K, q6_K) meet their activations, for the whole
-// process. kQ8K (the default) quantises each token's activations to q8_K and
-// sums the products in integers, as llama.cpp's CPU kernels do (its logits to
-// within float rounding; ops/ref/kquant_ref.h); kF32 multiplies the exactly
-// dequantised weights by the f32 activations (the logits of the weights
-// dequantised to f32 first, to within float rounding; several times slower).
-// q8_0 weights follow the same switch: kQ8K quantises their activations to
-// q8_0 (32 values per block, llama.cpp's arithmetic for them) where the CPU
-// has AVX-512 VNNI (ops/simd/q8_0_x86.cc), else they take the f32 kernels.
+// How GGUF quant weights (q8_0, the k-quants, the legacy and i-quants, mxfp4)
+// meet their activations, for the whole process. kQ8K (the default)
+// quantises each token's activations to the format llama.cpp's CPU backend
+// pairs with the weight type (q8_K for the k- and i-quants, q8_0 or q8_1 for
+// the 32-value types; ops/ref/kquant_ref.h, ops/ref/ggml_dot_ref.h) and sums
+// the products in integers as its kernels do (its logits to within float
+// rounding); kF32 multiplies the exactly dequantised weights by the f32
+// activations (the logits of the weights dequantised to f32 first, to within
+// float rounding; several times slower).
 enum class KQuantActivations { kQ8K, kF32 };
 void SetKQuantActivations(KQuantActivations a);
 KQuantActivations GetKQuantActivations();
 
-// out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16, GGUF
-// q8_0, q4_K or q6_K take the SIMD kernels; any other dtype the scalar one.
+// out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16 and
+// the GGUF quant types take the SIMD kernels where they have one; any other
+// dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);
 
 // The same for block-scaled weights as DeepSeek-V4 ships them (see

@@ -234,30 +234,30 @@ TEST(GgufTest, Q4KTensorBindsAsQ4K) {
 }
 
 TEST(GgufTest, UnsupportedTypeIsListedAndUnimplementedWhenBound) {
-  constexpr uint32_t kQ5_K = 13;  // 256 values in 176 bytes; no DType for it
+  constexpr uint32_t kTQ1_0 = 34;  // 256 values in 54 bytes; no DType for it
   GgufBuilder g;
-  g.Tensor("t.q5_k", {256, 2}, kQ5_K, 0);
-  g.data().Zeros(2 * 176);
-  g.Tensor("t.f32", {4}, kF32, 2 * 176);
+  g.Tensor("t.tq1_0", {256, 2}, kTQ1_0, 0);
+  g.data().Zeros(128);  // 108 bytes, padded to the alignment
+  g.Tensor("t.f32", {4}, kF32, 128);
   g.data().Zeros(16);
   const std::string path = "crafted.gguf";
   auto f = ParseGguf(g.Build().span(), path);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ((*f)->Find("t.q5_k"), nullptr);
+  EXPECT_EQ((*f)->Find("t.tq1_0"), nullptr);
   bool listed = false;
   for (const GgufTensorInfo& t : (*f)->ggml_tensors()) {
-    if (t.name != "t.q5_k") continue;
+    if (t.name != "t.tq1_0") continue;
     listed = true;
-    EXPECT_EQ(t.ggml_type, kQ5_K);
+    EXPECT_EQ(t.ggml_type, kTQ1_0);
     EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 256}));
-    EXPECT_EQ(t.nbytes, 2 * 176);
+    EXPECT_EQ(t.nbytes, 2 * 54);
     EXPECT_FALSE(t.dtype.has_value());
   }
   EXPECT_TRUE(listed);
   EXPECT_EQ((*f)->ggml_tensors().size(), 2u);
   EXPECT_EQ((*f)->tensors().size(), 1u);
-  EXPECT_TRUE(IsError((*f)->Lookup("t.q5_k").status(), StatusCode::kUnimplemented, path,
-                      {"t.q5_k", "q5_K", "13"}));
+  EXPECT_TRUE(IsError((*f)->Lookup("t.tq1_0").status(), StatusCode::kUnimplemented, path,
+                      {"t.tq1_0", "tq1_0", "34"}));
   EXPECT_TRUE(IsError((*f)->Lookup("nope").status(), StatusCode::kNotFound, path, {"'nope'"}));
   auto ok = (*f)->Lookup("t.f32");
   ASSERT_TRUE(ok.ok());

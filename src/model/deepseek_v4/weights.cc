@@ -545,10 +545,10 @@ class Binder {
     return true;
   }
 
-  // GGUF routed experts: one [E, N, K] tensor a layer per projection — FP4
-  // codes I8 [E, N, K/2] with e8m0 scales `<base>.scale` [E, N, K/32] (the
-  // MXFP4 split of gguf_reader.h), or a dense dtype; expert `r.expert` is a
-  // slice of it.
+  // GGUF routed experts: one [E, N, K] tensor a layer per projection — mxfp4
+  // as stored or any other GGUF or float dtype, or FP4 codes I8 [E, N, K/2]
+  // with e8m0 scales `<base>.scale` [E, N, K/32] (the MXFP4 split of
+  // gguf_reader.h); expert `r.expert` is a slice of it.
   bool BindGgufExpert(const WeightDecl& d, const ResolvedName& r, const TensorInfo& info,
                       Bound& b) {
     const int64_t E = config_.n_routed_experts, n = d.shape[0], k = d.shape[1];
@@ -560,8 +560,8 @@ class Binder {
       if (stacked_reported_.insert(info.name).second) {
         problems_.push_back("tensor '" + info.name + "' is " + Shape(info.shape) + " " +
                             std::string(DTypeName(info.dtype)) + ", expected " + Shape({E, n, k}) +
-                            " mxfp4 (or f32/bf16/f16/q8_0): " + std::to_string(E) + " experts of " +
-                            Shape(d.shape));
+                            " (mxfp4 or another GGUF type; f32/bf16/f16): " + std::to_string(E) +
+                            " experts of " + Shape(d.shape));
       }
       return false;
     }

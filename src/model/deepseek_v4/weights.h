@@ -86,10 +86,11 @@ struct LinearWeight {
   int64_t rows() const { return weight.sizes[0]; }  // N
   int64_t cols() const { return weight.sizes[1]; }  // K
   // Whether the reference quantises this linear's input to FP8 (spec §7.4,
-  // §9.2): the FP8/FP4 formats, and Q8_0 — a deepseek4 GGUF file's stand-in
-  // for an FP8 weight (§14).
+  // §9.2): the FP8/FP4 formats, and the GGUF quant types — a deepseek4 GGUF
+  // file's stand-ins for the FP8 and FP4 weights (§14: Q8_0 and MXFP4 as
+  // converted, any other type after llama-quantize).
   bool takes_fp8_input() const {
-    return format != LinearFormat::kDense || weight.dtype == DType::kQ8_0;
+    return format != LinearFormat::kDense || IsGgmlQuant(weight.dtype);
   }
 };
 

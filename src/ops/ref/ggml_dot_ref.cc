@@ -13,6 +13,7 @@ namespace dsv4::ops::ref {
 
 ActFormat ActivationFormat(DType w) {
   switch (w) {
+    case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kIQ4_NL:
@@ -116,6 +117,8 @@ float DotGgmlQ8(DType w, const uint8_t* row, const void* xq, int64_t k) {
   switch (w) {
     case DType::kMXFP4:
       return DotMxfp4Q8_0(row, static_cast<const BlockQ8_0*>(xq), k);
+    case DType::kQ8_0:
+      return DotQ8_0Q8_0(row, static_cast<const BlockQ8_0*>(xq), k / 32);
     case DType::kIQ2_XXS:
     case DType::kIQ2_XS:
     case DType::kIQ2_S:
