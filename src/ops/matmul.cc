@@ -70,7 +70,9 @@ simd::MatMulArgs Args(float* out, int64_t out_stride, const float* x, const Tens
 // are enough: every kernel computes a token's outputs the same way whatever
 // tokens share its call, so the results do not change.
 void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, const TensorView& w,
-              const TensorView& scale, int64_t n_tokens) {
+              const TensorView& scale, int64_t n_tokens,
+              const PreparedActivations* prepared = nullptr) {
+  const auto* xq = static_cast<const uint8_t*>(prepared ? prepared->For(x, n_tokens, w) : nullptr);
   const int64_t n_out = w.sizes[0], k_size = w.sizes[1];
   const int64_t threads = pool.size();
   int64_t grain = RowGrain(k_size * n_tokens);
@@ -84,14 +86,19 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
   }
   if (threads > 1 && n_out < threads * grain && n_tokens >= 4 * threads) {
     pool.ParallelFor(n_tokens, [&](int64_t begin, int64_t end, int) {
-      fn(Args(out + begin * n_out, n_out, x + begin * k_size, w, scale, end - begin, 0, n_out));
+      simd::MatMulArgs a =
+          Args(out + begin * n_out, n_out, x + begin * k_size, w, scale, end - begin, 0, n_out);
+      if (xq != nullptr) a.xq = xq + begin * prepared->token_bytes();
+      fn(a);
     });
     return;
   }
   pool.ParallelFor(
       n_out,
       [&](int64_t begin, int64_t end, int) {
-        fn(Args(out + begin, n_out, x, w, scale, n_tokens, begin, end));
+        simd::MatMulArgs a = Args(out + begin, n_out, x, w, scale, n_tokens, begin, end);
+        a.xq = xq;
+        fn(a);
       },
       grain, w.data);  // each matrix balances its own split
 }
@@ -123,6 +130,32 @@ void DenseKernel(const simd::MatMulArgs& a) {
 
 std::atomic<KQuantActivations> g_kquant_activations{KQuantActivations::kQ8K};
 
+// x[K] as q8_K blocks: the SIMD quantiser where the CPU has one (the same
+// bytes), else ops/ref's.
+void QuantizeQ8K(const float* x, int64_t k, BlockQ8K* y) {
+  static const simd::QuantizeQ8KFn quantize = simd::QuantizeQ8KKernel();
+  if (quantize != nullptr) {
+    quantize(x, k, y);
+  } else {
+    ref::QuantizeRowQ8K(x, k, y);
+  }
+}
+
+// x[K] in the activation format of weights of dtype t (ActivationFormat).
+void QuantizeFor(DType t, const float* x, int64_t k, void* y) {
+  if (t == DType::kQ4_K || t == DType::kQ6_K || ref::ActivationFormat(t) == ref::ActFormat::kQ8_K) {
+    QuantizeQ8K(x, k, static_cast<BlockQ8K*>(y));
+  } else {
+    ref::QuantizeActivations(ref::ActivationFormat(t), x, k, y);
+  }
+}
+
+// Bytes of one token's activations quantised for weights of dtype t.
+int64_t QuantizedTokenBytes(DType t, int64_t k) {
+  if (t == DType::kQ4_K || t == DType::kQ6_K) return ref::ActivationBytes(ref::ActFormat::kQ8_K, k);
+  return ref::ActivationBytes(ref::ActivationFormat(t), k);
+}
+
 // GGUF k-quants: the q8_K path (each thread quantises the call's activations
 // for its rows: a few microseconds per token), or the f32 kernels.
 template <DType kW>
@@ -132,22 +165,20 @@ void KQuantKernel(const simd::MatMulArgs& a) {
     f32(a);
     return;
   }
-  static const simd::QuantizeQ8KFn quantize = simd::QuantizeQ8KKernel();
   static const simd::KQuantQ8KFn kernel = simd::KQuantQ8KKernel(kW);
   const int64_t k_size = a.w.sizes[1], n_blocks = k_size / kQK_K;
-  thread_local std::vector<BlockQ8K> xq;  // grows once; no allocation per token
-  const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
-  if (xq.size() < need) xq.resize(need);
-  for (int64_t t = 0; t < a.n_tokens; ++t) {
-    BlockQ8K* y = xq.data() + t * n_blocks;
-    if (quantize != nullptr) {
-      quantize(a.x + t * k_size, k_size, y);
-    } else {
-      ref::QuantizeRowQ8K(a.x + t * k_size, k_size, y);
+  thread_local std::vector<BlockQ8K> own;  // grows once; no allocation per token
+  const BlockQ8K* xq = static_cast<const BlockQ8K*>(a.xq);
+  if (xq == nullptr) {
+    const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
+    if (own.size() < need) own.resize(need);
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      QuantizeQ8K(a.x + t * k_size, k_size, own.data() + t * n_blocks);
     }
+    xq = own.data();
   }
   if (kernel != nullptr) {
-    kernel(a, xq.data());
+    kernel(a, xq);
     return;
   }
   const int64_t row_bytes = DTypeBytes(kW, a.w.strides[0]);
@@ -155,7 +186,7 @@ void KQuantKernel(const simd::MatMulArgs& a) {
     const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       a.out[t * a.out_stride + (n - a.row_begin)] =
-          ref::DotKQuantQ8K(kW, row, xq.data() + t * n_blocks, n_blocks);
+          ref::DotKQuantQ8K(kW, row, xq + t * n_blocks, n_blocks);
     }
   }
 }
@@ -171,26 +202,28 @@ void GgmlQuantKernel(const simd::MatMulArgs& a) {
     ref::MatMul(a.out, a.x, a.w.Slice(a.row_begin, a.row_end), a.n_tokens, a.out_stride);
     return;
   }
-  const ref::ActFormat f = ref::ActivationFormat(t);
-  const int64_t xb = ref::ActivationBytes(f, k_size);
-  thread_local std::vector<uint8_t> xq;  // grows once; no allocation per token
-  const auto need = static_cast<size_t>(a.n_tokens * xb);
-  if (xq.size() < need) xq.resize(need);
-  for (int64_t i = 0; i < a.n_tokens; ++i) {
-    ref::QuantizeActivations(f, a.x + i * k_size, k_size, xq.data() + i * xb);
+  const int64_t xb = QuantizedTokenBytes(t, k_size);
+  thread_local std::vector<uint8_t> own;  // grows once; no allocation per token
+  const auto* xq = static_cast<const uint8_t*>(a.xq);
+  if (xq == nullptr) {
+    const auto need = static_cast<size_t>(a.n_tokens * xb);
+    if (own.size() < need) own.resize(need);
+    for (int64_t i = 0; i < a.n_tokens; ++i) {
+      QuantizeFor(t, a.x + i * k_size, k_size, own.data() + i * xb);
+    }
+    xq = own.data();
   }
   simd::GgmlQ8Fn kernel = simd::GgmlBasicQ8Kernel(t);
   if (kernel == nullptr) kernel = simd::GgmlIqQ8Kernel(t);
   if (kernel != nullptr) {
-    kernel(a, xq.data());
+    kernel(a, xq);
     return;
   }
   const int64_t row_bytes = DTypeBytes(t, a.w.strides[0]);
   for (int64_t n = a.row_begin; n < a.row_end; ++n) {
     const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
     for (int64_t i = 0; i < a.n_tokens; ++i) {
-      a.out[i * a.out_stride + (n - a.row_begin)] =
-          ref::DotGgmlQ8(t, row, xq.data() + i * xb, k_size);
+      a.out[i * a.out_stride + (n - a.row_begin)] = ref::DotGgmlQ8(t, row, xq + i * xb, k_size);
     }
   }
 }
@@ -229,6 +262,38 @@ simd::MatMulFn PlainKernel(DType t) {
 
 }  // namespace
 
+// Whether products with weights of dtype t take activations quantised by the
+// caller (the kernels' own quantisation skipped).
+bool TakesPreparedActivations(DType t) {
+  if (g_kquant_activations.load(std::memory_order_relaxed) != KQuantActivations::kQ8K) return false;
+  if (t == DType::kQ8_0) {
+    static const bool vnni = simd::Q8_0Q8MatMulKernel() != nullptr;  // quantises for itself
+    return !vnni && simd::DenseMatMulKernel(t) != nullptr;
+  }
+  return IsGgmlQuant(t);
+}
+
+void PreparedActivations::Prepare(const float* x, int64_t n_tokens, int64_t k, DType w_dtype) {
+  x_ = nullptr;
+  if (!TakesPreparedActivations(w_dtype) || n_tokens <= 0) return;
+  token_bytes_ = QuantizedTokenBytes(w_dtype, k);
+  const auto need = static_cast<size_t>(n_tokens * token_bytes_);
+  if (buf_.size() < need) buf_.resize(need);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    QuantizeFor(w_dtype, x + t * k, k, buf_.data() + t * token_bytes_);
+  }
+  x_ = x;
+  n_tokens_ = n_tokens;
+  k_ = k;
+  dtype_ = w_dtype;
+}
+
+const void* PreparedActivations::For(const float* x, int64_t n_tokens, const TensorView& w) const {
+  const bool same = x_ != nullptr && x == x_ && n_tokens == n_tokens_ && w.sizes[1] == k_ &&
+                    w.dtype == dtype_ && TakesPreparedActivations(w.dtype);
+  return same ? buf_.data() : nullptr;
+}
+
 void SetKQuantActivations(KQuantActivations a) { g_kquant_activations.store(a); }
 KQuantActivations GetKQuantActivations() { return g_kquant_activations.load(); }
 
@@ -245,7 +310,9 @@ void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
         RowGrain(w.sizes[1] * n_tokens));
     return;
   }
-  RunSplit(pool, fn, out, x, w, TensorView{}, n_tokens);
+  thread_local PreparedActivations prepared;  // quantised once for every chunk
+  prepared.Prepare(x, n_tokens, w.sizes[1], w.dtype);
+  RunSplit(pool, fn, out, x, w, TensorView{}, n_tokens, &prepared);
 }
 
 void MatMulFp8Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
@@ -261,7 +328,8 @@ void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorVi
 }
 
 void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+                int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                const PreparedActivations* prepared) {
   CheckDense(w);
   CheckRows(w, row_begin, row_end);
   const simd::MatMulFn fn = PlainKernel(w.dtype);
@@ -269,7 +337,9 @@ void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView
     ref::MatMul(out, x, w.Slice(row_begin, row_end), n_tokens, out_stride);
     return;
   }
-  fn(Args(out, out_stride, x, w, TensorView{}, n_tokens, row_begin, row_end));
+  simd::MatMulArgs a = Args(out, out_stride, x, w, TensorView{}, n_tokens, row_begin, row_end);
+  a.xq = prepared != nullptr ? prepared->For(x, n_tokens, w) : nullptr;
+  fn(a);
 }
 
 void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,

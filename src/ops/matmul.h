@@ -8,6 +8,7 @@
 #define DSV4_OPS_MATMUL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "tensor/tensor.h"
@@ -43,6 +44,28 @@ enum class KQuantActivations { kQ8K, kF32 };
 void SetKQuantActivations(KQuantActivations a);
 KQuantActivations GetKQuantActivations();
 
+// Activations quantised once for the products of one x with GGUF quant
+// weights of one dtype (the kQ8K path above), so that a product split into
+// row ranges (MatMulRows per thread chunk) does not quantise them again per
+// range. Empty, and ignored, for other dtypes, with kF32 activations, or where
+// the kernel quantises for itself (q8_0 on AVX-512 VNNI).
+class PreparedActivations {
+ public:
+  // Quantises x[T, K] for weights of w_dtype when that path applies.
+  void Prepare(const float* x, int64_t n_tokens, int64_t k, DType w_dtype);
+  // The quantised tokens for a product of (x, n_tokens, w), or nullptr when
+  // not prepared for exactly those (then the kernel quantises).
+  const void* For(const float* x, int64_t n_tokens, const TensorView& w) const;
+  // Bytes of one quantised token.
+  int64_t token_bytes() const { return token_bytes_; }
+
+ private:
+  std::vector<uint8_t> buf_;  // grows once
+  const float* x_ = nullptr;
+  int64_t n_tokens_ = 0, k_ = 0, token_bytes_ = 0;
+  DType dtype_ = DType::kF32;
+};
+
 // out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16 and
 // the GGUF quant types take the SIMD kernels where they have one; any other
 // dtype the scalar one.
@@ -60,7 +83,8 @@ void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorVi
 // compute a group of rows: out[t * out_stride + (n - row_begin)] for n in
 // [row_begin, row_end). Same arguments as their ops::ref twins.
 void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                int64_t n_tokens, int64_t row_begin, int64_t row_end);
+                int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                const PreparedActivations* prepared = nullptr);
 void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
                         const TensorView& scale, int64_t n_tokens, int64_t row_begin,
                         int64_t row_end);

@@ -516,5 +516,42 @@ TEST(GgmlBasicMatMulTest, OpsMatMulMatchesRef) {
   }
 }
 
+// Activations quantised once (ops::PreparedActivations) give the bits of a
+// product that quantises them itself, for row ranges and every GGUF type the
+// model code multiplies; a preparation for another x, token count or dtype is
+// not used.
+TEST(GgmlBasicMatMulTest, PreparedActivationsGiveTheSameBits) {
+  const DType types[] = {DType::kQ4_0,   DType::kQ4_1, DType::kQ5_K, DType::kIQ4_XS,
+                         DType::kIQ2_XXS, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0,
+                         DType::kMXFP4};
+  for (DType t : types) {
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    const int64_t N = 21, K = 2 * kQK_K, T = 3;
+    std::vector<uint8_t> bytes(static_cast<size_t>(DTypeBytes(t, N * K)));
+    std::mt19937 rng(5);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng() & 0x3f);  // small finite scales
+    const TensorView w = TensorView::Contiguous(bytes.data(), t, {N, K});
+    const std::vector<float> x = Activations(T, K, 77);
+    ops::PreparedActivations prepared;
+    prepared.Prepare(x.data(), T, K, t);
+    const bool quantised = t != DType::kQ8_0 || prepared.For(x.data(), T, w) != nullptr;
+    if (t != DType::kQ8_0) ASSERT_NE(prepared.For(x.data(), T, w), nullptr);
+    EXPECT_EQ(prepared.For(x.data() + K, T - 1, w), nullptr);
+    EXPECT_EQ(prepared.For(x.data(), T - 1, w), nullptr);
+    const TensorView other = TensorView::Contiguous(bytes.data(), DType::kF32, {1, K});
+    EXPECT_EQ(prepared.For(x.data(), T, other), nullptr);
+    std::vector<float> want(T * 10, -1.0f), got(T * 10, -2.0f);
+    ops::MatMulRows(want.data(), 10, x.data(), w, T, 5, 15);
+    ops::MatMulRows(got.data(), 10, x.data(), w, T, 5, 15, &prepared);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << quantised;
+    {
+      ScopedKQuantActivations f32(ops::KQuantActivations::kF32);
+      ops::PreparedActivations none;
+      none.Prepare(x.data(), T, K, t);
+      EXPECT_EQ(none.For(x.data(), T, w), nullptr);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsv4

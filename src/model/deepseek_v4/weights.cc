@@ -162,10 +162,11 @@ namespace {
 
 // Rows [row_begin, row_end) of one product, on the calling thread.
 void LinearRowsHere(float* out, int64_t out_stride, const float* x, const LinearWeight& w,
-                    int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+                    int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                    const ops::PreparedActivations* prepared = nullptr) {
   switch (w.format) {
     case LinearFormat::kDense:
-      ops::MatMulRows(out, out_stride, x, w.weight, n_tokens, row_begin, row_end);
+      ops::MatMulRows(out, out_stride, x, w.weight, n_tokens, row_begin, row_end, prepared);
       return;
     case LinearFormat::kFp8Block:
       ops::MatMulFp8BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin, row_end);
@@ -184,10 +185,13 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
         "LinearRows: rows [%lld, %lld) of %s", static_cast<long long>(row_begin),
         static_cast<long long>(row_end), w.weight.ShapeString().c_str());
   const int64_t grain = ops::RowGrain(w.cols() * n_tokens);
+  thread_local ops::PreparedActivations prepared;  // GGUF quant weights: once for every chunk
+  if (w.format == LinearFormat::kDense) prepared.Prepare(x, n_tokens, w.cols(), w.weight.dtype);
   pool.ParallelFor(
       row_end - row_begin,
       [&](int64_t b, int64_t e, int) {
-        LinearRowsHere(out + b, out_stride, x, w, n_tokens, row_begin + b, row_begin + e);
+        LinearRowsHere(out + b, out_stride, x, w, n_tokens, row_begin + b, row_begin + e,
+                       &prepared);
       },
       grain);
 }
@@ -238,6 +242,17 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
   }
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
+  // GGUF quant weights: each job's activations quantised once, not per chunk.
+  thread_local std::vector<ops::PreparedActivations> prepared;
+  if (prepared.size() < jobs.size()) prepared.resize(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const LinearJob& j = jobs[i];
+    if (j.w->format == LinearFormat::kDense && start[i + 1] > start[i]) {
+      prepared[i].Prepare(j.x, j.n_tokens, j.w->cols(), j.w->weight.dtype);
+    } else {
+      prepared[i].Prepare(nullptr, 0, 0, DType::kF32);  // nothing prepared
+    }
+  }
   pool.ParallelFor(
       total,
       [&](int64_t b, int64_t e, int) {
@@ -255,7 +270,7 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
           if (lo >= hi) continue;
           const int64_t stride = j.out_stride > 0 ? j.out_stride : rows;
           LinearRowsHere(j.out + lo, stride, j.x, *j.w, j.n_tokens, j.row_begin + lo,
-                         j.row_begin + hi);
+                         j.row_begin + hi, &prepared[i]);
         }
       },
       4 * ops::kMinMacsPerChunk,     // RowCost counts quarter multiply-adds

@@ -118,10 +118,12 @@ void WriteCacheRow(const float* x, DType t, uint8_t* row, int64_t e) {
 // over the pool (small products stay on the calling thread).
 void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
   const int64_t n_out = w.sizes[0];
+  thread_local ops::PreparedActivations prepared;  // GGUF quant weights: once for every chunk
+  prepared.Prepare(x, n_tokens, w.sizes[1], w.dtype);
   pool.ParallelFor(
       n_out,
       [&](int64_t begin, int64_t end, int) {
-        ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end);
+        ops::MatMulRows(out + begin, n_out, x, w, n_tokens, begin, end, &prepared);
       },
       ops::RowGrain(w.sizes[1] * n_tokens), w.data);  // each matrix balances its own split
 }

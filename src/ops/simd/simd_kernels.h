@@ -37,6 +37,9 @@ struct MatMulArgs {
   TensorView scale;  // block scales of FP8 [ceil(N/128), ceil(K/128)] / FP4 [N, K/32]
   int64_t row_begin = 0;
   int64_t row_end = 0;
+  // The tokens' activations already quantised for a GGUF quant weight
+  // (ops::PreparedActivations), or nullptr: the kernel quantises x itself.
+  const void* xq = nullptr;
 };
 
 using MatMulFn = void (*)(const MatMulArgs& args);
