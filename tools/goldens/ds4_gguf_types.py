@@ -33,7 +33,7 @@ ds4_gguf_tiny.py (whose functions it reuses), it runs third-party code and dsv4 
      on exactly the file's weights without its quantisation of the activations (q8_0, q8_1
      or q8_K per weight type): <type>_llamacpp_f32_logits.f32.
 
-Run it from the repository root with the tools venv (numpy, torch, transformers,
+Run it from the repository root with the tools venv (numpy, torch, transformers, diskcache,
 safetensors, sentencepiece; tools/reference/README.md) and a llama.cpp built as
 docs/benchmarks.md "Building llama.cpp" says, with -DBUILD_SHARED_LIBS=ON and the targets
 llama, llama-quantize and llama-imatrix (BUILD = its build directory):
