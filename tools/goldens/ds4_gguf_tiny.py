@@ -48,13 +48,15 @@ kSeed = 7
 kPromptLen = 136
 
 
-def synth(dsv4, out):
-    subprocess.run([dsv4, "synth-model", "--out", out, "--d-model", "128", "--layers", "4",
-                    "--experts", "4", "--top-k", "2", "--moe-inter", "128", "--heads", "2",
-                    "--head-dim", "128", "--q-lora-rank", "128", "--o-lora-rank", "64",
-                    "--o-groups", "2", "--vocab", str(kFullVocab), "--index-heads", "2",
-                    "--index-head-dim", "64", "--index-topk", "4", "--window", "8",
-                    "--seed", str(kSeed)], check=True)
+kSynthFlags = ["--d-model", "128", "--layers", "4", "--experts", "4", "--top-k", "2",
+               "--moe-inter", "128", "--heads", "2", "--head-dim", "128", "--q-lora-rank", "128",
+               "--o-lora-rank", "64", "--o-groups", "2", "--index-heads", "2",
+               "--index-head-dim", "64", "--index-topk", "4", "--window", "8"]
+
+
+def synth(dsv4, out, flags=kSynthFlags):
+    subprocess.run([dsv4, "synth-model", "--out", out] + flags +
+                   ["--vocab", str(kFullVocab), "--seed", str(kSeed)], check=True)
     # dsv4's run of the safetensors without the QAT simulations (llama.cpp's
     # converter ignores the key): its difference to the GGUF run is then the
     # Q8_0 re-quantisation alone, not amplified by FP8/FP4 activation rounding.

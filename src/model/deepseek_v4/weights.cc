@@ -298,8 +298,9 @@ const char* KindExpectation(WeightKind kind) {
     case WeightKind::kMatrix:
       return "f32, bf16 or f16";
     case WeightKind::kVector:
-    case WeightKind::kF32Param:
       return "f32 (bf16/f16 accepted)";
+    case WeightKind::kF32Param:
+      return "f32 (bf16/f16 and ggml quant types accepted)";
     case WeightKind::kIndexTable:
       return "i64 or i32";
   }
@@ -368,7 +369,12 @@ class Binder {
           break;
         case WeightKind::kVector:
         case WeightKind::kF32Param:
-          ok = Expect(d, *info, IsFloatDType(info->dtype));
+          // llama-quantize quantises every 2-D `*.weight` of a GGUF, the
+          // compressors' ape tables included: a parameter of a ggml quant type
+          // is dequantised like a float one.
+          ok = Expect(d, *info,
+                      IsFloatDType(info->dtype) ||
+                          (d.kind == WeightKind::kF32Param && IsGgmlQuant(info->dtype)));
           if (ok) {
             b.f32.resize(info->view().numel());
             DequantizeRow(info->dtype, info->data, static_cast<int64_t>(b.f32.size()),

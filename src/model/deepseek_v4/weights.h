@@ -44,7 +44,8 @@ enum class WeightKind {
   kExpertLinear,  // kLinear, or FP4 e2m1 (packed, stored as I8 [N, K/2]) + `.scale` [N, K/32] e8m0
   kMatrix,        // unquantized f32/bf16/f16 matrix (embed, head, router, compressor, ...)
   kVector,        // f32/bf16/f16, copied to f32 at load (norm weights)
-  kF32Param,      // stored f32 (bf16/f16 accepted), copied to f32 (mHC, sinks, biases, ape)
+  kF32Param,      // stored f32 (bf16/f16, GGUF ggml quants accepted), copied to f32 (mHC,
+                  // sinks, biases, ape)
   kIndexTable,    // i64 or i32 token → expert table, copied to int32 and range-checked
 };
 
