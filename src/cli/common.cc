@@ -25,11 +25,12 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
            options.kquant_activations =
                v == "f32" ? ops::KQuantActivations::kF32 : ops::KQuantActivations::kQ8K;
          },
-         "GGUF q4_K/q6_K/q8_0 weights: q8_K multiplies them by activations quantised to 8 "
-         "bits (q8_K blocks of 256 for q4_K/q6_K, q8_0 blocks of 32 for q8_0; q8_0 needs "
-         "AVX-512 VNNI, else f32), in integers, as llama.cpp's CPU kernels do (its logits; "
-         "fast); f32 by the f32 activations (the exactly dequantised weights' logits; "
-         "slower). Default q8_K")
+         "GGUF quant weights (q8_0, k-quants, i-quants, mxfp4): q8_K multiplies them by "
+         "activations quantised to 8 bits as llama.cpp's CPU backend pairs them (q8_K blocks "
+         "of 256 for the k- and i-quants, q8_0/q8_1 blocks of 32 for the others), in "
+         "integers (its logits; fast); f32 by the f32 activations (the exactly dequantised "
+         "weights' logits; slower; a deepseek4 GGUF's MXFP4 experts are then repacked to "
+         "FP4 at load). Default q8_K")
       ->check(CLI::IsMember({"q8_K", "f32"}));
   sub.add_option_function<std::string>(
          "--wo-a-input", [&options](const std::string& v) { options.wo_a_bf16 = v == "bf16"; },
