@@ -212,7 +212,9 @@ int main(int argc, char** argv) {
   for (DType dt :
        {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
         DType::kQ4_K, DType::kQ6_K, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-        DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ5_K, DType::kIQ4_XS}) {
+        DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ5_K, DType::kIQ4_XS,
+        DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S,
+        DType::kIQ1_S, DType::kIQ1_M, DType::kMXFP4}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
     // Decode: a [N, 4096] matrix of decode_mb MB.
     const int64_t row_bytes = dsv4::DTypeBytes(dt, k);

@@ -46,6 +46,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -166,7 +167,7 @@ Diff Compare(const std::vector<float>& got, const std::vector<float>& want, int6
 
 // dsv4's logits of the prompt on the file, with the given k-quant activations.
 std::vector<float> RunFile(const std::string& path, const std::vector<int32_t>& ids,
-                           ops::KQuantActivations activations) {
+                           ops::KQuantActivations activations, int threads = 1) {
   auto f = OpenGguf(path);
   EXPECT_TRUE(f.ok()) << f.status().ToString();
   if (!f.ok()) return {};
@@ -184,6 +185,7 @@ std::vector<float> RunFile(const std::string& path, const std::vector<int32_t>& 
   dsv4::testing::ScopedKQuantActivations scoped(activations);
   LoadOptions o;
   o.numerics = NumericsOptions{};  // no QAT simulations: llama.cpp has none
+  o.threads = threads;
   auto model = DeepSeekV4Model::Load(reader, *config, o);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return {};
@@ -240,6 +242,20 @@ TEST_P(DeepSeekV4GgufTypes, F32ActivationsMatchLlamaCppOnTheDequantisedWeights) 
                                    "llama.cpp on the dequantised weights");
   EXPECT_LE(d.max_abs, kDequantisedMaxAbs);
   EXPECT_EQ(d.top1_agree, kPromptLen);
+}
+
+// Two threads give one thread's bits: the products split over the pool (the
+// activations quantised once by the caller, ops::PreparedActivations) and the
+// MoE's jobs compute every output the same way.
+TEST_P(DeepSeekV4GgufTypes, TwoThreadsGiveTheBitsOfOne) {
+  const TypeCase& c = GetParam();
+  const std::vector<int32_t> ids = ReadIds(TypesDir() + "/input_ids.txt");
+  const std::string path = TypesDir() + "/" + c.file + ".gguf";
+  const std::vector<float> one = RunFile(path, ids, ops::KQuantActivations::kQ8K, 1);
+  const std::vector<float> two = RunFile(path, ids, ops::KQuantActivations::kQ8K, 2);
+  ASSERT_EQ(one.size(), two.size());
+  ASSERT_FALSE(one.empty());
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DeepSeekV4GgufTypes, ::testing::ValuesIn(kCases),

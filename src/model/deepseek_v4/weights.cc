@@ -185,7 +185,10 @@ void LinearRows(ThreadPool& pool, float* out, int64_t out_stride, const float* x
         "LinearRows: rows [%lld, %lld) of %s", static_cast<long long>(row_begin),
         static_cast<long long>(row_end), w.weight.ShapeString().c_str());
   const int64_t grain = ops::RowGrain(w.cols() * n_tokens);
-  thread_local ops::PreparedActivations prepared;  // GGUF quant weights: once for every chunk
+  // GGUF quant weights: quantised once for every chunk. The workers reach the
+  // caller's thread_local through this reference (by name, each would see its own).
+  thread_local ops::PreparedActivations own;
+  ops::PreparedActivations& prepared = own;
   if (w.format == LinearFormat::kDense) prepared.Prepare(x, n_tokens, w.cols(), w.weight.dtype);
   pool.ParallelFor(
       row_end - row_begin,
@@ -243,7 +246,10 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
   // GGUF quant weights: each job's activations quantised once, not per chunk.
-  thread_local std::vector<ops::PreparedActivations> prepared;
+  // The workers reach the caller's thread_local through this reference (by
+  // name, each would see its own).
+  thread_local std::vector<ops::PreparedActivations> own;
+  std::vector<ops::PreparedActivations>& prepared = own;
   if (prepared.size() < jobs.size()) prepared.resize(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     const LinearJob& j = jobs[i];

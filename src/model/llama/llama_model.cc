@@ -118,7 +118,10 @@ void WriteCacheRow(const float* x, DType t, uint8_t* row, int64_t e) {
 // over the pool (small products stay on the calling thread).
 void Linear(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens) {
   const int64_t n_out = w.sizes[0];
-  thread_local ops::PreparedActivations prepared;  // GGUF quant weights: once for every chunk
+  // GGUF quant weights: quantised once for every chunk; the workers reach the
+  // caller's thread_local through this reference (by name, each sees its own).
+  thread_local ops::PreparedActivations own;
+  ops::PreparedActivations& prepared = own;
   prepared.Prepare(x, n_tokens, w.sizes[1], w.dtype);
   pool.ParallelFor(
       n_out,
