@@ -190,7 +190,8 @@ void GgmlQuantKernel(const simd::MatMulArgs& a) {
   for (int64_t i = 0; i < a.n_tokens; ++i) {
     ref::QuantizeActivations(f, a.x + i * k_size, k_size, xq.data() + i * xb);
   }
-  simd::GgmlQ8Fn kernel = simd::GgmlBasicQ8Kernel(t);
+  simd::GgmlQ8Fn kernel =
+      t == DType::kMXFP4 ? simd::GgmlMxfp4Q8Kernel(t) : simd::GgmlBasicQ8Kernel(t);
   if (kernel == nullptr) kernel = simd::GgmlIqQ8Kernel(t);
   if (kernel != nullptr) {
     kernel(a, xq.data());

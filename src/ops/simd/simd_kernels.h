@@ -83,6 +83,9 @@ using GgmlQ8Fn = void (*)(const MatMulArgs& args, const void* xq);
 GgmlQ8Fn GgmlBasicQ8Kernel(DType w_dtype);
 //   the grid i-quants (ops/simd/ggml_iq_simd.cc)
 GgmlQ8Fn GgmlIqQ8Kernel(DType w_dtype);
+//   mxfp4 × q8_0 (ops/simd/mxfp4_q8_simd.cc; K a multiple of 32), bit for bit
+//   ops::ref::DotMxfp4Q8_0; nullptr for any other dtype.
+GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype);
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and

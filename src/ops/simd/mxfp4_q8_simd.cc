@@ -1,0 +1,265 @@
+// ops/simd kernel for GGUF's MXFP4 weights (tensor/ggml_quants.h: per 32
+// values one e8m0 scale byte e, then 16 bytes of e2m1 codes, value j in the
+// low nibble of byte j, value j + 16 in the high nibble) × activations
+// quantised to q8_0 (BlockQ8_0: f16 scale, 32 int8 codes), as llama.cpp's CPU
+// backend multiplies them: one copy per Highway target (foreach_target),
+// picked at run time. The twin of ops::ref::DotMxfp4Q8_0, bit for bit.
+//
+// Per 32-value block b of a weight row and a token's q8_0 block:
+//   isum = Σ_j kvalues[code_j] · x8_j     (kvalues = 2·e2m1: 0, ±1 … ±12)
+//   d    = f16(x.d) · 2^(e − 128)         (ggml's E8M0_TO_FP32_HALF)
+//   acc  = acc + d · float(isum)
+// from acc = 0, blocks in order, each product rounded (this file is compiled
+// with -ffp-contract=off). isum is exact in any order (|isum| ≤ 32·12·128);
+// float(isum) is exact.
+//
+// The codes of a block are decoded once per call (per token tile) into int16
+// through a 16-entry byte table, for a group of kRows rows, and dotted with
+// each token's codes (widened to int16 once per call): int32 multiply-adds
+// whose lanes are summed by a 4×4 transposition, which leaves the kRows
+// rows' isums in the lanes of one vector. The float steps then run on that
+// vector (one lane per row), each lane in the ref's order.
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+
+#ifndef DSV4_OPS_SIMD_MXFP4_Q8_SIMD_ONCE_
+#define DSV4_OPS_SIMD_MXFP4_Q8_SIMD_ONCE_
+// Target-independent helpers, compiled once.
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "base/float_types.h"
+#include "ops/ref/ggml_dot_ref.h"
+#include "ops/simd/simd_kernels.h"
+#include "tensor/ggml_quants.h"
+
+namespace dsv4::ops::simd::mxfp4_detail {
+
+inline constexpr int kRows = 4;                    // weight rows per group: one float lane each
+inline constexpr int64_t kBlockBytes = 17;         // sizeof(BlockMXFP4)
+inline constexpr int64_t kPrefetchAhead = 4 * 64;  // bytes ahead in each row
+inline constexpr int64_t kTileTokens = 32;         // tokens per pass over the rows
+static_assert(sizeof(BlockMXFP4) == kBlockBytes);
+
+// 2^(e − 128) for each scale byte, from its bits (ggml's E8M0_TO_FP32_HALF:
+// e < 2 are subnormals, 255 is 2^127).
+struct E8m0Table {
+  float v[256];
+};
+inline constexpr E8m0Table kE8m0Half = [] {
+  E8m0Table t{};
+  for (uint32_t e = 0; e < 256; ++e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+    t.v[e] = std::bit_cast<float>(bits);
+  }
+  return t;
+}();
+
+// kvalues_mxfp4: the e2m1 values doubled, indexed by the 4-bit code.
+alignas(16) inline constexpr int8_t kValues[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                   0, -1, -2, -3, -4, -6, -8, -12};
+
+// Per-thread buffers: the tile's activation codes widened to int16 [T, K],
+// their block scales as f32 [T, K/32], the accumulators [T, kRows].
+struct Scratch {
+  std::vector<int16_t> x;
+  std::vector<float> xd;
+  std::vector<float> acc;
+};
+inline Scratch& GetScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+}  // namespace dsv4::ops::simd::mxfp4_detail
+#endif  // DSV4_OPS_SIMD_MXFP4_Q8_SIMD_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd/mxfp4_q8_simd.cc"
+#include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dsv4::ops::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace mx = mxfp4_detail;
+
+#if HWY_TARGET == HWY_SCALAR
+// One lane: the scalar twin itself.
+void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
+  const int64_t k_size = a.w.sizes[1], nb = k_size / 32;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const auto* xq = static_cast<const BlockQ8_0*>(xq_v);
+  for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+    const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      a.out[t * a.out_stride + (n - a.row_begin)] = ref::DotMxfp4Q8_0(row, xq + t * nb, k_size);
+    }
+  }
+}
+#else
+namespace mxfp4_impl {
+
+// int16 vectors of at most 16 lanes: one (AVX2, AVX-512) or two (128-bit
+// targets) per 16 values.
+using D16 = hn::CappedTag<int16_t, 16>;
+using D32 = hn::RepartitionToWide<D16>;
+using V16 = hn::Vec<D16>;
+using V32 = hn::Vec<D32>;
+constexpr size_t kChunks = 16 / hn::MaxLanes(D16());  // vectors per 16 values
+static_assert(kChunks == 1 || kChunks == 2);
+
+// The 16 int8 of v as kChunks int16 vectors.
+template <class D>
+HWY_INLINE void Widen(D d16, hn::Vec128<int8_t> v, hn::VFromD<D>* out) {
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    out[0] = hn::PromoteTo(d16, v);
+  } else {
+    out[0] = hn::PromoteTo(d16, hn::LowerHalf(v));
+    out[1] = hn::PromoteTo(d16, hn::UpperHalf(hn::Half<hn::Full128<int8_t> >(), v));
+  }
+}
+
+// Lane r: the sum of all lanes of v[r], r < 4 (int32, exact in any order).
+template <class DW>
+HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW /*d32*/, const hn::VFromD<DW>* v) {
+  const hn::Full128<int32_t> d;
+  const hn::Full128<int64_t> d64;
+  hn::Vec128<int32_t> f[4];
+  for (int r = 0; r < 4; ++r) {
+    if constexpr (hn::MaxLanes(DW()) == 8) {
+      f[r] = hn::Add(hn::LowerHalf(v[r]), hn::UpperHalf(hn::Half<DW>(), v[r]));
+    } else {
+      f[r] = v[r];
+    }
+  }
+  // [Σ even-odd pairs of f0, of f1, …]: lanes (f0_0+f0_2, f1_0+f1_2, f0_1+f0_3, f1_1+f1_3).
+  const auto a01 = hn::Add(hn::InterleaveLower(d, f[0], f[1]), hn::InterleaveUpper(d, f[0], f[1]));
+  const auto a23 = hn::Add(hn::InterleaveLower(d, f[2], f[3]), hn::InterleaveUpper(d, f[2], f[3]));
+  const auto lo = hn::InterleaveLower(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
+  const auto hi = hn::InterleaveUpper(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
+  return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
+}
+
+}  // namespace mxfp4_impl
+
+void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
+  using namespace mxfp4_impl;  // NOLINT(google-build-using-namespace)
+  if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
+  constexpr int R = mx::kRows;
+  const int64_t k_size = a.w.sizes[1];
+  DCHECK(k_size % 32 == 0);
+  const int64_t nb = k_size / 32;
+  const int64_t n_tokens = a.n_tokens;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const auto* base = static_cast<const uint8_t*>(a.w.data);
+  const auto* xq = static_cast<const BlockQ8_0*>(xq_v);
+
+  const D16 d16;
+  const D32 d32;
+  const hn::Full128<float> df;
+  const hn::Full128<uint8_t> du8;
+  const hn::Full128<int8_t> di8;
+  const size_t n16 = hn::Lanes(d16);
+  const auto table = hn::Load(di8, mx::kValues);
+  const auto low4 = hn::Set(du8, uint8_t{0x0F});
+
+  // Token tiles of at most kTileTokens, as even as the count allows.
+  const int64_t n_tiles = (n_tokens + mx::kTileTokens - 1) / mx::kTileTokens;
+  const int64_t tile = (n_tokens + n_tiles - 1) / n_tiles;
+
+  mx::Scratch& s = mx::GetScratch();
+  const auto x_need = static_cast<size_t>(std::min(tile, n_tokens) * k_size);
+  if (s.x.size() < x_need) s.x.resize(x_need);
+  if (s.xd.size() < static_cast<size_t>(tile * nb)) s.xd.resize(static_cast<size_t>(tile * nb));
+  if (s.acc.size() < static_cast<size_t>(tile * R)) s.acc.resize(static_cast<size_t>(tile * R));
+
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
+    const int64_t tt = std::min(tile, n_tokens - t0);
+    // The tile's activations: codes as int16, scales as f32.
+    for (int64_t t = 0; t < tt; ++t) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ8_0& xb = xq[(t0 + t) * nb + b];
+        int16_t* dst = s.x.data() + t * k_size + b * 32;
+        for (int j = 0; j < 32; ++j) dst[j] = xb.qs[j];
+        s.xd[static_cast<size_t>(t * nb + b)] = F16ToF32(xb.d);
+      }
+    }
+    for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += R) {
+      const int rows_here = static_cast<int>(std::min<int64_t>(R, a.row_end - n0));
+      const uint8_t* rows[R];
+      // A short group repeats its last row (its results are not stored).
+      for (int r = 0; r < R; ++r) rows[r] = base + (n0 + std::min(r, rows_here - 1)) * row_bytes;
+      float* acc = s.acc.data();
+      std::fill(acc, acc + tt * R, 0.0f);
+      for (int64_t b = 0; b < nb; ++b) {
+        // Decode: w[r][h·kChunks + c], h = 0 the low nibbles (values 0…15),
+        // h = 1 the high ones (values 16…31).
+        V16 w[R][2 * kChunks];
+        HWY_ALIGN float we[R];
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* blk = rows[r] + b * mx::kBlockBytes;
+          if ((b & 3) == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
+          we[r] = mx::kE8m0Half.v[blk[0]];
+          const auto codes = hn::LoadU(du8, blk + 1);
+          const auto lo = hn::TableLookupBytes(table, hn::BitCast(di8, hn::And(codes, low4)));
+          const auto hi = hn::TableLookupBytes(table, hn::BitCast(di8, hn::ShiftRight<4>(codes)));
+          Widen(d16, lo, &w[r][0]);
+          Widen(d16, hi, &w[r][kChunks]);
+        }
+        const auto vwe = hn::Load(df, we);
+        for (int64_t t = 0; t < tt; ++t) {
+          const int16_t* xt = s.x.data() + t * k_size + b * 32;
+          V16 xv[2 * kChunks];
+          for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
+          V32 sums[R];
+          for (int r = 0; r < R; ++r) {
+            V32 sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+            for (size_t i = 0; i < 2 * kChunks; ++i) {
+              sum0 = hn::ReorderWidenMulAccumulate(d32, w[r][i], xv[i], sum0, sum1);
+            }
+            sums[r] = hn::Add(sum0, sum1);
+          }
+          const auto isum = SumLanes4(d32, sums);
+          const auto d = hn::Mul(hn::Set(df, s.xd[static_cast<size_t>(t * nb + b)]), vwe);
+          const auto prev = hn::LoadU(df, acc + t * R);
+          hn::StoreU(hn::Add(prev, hn::Mul(d, hn::ConvertTo(df, isum))), df, acc + t * R);
+        }
+      }
+      for (int r = 0; r < rows_here; ++r) {
+        for (int64_t t = 0; t < tt; ++t) {
+          a.out[(t0 + t) * a.out_stride + (n0 + r - a.row_begin)] = acc[t * R + r];
+        }
+      }
+    }
+  }
+}
+
+#endif  // HWY_TARGET == HWY_SCALAR
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace dsv4::ops::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dsv4::ops::simd {
+
+HWY_EXPORT(Mxfp4Q8);
+
+GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype) {
+  if (w_dtype != DType::kMXFP4) return nullptr;
+  ChooseTarget();
+  return HWY_DYNAMIC_DISPATCH(Mxfp4Q8);
+}
+
+}  // namespace dsv4::ops::simd
+#endif  // HWY_ONCE
