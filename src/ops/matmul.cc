@@ -124,7 +124,8 @@ void DenseKernel(const simd::MatMulArgs& a) {
 std::atomic<KQuantActivations> g_kquant_activations{KQuantActivations::kQ8K};
 
 // GGUF k-quants: the q8_K path (each thread quantises the call's activations
-// for its rows: a few microseconds per token), or the f32 kernels.
+// for its rows: a few microseconds per token) on the AVX-512 kernels, else
+// the portable Highway ones (the same bits), or the f32 kernels.
 template <DType kW>
 void KQuantKernel(const simd::MatMulArgs& a) {
   if (g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kF32) {
@@ -148,6 +149,11 @@ void KQuantKernel(const simd::MatMulArgs& a) {
   }
   if (kernel != nullptr) {
     kernel(a, xq.data());
+    return;
+  }
+  static const simd::KQuantQ8KFn portable = simd::KQuantQ8KPortableKernel(kW);
+  if (portable != nullptr) {
+    portable(a, xq.data());
     return;
   }
   const int64_t row_bytes = DTypeBytes(kW, a.w.strides[0]);

@@ -67,6 +67,10 @@ using QuantizeQ8KFn = void (*)(const float* x, int64_t k, BlockQ8K* y);
 QuantizeQ8KFn QuantizeQ8KKernel();
 using KQuantQ8KFn = void (*)(const MatMulArgs& args, const BlockQ8K* xq);
 KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
+// The same products on any CPU (Highway, every target; ops/simd/kquant_q8_simd.cc),
+// bit for bit ops::ref::DotKQuantQ8K: what ops::MatMul runs where
+// KQuantQ8KKernel is nullptr. nullptr for a dtype other than q4_K and q6_K.
+KQuantQ8KFn KQuantQ8KPortableKernel(DType w_dtype);
 // The kernel with (vnni: AVX512-VNNI, the faster) or without VNNI, whichever
 // KQuantQ8KKernel picks (the first where the CPU has it); nullptr where the
 // CPU lacks it. For tests: both give the same bits.

@@ -1,0 +1,387 @@
+// ops/simd kernels for GGUF's q4_K and q6_K weights (tensor/dtype.h) ×
+// activations quantised to q8_K, llama.cpp's arithmetic, on any CPU: one copy
+// per Highway target (foreach_target), picked at run time. The twins of
+// ops::ref::DotKQuantQ8K, bit for bit (the float order is documented in
+// ops/ref/kquant_ref.h). ops::MatMul takes them where the AVX-512 kernels of
+// ops/simd/kquant_q8_x86.cc are not available.
+//
+// Each weight block (256 values) of a group of kRows rows is decoded once per
+// call (per token tile) into int16 weights with the sub-block scale folded in:
+//   q4_K:  w[k] = sc[k/32] · q[k]          (0 ≤ w ≤ 63·15)
+//   q6_K:  w[k] = sc[k/16] · (q[k] − 32)   (|w| ≤ 128·32)
+// and dotted with every token's q8 codes (widened to int16 once per call),
+// int32 multiply-adds, so one integer per block, row and token:
+//   isum = Σ_k w[k]·x8[k]  (= Σ_s sc[s] · Σ_{k in s} q·x8, ggml's isum exactly)
+//   q4_K also imin = Σ_j m[j/2] · bsums[j] over the activations' 16 partial
+//   sums (= Σ_s m[s] · Σ_{k in s} x8[k]).
+// The integer sums are exact in any order (|isum| < 2^28). The lanes of each
+// row's sum are folded by a 4×4 transposition that leaves the kRows rows'
+// sums in the lanes of one vector; the float steps run on that vector (one
+// lane per row), in the ref's order, per block in block order from acc = 0,
+// each rounded (this file is compiled with -ffp-contract=off), dx the
+// activations' scale, dw and dmin the block's:
+//   q4_K:  acc = acc + (dx·dw)·isum;  acc = acc − (dx·dmin)·imin
+//   q6_K:  acc = acc + (dx·dw)·isum
+// Tokens are taken two at a time against the kRows rows.
+//
+// Shapes, outermost first: T tokens, K input features, N output features.
+
+#ifndef DSV4_OPS_SIMD_KQUANT_Q8_SIMD_ONCE_
+#define DSV4_OPS_SIMD_KQUANT_Q8_SIMD_ONCE_
+// Target-independent helpers, compiled once.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "base/float_types.h"
+#include "ops/ref/kquant_ref.h"
+#include "ops/simd/simd_kernels.h"
+#include "tensor/dtype.h"
+
+namespace dsv4::ops::simd::kq_detail {
+
+inline constexpr int kRows = 4;             // weight rows per group: one float lane each
+inline constexpr int kPrefetchBlocks = 2;   // blocks fetched ahead per row
+inline constexpr int64_t kTileTokens = 32;  // tokens per pass over the rows
+
+inline float F16At(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// Per-thread buffers: the tile's activation codes widened to int16 [T, K] and
+// the accumulators [T, kRows].
+struct Scratch {
+  std::vector<int16_t> x;
+  std::vector<float> acc;
+};
+inline Scratch& GetScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+}  // namespace dsv4::ops::simd::kq_detail
+#endif  // DSV4_OPS_SIMD_KQUANT_Q8_SIMD_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd/kquant_q8_simd.cc"
+#include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dsv4::ops::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace kq = kq_detail;
+
+#if HWY_TARGET == HWY_SCALAR
+// One lane: the scalar twin itself.
+template <DType kW>
+void KQuantRows(const MatMulArgs& a, const BlockQ8K* xq) {
+  const int64_t nb = a.w.sizes[1] / kQK_K;
+  const int64_t row_bytes = DTypeBytes(kW, a.w.strides[0]);
+  for (int64_t n = a.row_begin; n < a.row_end; ++n) {
+    const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      a.out[t * a.out_stride + (n - a.row_begin)] = ref::DotKQuantQ8K(kW, row, xq + t * nb, nb);
+    }
+  }
+}
+#else
+namespace kq_impl {
+
+// int16 vectors of at most 16 lanes: one (AVX2, AVX-512) or two (128-bit
+// targets) per 16 values.
+using D16 = hn::CappedTag<int16_t, 16>;
+using D32 = hn::RepartitionToWide<D16>;
+using V16 = hn::Vec<D16>;
+using V32 = hn::Vec<D32>;
+constexpr size_t kChunks = 16 / hn::MaxLanes(D16());  // vectors per 16 values
+static_assert(kChunks == 1 || kChunks == 2);
+
+// The 16 bytes of v (unsigned) as kChunks int16 vectors.
+template <class D>
+HWY_INLINE void Widen(D d16, hn::Vec128<uint8_t> v, hn::VFromD<D>* out) {
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    out[0] = hn::PromoteTo(d16, v);
+  } else {
+    out[0] = hn::PromoteTo(d16, hn::LowerHalf(v));
+    out[1] = hn::PromoteTo(d16, hn::UpperHalf(hn::Half<hn::Full128<uint8_t> >(), v));
+  }
+}
+
+// Lane r: the sum of all lanes of v[r], r < 4 (int32, exact in any order).
+template <class DW>
+HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW /*d32*/, const hn::VFromD<DW>* v) {
+  const hn::Full128<int32_t> d;
+  const hn::Full128<int64_t> d64;
+  hn::Vec128<int32_t> f[4];
+  for (int r = 0; r < 4; ++r) {
+    if constexpr (hn::MaxLanes(DW()) == 8) {
+      f[r] = hn::Add(hn::LowerHalf(v[r]), hn::UpperHalf(hn::Half<DW>(), v[r]));
+    } else {
+      f[r] = v[r];
+    }
+  }
+  // Lanes (f0_0+f0_2, f1_0+f1_2, f0_1+f0_3, f1_1+f1_3), the same for f2, f3.
+  const auto a01 = hn::Add(hn::InterleaveLower(d, f[0], f[1]), hn::InterleaveUpper(d, f[0], f[1]));
+  const auto a23 = hn::Add(hn::InterleaveLower(d, f[2], f[3]), hn::InterleaveUpper(d, f[2], f[3]));
+  const auto lo = hn::InterleaveLower(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
+  const auto hi = hn::InterleaveUpper(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
+  return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
+}
+
+// q4_K: 32 values per sub-block s with 6-bit scale sc[s] and min m[s]; qs
+// chunk c (32 bytes) holds values 64c … 64c+31 in its low nibbles and
+// 64c+32 … 64c+63 in its high ones.
+struct Q4KFmt {
+  static constexpr int64_t kBytes = sizeof(BlockQ4_K);
+  static constexpr bool kHasMin = true;
+  // w[256] = sc·q, mins[16] = m[j/2]; *dw, *dmin the f16 scales.
+  static HWY_INLINE void Decode(const uint8_t* blk, int16_t* HWY_RESTRICT w,
+                                int16_t* HWY_RESTRICT mins, float* dw, float* dmin) {
+    const D16 d16;
+    const hn::Full128<uint8_t> du8;
+    const size_t n16 = hn::Lanes(d16);
+    uint8_t sc[8], m[8];
+    for (int s = 0; s < 8; ++s) Q4KScaleMin(blk + offsetof(BlockQ4_K, scales), s, &sc[s], &m[s]);
+    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    const auto low4 = hn::Set(du8, uint8_t{0x0F});
+    for (int c = 0; c < 4; ++c) {
+      const auto sc_lo = hn::Set(d16, static_cast<int16_t>(sc[2 * c]));
+      const auto sc_hi = hn::Set(d16, static_cast<int16_t>(sc[2 * c + 1]));
+      for (int h = 0; h < 2; ++h) {
+        const auto bytes = hn::LoadU(du8, qs + 32 * c + 16 * h);
+        V16 lo[kChunks], hi[kChunks];
+        Widen(d16, hn::And(bytes, low4), lo);
+        Widen(d16, hn::ShiftRight<4>(bytes), hi);
+        for (size_t i = 0; i < kChunks; ++i) {
+          hn::Store(hn::Mul(lo[i], sc_lo), d16, w + 64 * c + 16 * h + i * n16);
+          hn::Store(hn::Mul(hi[i], sc_hi), d16, w + 64 * c + 32 + 16 * h + i * n16);
+        }
+      }
+    }
+    for (int j = 0; j < 16; ++j) mins[j] = m[j / 2];
+    *dw = kq::F16At(blk + offsetof(BlockQ4_K, d));
+    *dmin = kq::F16At(blk + offsetof(BlockQ4_K, dmin));
+  }
+};
+
+// q6_K: value k = 128h + 32g + l (h < 2, g < 4, l < 32) has its low 4 bits
+// in ql[64h + 32(g%2) + l] (low nibble for g < 2, else high), its high 2 bits
+// in bits 2g, 2g+1 of qh[32h + l]; int8 scale sc[k/16].
+struct Q6KFmt {
+  static constexpr int64_t kBytes = sizeof(BlockQ6_K);
+  static constexpr bool kHasMin = false;
+  static HWY_INLINE void Decode(const uint8_t* blk, int16_t* HWY_RESTRICT w,
+                                int16_t* HWY_RESTRICT /*mins*/, float* dw, float* /*dmin*/) {
+    const D16 d16;
+    const hn::Full128<uint8_t> du8;
+    const size_t n16 = hn::Lanes(d16);
+    const uint8_t* ql = blk + offsetof(BlockQ6_K, ql);
+    const uint8_t* qh = blk + offsetof(BlockQ6_K, qh);
+    const auto* scales = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+    const auto low4 = hn::Set(d16, int16_t{0x0F});
+    const auto low2 = hn::Set(d16, int16_t{3});
+    const auto k32 = hn::Set(d16, int16_t{32});
+    for (int h = 0; h < 2; ++h) {
+      for (int lh = 0; lh < 2; ++lh) {
+        V16 l0[kChunks], l1[kChunks], hb[kChunks];
+        Widen(d16, hn::LoadU(du8, ql + 64 * h + 16 * lh), l0);
+        Widen(d16, hn::LoadU(du8, ql + 64 * h + 32 + 16 * lh), l1);
+        Widen(d16, hn::LoadU(du8, qh + 32 * h + 16 * lh), hb);
+        for (int g = 0; g < 4; ++g) {
+          const auto sc = hn::Set(d16, static_cast<int16_t>(scales[8 * h + 2 * g + lh]));
+          for (size_t i = 0; i < kChunks; ++i) {
+            const V16 lsrc = (g % 2) != 0 ? l1[i] : l0[i];
+            const V16 lo = g < 2 ? hn::And(lsrc, low4) : hn::ShiftRight<4>(lsrc);
+            const V16 hi = hn::And(hn::ShiftRightSame(hb[i], 2 * g), low2);
+            const V16 q = hn::Or(lo, hn::ShiftLeft<4>(hi));
+            hn::Store(hn::Mul(hn::Sub(q, k32), sc), d16, w + 128 * h + 32 * g + 16 * lh + i * n16);
+          }
+        }
+      }
+    }
+    *dw = kq::F16At(blk + offsetof(BlockQ6_K, d));
+  }
+};
+
+// sums[t][r] (lanes to be summed) = w[r·256 + k] · x[t][k] over one block,
+// kRows rows × TT tokens.
+template <int TT>
+HWY_INLINE void DotBlock(const int16_t* HWY_RESTRICT w, const int16_t* const* x,
+                         V32 sums[2][kq::kRows]) {
+  const D16 d16;
+  const D32 d32;
+  const size_t n = hn::Lanes(d16);
+  V32 acc0[TT][kq::kRows], acc1[TT][kq::kRows];
+  for (int t = 0; t < TT; ++t) {
+    for (int r = 0; r < kq::kRows; ++r) {
+      acc0[t][r] = hn::Zero(d32);
+      acc1[t][r] = hn::Zero(d32);
+    }
+  }
+  for (size_t k = 0; k < static_cast<size_t>(kQK_K); k += n) {
+    V16 xv[TT];
+    for (int t = 0; t < TT; ++t) xv[t] = hn::LoadU(d16, x[t] + k);
+    for (int r = 0; r < kq::kRows; ++r) {
+      const auto wv = hn::Load(d16, w + r * kQK_K + k);
+      for (int t = 0; t < TT; ++t) {
+        acc0[t][r] = hn::ReorderWidenMulAccumulate(d32, wv, xv[t], acc0[t][r], acc1[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < TT; ++t) {
+    for (int r = 0; r < kq::kRows; ++r) sums[t][r] = hn::Add(acc0[t][r], acc1[t][r]);
+  }
+}
+
+// imin[r] = Σ_j mins[r·16 + j] · bsums[j] in the lanes of one vector.
+HWY_INLINE hn::Vec128<int32_t> MinSums(const int16_t* HWY_RESTRICT mins, const int16_t* bsums) {
+  const D16 d16;
+  const D32 d32;
+  const size_t n = hn::Lanes(d16);
+  V32 s[kq::kRows];
+  for (int r = 0; r < kq::kRows; ++r) {
+    V32 sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+    for (size_t j = 0; j < 16; j += n) {
+      sum0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, mins + 16 * r + j),
+                                           hn::LoadU(d16, bsums + j), sum0, sum1);
+    }
+    s[r] = hn::Add(sum0, sum1);
+  }
+  return SumLanes4(d32, s);
+}
+
+template <class Fmt>
+void Rows(const MatMulArgs& a, const BlockQ8K* xq) {
+  if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
+  constexpr int R = kq::kRows;
+  const int64_t k_size = a.w.sizes[1];
+  DCHECK(k_size % kQK_K == 0);
+  const int64_t nb = k_size / kQK_K;
+  const int64_t n_tokens = a.n_tokens;
+  const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
+  const auto* base = static_cast<const uint8_t*>(a.w.data);
+  const D32 d32;
+  const hn::Full128<float> df;
+
+  // Token tiles of at most kTileTokens, as even as the count allows.
+  const int64_t n_tiles = (n_tokens + kq::kTileTokens - 1) / kq::kTileTokens;
+  const int64_t tile = (n_tokens + n_tiles - 1) / n_tiles;
+  kq::Scratch& s = kq::GetScratch();
+  if (s.x.size() < static_cast<size_t>(tile * k_size))
+    s.x.resize(static_cast<size_t>(tile * k_size));
+  if (s.acc.size() < static_cast<size_t>(tile * R)) s.acc.resize(static_cast<size_t>(tile * R));
+  HWY_ALIGN int16_t w[R * kQK_K];
+  HWY_ALIGN int16_t mins[R * 16];
+  HWY_ALIGN float dw[R];
+  HWY_ALIGN float dmin[R];
+
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
+    const int64_t tt = std::min(tile, n_tokens - t0);
+    for (int64_t t = 0; t < tt; ++t) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* src = xq[(t0 + t) * nb + b].qs;
+        int16_t* dst = s.x.data() + t * k_size + b * kQK_K;
+        for (int j = 0; j < kQK_K; ++j) dst[j] = src[j];
+      }
+    }
+    for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += R) {
+      const int rows_here = static_cast<int>(std::min<int64_t>(R, a.row_end - n0));
+      const uint8_t* rows[R];
+      // A short group repeats its last row (its results are not stored).
+      for (int r = 0; r < R; ++r) rows[r] = base + (n0 + std::min(r, rows_here - 1)) * row_bytes;
+      float* acc = s.acc.data();
+      std::fill(acc, acc + tt * R, 0.0f);
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+          if (b + kq::kPrefetchBlocks < nb) {
+            for (int64_t l = 0; l < Fmt::kBytes; l += 64) {
+              hwy::Prefetch(blk + kq::kPrefetchBlocks * Fmt::kBytes + l);
+            }
+          }
+          Fmt::Decode(blk, w + r * kQK_K, mins + r * 16, &dw[r], &dmin[r]);
+        }
+        const auto vdw = hn::Load(df, dw);
+        const auto vdmin = hn::Load(df, dmin);
+        for (int64_t tp = 0; tp < tt; tp += 2) {
+          const int pair = static_cast<int>(std::min<int64_t>(2, tt - tp));
+          const int16_t* x[2];
+          for (int t = 0; t < pair; ++t) x[t] = s.x.data() + (tp + t) * k_size + b * kQK_K;
+          V32 sums[2][R];
+          if (pair == 2) {
+            DotBlock<2>(w, x, sums);
+          } else {
+            DotBlock<1>(w, x, sums);
+          }
+          for (int t = 0; t < pair; ++t) {
+            const BlockQ8K& xb = xq[(t0 + tp + t) * nb + b];
+            const auto dx = hn::Set(df, xb.d);
+            const auto isum = hn::ConvertTo(df, SumLanes4(d32, sums[t]));
+            float* acc_t = acc + (tp + t) * R;
+            auto v = hn::Add(hn::LoadU(df, acc_t), hn::Mul(hn::Mul(dx, vdw), isum));
+            if constexpr (Fmt::kHasMin) {
+              const auto imin = hn::ConvertTo(df, MinSums(mins, xb.bsums));
+              v = hn::Sub(v, hn::Mul(hn::Mul(dx, vdmin), imin));
+            }
+            hn::StoreU(v, df, acc_t);
+          }
+        }
+      }
+      for (int r = 0; r < rows_here; ++r) {
+        for (int64_t t = 0; t < tt; ++t) {
+          a.out[(t0 + t) * a.out_stride + (n0 + r - a.row_begin)] = acc[t * R + r];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kq_impl
+
+template <DType kW>
+void KQuantRows(const MatMulArgs& a, const BlockQ8K* xq) {
+  if constexpr (kW == DType::kQ4_K) {
+    kq_impl::Rows<kq_impl::Q4KFmt>(a, xq);
+  } else {
+    kq_impl::Rows<kq_impl::Q6KFmt>(a, xq);
+  }
+}
+#endif  // HWY_TARGET == HWY_SCALAR
+
+void Q4KQ8K(const MatMulArgs& a, const BlockQ8K* xq) { KQuantRows<DType::kQ4_K>(a, xq); }
+void Q6KQ8K(const MatMulArgs& a, const BlockQ8K* xq) { KQuantRows<DType::kQ6_K>(a, xq); }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace dsv4::ops::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dsv4::ops::simd {
+
+HWY_EXPORT(Q4KQ8K);
+HWY_EXPORT(Q6KQ8K);
+
+KQuantQ8KFn KQuantQ8KPortableKernel(DType w_dtype) {
+  ChooseTarget();
+  switch (w_dtype) {
+    case DType::kQ4_K:
+      return HWY_DYNAMIC_DISPATCH(Q4KQ8K);
+    case DType::kQ6_K:
+      return HWY_DYNAMIC_DISPATCH(Q6KQ8K);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace dsv4::ops::simd
+#endif  // HWY_ONCE
