@@ -166,13 +166,30 @@ void KQuantKernel(const simd::MatMulArgs& a) {
   }
 }
 
-// GGUF q8_0: with q8 activations (the default) the q8_0 × q8_0 kernels where
-// the CPU has AVX-512 VNNI, else (or with f32 activations) the f32 kernels.
+// GGUF q8_0: with q8 activations (the default) the q8_0 × q8_0 kernels of
+// AVX-512 VNNI, else the portable ones (the same bits; each thread quantises
+// the call's activations for its rows); with f32 activations the f32 kernels.
 void Q8_0Kernel(const simd::MatMulArgs& a) {
-  static const simd::TryMatMulFn q8 = simd::Q8_0Q8MatMulKernel();
-  if (q8 != nullptr &&
-      g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kQ8K && q8(a)) {
-    return;
+  if (g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kQ8K) {
+    static const simd::TryMatMulFn q8 = simd::Q8_0Q8MatMulKernel();
+    static const simd::GgmlQ8Fn portable = simd::Q8_0Q8PortableKernel();
+    if (q8 != nullptr && q8(a)) return;
+    if (portable != nullptr) {
+      const int64_t k_size = a.w.sizes[1], n_blocks = k_size / 32;
+      thread_local std::vector<BlockQ8_0> xq;  // grows once; no allocation per token
+      const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
+      if (xq.size() < need) xq.resize(need);
+      static const simd::Q8_0QuantizeFn quantize = simd::Q8_0QuantizeKernel();
+      for (int64_t t = 0; t < a.n_tokens; ++t) {
+        if (quantize != nullptr) {
+          quantize(a.x + t * k_size, k_size, xq.data() + t * n_blocks);
+        } else {
+          ref::QuantizeRowQ8_0(a.x + t * k_size, k_size, xq.data() + t * n_blocks);
+        }
+      }
+      portable(a, xq.data());
+      return;
+    }
   }
   DenseKernel<DType::kQ8_0, &simd::Q8F32MatVecKernel>(a);
 }

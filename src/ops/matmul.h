@@ -37,8 +37,12 @@ bool StreamOnlyBuild();
 // dequantised weights by the f32 activations (the logits of the weights
 // dequantised to f32 first, to within float rounding; several times slower).
 // q8_0 weights follow the same switch: kQ8K quantises their activations to
-// q8_0 (32 values per block, llama.cpp's arithmetic for them) where the CPU
-// has AVX-512 VNNI (ops/simd/q8_0_x86.cc), else they take the f32 kernels.
+// q8_0 (32 values per block, llama.cpp's arithmetic for them) on every CPU,
+// on the AVX-512 VNNI kernels (ops/simd/q8_0_x86.cc) where the CPU has them,
+// else on the portable ones (ops/simd/mxfp4_q8_simd.cc): the same bits,
+// ops::ref::MatMulQ8_0Q8_0's. (CPUs without AVX-512 VNNI used to multiply q8_0
+// weights by the f32 activations under kQ8K too; their q8_0 products now carry
+// the activation rounding as everywhere else.) kF32 takes the f32 kernels.
 enum class KQuantActivations { kQ8K, kF32 };
 void SetKQuantActivations(KQuantActivations a);
 KQuantActivations GetKQuantActivations();

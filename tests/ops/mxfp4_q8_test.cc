@@ -9,6 +9,11 @@
 //     all-zero tokens.
 //   - ops::MatMul on a ThreadPool and ops::MatMulRows against
 //     ops::ref::MatMulGgmlQ8 bit for bit.
+// And GGUF q8_0 weights × q8_0 activations on the same file's portable kernel
+// (Q8_0Q8PortableKernel): against ops::ref::DotQ8_0Q8_0 bit for bit on every
+// target over the same shapes (zero, subnormal and negative f16 scales,
+// codes −128 … 127), and ops::MatMul / MatMulRows against
+// ops::ref::MatMulQ8_0Q8_0 bit for bit on this CPU (whichever kernel it takes).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -273,6 +278,118 @@ TEST(Mxfp4Q8SimdTest, OpsMatMulMatchesRefMatMul) {
     ops::ref::MatMulGgmlQ8(want.data(), x.data(), w.view(), T);
     ops::MatMul(pool, got.data(), x.data(), w.view(), T);
     ops::MatMulRows(rows.data(), N, x.data(), w.view(), T, 0, N);
+    ExpectSameBits(got, want, "MatMul");
+    ExpectSameBits(rows, want, "MatMulRows");
+  }
+}
+
+// ---- q8_0 weights ----
+
+// [n, k] q8_0 behind `offset` leading bytes: random codes, f16 scales of either
+// sign in [−0.02, 0.02]; row 0's first block scale 0, its second subnormal.
+Mxfp4Weight MakeQ8_0Weight(int64_t n, int64_t k, uint32_t seed, size_t offset = 0) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  Mxfp4Weight w{n, k, offset, {}};
+  w.bytes.resize(offset + static_cast<size_t>(DTypeBytes(DType::kQ8_0, n * k)));
+  for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t b = 0; b < n * k / 32; ++b) {
+    const uint16_t h = F32ToF16(scale(rng));
+    std::memcpy(w.bytes.data() + offset + b * sizeof(BlockQ8_0), &h, 2);
+  }
+  const uint16_t zero = 0, sub = 0x8005;  // 0 and a negative subnormal
+  std::memcpy(w.bytes.data() + offset, &zero, 2);
+  if (k >= 64) std::memcpy(w.bytes.data() + offset + sizeof(BlockQ8_0), &sub, 2);
+  return w;
+}
+
+TensorView Q8View(const Mxfp4Weight& w) {
+  return TensorView::Contiguous(w.bytes.data() + w.offset, DType::kQ8_0, {w.n, w.k});
+}
+
+std::vector<float> RefOutQ8_0(const Mxfp4Weight& w, const std::vector<BlockQ8_0>& xq, int64_t T) {
+  const int64_t N = w.n, nb = w.k / 32;
+  std::vector<float> out(T * N);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t t = 0; t < T; ++t) {
+      out[t * N + n] = ops::ref::DotQ8_0Q8_0(static_cast<const uint8_t*>(Q8View(w)[n].data),
+                                             xq.data() + t * nb, nb);
+    }
+  }
+  return out;
+}
+
+TEST(Q8_0Q8PortableTest, MatchesRefBitForBitOnEveryTarget) {
+  ASSERT_NE(ops::simd::Q8_0Q8PortableKernel(), nullptr);
+  struct Shape {
+    int64_t K;
+    std::vector<int64_t> ns;
+  };
+  const Shape shapes[] = {{32, {1, 3, 4, 5, 9}}, {64, {1, 6}},   {96, {3, 7}},
+                          {160, {2, 5}},         {4096, {5, 8}}, {7168, {3}}};
+  for (const Shape& s : shapes) {
+    for (int64_t N : s.ns) {
+      const Mxfp4Weight w = MakeQ8_0Weight(N, s.K, static_cast<uint32_t>(s.K + N));
+      for (int64_t T : {1, 2, 3, 4, 5, 17, 64}) {
+        const std::vector<float> x = Activations(T, s.K, static_cast<uint32_t>(T * 7 + N));
+        const std::vector<BlockQ8_0> xq = QuantizeTokens(x, T, s.K);
+        const std::vector<float> want = RefOutQ8_0(w, xq, T);
+        const std::string what =
+            "K=" + std::to_string(s.K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
+        ForEachTarget([&] {
+          std::vector<float> got(T * N, NAN);
+          ops::simd::Q8_0Q8PortableKernel()(Args(got.data(), N, Q8View(w), T, 0, N), xq.data());
+          ExpectSameBits(got, want, what);
+        });
+      }
+    }
+  }
+}
+
+TEST(Q8_0Q8PortableTest, MisalignedWeightsAndRowRangeWithWideStride) {
+  const int64_t N = 11, K = 7 * 32;
+  for (size_t off : {size_t{1}, size_t{3}, size_t{7}}) {
+    const Mxfp4Weight w = MakeQ8_0Weight(N, K, 77 + static_cast<uint32_t>(off), off);
+    for (int64_t T : {1, 2, 5, 17}) {
+      const std::vector<float> x = Activations(T, K, 5);
+      const std::vector<BlockQ8_0> xq = QuantizeTokens(x, T, K);
+      const std::vector<float> want = RefOutQ8_0(w, xq, T);
+      const int64_t begin = 2, end = 9, stride = 10;
+      ForEachTarget([&] {
+        std::vector<float> got(T * stride, -7.0f);
+        ops::simd::Q8_0Q8PortableKernel()(Args(got.data(), stride, Q8View(w), T, begin, end),
+                                          xq.data());
+        for (int64_t tok = 0; tok < T; ++tok) {
+          for (int64_t j = 0; j < stride; ++j) {
+            const float g = got[tok * stride + j];
+            if (j >= end - begin) {
+              EXPECT_EQ(g, -7.0f) << "wrote past the row range";
+              continue;
+            }
+            EXPECT_EQ(Bits(g), Bits(want[tok * N + begin + j]))
+                << "off " << off << " T " << T << " n " << begin + j;
+          }
+        }
+      });
+    }
+  }
+}
+
+// ops::MatMul (pool of 2) and ops::MatMulRows in the default q8 mode: bit for
+// bit ops::ref::MatMulQ8_0Q8_0, on every CPU.
+TEST(Q8_0Q8PortableTest, OpsMatMulMatchesRefMatMul) {
+  ASSERT_EQ(ops::GetKQuantActivations(), ops::KQuantActivations::kQ8K);
+  ThreadPool pool(2);
+  const int64_t N = 301, K = 1024;
+  const Mxfp4Weight w = MakeQ8_0Weight(N, K, 9);
+  for (int64_t T : {1, 4, 11, 40}) {
+    SCOPED_TRACE("T=" + std::to_string(T));
+    const std::vector<float> x = Activations(T, K, 10);
+    std::vector<float> want(T * N), got(T * N, NAN), rows(T * N, NAN);
+    ops::ref::MatMulQ8_0Q8_0(want.data(), x.data(), Q8View(w), T);
+    ops::MatMul(pool, got.data(), x.data(), Q8View(w), T);
+    ops::MatMulRows(rows.data(), N, x.data(), Q8View(w), T, 0, N);
     ExpectSameBits(got, want, "MatMul");
     ExpectSameBits(rows, want, "MatMulRows");
   }

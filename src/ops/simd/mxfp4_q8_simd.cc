@@ -1,24 +1,29 @@
-// ops/simd kernel for GGUF's MXFP4 weights (tensor/ggml_quants.h: per 32
-// values one e8m0 scale byte e, then 16 bytes of e2m1 codes, value j in the
-// low nibble of byte j, value j + 16 in the high nibble) × activations
+// ops/simd kernels for GGUF weights in 32-value blocks × activations
 // quantised to q8_0 (BlockQ8_0: f16 scale, 32 int8 codes), as llama.cpp's CPU
 // backend multiplies them: one copy per Highway target (foreach_target),
-// picked at run time. The twin of ops::ref::DotMxfp4Q8_0, bit for bit.
+// picked at run time.
+//   MXFP4 (tensor/ggml_quants.h: one e8m0 scale byte e, then 16 bytes of e2m1
+//   codes, value j in the low nibble of byte j, value j + 16 in the high
+//   nibble): the twin of ops::ref::DotMxfp4Q8_0, bit for bit.
+//   q8_0 (f16 scale, 32 int8 codes): the twin of ops::ref::DotQ8_0Q8_0 (and
+//   so of ref::MatMulQ8_0Q8_0), bit for bit.
 //
 // Per 32-value block b of a weight row and a token's q8_0 block:
-//   isum = Σ_j kvalues[code_j] · x8_j     (kvalues = 2·e2m1: 0, ±1 … ±12)
-//   d    = f16(x.d) · 2^(e − 128)         (ggml's E8M0_TO_FP32_HALF)
-//   acc  = acc + d · float(isum)
+//   mxfp4:  isum = Σ_j kvalues[code_j] · x8_j   (kvalues = 2·e2m1: 0, ±1 … ±12)
+//           d    = f16(x.d) · 2^(e − 128)       (ggml's E8M0_TO_FP32_HALF)
+//   q8_0:   isum = Σ_j w8_j · x8_j,  d = f16(w.d) · f16(x.d)
+//   acc = acc + d · float(isum)
 // from acc = 0, blocks in order, each product rounded (this file is compiled
-// with -ffp-contract=off). isum is exact in any order (|isum| ≤ 32·12·128);
-// float(isum) is exact.
+// with -ffp-contract=off; the products of d are commutative, so either
+// operand order gives the ref's bits). isum is exact in any order
+// (|isum| ≤ 32·128·128) and so is float(isum).
 //
 // The codes of a block are decoded once per call (per token tile) into int16
-// through a 16-entry byte table, for a group of kRows rows, and dotted with
-// each token's codes (widened to int16 once per call): int32 multiply-adds
-// whose lanes are summed by a 4×4 transposition, which leaves the kRows
-// rows' isums in the lanes of one vector. The float steps then run on that
-// vector (one lane per row), each lane in the ref's order.
+// (mxfp4 through a 16-entry byte table), for a group of kRows rows, and dotted
+// with each token's codes (widened to int16 once per call): int32
+// multiply-adds whose lanes are summed by a 4×4 transposition, which leaves
+// the kRows rows' isums in the lanes of one vector. The float steps then run
+// on that vector (one lane per row), each lane in the ref's order.
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 
@@ -35,6 +40,7 @@
 #include "base/check.h"
 #include "base/float_types.h"
 #include "ops/ref/ggml_dot_ref.h"
+#include "ops/ref/kquant_ref.h"
 #include "ops/simd/simd_kernels.h"
 #include "tensor/ggml_quants.h"
 
@@ -93,17 +99,25 @@ namespace hn = hwy::HWY_NAMESPACE;
 namespace mx = mxfp4_detail;
 
 #if HWY_TARGET == HWY_SCALAR
-// One lane: the scalar twin itself.
-void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
+// One lane: the scalar twins themselves.
+template <bool kMxfp4>
+void RefRows(const MatMulArgs& a, const BlockQ8_0* xq) {
   const int64_t k_size = a.w.sizes[1], nb = k_size / 32;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
-  const auto* xq = static_cast<const BlockQ8_0*>(xq_v);
   for (int64_t n = a.row_begin; n < a.row_end; ++n) {
     const uint8_t* row = static_cast<const uint8_t*>(a.w.data) + n * row_bytes;
     for (int64_t t = 0; t < a.n_tokens; ++t) {
-      a.out[t * a.out_stride + (n - a.row_begin)] = ref::DotMxfp4Q8_0(row, xq + t * nb, k_size);
+      a.out[t * a.out_stride + (n - a.row_begin)] =
+          kMxfp4 ? ref::DotMxfp4Q8_0(row, xq + t * nb, k_size)
+                 : ref::DotQ8_0Q8_0(row, xq + t * nb, nb);
     }
   }
+}
+void Mxfp4Q8(const MatMulArgs& a, const void* xq) {
+  RefRows<true>(a, static_cast<const BlockQ8_0*>(xq));
+}
+void Q8_0Q8(const MatMulArgs& a, const void* xq) {
+  RefRows<false>(a, static_cast<const BlockQ8_0*>(xq));
 }
 #else
 namespace mxfp4_impl {
@@ -149,10 +163,43 @@ HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW /*d32*/, const hn::VFromD<DW>* v) {
   return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
 }
 
-}  // namespace mxfp4_impl
+// MXFP4: w[h·kChunks + c] the values 16h + …, through the byte table
+// (h = 0 the low nibbles, 1 the high ones); returns 2^(e − 128).
+struct Mxfp4Fmt {
+  static constexpr int64_t kBytes = mx::kBlockBytes;
+  static constexpr int64_t kPrefetchEvery = 3;  // blocks per 64-byte line, rounded down
+  static HWY_INLINE float Decode(const uint8_t* blk, V16* w) {
+    const D16 d16;
+    const hn::Full128<uint8_t> du8;
+    const hn::Full128<int8_t> di8;
+    const auto table = hn::Load(di8, mx::kValues);
+    const auto codes = hn::LoadU(du8, blk + 1);
+    const auto lo = hn::TableLookupBytes(table, hn::BitCast(di8, hn::And(codes, hn::Set(du8, 15))));
+    const auto hi = hn::TableLookupBytes(table, hn::BitCast(di8, hn::ShiftRight<4>(codes)));
+    Widen(d16, lo, w);
+    Widen(d16, hi, w + kChunks);
+    return mx::kE8m0Half.v[blk[0]];
+  }
+};
 
-void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
-  using namespace mxfp4_impl;  // NOLINT(google-build-using-namespace)
+// q8_0: f16 scale, then 32 int8 codes; returns the scale.
+struct Q8_0Fmt {
+  static constexpr int64_t kBytes = sizeof(BlockQ8_0);
+  static constexpr int64_t kPrefetchEvery = 1;
+  static HWY_INLINE float Decode(const uint8_t* blk, V16* w) {
+    const D16 d16;
+    const hn::Full128<int8_t> di8;
+    const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+    Widen(d16, hn::LoadU(di8, qs), w);
+    Widen(d16, hn::LoadU(di8, qs + 16), w + kChunks);
+    uint16_t h;
+    std::memcpy(&h, blk + offsetof(BlockQ8_0, d), 2);
+    return F16ToF32(h);
+  }
+};
+
+template <class Fmt>
+void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
   if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
   constexpr int R = mx::kRows;
   const int64_t k_size = a.w.sizes[1];
@@ -161,16 +208,11 @@ void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
   const int64_t n_tokens = a.n_tokens;
   const int64_t row_bytes = DTypeBytes(a.w.dtype, a.w.strides[0]);
   const auto* base = static_cast<const uint8_t*>(a.w.data);
-  const auto* xq = static_cast<const BlockQ8_0*>(xq_v);
 
   const D16 d16;
   const D32 d32;
   const hn::Full128<float> df;
-  const hn::Full128<uint8_t> du8;
-  const hn::Full128<int8_t> di8;
   const size_t n16 = hn::Lanes(d16);
-  const auto table = hn::Load(di8, mx::kValues);
-  const auto low4 = hn::Set(du8, uint8_t{0x0F});
 
   // Token tiles of at most kTileTokens, as even as the count allows.
   const int64_t n_tiles = (n_tokens + mx::kTileTokens - 1) / mx::kTileTokens;
@@ -201,19 +243,12 @@ void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
       float* acc = s.acc.data();
       std::fill(acc, acc + tt * R, 0.0f);
       for (int64_t b = 0; b < nb; ++b) {
-        // Decode: w[r][h·kChunks + c], h = 0 the low nibbles (values 0…15),
-        // h = 1 the high ones (values 16…31).
         V16 w[R][2 * kChunks];
         HWY_ALIGN float we[R];
         for (int r = 0; r < R; ++r) {
-          const uint8_t* blk = rows[r] + b * mx::kBlockBytes;
-          if ((b & 3) == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
-          we[r] = mx::kE8m0Half.v[blk[0]];
-          const auto codes = hn::LoadU(du8, blk + 1);
-          const auto lo = hn::TableLookupBytes(table, hn::BitCast(di8, hn::And(codes, low4)));
-          const auto hi = hn::TableLookupBytes(table, hn::BitCast(di8, hn::ShiftRight<4>(codes)));
-          Widen(d16, lo, &w[r][0]);
-          Widen(d16, hi, &w[r][kChunks]);
+          const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+          if (b % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
+          we[r] = Fmt::Decode(blk, w[r]);
         }
         const auto vwe = hn::Load(df, we);
         for (int64_t t = 0; t < tt; ++t) {
@@ -243,6 +278,15 @@ void Mxfp4Q8(const MatMulArgs& a, const void* xq_v) {
   }
 }
 
+}  // namespace mxfp4_impl
+
+void Mxfp4Q8(const MatMulArgs& a, const void* xq) {
+  mxfp4_impl::Block32Rows<mxfp4_impl::Mxfp4Fmt>(a, static_cast<const BlockQ8_0*>(xq));
+}
+void Q8_0Q8(const MatMulArgs& a, const void* xq) {
+  mxfp4_impl::Block32Rows<mxfp4_impl::Q8_0Fmt>(a, static_cast<const BlockQ8_0*>(xq));
+}
+
 #endif  // HWY_TARGET == HWY_SCALAR
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -254,11 +298,17 @@ HWY_AFTER_NAMESPACE();
 namespace dsv4::ops::simd {
 
 HWY_EXPORT(Mxfp4Q8);
+HWY_EXPORT(Q8_0Q8);
 
 GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype) {
   if (w_dtype != DType::kMXFP4) return nullptr;
   ChooseTarget();
   return HWY_DYNAMIC_DISPATCH(Mxfp4Q8);
+}
+
+GgmlQ8Fn Q8_0Q8PortableKernel() {
+  ChooseTarget();
+  return HWY_DYNAMIC_DISPATCH(Q8_0Q8);
 }
 
 }  // namespace dsv4::ops::simd

@@ -90,6 +90,11 @@ GgmlQ8Fn GgmlIqQ8Kernel(DType w_dtype);
 //   mxfp4 × q8_0 (ops/simd/mxfp4_q8_simd.cc; K a multiple of 32), bit for bit
 //   ops::ref::DotMxfp4Q8_0; nullptr for any other dtype.
 GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype);
+// GGUF q8_0 weights × activations quantised to q8_0 (xq: T · K/32 BlockQ8_0,
+// ops::ref::QuantizeRowQ8_0) on any CPU (Highway, every target;
+// ops/simd/mxfp4_q8_simd.cc): bit for bit ops::ref::DotQ8_0Q8_0, so
+// ref::MatMulQ8_0Q8_0. What ops::MatMul runs where Q8_0Q8MatMulKernel is nullptr.
+GgmlQ8Fn Q8_0Q8PortableKernel();
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and
@@ -126,7 +131,7 @@ TryMatMulFn Q8F32MatVecKernel();
 // ops/simd/q8_0_x86.cc), AVX-512 VNNI: bit for bit ops::ref::MatMulQ8_0Q8_0
 // for any token count and row range (each thread quantises the call's
 // activations itself). Declines a non-q8_0 weight. nullptr when the CPU lacks
-// AVX-512 VNNI; the caller then takes the f32 kernels.
+// AVX-512 VNNI; the caller then takes Q8_0Q8PortableKernel.
 TryMatMulFn Q8_0Q8MatMulKernel();
 // Its activation quantisation, bit for bit ops::ref::QuantizeRowQ8_0.
 using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);
