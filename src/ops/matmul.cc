@@ -123,6 +123,23 @@ void DenseKernel(const simd::MatMulArgs& a) {
 
 std::atomic<KQuantActivations> g_kquant_activations{KQuantActivations::kQ8K};
 
+// The activation quantisers: the AVX-512 ones where the CPU has them, else
+// the portable ones (the same bits, ops/ref's).
+simd::QuantizeQ8KFn QuantizeQ8K() {
+  static const simd::QuantizeQ8KFn fn = [] {
+    const simd::QuantizeQ8KFn avx512 = simd::QuantizeQ8KKernel();
+    return avx512 != nullptr ? avx512 : simd::QuantizeQ8KPortableKernel();
+  }();
+  return fn;
+}
+simd::Q8_0QuantizeFn QuantizeQ8_0() {
+  static const simd::Q8_0QuantizeFn fn = [] {
+    const simd::Q8_0QuantizeFn avx512 = simd::Q8_0QuantizeKernel();
+    return avx512 != nullptr ? avx512 : simd::Q8_0QuantizePortableKernel();
+  }();
+  return fn;
+}
+
 // GGUF k-quants: the q8_K path (each thread quantises the call's activations
 // for its rows: a few microseconds per token) on the AVX-512 kernels, else
 // the portable Highway ones (the same bits), or the f32 kernels.
@@ -133,7 +150,7 @@ void KQuantKernel(const simd::MatMulArgs& a) {
     f32(a);
     return;
   }
-  static const simd::QuantizeQ8KFn quantize = simd::QuantizeQ8KKernel();
+  static const simd::QuantizeQ8KFn quantize = QuantizeQ8K();
   static const simd::KQuantQ8KFn kernel = simd::KQuantQ8KKernel(kW);
   const int64_t k_size = a.w.sizes[1], n_blocks = k_size / kQK_K;
   thread_local std::vector<BlockQ8K> xq;  // grows once; no allocation per token
@@ -179,13 +196,9 @@ void Q8_0Kernel(const simd::MatMulArgs& a) {
       thread_local std::vector<BlockQ8_0> xq;  // grows once; no allocation per token
       const auto need = static_cast<size_t>(a.n_tokens * n_blocks);
       if (xq.size() < need) xq.resize(need);
-      static const simd::Q8_0QuantizeFn quantize = simd::Q8_0QuantizeKernel();
+      const simd::Q8_0QuantizeFn quantize = QuantizeQ8_0();
       for (int64_t t = 0; t < a.n_tokens; ++t) {
-        if (quantize != nullptr) {
-          quantize(a.x + t * k_size, k_size, xq.data() + t * n_blocks);
-        } else {
-          ref::QuantizeRowQ8_0(a.x + t * k_size, k_size, xq.data() + t * n_blocks);
-        }
+        quantize(a.x + t * k_size, k_size, xq.data() + t * n_blocks);
       }
       portable(a, xq.data());
       return;
@@ -211,7 +224,14 @@ void GgmlQuantKernel(const simd::MatMulArgs& a) {
   const auto need = static_cast<size_t>(a.n_tokens * xb);
   if (xq.size() < need) xq.resize(need);
   for (int64_t i = 0; i < a.n_tokens; ++i) {
-    ref::QuantizeActivations(f, a.x + i * k_size, k_size, xq.data() + i * xb);
+    void* y = xq.data() + i * xb;
+    if (f == ref::ActFormat::kQ8_0) {
+      QuantizeQ8_0()(a.x + i * k_size, k_size, static_cast<BlockQ8_0*>(y));
+    } else if (f == ref::ActFormat::kQ8_K) {
+      QuantizeQ8K()(a.x + i * k_size, k_size, static_cast<BlockQ8K*>(y));
+    } else {
+      ref::QuantizeActivations(f, a.x + i * k_size, k_size, y);
+    }
   }
   simd::GgmlQ8Fn kernel =
       t == DType::kMXFP4 ? simd::GgmlMxfp4Q8Kernel(t) : simd::GgmlBasicQ8Kernel(t);

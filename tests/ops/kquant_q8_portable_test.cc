@@ -5,6 +5,8 @@
 //     with remainders of the 4-row groups, T = 1…5, 17 and 64, row sub-ranges
 //     into a wider output stride, misaligned weights, zero, negative and
 //     subnormal f16 scales, all-zero tokens;
+//   - the activation quantisation (QuantizeQ8KPortableKernel) against
+//     ops::ref::QuantizeRowQ8K byte for byte on every target;
 //   - ops::MatMul on a ThreadPool and ops::MatMulRows against
 //     ops::ref::MatMulKQuantQ8K bit for bit (whichever kernel this CPU takes).
 #include <gtest/gtest.h>
@@ -226,6 +228,35 @@ TEST(KQuantQ8PortableTest, OpsMatMulMatchesRefMatMul) {
       ExpectSameBits(rows, want, "MatMulRows");
     }
   }
+}
+
+// The portable activation quantisation against ops::ref::QuantizeRowQ8K byte
+// for byte on every target: normal values, exact ties of iscale·x (a block
+// whose max is −127, so iscale = 1, holding ±k.5), ties in magnitude (the
+// first wins), an all-zero block, one whose iscale overflows, large values.
+TEST(KQuantQ8PortableTest, QuantisationMatchesRefOnEveryTarget) {
+  const int64_t K = 6 * kQK_K;
+  std::vector<float> x = Activations(1, K, 31);
+  for (int j = 0; j < kQK_K; ++j) x[j] = (j % 2 ? -1.0f : 1.0f) * (0.5f + j % 100);
+  x[7] = -127.0f;
+  x[kQK_K + 9] = 5.0f;  // ties in magnitude: +5 first, then −5
+  x[kQK_K + 20] = -5.0f;
+  for (int j = 0; j < kQK_K; ++j) {
+    if (j != 9 && j != 20) x[kQK_K + j] = std::fmod(x[kQK_K + j], 4.0f);
+  }
+  std::fill(x.begin() + 2 * kQK_K, x.begin() + 3 * kQK_K, 0.0f);
+  for (int j = 3 * kQK_K; j < 4 * kQK_K; ++j) x[j] *= 1e-39f;  // iscale overflows
+  for (int j = 4 * kQK_K; j < 5 * kQK_K; ++j) x[j] *= 1e30f;
+  std::vector<BlockQ8K> want(K / kQK_K);
+  ops::ref::QuantizeRowQ8K(x.data(), K, want.data());
+  ASSERT_NE(ops::simd::QuantizeQ8KPortableKernel(), nullptr);
+  ForEachTarget([&] {
+    std::vector<BlockQ8K> got(K / kQK_K);
+    ops::simd::QuantizeQ8KPortableKernel()(x.data(), K, got.data());
+    for (int64_t b = 0; b < K / kQK_K; ++b) {
+      EXPECT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8K))) << "block " << b;
+    }
+  });
 }
 
 }  // namespace

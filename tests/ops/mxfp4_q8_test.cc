@@ -12,7 +12,8 @@
 // And GGUF q8_0 weights × q8_0 activations on the same file's portable kernel
 // (Q8_0Q8PortableKernel): against ops::ref::DotQ8_0Q8_0 bit for bit on every
 // target over the same shapes (zero, subnormal and negative f16 scales,
-// codes −128 … 127), and ops::MatMul / MatMulRows against
+// codes −128 … 127), its activation quantisation (Q8_0QuantizePortableKernel)
+// against ops::ref::QuantizeRowQ8_0 byte for byte, and ops::MatMul / MatMulRows against
 // ops::ref::MatMulQ8_0Q8_0 bit for bit on this CPU (whichever kernel it takes).
 #include <gtest/gtest.h>
 
@@ -393,6 +394,30 @@ TEST(Q8_0Q8PortableTest, OpsMatMulMatchesRefMatMul) {
     ExpectSameBits(got, want, "MatMul");
     ExpectSameBits(rows, want, "MatMulRows");
   }
+}
+
+// The portable activation quantisation against ops::ref::QuantizeRowQ8_0
+// byte for byte on every target: normal values, exact ties of x·id (a block
+// whose max |x| is 127, so id = 1, holding ±k.5), an all-zero block, tiny and
+// large magnitudes.
+TEST(Q8_0Q8PortableTest, QuantisationMatchesRefOnEveryTarget) {
+  const int64_t K = 7 * 32;
+  std::vector<float> x = Activations(1, K, 31);
+  for (int j = 0; j < 32; ++j) x[j] = j == 0 ? 127.0f : (j % 2 ? -1.0f : 1.0f) * (0.5f + j);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  for (int j = 64; j < 96; ++j) x[j] *= 1e-30f;
+  for (int j = 96; j < 128; ++j) x[j] *= 1e20f;
+  for (int j = 128; j < 160; ++j) x[j] = static_cast<float>(j % 7) - 3.0f;  // exact codes
+  std::vector<BlockQ8_0> want(K / 32);
+  ops::ref::QuantizeRowQ8_0(x.data(), K, want.data());
+  ASSERT_NE(ops::simd::Q8_0QuantizePortableKernel(), nullptr);
+  ForEachTarget([&] {
+    std::vector<BlockQ8_0> got(K / 32);
+    ops::simd::Q8_0QuantizePortableKernel()(x.data(), K, got.data());
+    for (int64_t b = 0; b < K / 32; ++b) {
+      EXPECT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8_0))) << "block " << b;
+    }
+  });
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #define DSV4_OPS_SIMD_KQUANT_Q8_SIMD_ONCE_
 // Target-independent helpers, compiled once.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -93,6 +94,7 @@ void KQuantRows(const MatMulArgs& a, const BlockQ8K* xq) {
     }
   }
 }
+void QuantizeQ8K(const float* x, int64_t k, BlockQ8K* y) { ref::QuantizeRowQ8K(x, k, y); }
 #else
 namespace kq_impl {
 
@@ -347,6 +349,51 @@ void Rows(const MatMulArgs& a, const BlockQ8K* xq) {
 
 }  // namespace kq_impl
 
+// ops::ref::QuantizeRowQ8K bit for bit (finite x): per 256 values max = the
+// value of largest magnitude (the first of ties), iscale = −127 / max (a block
+// of zeros, or one whose iscale overflows, is all zeros), codes
+// min(nearbyint(iscale · x), 127) (round to nearest, ties to even: Round),
+// bsums the sums of 16 codes, d = 1 / iscale.
+void QuantizeQ8K(const float* x, int64_t k, BlockQ8K* y) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const size_t n = hn::Lanes(df);
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const float* xb = x + kQK_K * b;
+    BlockQ8K& o = y[b];
+    auto vmax = hn::Zero(df);
+    for (size_t i = 0; i < kQK_K; i += n) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    float max = 0.0f;
+    for (size_t i = 0; i < kQK_K && amax != 0.0f; i += n) {
+      const intptr_t j =
+          hn::FindFirstTrue(df, hn::Eq(hn::Abs(hn::LoadU(df, xb + i)), hn::Set(df, amax)));
+      if (j >= 0) {
+        max = xb[i + static_cast<size_t>(j)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    if (amax == 0.0f || std::isinf(iscale)) {
+      std::memset(&o, 0, sizeof(o));
+      continue;
+    }
+    const auto vscale = hn::Set(df, iscale), top = hn::Set(df, 127.0f);
+    for (size_t i = 0; i < kQK_K; i += n) {
+      const auto r = hn::Min(hn::Round(hn::Mul(vscale, hn::LoadU(df, xb + i))), top);
+      hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, r)), d8, o.qs + i);
+    }
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      auto sum = hn::Zero(di);
+      for (size_t i = 0; i < 16; i += n)
+        sum = hn::Add(sum, hn::PromoteTo(di, hn::LoadU(d8, o.qs + 16 * j + i)));
+      o.bsums[j] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(di, sum)));
+    }
+    o.d = 1.0f / iscale;
+  }
+}
+
 template <DType kW>
 void KQuantRows(const MatMulArgs& a, const BlockQ8K* xq) {
   if constexpr (kW == DType::kQ4_K) {
@@ -370,6 +417,12 @@ namespace dsv4::ops::simd {
 
 HWY_EXPORT(Q4KQ8K);
 HWY_EXPORT(Q6KQ8K);
+HWY_EXPORT(QuantizeQ8K);
+
+QuantizeQ8KFn QuantizeQ8KPortableKernel() {
+  ChooseTarget();
+  return HWY_DYNAMIC_DISPATCH(QuantizeQ8K);
+}
 
 KQuantQ8KFn KQuantQ8KPortableKernel(DType w_dtype) {
   ChooseTarget();

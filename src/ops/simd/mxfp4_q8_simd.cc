@@ -119,6 +119,7 @@ void Mxfp4Q8(const MatMulArgs& a, const void* xq) {
 void Q8_0Q8(const MatMulArgs& a, const void* xq) {
   RefRows<false>(a, static_cast<const BlockQ8_0*>(xq));
 }
+void QuantizeQ8_0(const float* x, int64_t k, BlockQ8_0* y) { ref::QuantizeRowQ8_0(x, k, y); }
 #else
 namespace mxfp4_impl {
 
@@ -198,10 +199,60 @@ struct Q8_0Fmt {
   }
 };
 
+// out[i] = the sum of all lanes of v[i], i < 8 (int32, exact in any order):
+// on 8-lane vectors the 4×4 transposition of SumLanes4 within each 128-bit
+// half for v[0…3] and for v[4…7], then the halves added.
+template <class DW>
+HWY_INLINE void SumLanes8(DW d, const hn::VFromD<DW>* v, int32_t* HWY_RESTRICT out) {
+  if constexpr (hn::MaxLanes(DW()) == 8) {
+    const hn::Repartition<int64_t, DW> d64;
+    hn::VFromD<DW> b[2];
+    for (int g = 0; g < 2; ++g) {
+      const auto* u = v + 4 * g;
+      const auto a01 =
+          hn::Add(hn::InterleaveLower(d, u[0], u[1]), hn::InterleaveUpper(d, u[0], u[1]));
+      const auto a23 =
+          hn::Add(hn::InterleaveLower(d, u[2], u[3]), hn::InterleaveUpper(d, u[2], u[3]));
+      const auto lo = hn::InterleaveLower(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
+      const auto hi = hn::InterleaveUpper(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
+      b[g] = hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));  // [v0…v3 low halves | high halves]
+    }
+    hn::Store(hn::Add(hn::ConcatLowerLower(d, b[1], b[0]), hn::ConcatUpperUpper(d, b[1], b[0])), d,
+              out);
+  } else {
+    const hn::Full128<int32_t> d4;
+    hn::Store(SumLanes4(d, v), d4, out);
+    hn::Store(SumLanes4(d, v + 4), d4, out + 4);
+  }
+}
+
+// sums[i] (lanes to be summed) = w[i] · xv over one block (2·kChunks vectors each).
+HWY_INLINE V32 DotBlock(const V16* w, const V16* xv) {
+  const D32 d32;
+  V32 sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+  for (size_t i = 0; i < 2 * kChunks; ++i) {
+    sum0 = hn::ReorderWidenMulAccumulate(d32, w[i], xv[i], sum0, sum1);
+  }
+  return hn::Add(sum0, sum1);
+}
+
+// out[i] = d8[i]·float(isum[i]) for i < 8, where d8[i] = xd8[i]·we8[i]: two
+// (row group, token or block) units' products, each rounded.
+HWY_INLINE void Products8(const float* xd8, const float* we8, const int32_t* isum,
+                          float* HWY_RESTRICT out) {
+  const hn::CappedTag<float, 8> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  for (size_t i = 0; i < 8; i += hn::Lanes(df)) {
+    const auto d = hn::Mul(hn::LoadU(df, xd8 + i), hn::LoadU(df, we8 + i));
+    hn::Store(hn::Mul(d, hn::ConvertTo(df, hn::Load(di, isum + i))), df, out + i);
+  }
+}
+
 template <class Fmt>
 void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
   if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
   constexpr int R = mx::kRows;
+  static_assert(R == 4, "SumLanes4/8 fold four rows");
   const int64_t k_size = a.w.sizes[1];
   DCHECK(k_size % 32 == 0);
   const int64_t nb = k_size / 32;
@@ -219,10 +270,17 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
   const int64_t tile = (n_tokens + n_tiles - 1) / n_tiles;
 
   mx::Scratch& s = mx::GetScratch();
-  const auto x_need = static_cast<size_t>(std::min(tile, n_tokens) * k_size);
-  if (s.x.size() < x_need) s.x.resize(x_need);
-  if (s.xd.size() < static_cast<size_t>(tile * nb)) s.xd.resize(static_cast<size_t>(tile * nb));
+  if (s.x.size() < static_cast<size_t>(tile * k_size))
+    s.x.resize(static_cast<size_t>(tile * k_size));
+  // xd4[(b·tt + t)·4 + i]: token t's block-b scale, four times (one per row
+  // lane), so two tokens' (or two blocks') scales are eight consecutive floats.
+  const auto xd_need = static_cast<size_t>(tile * nb * R + 2 * R);
+  if (s.xd.size() < xd_need) s.xd.resize(xd_need);
   if (s.acc.size() < static_cast<size_t>(tile * R)) s.acc.resize(static_cast<size_t>(tile * R));
+
+  HWY_ALIGN int32_t isum[2 * R];
+  HWY_ALIGN float prod[2 * R];
+  HWY_ALIGN float we[2 * R];
 
   for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
     const int64_t tt = std::min(tile, n_tokens - t0);
@@ -232,41 +290,95 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
         const BlockQ8_0& xb = xq[(t0 + t) * nb + b];
         int16_t* dst = s.x.data() + t * k_size + b * 32;
         for (int j = 0; j < 32; ++j) dst[j] = xb.qs[j];
-        s.xd[static_cast<size_t>(t * nb + b)] = F16ToF32(xb.d);
+        const float xd = F16ToF32(xb.d);
+        for (int i = 0; i < R; ++i) s.xd[static_cast<size_t>((b * tt + t) * R + i)] = xd;
       }
     }
+    const float* xd4 = s.xd.data();
     for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += R) {
       const int rows_here = static_cast<int>(std::min<int64_t>(R, a.row_end - n0));
       const uint8_t* rows[R];
       // A short group repeats its last row (its results are not stored).
       for (int r = 0; r < R; ++r) rows[r] = base + (n0 + std::min(r, rows_here - 1)) * row_bytes;
       float* acc = s.acc.data();
-      std::fill(acc, acc + tt * R, 0.0f);
-      for (int64_t b = 0; b < nb; ++b) {
-        V16 w[R][2 * kChunks];
-        HWY_ALIGN float we[R];
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* blk = rows[r] + b * Fmt::kBytes;
-          if (b % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
-          we[r] = Fmt::Decode(blk, w[r]);
+      if (tt == 1) {
+        // One token: blocks in pairs, each decoded and dotted at once; the
+        // pair's eight sums folded together, its products added in block order.
+        const int16_t* xt = s.x.data();
+        auto acc4 = hn::Zero(df);
+        int64_t b = 0;
+        for (; b + 1 < nb; b += 2) {
+          V32 sums[2 * R];
+          for (int j = 0; j < 2; ++j) {
+            V16 xv[2 * kChunks];
+            for (size_t i = 0; i < 2 * kChunks; ++i) {
+              xv[i] = hn::LoadU(d16, xt + (b + j) * 32 + i * n16);
+            }
+            for (int r = 0; r < R; ++r) {
+              const uint8_t* blk = rows[r] + (b + j) * Fmt::kBytes;
+              if ((b + j) % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
+              V16 w[2 * kChunks];
+              we[j * R + r] = Fmt::Decode(blk, w);
+              sums[j * R + r] = DotBlock(w, xv);
+            }
+          }
+          SumLanes8(d32, sums, isum);
+          Products8(xd4 + b * R, we, isum, prod);
+          acc4 = hn::Add(acc4, hn::Load(df, prod));
+          acc4 = hn::Add(acc4, hn::Load(df, prod + R));
         }
-        const auto vwe = hn::Load(df, we);
-        for (int64_t t = 0; t < tt; ++t) {
-          const int16_t* xt = s.x.data() + t * k_size + b * 32;
+        if (b < nb) {
           V16 xv[2 * kChunks];
-          for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
+          for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + b * 32 + i * n16);
           V32 sums[R];
           for (int r = 0; r < R; ++r) {
-            V32 sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
-            for (size_t i = 0; i < 2 * kChunks; ++i) {
-              sum0 = hn::ReorderWidenMulAccumulate(d32, w[r][i], xv[i], sum0, sum1);
-            }
-            sums[r] = hn::Add(sum0, sum1);
+            V16 w[2 * kChunks];
+            we[r] = Fmt::Decode(rows[r] + b * Fmt::kBytes, w);
+            sums[r] = DotBlock(w, xv);
           }
-          const auto isum = SumLanes4(d32, sums);
-          const auto d = hn::Mul(hn::Set(df, s.xd[static_cast<size_t>(t * nb + b)]), vwe);
-          const auto prev = hn::LoadU(df, acc + t * R);
-          hn::StoreU(hn::Add(prev, hn::Mul(d, hn::ConvertTo(df, isum))), df, acc + t * R);
+          const auto d = hn::Mul(hn::LoadU(df, xd4 + b * R), hn::Load(df, we));
+          acc4 = hn::Add(acc4, hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums))));
+        }
+        hn::StoreU(acc4, df, acc);
+      } else {
+        // Several tokens: each block decoded once for the group, the tokens
+        // in pairs (one pair's eight sums folded together, its products in
+        // the pair's two accumulators, eight consecutive floats).
+        std::fill(acc, acc + tt * R, 0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+          V16 w[R][2 * kChunks];
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+            if (b % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
+            we[r] = we[R + r] = Fmt::Decode(blk, w[r]);
+          }
+          int64_t t = 0;
+          for (; t + 1 < tt; t += 2) {
+            V32 sums[2 * R];
+            for (int j = 0; j < 2; ++j) {
+              const int16_t* xt = s.x.data() + (t + j) * k_size + b * 32;
+              V16 xv[2 * kChunks];
+              for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
+              for (int r = 0; r < R; ++r) sums[j * R + r] = DotBlock(w[r], xv);
+            }
+            SumLanes8(d32, sums, isum);
+            Products8(xd4 + (b * tt + t) * R, we, isum, prod);
+            const hn::CappedTag<float, 8> df8;
+            for (size_t i = 0; i < 2 * R; i += hn::Lanes(df8)) {
+              float* at = acc + t * R + i;
+              hn::StoreU(hn::Add(hn::LoadU(df8, at), hn::Load(df8, prod + i)), df8, at);
+            }
+          }
+          if (t < tt) {
+            const int16_t* xt = s.x.data() + t * k_size + b * 32;
+            V16 xv[2 * kChunks];
+            for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
+            V32 sums[R];
+            for (int r = 0; r < R; ++r) sums[r] = DotBlock(w[r], xv);
+            const auto d = hn::Mul(hn::LoadU(df, xd4 + (b * tt + t) * R), hn::Load(df, we));
+            const auto p = hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums)));
+            hn::StoreU(hn::Add(hn::LoadU(df, acc + t * R), p), df, acc + t * R);
+          }
         }
       }
       for (int r = 0; r < rows_here; ++r) {
@@ -279,6 +391,35 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
 }
 
 }  // namespace mxfp4_impl
+
+// ops::ref::QuantizeRowQ8_0 bit for bit (finite x): per 32 values amax =
+// max |x| (exact in any order), d = amax / 127, id = 1 / d (0 for d = 0), the
+// scale f16(d), codes roundf(x · id): ties away from zero, as trunc(v) ± 1
+// where |v − trunc(v)| ≥ 0.5 (v − trunc(v) is exact).
+void QuantizeQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const size_t n = hn::Lanes(df);
+  const auto half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + 32 * b;
+    auto vmax = hn::Zero(df);
+    for (size_t i = 0; i < 32; i += n) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = F32ToF16(d);
+    const auto vid = hn::Set(df, id);
+    for (size_t i = 0; i < 32; i += n) {
+      const auto v = hn::Mul(hn::LoadU(df, xb + i), vid);
+      const auto t = hn::Trunc(v);
+      const auto away = hn::Add(t, hn::CopySignToAbs(one, v));
+      const auto r = hn::IfThenElse(hn::Lt(hn::Abs(hn::Sub(v, t)), half), t, away);
+      hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, r)), d8, y[b].qs + i);
+    }
+  }
+}
 
 void Mxfp4Q8(const MatMulArgs& a, const void* xq) {
   mxfp4_impl::Block32Rows<mxfp4_impl::Mxfp4Fmt>(a, static_cast<const BlockQ8_0*>(xq));
@@ -299,6 +440,7 @@ namespace dsv4::ops::simd {
 
 HWY_EXPORT(Mxfp4Q8);
 HWY_EXPORT(Q8_0Q8);
+HWY_EXPORT(QuantizeQ8_0);
 
 GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype) {
   if (w_dtype != DType::kMXFP4) return nullptr;
@@ -309,6 +451,11 @@ GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype) {
 GgmlQ8Fn Q8_0Q8PortableKernel() {
   ChooseTarget();
   return HWY_DYNAMIC_DISPATCH(Q8_0Q8);
+}
+
+Q8_0QuantizeFn Q8_0QuantizePortableKernel() {
+  ChooseTarget();
+  return HWY_DYNAMIC_DISPATCH(QuantizeQ8_0);
 }
 
 }  // namespace dsv4::ops::simd

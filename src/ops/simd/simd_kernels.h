@@ -71,6 +71,9 @@ KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
 // bit for bit ops::ref::DotKQuantQ8K: what ops::MatMul runs where
 // KQuantQ8KKernel is nullptr. nullptr for a dtype other than q4_K and q6_K.
 KQuantQ8KFn KQuantQ8KPortableKernel(DType w_dtype);
+// Their activation quantisation on any CPU: bit for bit
+// ops::ref::QuantizeRowQ8K for finite x.
+QuantizeQ8KFn QuantizeQ8KPortableKernel();
 // The kernel with (vnni: AVX512-VNNI, the faster) or without VNNI, whichever
 // KQuantQ8KKernel picks (the first where the CPU has it); nullptr where the
 // CPU lacks it. For tests: both give the same bits.
@@ -95,6 +98,10 @@ GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype);
 // ops/simd/mxfp4_q8_simd.cc): bit for bit ops::ref::DotQ8_0Q8_0, so
 // ref::MatMulQ8_0Q8_0. What ops::MatMul runs where Q8_0Q8MatMulKernel is nullptr.
 GgmlQ8Fn Q8_0Q8PortableKernel();
+// Its activation quantisation on any CPU: bit for bit ops::ref::QuantizeRowQ8_0
+// for finite x (the q8_0 format of mxfp4 activations too).
+using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);
+Q8_0QuantizeFn Q8_0QuantizePortableKernel();
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and
@@ -134,7 +141,6 @@ TryMatMulFn Q8F32MatVecKernel();
 // AVX-512 VNNI; the caller then takes Q8_0Q8PortableKernel.
 TryMatMulFn Q8_0Q8MatMulKernel();
 // Its activation quantisation, bit for bit ops::ref::QuantizeRowQ8_0.
-using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);
 Q8_0QuantizeFn Q8_0QuantizeKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
