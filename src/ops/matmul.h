@@ -48,7 +48,8 @@ void SetKQuantActivations(KQuantActivations a);
 KQuantActivations GetKQuantActivations();
 
 // out[T, N] = x[T, K] · w[N, K]ᵀ, fp32 accumulation. w: f32, f16, bf16, GGUF
-// q8_0, q4_K or q6_K take the SIMD kernels; any other dtype the scalar one.
+// q8_0, q4_K, q6_K, mxfp4 and the grid i-quants take the SIMD kernels; any other
+// dtype the scalar one.
 void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, int64_t n_tokens);
 
 // The same for block-scaled weights as DeepSeek-V4 ships them (see

@@ -62,7 +62,8 @@ MatMulFn KQuantMatMulKernel(DType w_dtype);
 // bit for bit ops::ref::QuantizeRowQ8K and DotKQuantQ8K for finite
 // activations. The kernel takes each token's activations already quantised
 // (xq: T · K/256 blocks) and ignores args.x. nullptr when the CPU lacks the
-// instructions or DSV4_KERNELS=portable (base/env.h; then ops/ref).
+// instructions or DSV4_KERNELS=portable (base/env.h; then the portable
+// kernels below).
 using QuantizeQ8KFn = void (*)(const float* x, int64_t k, BlockQ8K* y);
 QuantizeQ8KFn QuantizeQ8KKernel();
 using KQuantQ8KFn = void (*)(const MatMulArgs& args, const BlockQ8K* xq);
