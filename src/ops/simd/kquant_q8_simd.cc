@@ -22,7 +22,8 @@
 // activations' scale, dw and dmin the block's:
 //   q4_K:  acc = acc + (dx·dw)·isum;  acc = acc − (dx·dmin)·imin
 //   q6_K:  acc = acc + (dx·dw)·isum
-// Tokens are taken two at a time against the kRows rows.
+// Tokens are taken two at a time against the kRows rows; a single token's
+// blocks are decoded straight into its dot products (no int16 buffer).
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 
@@ -145,9 +146,11 @@ HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW /*d32*/, const hn::VFromD<DW>* v) {
 struct Q4KFmt {
   static constexpr int64_t kBytes = sizeof(BlockQ4_K);
   static constexpr bool kHasMin = true;
-  // w[256] = sc·q, mins[16] = m[j/2]; *dw, *dmin the f16 scales.
-  static HWY_INLINE void Decode(const uint8_t* blk, int16_t* HWY_RESTRICT w,
-                                int16_t* HWY_RESTRICT mins, float* dw, float* dmin) {
+  // sink(k, v): v = sc·q for the Lanes(D16) values from k, every k of the
+  // block once; mins[16] = m[j/2]; *dw, *dmin the f16 scales.
+  template <class Sink>
+  static HWY_INLINE void Decode(const uint8_t* blk, Sink&& sink, int16_t* HWY_RESTRICT mins,
+                                float* dw, float* dmin) {
     const D16 d16;
     const hn::Full128<uint8_t> du8;
     const size_t n16 = hn::Lanes(d16);
@@ -164,8 +167,8 @@ struct Q4KFmt {
         Widen(d16, hn::And(bytes, low4), lo);
         Widen(d16, hn::ShiftRight<4>(bytes), hi);
         for (size_t i = 0; i < kChunks; ++i) {
-          hn::Store(hn::Mul(lo[i], sc_lo), d16, w + 64 * c + 16 * h + i * n16);
-          hn::Store(hn::Mul(hi[i], sc_hi), d16, w + 64 * c + 32 + 16 * h + i * n16);
+          sink(static_cast<int>(64 * c + 16 * h + i * n16), hn::Mul(lo[i], sc_lo));
+          sink(static_cast<int>(64 * c + 32 + 16 * h + i * n16), hn::Mul(hi[i], sc_hi));
         }
       }
     }
@@ -181,8 +184,10 @@ struct Q4KFmt {
 struct Q6KFmt {
   static constexpr int64_t kBytes = sizeof(BlockQ6_K);
   static constexpr bool kHasMin = false;
-  static HWY_INLINE void Decode(const uint8_t* blk, int16_t* HWY_RESTRICT w,
-                                int16_t* HWY_RESTRICT /*mins*/, float* dw, float* /*dmin*/) {
+  // sink(k, v): v = sc·(q − 32) for the Lanes(D16) values from k.
+  template <class Sink>
+  static HWY_INLINE void Decode(const uint8_t* blk, Sink&& sink, int16_t* HWY_RESTRICT /*mins*/,
+                                float* dw, float* /*dmin*/) {
     const D16 d16;
     const hn::Full128<uint8_t> du8;
     const size_t n16 = hn::Lanes(d16);
@@ -205,7 +210,8 @@ struct Q6KFmt {
             const V16 lo = g < 2 ? hn::And(lsrc, low4) : hn::ShiftRight<4>(lsrc);
             const V16 hi = hn::And(hn::ShiftRightSame(hb[i], 2 * g), low2);
             const V16 q = hn::Or(lo, hn::ShiftLeft<4>(hi));
-            hn::Store(hn::Mul(hn::Sub(q, k32), sc), d16, w + 128 * h + 32 * g + 16 * lh + i * n16);
+            sink(static_cast<int>(128 * h + 32 * g + 16 * lh + i * n16),
+                 hn::Mul(hn::Sub(q, k32), sc));
           }
         }
       }
@@ -302,15 +308,55 @@ void Rows(const MatMulArgs& a, const BlockQ8K* xq) {
       for (int r = 0; r < R; ++r) rows[r] = base + (n0 + std::min(r, rows_here - 1)) * row_bytes;
       float* acc = s.acc.data();
       std::fill(acc, acc + tt * R, 0.0f);
+      const auto prefetch = [&](const uint8_t* blk, int64_t b) {
+        if (b + kq::kPrefetchBlocks < nb) {
+          for (int64_t l = 0; l < Fmt::kBytes; l += 64) {
+            hwy::Prefetch(blk + kq::kPrefetchBlocks * Fmt::kBytes + l);
+          }
+        }
+      };
+      if (tt == 1) {
+        // One token: each row's block decoded straight into its dot product.
+        const hn::Full128<float> df4;
+        auto acc4 = hn::Zero(df4);
+        for (int64_t b = 0; b < nb; ++b) {
+          const int16_t* x = s.x.data() + b * kQK_K;
+          V32 sums[R];
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+            prefetch(blk, b);
+            V32 sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+            Fmt::Decode(
+                blk,
+                [&](int k, V16 v) {
+                  sum0 = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(D16(), x + k), sum0, sum1);
+                },
+                mins + r * 16, &dw[r], &dmin[r]);
+            sums[r] = hn::Add(sum0, sum1);
+          }
+          const BlockQ8K& xb = xq[t0 * nb + b];
+          const auto dx = hn::Set(df4, xb.d);
+          const auto isum = hn::ConvertTo(df4, SumLanes4(d32, sums));
+          acc4 = hn::Add(acc4, hn::Mul(hn::Mul(dx, hn::Load(df4, dw)), isum));
+          if constexpr (Fmt::kHasMin) {
+            const auto imin = hn::ConvertTo(df4, MinSums(mins, xb.bsums));
+            acc4 = hn::Sub(acc4, hn::Mul(hn::Mul(dx, hn::Load(df4, dmin)), imin));
+          }
+        }
+        hn::StoreU(acc4, df4, acc);
+        for (int r = 0; r < rows_here; ++r) {
+          a.out[t0 * a.out_stride + (n0 + r - a.row_begin)] = acc[r];
+        }
+        continue;
+      }
       for (int64_t b = 0; b < nb; ++b) {
         for (int r = 0; r < R; ++r) {
           const uint8_t* blk = rows[r] + b * Fmt::kBytes;
-          if (b + kq::kPrefetchBlocks < nb) {
-            for (int64_t l = 0; l < Fmt::kBytes; l += 64) {
-              hwy::Prefetch(blk + kq::kPrefetchBlocks * Fmt::kBytes + l);
-            }
-          }
-          Fmt::Decode(blk, w + r * kQK_K, mins + r * 16, &dw[r], &dmin[r]);
+          prefetch(blk, b);
+          int16_t* wr = w + r * kQK_K;
+          Fmt::Decode(
+              blk, [&](int k, V16 v) { hn::Store(v, D16(), wr + k); }, mins + r * 16, &dw[r],
+              &dmin[r]);
         }
         const auto vdw = hn::Load(df, dw);
         const auto vdmin = hn::Load(df, dmin);
