@@ -31,6 +31,7 @@
 #define DSV4_OPS_SIMD_KQUANT_Q8_SIMD_ONCE_
 // Target-independent helpers, compiled once.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,9 @@
 #include "tensor/dtype.h"
 
 namespace dsv4::ops::simd::kq_detail {
+
+static_assert(std::endian::native == std::endian::little,
+              "q4_K's scales are unpacked as little-endian words");
 
 inline constexpr int kRows = 4;             // weight rows per group: one float lane each
 inline constexpr int kPrefetchBlocks = 2;   // blocks fetched ahead per row
@@ -154,8 +158,18 @@ struct Q4KFmt {
     const D16 d16;
     const hn::Full128<uint8_t> du8;
     const size_t n16 = hn::Lanes(d16);
-    uint8_t sc[8], m[8];
-    for (int s = 0; s < 8; ++s) Q4KScaleMin(blk + offsetof(BlockQ4_K, scales), s, &sc[s], &m[s]);
+    // The 6-bit scales and mins (Q4KScaleMin) unpacked four at a time, as
+    // ggml does: sm[0…7] = sc[0…7], sm[8…15] = m[0…7].
+    uint32_t u[4];
+    std::memcpy(u, blk + offsetof(BlockQ4_K, scales), 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = m_lo;
+    u[0] &= 0x3f3f3f3fu;
+    HWY_ALIGN uint8_t sm[16];
+    std::memcpy(sm, u, 16);
+    const uint8_t* sc = sm;
     const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
     const auto low4 = hn::Set(du8, uint8_t{0x0F});
     for (int c = 0; c < 4; ++c) {
@@ -172,7 +186,10 @@ struct Q4KFmt {
         }
       }
     }
-    for (int j = 0; j < 16; ++j) mins[j] = m[j / 2];
+    const auto vsm = hn::Load(du8, sm);
+    V16 mw[kChunks];
+    Widen(d16, hn::InterleaveUpper(du8, vsm, vsm), mw);  // m[j/2] for j < 16
+    for (size_t i = 0; i < kChunks; ++i) hn::Store(mw[i], d16, mins + i * n16);
     *dw = kq::F16At(blk + offsetof(BlockQ4_K, d));
     *dmin = kq::F16At(blk + offsetof(BlockQ4_K, dmin));
   }
