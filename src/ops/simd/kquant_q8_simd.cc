@@ -123,25 +123,28 @@ HWY_INLINE void Widen(D d16, hn::Vec128<uint8_t> v, hn::VFromD<D>* out) {
   }
 }
 
-// Lane r: the sum of all lanes of v[r], r < 4 (int32, exact in any order).
+// Per 128-bit block of the result, lane r < 4: the sum of the lanes of v[r]
+// in that block (a 4×4 transposition; int32, exact in any order).
 template <class DW>
-HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW /*d32*/, const hn::VFromD<DW>* v) {
-  const hn::Full128<int32_t> d;
-  const hn::Full128<int64_t> d64;
-  hn::Vec128<int32_t> f[4];
-  for (int r = 0; r < 4; ++r) {
-    if constexpr (hn::MaxLanes(DW()) == 8) {
-      f[r] = hn::Add(hn::LowerHalf(v[r]), hn::UpperHalf(hn::Half<DW>(), v[r]));
-    } else {
-      f[r] = v[r];
-    }
-  }
-  // Lanes (f0_0+f0_2, f1_0+f1_2, f0_1+f0_3, f1_1+f1_3), the same for f2, f3.
-  const auto a01 = hn::Add(hn::InterleaveLower(d, f[0], f[1]), hn::InterleaveUpper(d, f[0], f[1]));
-  const auto a23 = hn::Add(hn::InterleaveLower(d, f[2], f[3]), hn::InterleaveUpper(d, f[2], f[3]));
+HWY_INLINE hn::VFromD<DW> Fold4(DW d, const hn::VFromD<DW>* v) {
+  const hn::Repartition<int64_t, DW> d64;
+  // Lanes (v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3) per block, the same for v2, v3.
+  const auto a01 = hn::Add(hn::InterleaveLower(d, v[0], v[1]), hn::InterleaveUpper(d, v[0], v[1]));
+  const auto a23 = hn::Add(hn::InterleaveLower(d, v[2], v[3]), hn::InterleaveUpper(d, v[2], v[3]));
   const auto lo = hn::InterleaveLower(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
   const auto hi = hn::InterleaveUpper(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
   return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
+}
+
+// Lane r: the sum of all lanes of v[r], r < 4.
+template <class DW>
+HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW d, const hn::VFromD<DW>* v) {
+  const auto b = Fold4(d, v);
+  if constexpr (hn::MaxLanes(DW()) == 8) {
+    return hn::Add(hn::LowerHalf(b), hn::UpperHalf(hn::Half<DW>(), b));
+  } else {
+    return b;
+  }
 }
 
 // q4_K: 32 values per sub-block s with 6-bit scale sc[s] and min m[s]; qs

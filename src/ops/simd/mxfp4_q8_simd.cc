@@ -143,25 +143,28 @@ HWY_INLINE void Widen(D d16, hn::Vec128<int8_t> v, hn::VFromD<D>* out) {
   }
 }
 
-// Lane r: the sum of all lanes of v[r], r < 4 (int32, exact in any order).
+// Per 128-bit block of the result, lane r < 4: the sum of the lanes of v[r]
+// in that block (a 4×4 transposition; int32, exact in any order).
 template <class DW>
-HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW /*d32*/, const hn::VFromD<DW>* v) {
-  const hn::Full128<int32_t> d;
-  const hn::Full128<int64_t> d64;
-  hn::Vec128<int32_t> f[4];
-  for (int r = 0; r < 4; ++r) {
-    if constexpr (hn::MaxLanes(DW()) == 8) {
-      f[r] = hn::Add(hn::LowerHalf(v[r]), hn::UpperHalf(hn::Half<DW>(), v[r]));
-    } else {
-      f[r] = v[r];
-    }
-  }
-  // [Σ even-odd pairs of f0, of f1, …]: lanes (f0_0+f0_2, f1_0+f1_2, f0_1+f0_3, f1_1+f1_3).
-  const auto a01 = hn::Add(hn::InterleaveLower(d, f[0], f[1]), hn::InterleaveUpper(d, f[0], f[1]));
-  const auto a23 = hn::Add(hn::InterleaveLower(d, f[2], f[3]), hn::InterleaveUpper(d, f[2], f[3]));
+HWY_INLINE hn::VFromD<DW> Fold4(DW d, const hn::VFromD<DW>* v) {
+  const hn::Repartition<int64_t, DW> d64;
+  // Lanes (v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3) per block, the same for v2, v3.
+  const auto a01 = hn::Add(hn::InterleaveLower(d, v[0], v[1]), hn::InterleaveUpper(d, v[0], v[1]));
+  const auto a23 = hn::Add(hn::InterleaveLower(d, v[2], v[3]), hn::InterleaveUpper(d, v[2], v[3]));
   const auto lo = hn::InterleaveLower(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
   const auto hi = hn::InterleaveUpper(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
   return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
+}
+
+// Lane r: the sum of all lanes of v[r], r < 4.
+template <class DW>
+HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW d, const hn::VFromD<DW>* v) {
+  const auto b = Fold4(d, v);
+  if constexpr (hn::MaxLanes(DW()) == 8) {
+    return hn::Add(hn::LowerHalf(b), hn::UpperHalf(hn::Half<DW>(), b));
+  } else {
+    return b;
+  }
 }
 
 // MXFP4: w[h·kChunks + c] the values 16h + …, through the byte table
@@ -199,30 +202,16 @@ struct Q8_0Fmt {
   }
 };
 
-// out[i] = the sum of all lanes of v[i], i < 8 (int32, exact in any order):
-// on 8-lane vectors the 4×4 transposition of SumLanes4 within each 128-bit
-// half for v[0…3] and for v[4…7], then the halves added.
+// out[4j + r] = the sum of all lanes of the vector that Fold4 folded into
+// b[j] at lane r (j < 2, r < 4).
 template <class DW>
-HWY_INLINE void SumLanes8(DW d, const hn::VFromD<DW>* v, int32_t* HWY_RESTRICT out) {
+HWY_INLINE void Store8(DW d, const hn::VFromD<DW>* b, int32_t* HWY_RESTRICT out) {
   if constexpr (hn::MaxLanes(DW()) == 8) {
-    const hn::Repartition<int64_t, DW> d64;
-    hn::VFromD<DW> b[2];
-    for (int g = 0; g < 2; ++g) {
-      const auto* u = v + 4 * g;
-      const auto a01 =
-          hn::Add(hn::InterleaveLower(d, u[0], u[1]), hn::InterleaveUpper(d, u[0], u[1]));
-      const auto a23 =
-          hn::Add(hn::InterleaveLower(d, u[2], u[3]), hn::InterleaveUpper(d, u[2], u[3]));
-      const auto lo = hn::InterleaveLower(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
-      const auto hi = hn::InterleaveUpper(d64, hn::BitCast(d64, a01), hn::BitCast(d64, a23));
-      b[g] = hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));  // [v0…v3 low halves | high halves]
-    }
     hn::Store(hn::Add(hn::ConcatLowerLower(d, b[1], b[0]), hn::ConcatUpperUpper(d, b[1], b[0])), d,
               out);
   } else {
-    const hn::Full128<int32_t> d4;
-    hn::Store(SumLanes4(d, v), d4, out);
-    hn::Store(SumLanes4(d, v + 4), d4, out + 4);
+    hn::Store(b[0], d, out);
+    hn::Store(b[1], d, out + 4);
   }
 }
 
@@ -252,7 +241,7 @@ template <class Fmt>
 void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
   if (a.row_end <= a.row_begin || a.n_tokens <= 0) return;
   constexpr int R = mx::kRows;
-  static_assert(R == 4, "SumLanes4/8 fold four rows");
+  static_assert(R == 4, "Fold4 folds four rows");
   const int64_t k_size = a.w.sizes[1];
   DCHECK(k_size % 32 == 0);
   const int64_t nb = k_size / 32;
@@ -308,21 +297,23 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
         auto acc4 = hn::Zero(df);
         int64_t b = 0;
         for (; b + 1 < nb; b += 2) {
-          V32 sums[2 * R];
+          V32 folded[2];
           for (int j = 0; j < 2; ++j) {
             V16 xv[2 * kChunks];
             for (size_t i = 0; i < 2 * kChunks; ++i) {
               xv[i] = hn::LoadU(d16, xt + (b + j) * 32 + i * n16);
             }
+            V32 sums[R];
             for (int r = 0; r < R; ++r) {
               const uint8_t* blk = rows[r] + (b + j) * Fmt::kBytes;
               if ((b + j) % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
               V16 w[2 * kChunks];
               we[j * R + r] = Fmt::Decode(blk, w);
-              sums[j * R + r] = DotBlock(w, xv);
+              sums[r] = DotBlock(w, xv);
             }
+            folded[j] = Fold4(d32, sums);
           }
-          SumLanes8(d32, sums, isum);
+          Store8(d32, folded, isum);
           Products8(xd4 + b * R, we, isum, prod);
           acc4 = hn::Add(acc4, hn::Load(df, prod));
           acc4 = hn::Add(acc4, hn::Load(df, prod + R));
@@ -354,14 +345,16 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
           }
           int64_t t = 0;
           for (; t + 1 < tt; t += 2) {
-            V32 sums[2 * R];
+            V32 folded[2];
             for (int j = 0; j < 2; ++j) {
               const int16_t* xt = s.x.data() + (t + j) * k_size + b * 32;
               V16 xv[2 * kChunks];
               for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
-              for (int r = 0; r < R; ++r) sums[j * R + r] = DotBlock(w[r], xv);
+              V32 sums[R];
+              for (int r = 0; r < R; ++r) sums[r] = DotBlock(w[r], xv);
+              folded[j] = Fold4(d32, sums);
             }
-            SumLanes8(d32, sums, isum);
+            Store8(d32, folded, isum);
             Products8(xd4 + (b * tt + t) * R, we, isum, prod);
             const hn::CappedTag<float, 8> df8;
             for (size_t i = 0; i < 2 * R; i += hn::Lanes(df8)) {
