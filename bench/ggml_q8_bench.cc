@@ -4,8 +4,9 @@
 // (N·K·T multiply-adds per second of the thread's CPU time, activation
 // quantisation included).
 //   cmake --build build/release --target ggml_q8_bench
-//   build/release/tests/ops/ggml_q8_bench [FORMAT] [N] [K] [REPEAT]
-// FORMAT one of mxfp4, q4_K, q6_K, q8_0 ("" or "all": every one).
+//   build/release/tests/ops/ggml_q8_bench [FORMAT] [N] [K] [REPEAT] [T]
+// FORMAT one of mxfp4, q4_K, q6_K, q8_0 ("" or "all": every one); T one token
+// count (default: 1 and 32).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
   const int64_t n = argc > 2 ? std::atoll(argv[2]) : 1024;
   const int64_t k = argc > 3 ? std::atoll(argv[3]) : 4096;
   const int repeat = argc > 4 ? std::atoi(argv[4]) : 5;
+  std::vector<int64_t> token_counts = {1, 32};
+  if (argc > 5) token_counts = {std::atoll(argv[5])};
   std::printf("target %s, [N, K] = [%lld, %lld], one thread, best of %d\n",
               (dsv4::ops::simd::ChooseTarget(), dsv4::ops::simd::ActiveTargetName()),
               static_cast<long long>(n), static_cast<long long>(k), repeat);
@@ -80,7 +83,7 @@ int main(int argc, char** argv) {
     if (!only.empty() && only != "all" && only != name) continue;
     std::vector<uint8_t> w = MakeWeight(t, n, k);
     const dsv4::TensorView view = dsv4::TensorView::Contiguous(w.data(), t, {n, k});
-    for (int64_t tokens : {int64_t{1}, int64_t{32}}) {
+    for (int64_t tokens : token_counts) {
       std::vector<float> x(static_cast<size_t>(tokens * k));
       uint64_t s = 12345;
       for (auto& v : x) {

@@ -171,6 +171,7 @@ HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW d, const hn::VFromD<DW>* v) {
 // (h = 0 the low nibbles, 1 the high ones); returns 2^(e − 128).
 struct Mxfp4Fmt {
   static constexpr int64_t kBytes = mx::kBlockBytes;
+  static constexpr bool kByteScales = true;     // the scale is byte 0: see ScalesFromBytes
   static constexpr int64_t kPrefetchEvery = 3;  // blocks per 64-byte line, rounded down
   static HWY_INLINE float Decode(const uint8_t* blk, V16* w) {
     const D16 d16;
@@ -189,6 +190,7 @@ struct Mxfp4Fmt {
 // q8_0: f16 scale, then 32 int8 codes; returns the scale.
 struct Q8_0Fmt {
   static constexpr int64_t kBytes = sizeof(BlockQ8_0);
+  static constexpr bool kByteScales = false;
   static constexpr int64_t kPrefetchEvery = 1;
   static HWY_INLINE float Decode(const uint8_t* blk, V16* w) {
     const D16 d16;
@@ -223,6 +225,28 @@ HWY_INLINE V32 DotBlock(const V16* w, const V16* xv) {
     sum0 = hn::ReorderWidenMulAccumulate(d32, w[i], xv[i], sum0, sum1);
   }
   return hn::Add(sum0, sum1);
+}
+
+// we[i] = 2^(e_i − 128) (ggml's E8M0_TO_FP32_HALF, mx::kE8m0Half's values) for
+// the eight scale bytes e_i packed little-endian in e8, computed in vectors:
+// the scales reach the float steps through one 8-byte store and vector
+// stores, never as eight scalar stores that one vector load would read back.
+HWY_INLINE void ScalesFromBytes(uint64_t e8, float* HWY_RESTRICT we) {
+  const hn::CappedTag<int32_t, 8> di;
+  const hn::RebindToUnsigned<decltype(di)> du;
+  const hn::RebindToFloat<decltype(di)> df;
+  const hn::Rebind<uint8_t, decltype(di)> d8;
+  HWY_ALIGN uint8_t bytes[8];
+  std::memcpy(bytes, &e8, 8);
+  for (size_t i = 0; i < 8; i += hn::Lanes(di)) {
+    const auto e = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, bytes + i)));
+    // e < 2: the subnormals 2^-128 (bit 21) and 2^-127 (bit 22); else exponent e − 1.
+    const auto sub =
+        hn::IfThenElse(hn::Eq(e, hn::Zero(di)), hn::Set(di, 0x00200000), hn::Set(di, 0x00400000));
+    const auto bits = hn::IfThenElse(hn::Lt(e, hn::Set(di, 2)), sub,
+                                     hn::ShiftLeft<23>(hn::Sub(e, hn::Set(di, 1))));
+    hn::Store(hn::BitCast(df, bits), df, we + i);
+  }
 }
 
 // out[i] = d8[i]·float(isum[i]) for i < 8, where d8[i] = xd8[i]·we8[i]: two
@@ -298,6 +322,7 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
         int64_t b = 0;
         for (; b + 1 < nb; b += 2) {
           V32 folded[2];
+          uint64_t e8 = 0;
           for (int j = 0; j < 2; ++j) {
             V16 xv[2 * kChunks];
             for (size_t i = 0; i < 2 * kChunks; ++i) {
@@ -308,11 +333,17 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
               const uint8_t* blk = rows[r] + (b + j) * Fmt::kBytes;
               if ((b + j) % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
               V16 w[2 * kChunks];
-              we[j * R + r] = Fmt::Decode(blk, w);
+              const float scale = Fmt::Decode(blk, w);
+              if constexpr (Fmt::kByteScales) {
+                e8 |= uint64_t{blk[0]} << (8 * (j * R + r));
+              } else {
+                we[j * R + r] = scale;
+              }
               sums[r] = DotBlock(w, xv);
             }
             folded[j] = Fold4(d32, sums);
           }
+          if constexpr (Fmt::kByteScales) ScalesFromBytes(e8, we);
           Store8(d32, folded, isum);
           Products8(xd4 + b * R, we, isum, prod);
           acc4 = hn::Add(acc4, hn::Load(df, prod));
@@ -322,11 +353,19 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
           V16 xv[2 * kChunks];
           for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + b * 32 + i * n16);
           V32 sums[R];
+          uint64_t e8 = 0;
           for (int r = 0; r < R; ++r) {
             V16 w[2 * kChunks];
-            we[r] = Fmt::Decode(rows[r] + b * Fmt::kBytes, w);
+            const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+            const float scale = Fmt::Decode(blk, w);
+            if constexpr (Fmt::kByteScales) {
+              e8 |= uint64_t{blk[0]} << (8 * r);
+            } else {
+              we[r] = scale;
+            }
             sums[r] = DotBlock(w, xv);
           }
+          if constexpr (Fmt::kByteScales) ScalesFromBytes(e8, we);
           const auto d = hn::Mul(hn::LoadU(df, xd4 + b * R), hn::Load(df, we));
           acc4 = hn::Add(acc4, hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums))));
         }
@@ -338,11 +377,18 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
         std::fill(acc, acc + tt * R, 0.0f);
         for (int64_t b = 0; b < nb; ++b) {
           V16 w[R][2 * kChunks];
+          uint32_t e4 = 0;
           for (int r = 0; r < R; ++r) {
             const uint8_t* blk = rows[r] + b * Fmt::kBytes;
             if (b % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
-            we[r] = we[R + r] = Fmt::Decode(blk, w[r]);
+            const float scale = Fmt::Decode(blk, w[r]);
+            if constexpr (Fmt::kByteScales) {
+              e4 |= uint32_t{blk[0]} << (8 * r);
+            } else {
+              we[r] = we[R + r] = scale;
+            }
           }
+          if constexpr (Fmt::kByteScales) ScalesFromBytes(e4 | (uint64_t{e4} << 32), we);
           int64_t t = 0;
           for (; t + 1 < tt; t += 2) {
             V32 folded[2];
