@@ -25,6 +25,9 @@
 // Tokens are taken two at a time against the kRows rows; a single token's
 // blocks are decoded straight into its dot products (no int16 buffer).
 //
+// The file also holds the portable q8_K activation quantiser (QuantizeQ8K),
+// ops::ref::QuantizeRowQ8K bit for bit.
+//
 // Shapes, outermost first: T tokens, K input features, N output features.
 
 #ifndef DSV4_OPS_SIMD_KQUANT_Q8_SIMD_ONCE_

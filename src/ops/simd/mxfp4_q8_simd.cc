@@ -18,12 +18,19 @@
 // operand order gives the ref's bits). isum is exact in any order
 // (|isum| ≤ 32·128·128) and so is float(isum).
 //
-// The codes of a block are decoded once per call (per token tile) into int16
-// (mxfp4 through a 16-entry byte table), for a group of kRows rows, and dotted
-// with each token's codes (widened to int16 once per call): int32
-// multiply-adds whose lanes are summed by a 4×4 transposition, which leaves
-// the kRows rows' isums in the lanes of one vector. The float steps then run
-// on that vector (one lane per row), each lane in the ref's order.
+// The codes of a block are decoded once per call (per token tile of at most
+// kTileTokens) into int16 (mxfp4 through a 16-entry byte table), for a group
+// of kRows = 4 rows, and dotted with each token's codes (widened to int16
+// once per call): int32 multiply-adds whose lanes are summed by a 4×4
+// transposition per 128-bit block (Fold4), which leaves the four rows' isums
+// in the lanes of one vector. Two such units are folded and stored together:
+// two tokens of one block, or for a single token two consecutive blocks. The
+// float steps then run on those lanes (one per row and token or block), each
+// lane in the ref's order: a single token's two blocks are added to its
+// accumulators one after the other.
+//
+// The file also holds the portable q8_0 activation quantiser (QuantizeQ8_0),
+// ops::ref::QuantizeRowQ8_0 bit for bit.
 //
 // Shapes, outermost first: T tokens, K input features, N output features.
 
