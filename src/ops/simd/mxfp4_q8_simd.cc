@@ -38,7 +38,6 @@
 #define DSV4_OPS_SIMD_MXFP4_Q8_SIMD_ONCE_
 // Target-independent helpers, compiled once.
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,20 +57,6 @@ inline constexpr int64_t kBlockBytes = 17;         // sizeof(BlockMXFP4)
 inline constexpr int64_t kPrefetchAhead = 4 * 64;  // bytes ahead in each row
 inline constexpr int64_t kTileTokens = 32;         // tokens per pass over the rows
 static_assert(sizeof(BlockMXFP4) == kBlockBytes);
-
-// 2^(e − 128) for each scale byte, from its bits (ggml's E8M0_TO_FP32_HALF:
-// e < 2 are subnormals, 255 is 2^127).
-struct E8m0Table {
-  float v[256];
-};
-inline constexpr E8m0Table kE8m0Half = [] {
-  E8m0Table t{};
-  for (uint32_t e = 0; e < 256; ++e) {
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
-    t.v[e] = std::bit_cast<float>(bits);
-  }
-  return t;
-}();
 
 // kvalues_mxfp4: the e2m1 values doubled, indexed by the 4-bit code.
 alignas(16) inline constexpr int8_t kValues[16] = {0, 1,  2,  3,  4,  6,  8,  12,
@@ -174,13 +159,62 @@ HWY_INLINE hn::Vec128<int32_t> SumLanes4(DW d, const hn::VFromD<DW>* v) {
   }
 }
 
-// MXFP4: w[h·kChunks + c] the values 16h + …, through the byte table
-// (h = 0 the low nibbles, 1 the high ones); returns 2^(e − 128).
+// we[i] = 2^(e_i − 128) (ggml's E8M0_TO_FP32_HALF, as ops/ref computes it) for
+// the eight scale bytes e_i packed little-endian in packed[0], computed in vectors:
+// the scales reach the float steps through one 8-byte store and vector
+// stores, never as eight scalar stores that one vector load would read back.
+HWY_INLINE void ScalesFromBytes(const uint64_t* packed, float* HWY_RESTRICT we) {
+  const hn::CappedTag<int32_t, 8> di;
+  const hn::RebindToUnsigned<decltype(di)> du;
+  const hn::RebindToFloat<decltype(di)> df;
+  const hn::Rebind<uint8_t, decltype(di)> d8;
+  HWY_ALIGN uint8_t bytes[8];
+  std::memcpy(bytes, packed, 8);
+  for (size_t i = 0; i < 8; i += hn::Lanes(di)) {
+    const auto e = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, bytes + i)));
+    // e < 2: the subnormals 2^-128 (bit 21) and 2^-127 (bit 22); else exponent e − 1.
+    const auto sub =
+        hn::IfThenElse(hn::Eq(e, hn::Zero(di)), hn::Set(di, 0x00200000), hn::Set(di, 0x00400000));
+    const auto bits = hn::IfThenElse(hn::Lt(e, hn::Set(di, 2)), sub,
+                                     hn::ShiftLeft<23>(hn::Sub(e, hn::Set(di, 1))));
+    hn::Store(hn::BitCast(df, bits), df, we + i);
+  }
+}
+
+// we[i] = the f16 values h_i (i < 8) packed little-endian in packed[0]
+// (i < 4) and packed[1], converted exactly (F16ToF32's values) in vectors, for
+// the same reason.
+template <class DF8 = hn::CappedTag<float, 8> >
+HWY_INLINE void ScalesFromHalves(const uint64_t* packed, float* HWY_RESTRICT we) {
+  const DF8 df8;
+  const hn::Full128<float> d4;
+  const hn::Rebind<hwy::float16_t, decltype(d4)> dh;
+  HWY_ALIGN uint64_t words[2] = {packed[0], packed[1]};
+  const auto lo = hn::PromoteTo(d4, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(words)));
+  const auto hi =
+      hn::PromoteTo(d4, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(words + 1)));
+  if constexpr (hn::MaxLanes(DF8()) == 8) {
+    hn::Store(hn::Combine(df8, hi, lo), df8, we);
+  } else {
+    hn::Store(lo, d4, we);
+    hn::Store(hi, d4, we + 4);
+  }
+}
+
+// Each format: kBytes per block, Decode (the 32 codes as int16: w[h·kChunks +
+// c] the values 16h + …), and the block scale as raw bits (kScaleBits wide,
+// ScaleBits) that Scales turns into eight floats at once from the packed bits
+// of eight blocks (Pack).
+//
+// MXFP4: the codes through the byte table (h = 0 the low nibbles, 1 the high
+// ones); the scale byte e, 2^(e − 128).
 struct Mxfp4Fmt {
   static constexpr int64_t kBytes = mx::kBlockBytes;
-  static constexpr bool kByteScales = true;     // the scale is byte 0: see ScalesFromBytes
   static constexpr int64_t kPrefetchEvery = 3;  // blocks per 64-byte line, rounded down
-  static HWY_INLINE float Decode(const uint8_t* blk, V16* w) {
+  static constexpr int kScaleBits = 8;
+  static HWY_INLINE uint64_t ScaleBits(const uint8_t* blk) { return blk[0]; }
+  static HWY_INLINE void Scales(const uint64_t* packed, float* we) { ScalesFromBytes(packed, we); }
+  static HWY_INLINE void Decode(const uint8_t* blk, V16* w) {
     const D16 d16;
     const hn::Full128<uint8_t> du8;
     const hn::Full128<int8_t> di8;
@@ -190,26 +224,34 @@ struct Mxfp4Fmt {
     const auto hi = hn::TableLookupBytes(table, hn::BitCast(di8, hn::ShiftRight<4>(codes)));
     Widen(d16, lo, w);
     Widen(d16, hi, w + kChunks);
-    return mx::kE8m0Half.v[blk[0]];
   }
 };
 
-// q8_0: f16 scale, then 32 int8 codes; returns the scale.
+// q8_0: the f16 scale, then 32 int8 codes.
 struct Q8_0Fmt {
   static constexpr int64_t kBytes = sizeof(BlockQ8_0);
-  static constexpr bool kByteScales = false;
   static constexpr int64_t kPrefetchEvery = 1;
-  static HWY_INLINE float Decode(const uint8_t* blk, V16* w) {
+  static constexpr int kScaleBits = 16;
+  static HWY_INLINE uint64_t ScaleBits(const uint8_t* blk) {
+    uint16_t h;
+    std::memcpy(&h, blk + offsetof(BlockQ8_0, d), 2);
+    return h;
+  }
+  static HWY_INLINE void Scales(const uint64_t* packed, float* we) { ScalesFromHalves(packed, we); }
+  static HWY_INLINE void Decode(const uint8_t* blk, V16* w) {
     const D16 d16;
     const hn::Full128<int8_t> di8;
     const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
     Widen(d16, hn::LoadU(di8, qs), w);
     Widen(d16, hn::LoadU(di8, qs + 16), w + kChunks);
-    uint16_t h;
-    std::memcpy(&h, blk + offsetof(BlockQ8_0, d), 2);
-    return F16ToF32(h);
   }
 };
+
+// Puts block i's scale bits (i < 8) into packed[2], little-endian.
+template <class Fmt>
+HWY_INLINE void Pack(uint64_t* packed, int i, uint64_t bits) {
+  packed[(i * Fmt::kScaleBits) / 64] |= bits << ((i * Fmt::kScaleBits) % 64);
+}
 
 // out[4j + r] = the sum of all lanes of the vector that Fold4 folded into
 // b[j] at lane r (j < 2, r < 4).
@@ -232,28 +274,6 @@ HWY_INLINE V32 DotBlock(const V16* w, const V16* xv) {
     sum0 = hn::ReorderWidenMulAccumulate(d32, w[i], xv[i], sum0, sum1);
   }
   return hn::Add(sum0, sum1);
-}
-
-// we[i] = 2^(e_i − 128) (ggml's E8M0_TO_FP32_HALF, mx::kE8m0Half's values) for
-// the eight scale bytes e_i packed little-endian in e8, computed in vectors:
-// the scales reach the float steps through one 8-byte store and vector
-// stores, never as eight scalar stores that one vector load would read back.
-HWY_INLINE void ScalesFromBytes(uint64_t e8, float* HWY_RESTRICT we) {
-  const hn::CappedTag<int32_t, 8> di;
-  const hn::RebindToUnsigned<decltype(di)> du;
-  const hn::RebindToFloat<decltype(di)> df;
-  const hn::Rebind<uint8_t, decltype(di)> d8;
-  HWY_ALIGN uint8_t bytes[8];
-  std::memcpy(bytes, &e8, 8);
-  for (size_t i = 0; i < 8; i += hn::Lanes(di)) {
-    const auto e = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, bytes + i)));
-    // e < 2: the subnormals 2^-128 (bit 21) and 2^-127 (bit 22); else exponent e − 1.
-    const auto sub =
-        hn::IfThenElse(hn::Eq(e, hn::Zero(di)), hn::Set(di, 0x00200000), hn::Set(di, 0x00400000));
-    const auto bits = hn::IfThenElse(hn::Lt(e, hn::Set(di, 2)), sub,
-                                     hn::ShiftLeft<23>(hn::Sub(e, hn::Set(di, 1))));
-    hn::Store(hn::BitCast(df, bits), df, we + i);
-  }
 }
 
 // out[i] = d8[i]·float(isum[i]) for i < 8, where d8[i] = xd8[i]·we8[i]: two
@@ -329,7 +349,7 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
         int64_t b = 0;
         for (; b + 1 < nb; b += 2) {
           V32 folded[2];
-          uint64_t e8 = 0;
+          uint64_t packed[2] = {0, 0};
           for (int j = 0; j < 2; ++j) {
             V16 xv[2 * kChunks];
             for (size_t i = 0; i < 2 * kChunks; ++i) {
@@ -340,17 +360,13 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
               const uint8_t* blk = rows[r] + (b + j) * Fmt::kBytes;
               if ((b + j) % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
               V16 w[2 * kChunks];
-              const float scale = Fmt::Decode(blk, w);
-              if constexpr (Fmt::kByteScales) {
-                e8 |= uint64_t{blk[0]} << (8 * (j * R + r));
-              } else {
-                we[j * R + r] = scale;
-              }
+              Fmt::Decode(blk, w);
+              Pack<Fmt>(packed, j * R + r, Fmt::ScaleBits(blk));
               sums[r] = DotBlock(w, xv);
             }
             folded[j] = Fold4(d32, sums);
           }
-          if constexpr (Fmt::kByteScales) ScalesFromBytes(e8, we);
+          Fmt::Scales(packed, we);
           Store8(d32, folded, isum);
           Products8(xd4 + b * R, we, isum, prod);
           acc4 = hn::Add(acc4, hn::Load(df, prod));
@@ -360,19 +376,15 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
           V16 xv[2 * kChunks];
           for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + b * 32 + i * n16);
           V32 sums[R];
-          uint64_t e8 = 0;
+          uint64_t packed[2] = {0, 0};
           for (int r = 0; r < R; ++r) {
             V16 w[2 * kChunks];
             const uint8_t* blk = rows[r] + b * Fmt::kBytes;
-            const float scale = Fmt::Decode(blk, w);
-            if constexpr (Fmt::kByteScales) {
-              e8 |= uint64_t{blk[0]} << (8 * r);
-            } else {
-              we[r] = scale;
-            }
+            Fmt::Decode(blk, w);
+            Pack<Fmt>(packed, r, Fmt::ScaleBits(blk));
             sums[r] = DotBlock(w, xv);
           }
-          if constexpr (Fmt::kByteScales) ScalesFromBytes(e8, we);
+          Fmt::Scales(packed, we);
           const auto d = hn::Mul(hn::LoadU(df, xd4 + b * R), hn::Load(df, we));
           acc4 = hn::Add(acc4, hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums))));
         }
@@ -384,18 +396,15 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
         std::fill(acc, acc + tt * R, 0.0f);
         for (int64_t b = 0; b < nb; ++b) {
           V16 w[R][2 * kChunks];
-          uint32_t e4 = 0;
+          uint64_t packed[2] = {0, 0};
           for (int r = 0; r < R; ++r) {
             const uint8_t* blk = rows[r] + b * Fmt::kBytes;
             if (b % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
-            const float scale = Fmt::Decode(blk, w[r]);
-            if constexpr (Fmt::kByteScales) {
-              e4 |= uint32_t{blk[0]} << (8 * r);
-            } else {
-              we[r] = we[R + r] = scale;
-            }
+            Fmt::Decode(blk, w[r]);
+            Pack<Fmt>(packed, r, Fmt::ScaleBits(blk));  // and again as blocks 4…7
+            Pack<Fmt>(packed, R + r, Fmt::ScaleBits(blk));
           }
-          if constexpr (Fmt::kByteScales) ScalesFromBytes(e4 | (uint64_t{e4} << 32), we);
+          Fmt::Scales(packed, we);
           int64_t t = 0;
           for (; t + 1 < tt; t += 2) {
             V32 folded[2];
