@@ -113,6 +113,14 @@ void Q8_0Q8(const MatMulArgs& a, const void* xq) {
 }
 void QuantizeQ8_0(const float* x, int64_t k, BlockQ8_0* y) { ref::QuantizeRowQ8_0(x, k, y); }
 #else
+// x86 with AVX2: one token's mxfp4 blocks multiply as bytes (vpmaddubsw on
+// |x| and w·sign(x): exact, |w| ≤ 12 keeps each pair of products within int16).
+#undef DSV4_MXFP4_I8DOT
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define DSV4_MXFP4_I8DOT 1
+#else
+#define DSV4_MXFP4_I8DOT 0
+#endif
 namespace mxfp4_impl {
 
 // int16 vectors of at most 16 lanes: one (AVX2, AVX-512) or two (128-bit
@@ -212,7 +220,18 @@ struct Mxfp4Fmt {
   static constexpr int64_t kBytes = mx::kBlockBytes;
   static constexpr int64_t kPrefetchEvery = 3;  // blocks per 64-byte line, rounded down
   static constexpr int kScaleBits = 8;
+  static constexpr bool kI8Dot = true;  // |w| ≤ 12: byte products in int16 pairs (I8Dot)
   static HWY_INLINE uint64_t ScaleBits(const uint8_t* blk) { return blk[0]; }
+#if DSV4_MXFP4_I8DOT
+  // The 32 values as int8, in order: [low nibbles | high nibbles] through the table.
+  static HWY_INLINE __m256i DecodeI8(const uint8_t* blk) {
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(c), _mm_srli_epi16(c, 4), 1);
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(mx::kValues)));
+    return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0x0F)));
+  }
+#endif
   static HWY_INLINE void Scales(const uint64_t* packed, float* we) { ScalesFromBytes(packed, we); }
   static HWY_INLINE void Decode(const uint8_t* blk, V16* w) {
     const D16 d16;
@@ -232,6 +251,7 @@ struct Q8_0Fmt {
   static constexpr int64_t kBytes = sizeof(BlockQ8_0);
   static constexpr int64_t kPrefetchEvery = 1;
   static constexpr int kScaleBits = 16;
+  static constexpr bool kI8Dot = false;  // −128·−128 would overflow the int16 pairs
   static HWY_INLINE uint64_t ScaleBits(const uint8_t* blk) {
     uint16_t h;
     std::memcpy(&h, blk + offsetof(BlockQ8_0, d), 2);
@@ -285,6 +305,50 @@ HWY_INLINE void Products8(const float* xd8, const float* we8, const int32_t* isu
   for (size_t i = 0; i < 8; i += hn::Lanes(df)) {
     const auto d = hn::Mul(hn::LoadU(df, xd8 + i), hn::LoadU(df, we8 + i));
     hn::Store(hn::Mul(d, hn::ConvertTo(df, hn::Load(di, isum + i))), df, out + i);
+  }
+}
+
+#if DSV4_MXFP4_I8DOT
+// Σ over lanes = Σ_k w[k]·x[k] for int8 w with |w| ≤ 127 and any int8 x:
+// |x| (ax) times w·sign(x) in byte pairs (each pair's sum within int16 when
+// |w| ≤ 12), then the pairs' sums in int32.
+HWY_INLINE V32 I8Dot(__m256i w, __m256i x, __m256i ax) {
+  return V32{
+      _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w, x)), _mm256_set1_epi16(1))};
+}
+#endif
+
+// sums[r] (lanes to be summed) for block b of the four rows against one
+// token's block (its codes as int16, xt16, and as int8, x8); the rows' scale
+// bits packed at base + r.
+template <class Fmt>
+HWY_INLINE void RowSums(const uint8_t* const* rows, int64_t b, const int16_t* xt16,
+                        const int8_t* x8, uint64_t* packed, int base, bool prefetch, V32* sums) {
+#if DSV4_MXFP4_I8DOT
+  if constexpr (Fmt::kI8Dot) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x8));
+    const __m256i ax = _mm256_abs_epi8(xv);
+    for (int r = 0; r < mx::kRows; ++r) {
+      const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+      if (prefetch) hwy::Prefetch(blk + mx::kPrefetchAhead);
+      Pack<Fmt>(packed, base + r, Fmt::ScaleBits(blk));
+      sums[r] = I8Dot(Fmt::DecodeI8(blk), xv, ax);
+    }
+    return;
+  }
+#endif
+  (void)x8;
+  const D16 d16;
+  const size_t n16 = hn::Lanes(d16);
+  V16 xv[2 * kChunks];
+  for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt16 + i * n16);
+  for (int r = 0; r < mx::kRows; ++r) {
+    const uint8_t* blk = rows[r] + b * Fmt::kBytes;
+    if (prefetch) hwy::Prefetch(blk + mx::kPrefetchAhead);
+    V16 w[2 * kChunks];
+    Fmt::Decode(blk, w);
+    Pack<Fmt>(packed, base + r, Fmt::ScaleBits(blk));
+    sums[r] = DotBlock(w, xv);
   }
 }
 
@@ -351,19 +415,11 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
           V32 folded[2];
           uint64_t packed[2] = {0, 0};
           for (int j = 0; j < 2; ++j) {
-            V16 xv[2 * kChunks];
-            for (size_t i = 0; i < 2 * kChunks; ++i) {
-              xv[i] = hn::LoadU(d16, xt + (b + j) * 32 + i * n16);
-            }
             V32 sums[R];
-            for (int r = 0; r < R; ++r) {
-              const uint8_t* blk = rows[r] + (b + j) * Fmt::kBytes;
-              if ((b + j) % Fmt::kPrefetchEvery == 0) hwy::Prefetch(blk + mx::kPrefetchAhead);
-              V16 w[2 * kChunks];
-              Fmt::Decode(blk, w);
-              Pack<Fmt>(packed, j * R + r, Fmt::ScaleBits(blk));
-              sums[r] = DotBlock(w, xv);
-            }
+            // One prefetch per row and 64 bytes.
+            const bool prefetch = j == 0 || Fmt::kBytes > 32;
+            RowSums<Fmt>(rows, b + j, xt + (b + j) * 32, xq[t0 * nb + b + j].qs, packed, j * R,
+                         prefetch, sums);
             folded[j] = Fold4(d32, sums);
           }
           Fmt::Scales(packed, we);
@@ -373,17 +429,9 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
           acc4 = hn::Add(acc4, hn::Load(df, prod + R));
         }
         if (b < nb) {
-          V16 xv[2 * kChunks];
-          for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + b * 32 + i * n16);
           V32 sums[R];
           uint64_t packed[2] = {0, 0};
-          for (int r = 0; r < R; ++r) {
-            V16 w[2 * kChunks];
-            const uint8_t* blk = rows[r] + b * Fmt::kBytes;
-            Fmt::Decode(blk, w);
-            Pack<Fmt>(packed, r, Fmt::ScaleBits(blk));
-            sums[r] = DotBlock(w, xv);
-          }
+          RowSums<Fmt>(rows, b, xt + b * 32, xq[t0 * nb + b].qs, packed, 0, false, sums);
           Fmt::Scales(packed, we);
           const auto d = hn::Mul(hn::LoadU(df, xd4 + b * R), hn::Load(df, we));
           acc4 = hn::Add(acc4, hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums))));
