@@ -29,6 +29,12 @@
 // lane in the ref's order: a single token's two blocks are added to its
 // accumulators one after the other.
 //
+// On x86 with AVX2 (the AVX2 and AVX-512 targets) a single token's mxfp4
+// blocks skip the int16 widening: one 256-bit table lookup gives the block's
+// 32 values as bytes, multiplied by vpmaddubsw as |x|·(w·sign(x)) (exact for
+// any int8 x since |w| ≤ 12: a pair of products stays within int16), the pairs
+// summed in int32 as before.
+//
 // The file also holds the portable q8_0 activation quantiser (QuantizeQ8_0),
 // ops::ref::QuantizeRowQ8_0 bit for bit.
 //
