@@ -2,7 +2,8 @@
 // against their ops/ref scalar twins (not a test): an [N, K] weight of each
 // format with random codes, T tokens; best of REPEAT runs, in GMAC/s
 // (N·K·T multiply-adds per second of the thread's CPU time, activation
-// quantisation included).
+// quantisation included); for q4_K, q6_K and q8_0 also the f32-activation
+// kernels (--kquant-activations f32).
 //   cmake --build build/release --target ggml_q8_bench
 //   build/release/tests/ops/ggml_q8_bench [FORMAT] [N] [K] [REPEAT] [T]
 // FORMAT one of mxfp4, q4_K, q6_K, q8_0 ("" or "all": every one); T one token
@@ -106,6 +107,15 @@ int main(int argc, char** argv) {
       std::printf("%-6s T=%-3lld ops::MatMulRows %7.2f GMAC/s   ref %6.2f GMAC/s   (x%.1f)\n",
                   name.c_str(), static_cast<long long>(tokens), macs / kernel * 1e-9,
                   macs / ref * 1e-9, ref / kernel);
+      if (t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ6_K) {
+        // The f32-activation kernels of the same weights, for comparison.
+        dsv4::ops::SetKQuantActivations(dsv4::ops::KQuantActivations::kF32);
+        const double f32 = Best(
+            repeat, [&] { dsv4::ops::MatMulRows(out.data(), n, x.data(), view, tokens, 0, n); });
+        dsv4::ops::SetKQuantActivations(dsv4::ops::KQuantActivations::kQ8K);
+        std::printf("%-6s T=%-3lld   f32 activations %7.2f GMAC/s\n", name.c_str(),
+                    static_cast<long long>(tokens), macs / f32 * 1e-9);
+      }
     }
   }
   return 0;
