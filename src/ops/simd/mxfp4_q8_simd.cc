@@ -62,6 +62,7 @@ inline constexpr int kRows = 4;                    // weight rows per group: one
 inline constexpr int64_t kBlockBytes = 17;         // sizeof(BlockMXFP4)
 inline constexpr int64_t kPrefetchAhead = 4 * 64;  // bytes ahead in each row
 inline constexpr int64_t kTileTokens = 32;         // tokens per pass over the rows
+inline constexpr int64_t kOneTokenMax = 3;  // tiles of up to this many tokens: token by token
 static_assert(sizeof(BlockMXFP4) == kBlockBytes);
 
 // kvalues_mxfp4: the e2m1 values doubled, indexed by the 4-bit code.
@@ -379,14 +380,20 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
   const int64_t n_tiles = (n_tokens + mx::kTileTokens - 1) / mx::kTileTokens;
   const int64_t tile = (n_tokens + n_tiles - 1) / n_tiles;
 
+  // The tile's activations: x[(b·tt + t)·32 + j] the codes as int16 (block
+  // major: a block's tokens are consecutive); the scales four times each (one
+  // per row lane) in two orders, so that two tokens' scales of a block
+  // (xd_bt[(b·tt + t)·4 + i]) and two blocks' scales of a token
+  // (xd_tb[(t·nb + b)·4 + i]) are eight consecutive floats.
   mx::Scratch& s = mx::GetScratch();
-  if (s.x.size() < static_cast<size_t>(tile * k_size))
+  if (s.x.size() < static_cast<size_t>(tile * k_size)) {
     s.x.resize(static_cast<size_t>(tile * k_size));
-  // xd4[(b·tt + t)·4 + i]: token t's block-b scale, four times (one per row
-  // lane), so two tokens' (or two blocks') scales are eight consecutive floats.
-  const auto xd_need = static_cast<size_t>(tile * nb * R + 2 * R);
+  }
+  const auto xd_need = static_cast<size_t>(2 * (tile * nb * R + 2 * R));
   if (s.xd.size() < xd_need) s.xd.resize(xd_need);
   if (s.acc.size() < static_cast<size_t>(tile * R)) s.acc.resize(static_cast<size_t>(tile * R));
+  float* xd_bt = s.xd.data();
+  float* xd_tb = s.xd.data() + xd_need / 2;
 
   HWY_ALIGN int32_t isum[2 * R];
   HWY_ALIGN float prod[2 * R];
@@ -394,55 +401,62 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
 
   for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
     const int64_t tt = std::min(tile, n_tokens - t0);
-    // The tile's activations: codes as int16, scales as f32.
     for (int64_t t = 0; t < tt; ++t) {
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8_0& xb = xq[(t0 + t) * nb + b];
-        int16_t* dst = s.x.data() + t * k_size + b * 32;
+        int16_t* dst = s.x.data() + (b * tt + t) * 32;
         for (int j = 0; j < 32; ++j) dst[j] = xb.qs[j];
         const float xd = F16ToF32(xb.d);
-        for (int i = 0; i < R; ++i) s.xd[static_cast<size_t>((b * tt + t) * R + i)] = xd;
+        for (int i = 0; i < R; ++i) {
+          xd_bt[(b * tt + t) * R + i] = xd;
+          xd_tb[(t * nb + b) * R + i] = xd;
+        }
       }
     }
-    const float* xd4 = s.xd.data();
     for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += R) {
       const int rows_here = static_cast<int>(std::min<int64_t>(R, a.row_end - n0));
       const uint8_t* rows[R];
       // A short group repeats its last row (its results are not stored).
       for (int r = 0; r < R; ++r) rows[r] = base + (n0 + std::min(r, rows_here - 1)) * row_bytes;
       float* acc = s.acc.data();
-      if (tt == 1) {
-        // One token: blocks in pairs, each decoded and dotted at once; the
-        // pair's eight sums folded together, its products added in block order.
-        const int16_t* xt = s.x.data();
-        auto acc4 = hn::Zero(df);
-        int64_t b = 0;
-        for (; b + 1 < nb; b += 2) {
-          V32 folded[2];
-          uint64_t packed[2] = {0, 0};
-          for (int j = 0; j < 2; ++j) {
-            V32 sums[R];
-            // One prefetch per row and 64 bytes.
-            const bool prefetch = j == 0 || Fmt::kBytes > 32;
-            RowSums<Fmt>(rows, b + j, xt + (b + j) * 32, xq[t0 * nb + b + j].qs, packed, j * R,
-                         prefetch, sums);
-            folded[j] = Fold4(d32, sums);
+      if (tt <= mx::kOneTokenMax) {
+        // Few tokens: each on its own, blocks in pairs, each decoded and
+        // dotted at once; the pair's eight sums folded together, its products
+        // added in block order. (The same float steps as below, so a token's
+        // bits do not depend on the path.)
+        for (int64_t t = 0; t < tt; ++t) {
+          const BlockQ8_0* xqt = xq + (t0 + t) * nb;
+          const float* xd8 = xd_tb + t * nb * R;
+          auto acc4 = hn::Zero(df);
+          int64_t b = 0;
+          for (; b + 1 < nb; b += 2) {
+            V32 folded[2];
+            uint64_t packed[2] = {0, 0};
+            for (int j = 0; j < 2; ++j) {
+              V32 sums[R];
+              // One prefetch per row and 64 bytes, for the first token.
+              const bool prefetch = t == 0 && (j == 0 || Fmt::kBytes > 32);
+              RowSums<Fmt>(rows, b + j, s.x.data() + ((b + j) * tt + t) * 32, xqt[b + j].qs, packed,
+                           j * R, prefetch, sums);
+              folded[j] = Fold4(d32, sums);
+            }
+            Fmt::Scales(packed, we);
+            Store8(d32, folded, isum);
+            Products8(xd8 + b * R, we, isum, prod);
+            acc4 = hn::Add(acc4, hn::Load(df, prod));
+            acc4 = hn::Add(acc4, hn::Load(df, prod + R));
           }
-          Fmt::Scales(packed, we);
-          Store8(d32, folded, isum);
-          Products8(xd4 + b * R, we, isum, prod);
-          acc4 = hn::Add(acc4, hn::Load(df, prod));
-          acc4 = hn::Add(acc4, hn::Load(df, prod + R));
+          if (b < nb) {
+            V32 sums[R];
+            uint64_t packed[2] = {0, 0};
+            RowSums<Fmt>(rows, b, s.x.data() + (b * tt + t) * 32, xqt[b].qs, packed, 0, false,
+                         sums);
+            Fmt::Scales(packed, we);
+            const auto d = hn::Mul(hn::LoadU(df, xd8 + b * R), hn::Load(df, we));
+            acc4 = hn::Add(acc4, hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums))));
+          }
+          hn::StoreU(acc4, df, acc + t * R);
         }
-        if (b < nb) {
-          V32 sums[R];
-          uint64_t packed[2] = {0, 0};
-          RowSums<Fmt>(rows, b, xt + b * 32, xq[t0 * nb + b].qs, packed, 0, false, sums);
-          Fmt::Scales(packed, we);
-          const auto d = hn::Mul(hn::LoadU(df, xd4 + b * R), hn::Load(df, we));
-          acc4 = hn::Add(acc4, hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums))));
-        }
-        hn::StoreU(acc4, df, acc);
       } else {
         // Several tokens: each block decoded once for the group, the tokens
         // in pairs (one pair's eight sums folded together, its products in
@@ -459,11 +473,12 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
             Pack<Fmt>(packed, R + r, Fmt::ScaleBits(blk));
           }
           Fmt::Scales(packed, we);
+          const int16_t* xb = s.x.data() + b * tt * 32;
           int64_t t = 0;
           for (; t + 1 < tt; t += 2) {
             V32 folded[2];
             for (int j = 0; j < 2; ++j) {
-              const int16_t* xt = s.x.data() + (t + j) * k_size + b * 32;
+              const int16_t* xt = xb + (t + j) * 32;
               V16 xv[2 * kChunks];
               for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
               V32 sums[R];
@@ -471,7 +486,7 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
               folded[j] = Fold4(d32, sums);
             }
             Store8(d32, folded, isum);
-            Products8(xd4 + (b * tt + t) * R, we, isum, prod);
+            Products8(xd_bt + (b * tt + t) * R, we, isum, prod);
             const hn::CappedTag<float, 8> df8;
             for (size_t i = 0; i < 2 * R; i += hn::Lanes(df8)) {
               float* at = acc + t * R + i;
@@ -479,12 +494,12 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
             }
           }
           if (t < tt) {
-            const int16_t* xt = s.x.data() + t * k_size + b * 32;
+            const int16_t* xt = xb + t * 32;
             V16 xv[2 * kChunks];
             for (size_t i = 0; i < 2 * kChunks; ++i) xv[i] = hn::LoadU(d16, xt + i * n16);
             V32 sums[R];
             for (int r = 0; r < R; ++r) sums[r] = DotBlock(w[r], xv);
-            const auto d = hn::Mul(hn::LoadU(df, xd4 + (b * tt + t) * R), hn::Load(df, we));
+            const auto d = hn::Mul(hn::LoadU(df, xd_bt + (b * tt + t) * R), hn::Load(df, we));
             const auto p = hn::Mul(d, hn::ConvertTo(df, SumLanes4(d32, sums)));
             hn::StoreU(hn::Add(hn::LoadU(df, acc + t * R), p), df, acc + t * R);
           }
