@@ -130,23 +130,35 @@ void DenseKernel(const simd::MatMulArgs& a) {
 
 std::atomic<KQuantActivations> g_kquant_activations{KQuantActivations::kQ8K};
 
-// x[K] as q8_K blocks: the SIMD quantiser where the CPU has one (the same
-// bytes), else ops/ref's.
+// x[K] as q8_K blocks: the AVX-512 quantiser where the CPU has it, else the
+// portable one (the same bytes, ops/ref's).
 void QuantizeQ8K(const float* x, int64_t k, BlockQ8K* y) {
-  static const simd::QuantizeQ8KFn quantize = simd::QuantizeQ8KKernel();
-  if (quantize != nullptr) {
-    quantize(x, k, y);
-  } else {
-    ref::QuantizeRowQ8K(x, k, y);
-  }
+  static const simd::QuantizeQ8KFn quantize = [] {
+    const simd::QuantizeQ8KFn avx512 = simd::QuantizeQ8KKernel();
+    return avx512 != nullptr ? avx512 : simd::QuantizeQ8KPortableKernel();
+  }();
+  quantize(x, k, y);
+}
+
+// x[K] as q8_0 blocks, the same way.
+void QuantizeQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
+  static const simd::Q8_0QuantizeFn quantize = [] {
+    const simd::Q8_0QuantizeFn avx512 = simd::Q8_0QuantizeKernel();
+    return avx512 != nullptr ? avx512 : simd::Q8_0QuantizePortableKernel();
+  }();
+  quantize(x, k, y);
 }
 
 // x[K] in the activation format of weights of dtype t (ActivationFormat).
 void QuantizeFor(DType t, const float* x, int64_t k, void* y) {
-  if (t == DType::kQ4_K || t == DType::kQ6_K || ref::ActivationFormat(t) == ref::ActFormat::kQ8_K) {
+  const ref::ActFormat f =
+      t == DType::kQ4_K || t == DType::kQ6_K ? ref::ActFormat::kQ8_K : ref::ActivationFormat(t);
+  if (f == ref::ActFormat::kQ8_K) {
     QuantizeQ8K(x, k, static_cast<BlockQ8K*>(y));
+  } else if (f == ref::ActFormat::kQ8_0) {
+    QuantizeQ8_0(x, k, static_cast<BlockQ8_0*>(y));
   } else {
-    ref::QuantizeActivations(ref::ActivationFormat(t), x, k, y);
+    ref::QuantizeActivations(f, x, k, y);
   }
 }
 
@@ -157,7 +169,8 @@ int64_t QuantizedTokenBytes(DType t, int64_t k) {
 }
 
 // GGUF k-quants: the q8_K path (each thread quantises the call's activations
-// for its rows: a few microseconds per token), or the f32 kernels.
+// for its rows: a few microseconds per token) on the AVX-512 kernels, else
+// the portable Highway ones (the same bits), or the f32 kernels.
 template <DType kW>
 void KQuantKernel(const simd::MatMulArgs& a) {
   if (g_kquant_activations.load(std::memory_order_relaxed) == KQuantActivations::kF32) {
@@ -179,6 +192,11 @@ void KQuantKernel(const simd::MatMulArgs& a) {
   }
   if (kernel != nullptr) {
     kernel(a, xq);
+    return;
+  }
+  static const simd::KQuantQ8KFn portable = simd::KQuantQ8KPortableKernel(kW);
+  if (portable != nullptr) {
+    portable(a, xq);
     return;
   }
   const int64_t row_bytes = DTypeBytes(kW, a.w.strides[0]);
@@ -213,7 +231,9 @@ void GgmlQuantKernel(const simd::MatMulArgs& a) {
     }
     xq = own.data();
   }
-  simd::GgmlQ8Fn kernel = simd::GgmlBasicQ8Kernel(t);
+  simd::GgmlQ8Fn kernel = t == DType::kMXFP4  ? simd::GgmlMxfp4Q8Kernel(t)
+                          : t == DType::kQ8_0 ? simd::Q8_0Q8PortableKernel()
+                                              : simd::GgmlBasicQ8Kernel(t);
   if (kernel == nullptr) kernel = simd::GgmlIqQ8Kernel(t);
   if (kernel != nullptr) {
     kernel(a, xq);

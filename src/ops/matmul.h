@@ -39,7 +39,8 @@ bool StreamOnlyBuild();
 // the products in integers as its kernels do (its logits to within float
 // rounding); kF32 multiplies the exactly dequantised weights by the f32
 // activations (the logits of the weights dequantised to f32 first, to within
-// float rounding; several times slower).
+// float rounding; several times slower). On every CPU: the AVX-512 kernels
+// where the CPU has them, else portable Highway ones with the same bits.
 enum class KQuantActivations { kQ8K, kF32 };
 void SetKQuantActivations(KQuantActivations a);
 KQuantActivations GetKQuantActivations();

@@ -65,11 +65,19 @@ MatMulFn KQuantMatMulKernel(DType w_dtype);
 // bit for bit ops::ref::QuantizeRowQ8K and DotKQuantQ8K for finite
 // activations. The kernel takes each token's activations already quantised
 // (xq: T · K/256 blocks) and ignores args.x. nullptr when the CPU lacks the
-// instructions or DSV4_KERNELS=portable (base/env.h; then ops/ref).
+// instructions or DSV4_KERNELS=portable (base/env.h; then the portable
+// kernels below).
 using QuantizeQ8KFn = void (*)(const float* x, int64_t k, BlockQ8K* y);
 QuantizeQ8KFn QuantizeQ8KKernel();
 using KQuantQ8KFn = void (*)(const MatMulArgs& args, const BlockQ8K* xq);
 KQuantQ8KFn KQuantQ8KKernel(DType w_dtype);
+// The same products on any CPU (Highway, every target; ops/simd/kquant_q8_simd.cc),
+// bit for bit ops::ref::DotKQuantQ8K: what ops::MatMul runs where
+// KQuantQ8KKernel is nullptr. nullptr for a dtype other than q4_K and q6_K.
+KQuantQ8KFn KQuantQ8KPortableKernel(DType w_dtype);
+// Their activation quantisation on any CPU: bit for bit
+// ops::ref::QuantizeRowQ8K for finite x.
+QuantizeQ8KFn QuantizeQ8KPortableKernel();
 // The kernel with (vnni: AVX512-VNNI, the faster) or without VNNI, whichever
 // KQuantQ8KKernel picks (the first where the CPU has it); nullptr where the
 // CPU lacks it. For tests: both give the same bits.
@@ -86,6 +94,18 @@ using GgmlQ8Fn = void (*)(const MatMulArgs& args, const void* xq);
 GgmlQ8Fn GgmlBasicQ8Kernel(DType w_dtype);
 //   the grid i-quants (ops/simd/ggml_iq_simd.cc)
 GgmlQ8Fn GgmlIqQ8Kernel(DType w_dtype);
+//   mxfp4 × q8_0 (ops/simd/mxfp4_q8_simd.cc; K a multiple of 32), bit for bit
+//   ops::ref::DotMxfp4Q8_0; nullptr for any other dtype.
+GgmlQ8Fn GgmlMxfp4Q8Kernel(DType w_dtype);
+// GGUF q8_0 weights × activations quantised to q8_0 (xq: T · K/32 BlockQ8_0,
+// ops::ref::QuantizeRowQ8_0) on any CPU (Highway, every target;
+// ops/simd/mxfp4_q8_simd.cc): bit for bit ops::ref::DotQ8_0Q8_0, so
+// ref::MatMulQ8_0Q8_0. What ops::MatMul runs where Q8_0Q8MatMulKernel is nullptr.
+GgmlQ8Fn Q8_0Q8PortableKernel();
+// Its activation quantisation on any CPU: bit for bit ops::ref::QuantizeRowQ8_0
+// for finite x (the q8_0 format of mxfp4 activations too).
+using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);
+Q8_0QuantizeFn Q8_0QuantizePortableKernel();
 
 // FP8/FP4 products on bf16 dot products (ops/simd/bf16dot_x86.cc), for
 // x86-64 CPUs with AVX512-BF16 and AVX512-VBMI. A kernel declines a call (and
@@ -122,10 +142,9 @@ TryMatMulFn Q8F32MatVecKernel();
 // ops/simd/q8_0_x86.cc), AVX-512 VNNI: bit for bit ops::ref::MatMulQ8_0Q8_0
 // for any token count and row range (each thread quantises the call's
 // activations itself). Declines a non-q8_0 weight. nullptr when the CPU lacks
-// AVX-512 VNNI; the caller then takes the f32 kernels.
+// AVX-512 VNNI; the caller then takes Q8_0Q8PortableKernel.
 TryMatMulFn Q8_0Q8MatMulKernel();
 // Its activation quantisation, bit for bit ops::ref::QuantizeRowQ8_0.
-using Q8_0QuantizeFn = void (*)(const float* x, int64_t k, BlockQ8_0* y);
 Q8_0QuantizeFn Q8_0QuantizeKernel();
 // The bf16 dot-product FLOP/s probe's body (as FmaLoop): about `macs`
 // multiply-adds on independent vdpbf16ps chains; *done gets the exact count,
