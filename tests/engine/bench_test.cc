@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.h"
 #include "ops/simd/simd_kernels.h"
 
 namespace dsv4 {
@@ -62,6 +63,32 @@ TEST(WeightBytesPerToken, DeepSeekV4CountsTopKExpertsAndOneEmbeddingRow) {
   auto mixed_via_model = WeightBytesPerToken(Load(kV4 + "mixed_mtp_bf16"));
   ASSERT_TRUE(mixed_via_model.ok()) << mixed_via_model.status().ToString();
   EXPECT_EQ(*mixed_via_model, 394212);
+}
+
+// A deepseek4 GGUF (GGUF names: blk.{i}.ffn_*_exps, token_embd,
+// ffn_gate_tid2eid) counts the same way: its stacked expert tensors × k / E,
+// one row of the embedding and of the hash table. Expected from the file's
+// own tensor list (tiny.gguf: E = 4, k = 2; MXFP4 experts as stored).
+TEST(WeightBytesPerToken, DeepSeekV4GgufCountsTopKExpertsAndOneEmbeddingRow) {
+  const std::string path = kV4 + "gguf_tiny/tiny.gguf";
+  auto file = OpenGguf(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  int64_t dense = 0, experts = 0;
+  for (const GgufTensorInfo& t : (*file)->ggml_tensors()) {
+    if (t.name.find("_exps.") != std::string::npos) {
+      experts += t.nbytes;
+    } else if (t.name == "token_embd.weight" || t.name.find("tid2eid") != std::string::npos) {
+      dense += t.nbytes / t.shape[0];
+    } else {
+      dense += t.nbytes;
+    }
+  }
+  ASSERT_GT(experts, 0);
+  LoadedModel m = Load(path);
+  const std::optional<WeightWork> w = m.model->weight_work_per_token();
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->routed_bytes, experts * 2 / 4);
+  EXPECT_EQ(w->bytes, dense + experts * 2 / 4);
 }
 
 // The routed experts' share of the bytes (swa_fp8: 2 MoE layers of 8 experts,

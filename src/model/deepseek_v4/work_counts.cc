@@ -11,17 +11,34 @@
 namespace dsv4::deepseek_v4 {
 namespace {
 
-// `layers.{i}.ffn.experts.` → i, else -1.
+// The layer i of a routed expert's tensor in any of the three namings
+// (tensor_names.h) — official `layers.{i}.ffn.experts.…`, HF
+// `model.layers.{i}.mlp.experts.…`, GGUF `blk.{i}.ffn_{gate,up,down}_exps.…`
+// (with the `.scale` of a repacked MXFP4 one) — else -1.
 int64_t RoutedExpertLayer(const std::string& name) {
-  static const std::string kPrefix = "layers.";
-  if (name.rfind(kPrefix, 0) != 0) return -1;
-  const size_t dot = name.find('.', kPrefix.size());
-  if (dot == std::string::npos || name.compare(dot, 13, ".ffn.experts.") != 0) return -1;
-  try {
-    return std::stoll(name.substr(kPrefix.size(), dot - kPrefix.size()));
-  } catch (...) {
-    return -1;
+  struct Form {
+    std::string_view prefix, infix;
+  };
+  static constexpr Form kForms[] = {{"layers.", ".ffn.experts."},
+                                    {"model.layers.", ".mlp.experts."},
+                                    {"blk.", ".ffn_gate_exps."},
+                                    {"blk.", ".ffn_up_exps."},
+                                    {"blk.", ".ffn_down_exps."}};
+  for (const Form& f : kForms) {
+    if (name.rfind(f.prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', f.prefix.size());
+    if (dot == std::string::npos || dot == f.prefix.size() ||
+        name.compare(dot, f.infix.size(), f.infix) != 0) {
+      continue;
+    }
+    int64_t layer = 0;
+    for (size_t i = f.prefix.size(); i < dot; ++i) {
+      if (name[i] < '0' || name[i] > '9') return -1;
+      layer = layer * 10 + (name[i] - '0');
+    }
+    return layer;
   }
+  return -1;
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -64,7 +81,9 @@ int64_t PerToken(const std::vector<TensorInfo>& tensors, int64_t n_experts, int6
 
 // Bytes as stored, one row of the embedding and of the hash table.
 int64_t StoredBytes(const TensorInfo& t) {
-  if (t.name == "embed.weight" || EndsWith(t.name, ".ffn.gate.tid2eid")) {
+  if (t.name == "embed.weight" || t.name == "model.embed_tokens.weight" ||
+      t.name == "token_embd.weight" || EndsWith(t.name, ".ffn.gate.tid2eid") ||
+      EndsWith(t.name, ".mlp.gate.tid2eid") || EndsWith(t.name, ".ffn_gate_tid2eid.weight")) {
     return t.nbytes / std::max<int64_t>(1, t.shape.empty() ? 1 : t.shape[0]);  // one row
   }
   return t.nbytes;
