@@ -3,8 +3,9 @@
 //   - DequantizeRow bit for bit against gguf-py's values (goldens in
 //     tests/data/ggml_quants, tools/reference/make_ggml_quant_goldens.py), as
 //     one row and block by block from an odd address;
-//   - QuantizeRowQ8_1 against ggml's definition (d = max |x| / 127 as f16,
-//     codes round(x · (1 / d)) ties away from zero, s = f16(d · Σ codes));
+//   - QuantizeRowQ8_1 against llama.cpp's x86 quantize_row_q8_1 (d = max |x| /
+//     127 as f16, codes x · (127 / max |x|) rounded to nearest, ties to even,
+//     s = f16(d · Σ codes));
 //   - ops::ref::DotBasicQ8 against Σ dequant(w) · dequant(xq) in double,
 //     within 1e-5 · Σ |w · x| (fp32 steps per block) plus, for the q8_1 types,
 //     |m · s| · 2^-10 per block (s is an f16 of d · Σ codes, not the codes' sum);
@@ -260,7 +261,8 @@ TEST(GgmlBasicQ8_1Test, QuantisationFollowsGgml) {
   std::vector<float> x = RandomFloats(K, 5);
   std::fill_n(x.begin() + 32, 32, 0.0f);  // a zero block
   x[64] = 3.0f;                           // a block whose largest value is positive
-  // d = 1 exactly: codes on halves, which round away from zero.
+  // d = 1 exactly: codes on halves, which round to even (llama.cpp's x86
+  // quantize_row_q8_1, _mm256_round_ps; ggml's _ref would round them away).
   x[96] = 127.0f;
   x[97] = 2.5f;
   x[98] = -2.5f;
@@ -273,12 +275,12 @@ TEST(GgmlBasicQ8_1Test, QuantisationFollowsGgml) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;  // not 1 / d
     EXPECT_EQ(y[b].d, F32ToF16(d));
     int sum = 0;
     for (int j = 0; j < 32; ++j) {
       const float v = xb[j] * id;
-      EXPECT_EQ(y[b].qs[j], static_cast<int>(std::roundf(v))) << j;
+      EXPECT_EQ(y[b].qs[j], static_cast<int>(std::nearbyint(v))) << j;
       EXPECT_LE(std::fabs(v - y[b].qs[j]), 0.5f);
       EXPECT_LE(std::abs(static_cast<int>(y[b].qs[j])), 127);
       sum += y[b].qs[j];
@@ -290,9 +292,9 @@ TEST(GgmlBasicQ8_1Test, QuantisationFollowsGgml) {
     }
   }
   EXPECT_EQ(y[3].qs[0], 127);
-  EXPECT_EQ(y[3].qs[1], 3);
-  EXPECT_EQ(y[3].qs[2], -3);
-  EXPECT_EQ(y[3].qs[3], 1);
+  EXPECT_EQ(y[3].qs[1], 2);
+  EXPECT_EQ(y[3].qs[2], -2);
+  EXPECT_EQ(y[3].qs[3], 0);
   // The activation entry points agree.
   EXPECT_EQ(ops::ref::ActivationFormat(DType::kQ4_1), ops::ref::ActFormat::kQ8_1);
   EXPECT_EQ(ops::ref::ActivationBytes(ops::ref::ActFormat::kQ8_1, K), K / 32 * 36);

@@ -1,7 +1,9 @@
 // The q8_0 × q8_0 path (llama.cpp's arithmetic for GGUF q8_0 weights, the
 // default with q8 activations): the ref quantisation against gguf-py's port of
-// ggml's quantize_row_q8_0_ref bit for bit (tests/data/kquant/q8_0_act_golden.bin,
-// tools/reference/make_q8_0_goldens.py); the ref dot against the dequantised
+// ggml's quantize_row_q8_0_ref (tests/data/kquant/q8_0_act_golden.bin,
+// tools/reference/make_q8_0_goldens.py): its scales bit for bit, its codes but
+// at the halves, which the ref rounds to even as llama.cpp's x86 CPU backend
+// does (quantize_row_q8_0, AVX2; id = 127 / max |x|); the ref dot against the dequantised
 // weights times the dequantised activations in double; the AVX-512 VNNI
 // kernels (ops/simd/q8_0_x86.cc) against the ref bit for bit: the activation
 // quantisation, and products over K = 32…5632, N with remainders of the
@@ -78,20 +80,47 @@ void ExpectSameBlocks(const BlockQ8_0* got, const BlockQ8_0* want, size_t n, con
   }
 }
 
-TEST(Q8_0Q8, RefQuantisationMatchesGgufPy) {
+// The ref follows llama.cpp's x86 quantize_row_q8_0 (AVX2: id = 127 / amax,
+// ties to even), not ggml's quantize_row_q8_0_ref that gguf-py ports
+// (id = 1 / d, ties away from zero): the scales are gguf-py's bit for bit,
+// every code is x · (127 / amax) rounded to nearest even, and a code differs
+// from gguf-py's only where gguf-py's x · (1 / d) is within 2^-16 of a half
+// (an exact tie, or one the two ids' last bit puts on either side of it). The
+// golden holds such ties, so the two rules are told apart.
+TEST(Q8_0Q8, RefQuantisationIsLlamaCppX86s) {
   const Golden g = ReadGolden();
   ASSERT_GT(g.q.size(), 40u);
   std::vector<BlockQ8_0> got(g.q.size());
   ops::ref::QuantizeRowQ8_0(g.x.data(), static_cast<int64_t>(g.x.size()), got.data());
-  ExpectSameBlocks(got.data(), g.q.data(), got.size(), "ref");
+  int differing = 0;
+  for (size_t b = 0; b < g.q.size(); ++b) {
+    ASSERT_EQ(got[b].d, g.q[b].d) << "block " << b;
+    const float* xb = g.x.data() + b * 32;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f, id_ref = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_EQ(got[b].qs[i], static_cast<int8_t>(std::nearbyint(xb[i] * id)))
+          << "block " << b << " value " << i;
+      if (got[b].qs[i] != g.q[b].qs[i]) {
+        const float v = std::fabs(xb[i] * id_ref);
+        EXPECT_LE(std::fabs(v - std::trunc(v) - 0.5f), 0x1p-16f) << "block " << b << " value " << i;
+        ++differing;
+      }
+    }
+  }
+  EXPECT_GT(differing, 0);  // the golden's ties: ggml's _ref rounds them away from zero
 }
 
-TEST(Q8_0Q8, SimdQuantisationMatchesRefAndGgufPy) {
+TEST(Q8_0Q8, SimdQuantisationMatchesRef) {
   DSV4_REQUIRE_Q8_0_Q8();
   const Golden g = ReadGolden();
   std::vector<BlockQ8_0> got(g.q.size());
   simd::Q8_0QuantizeKernel()(g.x.data(), static_cast<int64_t>(g.x.size()), got.data());
-  ExpectSameBlocks(got.data(), g.q.data(), got.size(), "simd vs gguf-py");
+  std::vector<BlockQ8_0> ref_q(g.q.size());
+  ops::ref::QuantizeRowQ8_0(g.x.data(), static_cast<int64_t>(g.x.size()), ref_q.data());
+  ExpectSameBlocks(got.data(), ref_q.data(), got.size(), "simd vs ref on the golden's values");
   // Random rows of many magnitudes, and every tie x = (k + 1/2) · d.
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "model/deepseek_v4/numerics.h"
 #include "ops/matmul.h"
@@ -18,6 +19,33 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float InvRms(const float* v, int64_t n, float eps) {
   const double ss = SumOfSquares(v, n);
   return 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+}
+
+// Whether fn is a GGUF quant weight whose products quantise their activations
+// (ops::KQuantActivations::kQ8K). Then the mHC input is normalised before fn,
+// llama.cpp's order (build_hc_pre/build_hc_head: ggml_rms_norm, then
+// ggml_mul_mat), not the reference's product of the raw stream scaled by the
+// inverse RMS after: equal up to rounding in f32, but not with q8_0/q8_1
+// activations (f16 block scales: f16(r · amax / 127) is not r · f16(amax /
+// 127)), nor at the rounding ties of any q8 format.
+bool NormaliseFirst(const TensorView& fn) {
+  return IsGgmlQuant(fn.dtype) && ops::GetKQuantActivations() == ops::KQuantActivations::kQ8K;
+}
+
+// mix[T, M] = (x · r_t) · fnᵀ with r_t = InvRms of token t's row, the rows
+// normalised into a scratch copy first (ggml_rms_norm: x · r).
+void NormalisedMatMul(ThreadPool& pool, float* mix, const float* x, const TensorView& fn,
+                      int64_t n_tokens, int64_t cd, float eps) {
+  thread_local std::vector<float> xn;
+  if (static_cast<int64_t>(xn.size()) < n_tokens * cd) xn.resize(n_tokens * cd);
+  float* xs = xn.data();
+  pool.ParallelFor(n_tokens, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float r = InvRms(x + t * cd, cd, eps);
+      for (int64_t i = 0; i < cd; ++i) xs[t * cd + i] = x[t * cd + i] * r;
+    }
+  });
+  ops::MatMul(pool, mix, xs, fn, n_tokens);
 }
 
 }  // namespace
@@ -62,13 +90,20 @@ void HcSiteCoefficients(ThreadPool& pool, const HcParams& p, const HyperConnecti
   const int64_t C = p.streams, CD = p.streams * p.hidden, M = (2 + C) * C;
   CHECK(w.fn.sizes[0] == M && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(M) &&
         w.scale.size() == 3);
-  ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, M] = x[T, C·D] · fnᵀ
+  const bool normalise_first = NormaliseFirst(w.fn);
+  if (normalise_first) {
+    NormalisedMatMul(pool, mix, x, w.fn, n_tokens, CD, p.norm_eps);
+  } else {
+    ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, M] = x[T, C·D] · fnᵀ
+  }
   pool.ParallelFor(n_tokens, [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       float* m = mix + t * M;
       // The reference multiplies by the inverse RMS after the matvec.
-      const float r = InvRms(x + t * CD, CD, p.norm_eps);
-      for (int64_t i = 0; i < M; ++i) m[i] *= r;
+      if (!normalise_first) {
+        const float r = InvRms(x + t * CD, CD, p.norm_eps);
+        for (int64_t i = 0; i < M; ++i) m[i] *= r;
+      }
       for (int64_t c = 0; c < C; ++c) {
         pre[t * C + c] = Sigmoid(m[c] * w.scale[0] + w.base[c]) + p.hc_eps;
         post[t * C + c] = 2.0f * Sigmoid(m[C + c] * w.scale[1] + w.base[C + c]);
@@ -142,9 +177,14 @@ void HcHead(ThreadPool& pool, const HcParams& p, const HyperConnectionWeights& w
   const int64_t C = p.streams, CD = p.streams * p.hidden;
   CHECK(w.fn.sizes[0] == C && w.fn.sizes[1] == CD && w.base.size() == static_cast<size_t>(C) &&
         w.scale.size() == 1);
-  ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, C]
+  const bool normalise_first = NormaliseFirst(w.fn);
+  if (normalise_first) {
+    NormalisedMatMul(pool, mix, x, w.fn, n_tokens, CD, p.norm_eps);
+  } else {
+    ops::MatMul(pool, mix, x, w.fn, n_tokens);  // [T, C]
+  }
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float r = InvRms(x + t * CD, CD, p.norm_eps);
+    const float r = normalise_first ? 1.0f : InvRms(x + t * CD, CD, p.norm_eps);
     for (int64_t c = 0; c < C; ++c) {
       pre[t * C + c] = Sigmoid(mix[t * C + c] * r * w.scale[0] + w.base[c]) + p.hc_eps;
     }

@@ -225,6 +225,14 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     jobs.push_back({&ew.w3, in, s.up.data() + f0 * F, n});
   }
   LinearMany(pool, jobs, s.job_rows);
+  // GGUF quant w2 with quantised activations: the routing weight scales w2's
+  // output, llama.cpp's order (llm_graph::build_moe_ffn: ggml_mul(experts,
+  // weights) after the down projection). The reference's order (below) is the
+  // same product up to rounding in f32, but not with activations quantised
+  // to q8_0/q8_1, whose f16 block scale f16(w · amax / 127) is not
+  // w · f16(amax / 127): llama.cpp's logits are those of its order.
+  const bool weight_after_w2 = IsGgmlQuant(weights_of(0).w2.weight.dtype) &&
+                               ops::GetKQuantActivations() == ops::KQuantActivations::kQ8K;
   // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed
   // experts' weight scales h before w2, the reference's order, §11 item 3).
   // Rows over the pool in prefill (a decoded token's few rows stay inline:
@@ -236,7 +244,7 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
           float* g = s.gate.data() + row * F;
           // One SIMD pass: limits, silu(g) · u (SIMD exp), the routed weight.
           ops::SwiGluLimited(g, g, s.up.data() + row * F, F, limit,
-                             row < n_rows ? s.row_weight[row] : 1.0f);
+                             row < n_rows && !weight_after_w2 ? s.row_weight[row] : 1.0f);
         }
       },
       kRowsPerChunk);
@@ -260,7 +268,12 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
         for (int64_t i = 0; i < n_rows; ++i) {
           const float* d = s.down.data() + i * D;
           float* yt = y + static_cast<int64_t>(s.rows[i]) * D;
-          for (int64_t dd = d0; dd < d1; ++dd) yt[dd] += d[dd];
+          if (weight_after_w2) {
+            const float wt = s.row_weight[i];
+            for (int64_t dd = d0; dd < d1; ++dd) yt[dd] += d[dd] * wt;
+          } else {
+            for (int64_t dd = d0; dd < d1; ++dd) yt[dd] += d[dd];
+          }
         }
         for (int64_t t = 0; t < T; ++t) {
           for (int64_t dd = d0; dd < d1; ++dd) out[t * D + dd] = y[t * D + dd] + shared[t * D + dd];

@@ -60,11 +60,13 @@ void QuantizeRowQ8_1(const float* x, int64_t k, BlockQ8_1* y) {
     const float* xb = x + b * kQK4;
     float amax = 0.0f;
     for (int j = 0; j < kQK4; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    // llama.cpp's x86 quantize_row_q8_1 (as QuantizeRowQ8_0): id = 127 / amax,
+    // ties to even.
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;
     for (int j = 0; j < kQK4; ++j) {
-      y[b].qs[j] = static_cast<int8_t>(std::round(xb[j] * id));
+      y[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
       sum += y[b].qs[j];
     }
     y[b].d = F32ToF16(d);

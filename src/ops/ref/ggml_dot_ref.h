@@ -25,8 +25,9 @@ ActFormat ActivationFormat(DType w);
 // Bytes of one token's quantised activations for K inputs.
 int64_t ActivationBytes(ActFormat f, int64_t k);
 
-// ggml's quantize_row_q8_1_ref: as q8_0 (QuantizeRowQ8_0, ops/ref/kquant_ref.h)
-// plus s = f16(d · Σ codes). K a multiple of 32.
+// llama.cpp's x86 quantize_row_q8_1: as q8_0 (QuantizeRowQ8_0,
+// ops/ref/kquant_ref.h: 127 / max |x|, ties to even) plus s = f16(d · Σ codes).
+// K a multiple of 32.
 void QuantizeRowQ8_1(const float* x, int64_t k, BlockQ8_1* y);
 // x[K] into `y` in format f (ActivationBytes(f, K) bytes).
 void QuantizeActivations(ActFormat f, const float* x, int64_t k, void* y);

@@ -153,10 +153,12 @@ void QuantizeRowQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
   for (int64_t b = 0; b < k / 32; ++b, x += 32) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    // llama.cpp's x86 quantize_row_q8_0 (not its _ref): id = 127 / amax, not
+    // 1 / d, and ties to even (_mm256_round_ps), not roundf.
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[b].d = F32ToF16(d);
-    for (int i = 0; i < 32; ++i) y[b].qs[i] = static_cast<int8_t>(std::roundf(x[i] * id));
+    for (int i = 0; i < 32; ++i) y[b].qs[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
   }
 }
 

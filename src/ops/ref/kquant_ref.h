@@ -50,9 +50,11 @@ void MatMulKQuantQ8K(float* out, const float* x, const TensorView& w, int64_t n_
 
 // ---- The q8_0 path: llama.cpp's arithmetic for q8_0 weights ----
 //
-// The activations are quantised per 32-value block to q8_0 as ggml's
-// quantize_row_q8_0_ref (and gguf-py) do: d = max |x| / 127, codes round(x / d)
-// with ties away from zero (roundf; through x · (1 / d)), d stored as f16
+// The activations are quantised per 32-value block to q8_0 as llama.cpp's CPU
+// backend does on x86 (ggml-cpu/arch/x86/quants.c quantize_row_q8_0, AVX/AVX2,
+// and its repack twin ggml_quantize_mat_q8_0_4x8; not ggml's
+// quantize_row_q8_0_ref, which takes 1 / d and roundf): d = max |x| / 127,
+// codes x · (127 / max |x|) rounded to nearest, ties to even, d stored as f16
 // (rounded to nearest even); an all-zero block has d = 0 and codes 0. Per
 // block b of a weight row, with dw and dx the two f16 scales:
 //   isum = Σ_k w[k]·x8[k];  acc = acc + (dw·dx)·isum

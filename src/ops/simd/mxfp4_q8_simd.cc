@@ -517,29 +517,26 @@ void Block32Rows(const MatMulArgs& a, const BlockQ8_0* xq) {
 }  // namespace mxfp4_impl
 
 // ops::ref::QuantizeRowQ8_0 bit for bit (finite x): per 32 values amax =
-// max |x| (exact in any order), d = amax / 127, id = 1 / d (0 for d = 0), the
-// scale f16(d), codes roundf(x · id): ties away from zero, as trunc(v) ± 1
-// where |v − trunc(v)| ≥ 0.5 (v − trunc(v) is exact).
+// max |x| (exact in any order), d = amax / 127, id = 127 / amax (0 for
+// amax = 0), the scale f16(d), codes x · id rounded to nearest, ties to even
+// (llama.cpp's x86 quantize_row_q8_0).
 void QuantizeQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const size_t n = hn::Lanes(df);
-  const auto half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f);
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
     auto vmax = hn::Zero(df);
     for (size_t i = 0; i < 32; i += n) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[b].d = F32ToF16(d);
     const auto vid = hn::Set(df, id);
     for (size_t i = 0; i < 32; i += n) {
       const auto v = hn::Mul(hn::LoadU(df, xb + i), vid);
-      const auto t = hn::Trunc(v);
-      const auto away = hn::Add(t, hn::CopySignToAbs(one, v));
-      const auto r = hn::IfThenElse(hn::Lt(hn::Abs(hn::Sub(v, t)), half), t, away);
+      const auto r = hn::Round(v);  // to nearest, ties to even
       hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, r)), d8, y[b].qs + i);
     }
   }

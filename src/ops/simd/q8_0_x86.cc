@@ -72,31 +72,24 @@ DSV4_Q80_TARGET inline float F16At(const uint8_t* p) {
 
 // ---------------------------------------------------------------------------
 // Activations: ops::ref::QuantizeRowQ8_0, vectorised. amax (a max: exact in any
-// order), d = amax / 127 and id = 1 / d as the ref's scalars, x · id one
-// rounding, then roundf (ties away from zero) as trunc plus ±1 where the
-// exact remainder is at least one half.
+// order), d = amax / 127 and id = 127 / amax as the ref's scalars, x · id one
+// rounding, then rounded to nearest, ties to even (llama.cpp's x86
+// quantize_row_q8_0).
 // ---------------------------------------------------------------------------
 
 DSV4_Q80_TARGET void QuantizeRow(const float* x, int64_t k, BlockQ8_0* y) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  const __m512 half = _mm512_set1_ps(0.5f);
   for (int64_t b = 0; b < k / 32; ++b, x += 32) {
     const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(
         _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask)));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[b].d = F32ToF16(d);
     const __m512 vid = _mm512_set1_ps(id);
     for (int h = 0; h < 2; ++h) {
       const __m512 q = _mm512_mul_ps(h == 0 ? v0 : v1, vid);
-      const __m512 t = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __m512 frac = _mm512_sub_ps(q, t);  // exact: |q| ≤ 128
-      const __mmask16 up = _mm512_cmp_ps_mask(_mm512_and_ps(frac, abs_mask), half, _CMP_GE_OQ);
-      // ±1 with q's sign where |frac| ≥ 1/2.
-      const __m512 one =
-          _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_andnot_ps(abs_mask, q));  // copysign(1, q)
-      const __m512 r = _mm512_mask_add_ps(t, up, t, one);
+      const __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * h),
                        _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
     }
