@@ -197,13 +197,21 @@ int main(int argc, char** argv) {
     std::sscanf(argv[6], "prefill:%ld:%ld", &prefill_t, &prefill_n);
   }
   dsv4::ThreadPool pool(threads);
-  const auto bw = dsv4::ops::MeasureReadBandwidth(pool, int64_t{1} << 30, repeat);
-  const auto peak = dsv4::ops::MeasurePeakFlops(pool, int64_t{1} << 27, repeat);
-  // FP8/FP4 prefill runs on bf16 dot products where the CPU has them (x here
-  // is exactly bf16): measured against that roof.
-  const auto dot_peak = dsv4::ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 28, repeat);
-  // q4_K/q6_K prefill (the default q8_K activations) runs on int8 dot products.
-  const auto int8_peak = dsv4::ops::MeasurePeakInt8DotFlops(pool, int64_t{1} << 29, repeat);
+  // DSV4_BENCH_PROBES=0 skips the roofline probes (their columns then read 0):
+  // for callers that only compare the products' rates.
+  const char* probes_env = std::getenv("DSV4_BENCH_PROBES");
+  const bool probes = probes_env == nullptr || std::string(probes_env) != "0";
+  dsv4::ops::BandwidthResult bw;
+  dsv4::ops::FlopsResult peak, dot_peak, int8_peak;
+  if (probes) {
+    bw = dsv4::ops::MeasureReadBandwidth(pool, int64_t{1} << 30, repeat);
+    peak = dsv4::ops::MeasurePeakFlops(pool, int64_t{1} << 27, repeat);
+    // FP8/FP4 prefill runs on bf16 dot products where the CPU has them (x
+    // here is exactly bf16): measured against that roof.
+    dot_peak = dsv4::ops::MeasurePeakBf16DotFlops(pool, int64_t{1} << 28, repeat);
+    // The GGUF quant types' prefill (q8 activations) runs on int8 dot products.
+    int8_peak = dsv4::ops::MeasurePeakInt8DotFlops(pool, int64_t{1} << 29, repeat);
+  }
   std::printf(
       "target %s, %d threads, read bandwidth %.1f GB/s (1 GiB, median of %d), peak fp32 FMA "
       "%.1f GFLOP/s, peak bf16 dot %.1f GFLOP/s, peak int8 dot %.1f GOP/s\n",

@@ -40,12 +40,12 @@ llama() {
 dsv4_decode() {
   local mb
   mb=$(python3 -c "import math;print(math.ceil($N*$2/1e6))")
-  "$BENCH" "$THREADS" "$mb" 5 "$1" "$K" decode 2>/dev/null |
+  DSV4_BENCH_PROBES=0 "$BENCH" "$THREADS" "$mb" 5 "$1" "$K" decode 2>/dev/null |
     awk '/^decode/ {gsub(/[\[\],]/, " "); n=$3; for (i=1;i<=NF;i++) if ($(i+1)=="ms") ms=$i;
          printf "%.2f\n", 2*n*'"$K"'/(ms*1e6)}'
 }
 dsv4_prefill() {
-  "$BENCH" "$THREADS" 0 3 "$1" "$K" "prefill:512:$N" 2>/dev/null |
+  DSV4_BENCH_PROBES=0 "$BENCH" "$THREADS" 0 3 "$1" "$K" "prefill:512:$N" 2>/dev/null |
     awk '/^prefill/ {for (i=1;i<=NF;i++) if ($(i+1)=="GFLOP/s") print $i}'
 }
 row_bytes() {  # bytes of one K-row of the type, from ggml's block table
