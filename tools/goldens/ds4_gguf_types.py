@@ -18,14 +18,20 @@ ds4_gguf_tiny.py (whose functions it reuses), it runs third-party code and dsv4 
      indexer included) and an HCA layer (llama.cpp's deepseek4 needs both kinds: without an
      HCA layer it dies of a division by zero building its inputs) and keeps the files
      small, and every tensor is dequantised to f32 (base.gguf, not kept): the source of
-     every quantisation;
+     every quantisation; token_embd is multiplied by (1 + kEmbeddingNoise * N(0, 1)) (a
+     fixed seed) there, since the converter's embedding sits on a coarse lattice (a
+     block's scale times small integers) that, carried to the first layer's activations,
+     puts their q8 quantisation on exact .5 ties so often that llama.cpp's logits would
+     be defined only to about 0.02 (its own kernel paths differ by that much);
   4. `llama-imatrix` makes an importance matrix of base.gguf from kImatrixText, completed
      by complete_imatrix for the matrices it has no entry for, for the types whose
      quantisers need one (kNeedsImatrix);
-  5. `llama-quantize --pure` makes <type>.gguf of each ggml type in kTypes: every tensor
-     that llama.cpp quantises at all (every 2-D and 3-D weight but the routers'
-     ffn_gate_inp; 40 of them) takes the type (checked), the norms, biases, sinks and
-     routers stay f32; the tool's per-tensor lines are kept in quantize_summary.txt;
+  5. `llama-quantize --pure --token-embedding-type f16` makes <type>.gguf of each ggml type
+     in kTypes: every tensor that llama.cpp quantises at all (every 2-D and 3-D weight but
+     the routers' ffn_gate_inp; 40 of them) but token_embd takes the type (39, checked),
+     token_embd is f16 (so that the noise of step 3 survives: the type's blocks would put
+     it back on a lattice), the norms, biases, sinks and routers stay f32; the tool's
+     per-tensor lines are kept in quantize_summary.txt;
   6. llama.cpp computes the logits of input_ids.txt on each file through the llama-cpp-python
      binding (one decode of all the ids with logits at every position, 1 thread, f32 KV
      cache, flash attention off): <type>_llamacpp_logits.f32, [kPromptLen, 512] f32;
@@ -68,6 +74,13 @@ kTypes = {"Q4_0": "Q4_0", "Q4_1": "Q4_1", "Q5_0": "Q5_0", "Q5_1": "Q5_1", "Q8_0"
           "IQ2_XXS": "IQ2_XXS", "IQ2_XS": "IQ2_XS", "IQ3_XXS": "IQ3_XXS", "IQ1_S": "IQ1_S",
           "IQ4_NL": "IQ4_NL", "IQ3_S": "IQ3_S", "IQ2_S": "IQ2_M", "IQ4_XS": "IQ4_XS",
           "IQ1_M": "IQ1_M"}
+# The relative noise on token_embd of base.gguf (step 3 of the header), and its seed.
+kEmbeddingNoise = 1e-3
+kEmbeddingNoiseSeed = 11
+# The tensors llama-quantize quantises (without --token-embedding-type, all to the type).
+kQuantisedTensors = 40
+# The type of token_embd in every file (llama-quantize --token-embedding-type).
+kEmbeddingType = "F32"
 # The ggml types whose quantisers need an importance matrix (llama-quantize's
 # tensor_requires_imatrix; ggml asserts one for iq1/iq2).
 kNeedsImatrix = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ1_S", "IQ1_M"}
@@ -85,10 +98,11 @@ def file_name(qtype):
     return qtype.lower()
 
 
-def rewrite_as_f32(src, dst, drop_first_layer):
+def rewrite_as_f32(src, dst, drop_first_layer, embedding_noise=0.0):
     """Writes src with every tensor dequantised to f32 (gguf-py's dequantisation), less its
     layer 0 if drop_first_layer (blk.N becomes blk.N-1, per-layer metadata arrays lose
-    their first entry)."""
+    their first entry), and token_embd multiplied by (1 + embedding_noise * N(0, 1)) if
+    embedding_noise (the noise drawn with kEmbeddingNoiseSeed)."""
     import gguf
     reader = gguf.GGUFReader(src)
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
@@ -121,6 +135,9 @@ def rewrite_as_f32(src, dst, drop_first_layer):
                                      gguf.GGMLQuantizationType.I64), t.name  # no hash layer
         data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         data = np.ascontiguousarray(data.reshape([int(n) for n in reversed(t.shape)]))
+        if embedding_noise and name == "token_embd.weight":
+            noise = np.random.default_rng(kEmbeddingNoiseSeed).standard_normal(data.shape)
+            data = (data * (1 + embedding_noise * noise)).astype(np.float32)
         datas.append(data)
         writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes,
                                gguf.GGMLQuantizationType.F32)
@@ -174,7 +191,8 @@ def complete_imatrix(base, src, dst):
 
 
 def quantize(llama_bin, base, out, qtype, imatrix):
-    cmd = [os.path.join(llama_bin, "llama-quantize"), "--pure"]
+    cmd = [os.path.join(llama_bin, "llama-quantize"), "--pure", "--token-embedding-type",
+           kEmbeddingType.lower()]
     if imatrix:
         # Relative to the work directory, as the file records it (quantize.imatrix.file).
         assert os.path.dirname(imatrix) == os.path.dirname(base)
@@ -226,7 +244,7 @@ def main():
         cut = os.path.join(work, "cut.gguf")
         ds4_gguf_tiny.trim(full, cut)
         base = os.path.join(work, "base.gguf")
-        rewrite_as_f32(cut, base, drop_first_layer=True)
+        rewrite_as_f32(cut, base, drop_first_layer=True, embedding_noise=kEmbeddingNoise)
         text = os.path.join(work, "imatrix.txt")
         open(text, "w").write(kImatrixText * 4)
         imatrix = os.path.join(work, "imatrix.gguf")
@@ -251,8 +269,11 @@ def main():
             counts = {}
             for t in types.values():
                 counts[t] = counts.get(t, 0) + 1
-            if set(counts) != {gtype, "F32"}:
-                sys.exit(f"{out}: tensor types {counts}, expected {gtype} and F32")
+            if (set(counts) != {gtype, kEmbeddingType, "F32"}
+                    or types["token_embd.weight"] != kEmbeddingType
+                    or counts[gtype] != kQuantisedTensors - 1):
+                sys.exit(f"{out}: tensor types {counts}, expected {kQuantisedTensors - 1} "
+                         f"{gtype}, token_embd {kEmbeddingType} and the rest F32")
             summary.append(f"\n## {gtype}: llama-quantize {cmd}\n"
                            f"{os.path.getsize(out)} bytes; tensor types: "
                            + ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
