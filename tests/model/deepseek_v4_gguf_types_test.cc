@@ -5,8 +5,8 @@
 // their ape tables, indexer, hyper-connection mixes, shared and routed experts,
 // output head — was quantised by `llama-quantize --pure` to the file's type (the
 // routers, norms, biases and sinks stay f32), but the token embedding, which is
-// f32 (`--token-embedding-type f32`) and carries a relative noise of 1e-3: see
-// "Why the embedding is noised" below.
+// f32 (`--token-embedding-type f32`) and carries a relative noise of 1e-3 (the
+// data's README, "Why the embedding is noised", and below).
 //
 // For each type:
 //  - FileHoldsItsType: every matrix but token_embd is of the type, token_embd and
@@ -18,30 +18,55 @@
 //  - F32ActivationsMatchLlamaCppOnTheDequantisedWeights: dsv4 with f32
 //    activations against llama.cpp on the file's weights dequantised to f32 by
 //    gguf-py: the same arithmetic, so max |Δ| ≤ kDequantisedMaxAbs and every
-//    top-1 equal (q8_0, q4_K, q6_K: max |Δ| < 5e-5): a wrong decoding of any
+//    top-1 equal (every type: max |Δ| < 1e-5): a wrong decoding of any
 //    block shows here.
 //
-// Both sides run the same weights. What LogitsMatchLlamaCpp leaves different is
+// Both sides run the same weights. What LogitsMatchLlamaCpp leaves to differ is
 // llama.cpp's quantisation of the activations of each product (q8_0 for
 // q4_0/q5_0/q8_0/iq4_nl, q8_1 for q4_1/q5_1, q8_K for the k- and i-quants),
-// which dsv4 reproduces with kQ8K only where it has the kernels for this CPU
-// (f32 elsewhere). Its tolerances are therefore those of llama.cpp on the
-// dequantised weights against llama.cpp on the file (all activations in f32
-// against all quantised), measured for every type at the golden's making (mean
-// |Δ| 0.016–0.018 / max 0.09–0.12 for the 32-value block types, 0.024–0.027 /
-// 0.14–0.22 for the 256-value ones; top-1 57–64 of 64; every position within
-// 0.25), with a margin. Every expert is used (top-2 of 2) and the indexer keeps
-// every compressed entry (top-16 of 16), so no routing or indexer choice can flip
-// (with a top-4, llama.cpp and dsv4 choose differently at a few positions even on
-// f32 weights). The logits have standard deviation about 1.
+// which dsv4 reproduces with kQ8K (its rounding included) on every CPU, so
+// that what remains is the few activations within float rounding of a .5 tie
+// of that rounding, which a last-bit difference upstream sends the other way
+// (each a step of one in a q8 code, carried on to the later positions).
+// The token embedding carries a noise so that such ties are as rare as for
+// random values (on its lattice, the first layer's activations hit them 10 to
+// 600 times as often, and the logits were defined only to ~0.02 mean |Δ|: the
+// data's README). Every expert is used (top-2 of 2) and the indexer keeps
+// every compressed entry (top-16 of 16), so no routing or indexer choice can
+// flip (with a top-4, llama.cpp and dsv4 choose differently at a few positions
+// even on f32 weights). The logits have standard deviation about 1.
 //
-// | types                                     | mean |Δ| | max |Δ| | top-1 | within 0.25 |
-// |-------------------------------------------|----------|---------|-------|-------------|
-// | 32-value blocks: q4_0, q4_1, q5_0, q5_1,  | ≤ 0.025  | ≤ 0.25  | ≥ 80% | ≥ 95%       |
-// |   q8_0, iq4_nl                            |          |         |       |             |
-// | 256-value blocks: q2_K … q6_K, iq1_s,     | ≤ 0.035  | ≤ 0.35  | ≥ 80% | ≥ 90%       |
-// |   iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, |          |         |       |             |
-// |   iq3_s, iq4_xs                           |          |         |       |             |
+// Measured on these files with the dsv4 of their making (AVX2, no AVX-512):
+//
+// | type    | mean |Δ| | max |Δ| | top-1 | type    | mean |Δ| | max |Δ| | top-1 |
+// |---------|----------|---------|-------|---------|----------|---------|-------|
+// | q4_0    | 0.00002  | 0.003   | 64/64 | q6_K    | 0.0002   | 0.038   | 64/64 |
+// | q4_1    | 0.0048   | 0.083   | 63/64 | iq2_xxs | 0.0019   | 0.080   | 64/64 |
+// | q5_0    | 0.0029   | 0.076   | 63/64 | iq2_xs  | 0.0023   | 0.108   | 63/64 |
+// | q5_1    | 0.0047   | 0.082   | 64/64 | iq3_xxs | 0.0017   | 0.084   | 64/64 |
+// | q8_0    | 0.0002   | 0.031   | 64/64 | iq1_s   | 0.0014   | 0.064   | 64/64 |
+// | q2_K    | 0.0020   | 0.096   | 64/64 | iq4_nl  | 0.0012   | 0.044   | 64/64 |
+// | q3_K    | 0.0017   | 0.062   | 64/64 | iq3_s   | 0.0044   | 0.071   | 63/64 |
+// | q4_K    | 0.0018   | 0.086   | 64/64 | iq2_s   | 0.0002   | 0.040   | 64/64 |
+// | q5_K    | 0.0009   | 0.074   | 63/64 | iq4_xs  | 0.0002   | 0.046   | 64/64 |
+// |         |          |         |       | iq1_m   | 0.0016   | 0.061   | 64/64 |
+//
+// Which ties flip is chance: on a CPU where dsv4's f32 arithmetic differs in
+// the last bit (another SIMD width) they are others. The same files made with
+// three other noise seeds (57 type-seed pairs, not kept) gave mean |Δ| up to
+// 0.013 and max |Δ| up to 0.164 (top-1 ≥ 61/64), the type mattering no more
+// than the seed (q8_0's mean over the four seeds: 0.0002, 0.010, 0.010,
+// 0.0001). So every type has the same tolerances, ~1.5× the worst of those and
+// ~4× (mean) / ~2.3× (max) the worst above:
+//
+// | types | mean |Δ| | max |Δ| | top-1 | within 0.25 |
+// |-------|----------|---------|-------|-------------|
+// | all   | ≤ 0.02   | ≤ 0.25  | ≥ 90% | 100%        |
+//
+// (Activations left in f32 would be 0.017–0.018 mean |Δ| from these goldens
+// for the 32-value block types and 0.025–0.027 for the 256-value ones, by
+// llama.cpp's own figures: the data's README, "What the activation
+// quantisation costs"; the bound on the mean catches that for the latter only.)
 //
 // Measured with the dsv4 of the golden's making: the README of the data directory.
 #include <gtest/gtest.h>
@@ -93,24 +118,21 @@ struct TypeCase {
 void PrintTo(const TypeCase& c, std::ostream* os) { *os << c.file; }
 
 // Tolerances: the table at the top.
-constexpr TypeCase Block32(const char* file, GgmlType type) {
-  return {file, type, 0.025, 0.25, 80, 95};
-}
-constexpr TypeCase Block256(const char* file, GgmlType type) {
-  return {file, type, 0.035, 0.35, 80, 90};
+constexpr TypeCase Case(const char* file, GgmlType type) {
+  return {file, type, 0.02, 0.25, 90, 100};
 }
 
 const TypeCase kCases[] = {
-    Block32("q4_0", GgmlType::kQ4_0),        Block32("q4_1", GgmlType::kQ4_1),
-    Block32("q5_0", GgmlType::kQ5_0),        Block32("q5_1", GgmlType::kQ5_1),
-    Block32("q8_0", GgmlType::kQ8_0),        Block256("q2_k", GgmlType::kQ2_K),
-    Block256("q3_k", GgmlType::kQ3_K),       Block256("q4_k", GgmlType::kQ4_K),
-    Block256("q5_k", GgmlType::kQ5_K),       Block256("q6_k", GgmlType::kQ6_K),
-    Block256("iq2_xxs", GgmlType::kIQ2_XXS), Block256("iq2_xs", GgmlType::kIQ2_XS),
-    Block256("iq3_xxs", GgmlType::kIQ3_XXS), Block256("iq1_s", GgmlType::kIQ1_S),
-    Block32("iq4_nl", GgmlType::kIQ4_NL),    Block256("iq3_s", GgmlType::kIQ3_S),
-    Block256("iq2_s", GgmlType::kIQ2_S),     Block256("iq4_xs", GgmlType::kIQ4_XS),
-    Block256("iq1_m", GgmlType::kIQ1_M),
+    Case("q4_0", GgmlType::kQ4_0),       Case("q4_1", GgmlType::kQ4_1),
+    Case("q5_0", GgmlType::kQ5_0),       Case("q5_1", GgmlType::kQ5_1),
+    Case("q8_0", GgmlType::kQ8_0),       Case("q2_k", GgmlType::kQ2_K),
+    Case("q3_k", GgmlType::kQ3_K),       Case("q4_k", GgmlType::kQ4_K),
+    Case("q5_k", GgmlType::kQ5_K),       Case("q6_k", GgmlType::kQ6_K),
+    Case("iq2_xxs", GgmlType::kIQ2_XXS), Case("iq2_xs", GgmlType::kIQ2_XS),
+    Case("iq3_xxs", GgmlType::kIQ3_XXS), Case("iq1_s", GgmlType::kIQ1_S),
+    Case("iq4_nl", GgmlType::kIQ4_NL),   Case("iq3_s", GgmlType::kIQ3_S),
+    Case("iq2_s", GgmlType::kIQ2_S),     Case("iq4_xs", GgmlType::kIQ4_XS),
+    Case("iq1_m", GgmlType::kIQ1_M),
 };
 
 std::string GgmlName(uint32_t t) {

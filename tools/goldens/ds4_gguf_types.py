@@ -18,19 +18,20 @@ ds4_gguf_tiny.py (whose functions it reuses), it runs third-party code and dsv4 
      indexer included) and an HCA layer (llama.cpp's deepseek4 needs both kinds: without an
      HCA layer it dies of a division by zero building its inputs) and keeps the files
      small, and every tensor is dequantised to f32 (base.gguf, not kept): the source of
-     every quantisation; token_embd is multiplied by (1 + kEmbeddingNoise * N(0, 1)) (a
-     fixed seed) there, since the converter's embedding sits on a coarse lattice (a
-     block's scale times small integers) that, carried to the first layer's activations,
-     puts their q8 quantisation on exact .5 ties so often that llama.cpp's logits would
-     be defined only to about 0.02 (its own kernel paths differ by that much);
+     every quantisation; there token_embd is multiplied by (1 + kEmbeddingNoise * N(0, 1))
+     (kEmbeddingNoiseSeed), and step 5 keeps it f32: the first layer's activations are
+     the embedding times a few scalars, and on the embedding's lattice (bf16 as
+     synth-model writes it: 8-bit significands; a block's scale times small integers
+     once quantised; still too coarse in f16) their q8 quantisation hits exact .5 ties
+     so often that llama.cpp's logits are defined only to about 0.02 (its own kernel
+     paths differ by that much), where off it dsv4 and llama.cpp agree to ~0.005;
   4. `llama-imatrix` makes an importance matrix of base.gguf from kImatrixText, completed
      by complete_imatrix for the matrices it has no entry for, for the types whose
      quantisers need one (kNeedsImatrix);
-  5. `llama-quantize --pure --token-embedding-type f16` makes <type>.gguf of each ggml type
+  5. `llama-quantize --pure --token-embedding-type f32` makes <type>.gguf of each ggml type
      in kTypes: every tensor that llama.cpp quantises at all (every 2-D and 3-D weight but
-     the routers' ffn_gate_inp; 40 of them) but token_embd takes the type (39, checked),
-     token_embd is f16 (so that the noise of step 3 survives: the type's blocks would put
-     it back on a lattice), the norms, biases, sinks and routers stay f32; the tool's
+     the routers' ffn_gate_inp; 40 of them) but token_embd takes the type (39, checked);
+     token_embd (step 3), the norms, biases, sinks and routers stay f32; the tool's
      per-tensor lines are kept in quantize_summary.txt;
   6. llama.cpp computes the logits of input_ids.txt on each file through the llama-cpp-python
      binding (one decode of all the ids with logits at every position, 1 thread, f32 KV
