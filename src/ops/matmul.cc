@@ -151,8 +151,7 @@ void QuantizeQ8_0(const float* x, int64_t k, BlockQ8_0* y) {
 
 // x[K] in the activation format of weights of dtype t (ActivationFormat).
 void QuantizeFor(DType t, const float* x, int64_t k, void* y) {
-  const ref::ActFormat f =
-      t == DType::kQ4_K || t == DType::kQ6_K ? ref::ActFormat::kQ8_K : ref::ActivationFormat(t);
+  const ref::ActFormat f = ref::ActivationFormat(t);
   if (f == ref::ActFormat::kQ8_K) {
     QuantizeQ8K(x, k, static_cast<BlockQ8K*>(y));
   } else if (f == ref::ActFormat::kQ8_0) {
@@ -164,7 +163,6 @@ void QuantizeFor(DType t, const float* x, int64_t k, void* y) {
 
 // Bytes of one token's activations quantised for weights of dtype t.
 int64_t QuantizedTokenBytes(DType t, int64_t k) {
-  if (t == DType::kQ4_K || t == DType::kQ6_K) return ref::ActivationBytes(ref::ActFormat::kQ8_K, k);
   return ref::ActivationBytes(ref::ActivationFormat(t), k);
 }
 
@@ -280,8 +278,6 @@ simd::MatMulFn PlainKernel(DType t) {
   return nullptr;
 }
 
-}  // namespace
-
 // Whether products with weights of dtype t take activations quantised by the
 // caller (the kernels' own quantisation skipped).
 bool TakesPreparedActivations(DType t) {
@@ -293,8 +289,10 @@ bool TakesPreparedActivations(DType t) {
   return IsGgmlQuant(t);
 }
 
+}  // namespace
+
 void PreparedActivations::Prepare(const float* x, int64_t n_tokens, int64_t k, DType w_dtype) {
-  x_ = nullptr;
+  Reset();
   if (!TakesPreparedActivations(w_dtype) || n_tokens <= 0) return;
   token_bytes_ = QuantizedTokenBytes(w_dtype, k);
   const auto need = static_cast<size_t>(n_tokens * token_bytes_);

@@ -54,6 +54,8 @@ class PreparedActivations {
  public:
   // Quantises x[T, K] for weights of w_dtype when that path applies.
   void Prepare(const float* x, int64_t n_tokens, int64_t k, DType w_dtype);
+  // Holds nothing (For returns nullptr) until the next Prepare.
+  void Reset() { x_ = nullptr; }
   // The quantised tokens for a product of (x, n_tokens, w), or nullptr when
   // not prepared for exactly those (then the kernel quantises).
   const void* For(const float* x, int64_t n_tokens, const TensorView& w) const;

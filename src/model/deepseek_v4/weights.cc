@@ -245,19 +245,27 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
   }
   const int64_t total = start[jobs.size()];
   if (total == 0) return;
-  // GGUF quant weights: each job's activations quantised once, not per chunk.
-  // The workers reach the caller's thread_local through this reference (by
-  // name, each would see its own).
+  // GGUF quant weights: each job's activations quantised once, not per chunk,
+  // and a job whose input and weight type are the previous job's (an
+  // expert's w1 and w3) takes that job's. The workers reach the caller's
+  // thread_locals through these references (by name, each would see its own).
   thread_local std::vector<ops::PreparedActivations> own;
+  thread_local std::vector<const ops::PreparedActivations*> own_for_job;
   std::vector<ops::PreparedActivations>& prepared = own;
+  std::vector<const ops::PreparedActivations*>& for_job = own_for_job;
   if (prepared.size() < jobs.size()) prepared.resize(jobs.size());
+  for_job.assign(jobs.size(), nullptr);
   for (size_t i = 0; i < jobs.size(); ++i) {
     const LinearJob& j = jobs[i];
-    if (j.w->format == LinearFormat::kDense && start[i + 1] > start[i]) {
-      prepared[i].Prepare(j.x, j.n_tokens, j.w->cols(), j.w->weight.dtype);
-    } else {
-      prepared[i].Prepare(nullptr, 0, 0, DType::kF32);  // nothing prepared
+    prepared[i].Reset();
+    if (j.w->format != LinearFormat::kDense || start[i + 1] == start[i]) continue;
+    if (i > 0 && for_job[i - 1] != nullptr &&
+        for_job[i - 1]->For(j.x, j.n_tokens, j.w->weight) != nullptr) {
+      for_job[i] = for_job[i - 1];
+      continue;
     }
+    prepared[i].Prepare(j.x, j.n_tokens, j.w->cols(), j.w->weight.dtype);
+    for_job[i] = &prepared[i];
   }
   pool.ParallelFor(
       total,
@@ -276,7 +284,7 @@ void LinearMany(ThreadPool& pool, std::span<const LinearJob> jobs,
           if (lo >= hi) continue;
           const int64_t stride = j.out_stride > 0 ? j.out_stride : rows;
           LinearRowsHere(j.out + lo, stride, j.x, *j.w, j.n_tokens, j.row_begin + lo,
-                         j.row_begin + hi, &prepared[i]);
+                         j.row_begin + hi, for_job[i]);
         }
       },
       4 * ops::kMinMacsPerChunk,     // RowCost counts quarter multiply-adds

@@ -24,7 +24,9 @@ ActFormat ActivationFormat(DType w) {
       return ActFormat::kQ8_1;
     case DType::kQ2_K:
     case DType::kQ3_K:
+    case DType::kQ4_K:
     case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kIQ4_XS:
     case DType::kIQ2_XXS:
     case DType::kIQ2_XS:
@@ -37,8 +39,7 @@ ActFormat ActivationFormat(DType w) {
     default:
       break;
   }
-  CHECK(false, "ActivationFormat: %s is not a GGUF quant type of tensor/ggml_quants.h",
-        std::string(DTypeName(w)).c_str());
+  CHECK(false, "ActivationFormat: %s is not a GGUF quant type", std::string(DTypeName(w)).c_str());
   return ActFormat::kQ8_0;
 }
 

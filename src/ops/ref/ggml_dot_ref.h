@@ -19,7 +19,8 @@ namespace dsv4::ops::ref {
 
 // The activation blocks a weight type meets (ggml's vec_dot_type):
 //   q8_0: q8_0, q4_0, q5_0, iq4_nl, mxfp4      q8_1: q4_1, q5_1
-//   q8_K: q2_K, q3_K, q5_K, iq4_xs and the grid i-quants
+//   q8_K: the k-quants (q4_K and q6_K through kquant_ref.h), iq4_xs and the
+//         grid i-quants
 enum class ActFormat { kQ8_0, kQ8_1, kQ8_K };
 ActFormat ActivationFormat(DType w);
 // Bytes of one token's quantised activations for K inputs.
