@@ -36,7 +36,8 @@ void RegisterChatTemplate(CLI::App& app, int& exit_code) {
                   "high | max (default high)");
   sub->add_flag("--no-drop-thinking", args->no_drop_thinking,
                 "keep reasoning of turns before the last user message");
-  sub->add_option("--model", args->request.model_dir, "model directory: use its own chat format");
+  sub->add_option("--model", args->request.model_dir,
+                  "model directory or GGUF file: use its own chat format");
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

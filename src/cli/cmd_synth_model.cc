@@ -36,6 +36,8 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
   sub->add_option("--index-heads", o->index_n_heads, "indexer heads (default 16)");
   sub->add_option("--index-head-dim", o->index_head_dim, "indexer head dim (default 128)");
   sub->add_option("--index-topk", o->index_topk, "indexer top-k (default 512)");
+  sub->add_option("--mtp-layers", o->mtp_layers,
+                  "NextN MTP draft blocks, as the April release's 1 (default 0)");
   sub->add_option("--dspark-stages", o->dspark_stages,
                   "DSpark draft stages fed by the last layers, as V4-Flash-0731's 3 (default 0: "
                   "no draft module)");

@@ -12,6 +12,10 @@ namespace dsv4::cli {
 void AddModelOptions(CLI::App& sub, LoadOptions& options) {
   sub.add_option("-m,--model", options.model_path,
                  "model: llama2.c .bin, .gguf (default: the embedded stories260K)");
+  sub.add_option("--model-draft", options.draft_model_path,
+                 "deepseek4 GGUF models: the draft module's GGUF, as llama.cpp's converter "
+                 "writes it: the NextN MTP block (--mtp: mtp-*.gguf) or the DSpark module "
+                 "(architecture dflash); used by --speculative");
   sub.add_option("--tokenizer", options.tokenizer_path,
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")

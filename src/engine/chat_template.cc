@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
+#include "io/gguf.h"
 #include "tokenizer/chat_dsv4.h"
 
 namespace dsv4 {
@@ -29,10 +30,28 @@ Status CheckModelFormat(const std::string& dir) {
   return Status::Ok();
 }
 
+// A GGUF model: its own chat template must be DeepSeek-V4's.
+Status CheckGgufFormat(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenGguf(path));
+  if (!file->HasMeta("tokenizer.chat_template")) {
+    return Unimplemented(path + ": the file has no chat template (tokenizer.chat_template)",
+                         "dsv4 renders DeepSeek-V4's chat encoding for models that carry it");
+  }
+  ASSIGN_OR_RETURN(std::string t, file->GetString("tokenizer.chat_template"));
+  if (!IsDeepSeekV4ChatTemplate(t)) {
+    return Unimplemented(path + ": its chat template is not DeepSeek-V4's",
+                         "dsv4 renders DeepSeek-V4's chat encoding, not Jinja templates");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::string> RenderChatTemplate(const ChatTemplateRequest& r) {
-  if (!r.model_dir.empty()) RETURN_IF_ERROR(CheckModelFormat(r.model_dir));
+  if (!r.model_dir.empty()) {
+    RETURN_IF_ERROR(r.model_dir.ends_with(".gguf") ? CheckGgufFormat(r.model_dir)
+                                                   : CheckModelFormat(r.model_dir));
+  }
   Dsv4ChatOptions options;
   ASSIGN_OR_RETURN(options.thinking_mode, ParseDsv4ThinkingMode(r.mode));
   ASSIGN_OR_RETURN(options.reasoning_effort, ParseDsv4ReasoningEffort(r.reasoning_effort));

@@ -15,7 +15,9 @@ struct ChatTemplateRequest {
   std::string mode = "thinking";  // "chat" | "thinking"
   std::string reasoning_effort;   // "" (high) | "high" | "max"
   bool drop_thinking = true;      // drop reasoning of turns before the last user message
-  std::string model_dir;          // non-empty: its config.json must name a chat format
+  // Non-empty: a model directory whose config.json names a chat format, or a
+  // GGUF file whose chat template is DeepSeek-V4's.
+  std::string model_dir;
 };
 
 // The prompt text, without a trailing newline. Errors: an unknown mode or

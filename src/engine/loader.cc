@@ -138,6 +138,12 @@ Result<LoadedModel> LoadLlama2c(const LoadOptions& o) {
   return FinishLlama(std::move(file), c, std::move(tok), o, "llama2c");
 }
 
+// A GGUF file's `tokenizer.chat_template`, "" when it has none.
+Result<std::string> GgufChatTemplate(const GgufFile& file) {
+  if (!file.HasMeta("tokenizer.chat_template")) return std::string();
+  return file.GetString("tokenizer.chat_template");
+}
+
 // A llama.cpp `deepseek4` GGUF file. Its tokenizer: --tokenizer when given,
 // else the file's own `tokenizer.ggml.*` vocabulary (the converter copies the
 // release's tokenizer.json into it), else none (the model runs on ids).
@@ -151,8 +157,18 @@ Result<LoadedModel> LoadDeepSeekV4GgufFile(std::vector<std::unique_ptr<GgufFile>
   if (o.tokenizer_path.empty() && file->HasMeta("tokenizer.ggml.model")) {
     ASSIGN_OR_RETURN(gguf_tokenizer, TokenizerFromGguf(*file));
   }
+  ASSIGN_OR_RETURN(std::string chat_template, GgufChatTemplate(*file));
+  std::unique_ptr<GgufFile> draft_file;
+  if (!o.draft_model_path.empty()) {
+    if (!EndsWith(o.draft_model_path, ".gguf")) {
+      return InvalidArgument(o.draft_model_path + ": a deepseek4 GGUF model takes a GGUF draft",
+                             "pass the NextN MTP file (mtp-*.gguf) or DSpark file llama.cpp's "
+                             "converter writes");
+    }
+    ASSIGN_OR_RETURN(draft_file, OpenGguf(o.draft_model_path));
+  }
   LoadedModel m;
-  ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4Gguf(std::move(parts), lo));
+  ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4Gguf(std::move(parts), lo, std::move(draft_file)));
   if (gguf_tokenizer && gguf_tokenizer->vocab_size() > m.model->info().vocab_size) {
     return InvalidArgument(
         fmt::format("{}: tokenizer.ggml.tokens has {} entries, more than the model's {} "
@@ -167,6 +183,7 @@ Result<LoadedModel> LoadDeepSeekV4GgufFile(std::vector<std::unique_ptr<GgufFile>
   }
   m.path = o.model_path;
   m.format = "gguf";
+  m.chat_template = std::move(chat_template);
   if (m.model->info().eos_id >= 0) m.stop_ids.push_back(m.model->info().eos_id);
   return m;
 }
@@ -176,6 +193,13 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<GgufFile>> parts, OpenGgufSplit(o.model_path));
   ASSIGN_OR_RETURN(std::string arch, parts.front()->GetString("general.architecture"));
   if (arch == "deepseek4") return LoadDeepSeekV4GgufFile(std::move(parts), o);
+  if (!o.draft_model_path.empty()) {
+    return InvalidArgument(o.model_path +
+                               ": --model-draft applies to deepseek4 GGUF models, "
+                               "this one's architecture is '" +
+                               arch + "'",
+                           "drop --model-draft");
+  }
   if (parts.size() > 1) {
     return Unimplemented(fmt::format("{}: a {}-part gguf-split set of architecture '{}'; split "
                                      "GGUF sets are supported for deepseek4 only",
@@ -221,7 +245,10 @@ Result<LoadedModel> LoadGguf(const LoadOptions& o) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, TokenizerFromGguf(*file));
   c.vocab_size = tok->vocab_size();
-  return FinishLlama(std::move(file), c, std::move(tok), o, "gguf");
+  ASSIGN_OR_RETURN(std::string chat_template, GgufChatTemplate(*file));
+  ASSIGN_OR_RETURN(LoadedModel m, FinishLlama(std::move(file), c, std::move(tok), o, "gguf"));
+  m.chat_template = std::move(chat_template);
+  return m;
 }
 
 // A checkpoint directory's stop ids: generation_config.json `eos_token_id`
@@ -360,6 +387,16 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   std::error_code ec;
   if (!fs::exists(o.model_path, ec)) {
     return NotFound(o.model_path + ": no such file or directory", "check the --model path");
+  }
+  if (!o.draft_model_path.empty()) {
+    if (!fs::exists(o.draft_model_path, ec)) {
+      return NotFound(o.draft_model_path + ": no such file", "check the --model-draft path");
+    }
+    if (!EndsWith(o.model_path, ".gguf")) {
+      return InvalidArgument(o.model_path + ": --model-draft applies to deepseek4 GGUF models",
+                             "a checkpoint directory carries its draft layers (mtp.*) itself; "
+                             "drop --model-draft");
+    }
   }
   ops::SetKQuantActivations(o.kquant_activations);
   Result<LoadedModel> r = NotFound("");

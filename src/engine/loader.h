@@ -30,7 +30,11 @@ class GgufFile;
 struct LoadOptions {
   std::string model_path;      // empty: the embedded default model (stories260K)
   std::string tokenizer_path;  // empty: found from the model
-  int threads = 0;             // 0: all hardware threads
+  // A draft model for speculative decoding in a file of its own (llama.cpp's
+  // -md): a deepseek4 GGUF's NextN MTP file (`mtp-*.gguf`) or DSpark module
+  // (architecture dflash). Empty: the model's own draft layers, if any.
+  std::string draft_model_path;
+  int threads = 0;  // 0: all hardware threads
   // Keep the model's weight files resident (MappedFile::Lock): every page read
   // at load, none paged out later (llama.cpp's --mlock). Fails the load with
   // the locked-memory limit and a hint where the process may not lock them.
@@ -55,6 +59,9 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model ships none
   std::string path;                      // what was loaded
   std::string format;                    // "llama2c", "gguf", "safetensors"
+  // The model file's own chat template (a GGUF's `tokenizer.chat_template`,
+  // Jinja source); empty when it has none.
+  std::string chat_template;
   // LoadOptions::mlock: how many of the model's mappings of its weight files
   // were locked (they stay locked while the model maps them).
   int locked_mappings = 0;

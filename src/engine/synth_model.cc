@@ -132,6 +132,22 @@ class Planner {
     Add("hc_head_scale", "F32", {1}, Fill::kF32One);
   }
 
+  // NextN MTP block m (spec §13.1): the draft's own input projections, norms
+  // and mHC head around a window-attention, score-routed block.
+  void MtpBlock(int64_t m, int64_t n_experts) {
+    const int64_t D = o_.d_model, hc = 4;
+    const std::string p = "mtp." + std::to_string(m) + ".";
+    Fp8(p + "e_proj", D, D);
+    Fp8(p + "h_proj", D, D);
+    Norm(p + "enorm.weight", D);
+    Norm(p + "hnorm.weight", D);
+    Norm(p + "norm.weight", D);
+    Add(p + "hc_head_fn", "F32", {hc, hc * D}, Fill::kF32Rand, hc * D);
+    Add(p + "hc_head_base", "F32", {hc}, Fill::kF32Zero);
+    Add(p + "hc_head_scale", "F32", {1}, Fill::kF32One);
+    Layer(p, /*ratio=*/0, /*hash=*/false, n_experts);
+  }
+
   // DSpark stage s of S (spec §13.3): a window-attention, score-routed block;
   // stage 0 projects the target features, the last stage carries the heads.
   void DSparkStage(int64_t s, int64_t n_experts) {
@@ -180,6 +196,7 @@ std::vector<Planned> Plan(const SynthModelOptions& o, int64_t n_experts) {
   for (int64_t l = 0; l < o.n_layers; ++l) {
     p.Layer("layers." + std::to_string(l) + ".", ratios[l], l < o.n_hash_layers, n_experts);
   }
+  for (int64_t m = 0; m < o.mtp_layers; ++m) p.MtpBlock(m, n_experts);
   for (int64_t s = 0; s < o.dspark_stages; ++s) p.DSparkStage(s, n_experts);
   return std::move(p.planned());
 }
@@ -239,6 +256,11 @@ Status CheckOptions(const SynthModelOptions& o) {
   if (o.dspark_stages < 0 || o.dspark_stages > o.n_layers) {
     return bad("dspark-stages", o.dspark_stages, "in 0..layers (the last layers feed the stages)");
   }
+  if (o.mtp_layers < 0 || o.mtp_layers > 8) return bad("mtp-layers", o.mtp_layers, "in 0..8");
+  if (o.mtp_layers > 0 && o.dspark_stages > 0) {
+    return InvalidArgument("synth-model: --mtp-layers and --dspark-stages both name mtp.* blocks",
+                           "a release ships one draft kind: NextN MTP (April) or DSpark (0731)");
+  }
   if (o.dspark_block < 1 || o.dspark_block > 64)
     return bad("dspark-block", o.dspark_block, "in 1..64");
   return Status::Ok();
@@ -272,7 +294,7 @@ nlohmann::ordered_json Config(const SynthModelOptions& o, int64_t n_experts,
   c["num_hidden_layers"] = o.n_layers;
   c["num_hash_layers"] = o.n_hash_layers;
   c["num_key_value_heads"] = 1;
-  c["num_nextn_predict_layers"] = 0;
+  c["num_nextn_predict_layers"] = o.mtp_layers;
   c["o_groups"] = o.o_groups;
   c["o_lora_rank"] = o.o_lora_rank;
   c["q_lora_rank"] = o.q_lora_rank;
@@ -298,8 +320,8 @@ nlohmann::ordered_json Config(const SynthModelOptions& o, int64_t n_experts,
   c["torch_dtype"] = "bfloat16";
   c["vocab_size"] = o.vocab;
   c["compress_rope_theta"] = 160000;
-  std::vector<int64_t> all_ratios = ratios;  // DSpark stages: window layers after the main ones
-  all_ratios.insert(all_ratios.end(), o.dspark_stages, 0);
+  std::vector<int64_t> all_ratios = ratios;  // draft blocks: window layers after the main ones
+  all_ratios.insert(all_ratios.end(), o.mtp_layers + o.dspark_stages, 0);
   c["compress_ratios"] = all_ratios;
   if (o.dspark_stages > 0) {  // spec §13.2
     std::vector<int64_t> targets;

@@ -39,6 +39,7 @@ struct SynthModelOptions {
   int64_t index_n_heads = 16;
   int64_t index_head_dim = 128;  // power of two ≥ 64
   int64_t index_topk = 512;
+  int64_t mtp_layers = 0;     // NextN MTP blocks (spec §13.1; the April release: 1)
   int64_t dspark_stages = 0;  // DSpark draft stages (spec §13; 0731: 3); 0 = none
   int64_t dspark_block = 5;   // dspark_block_size: tokens drafted per block
   int64_t dspark_markov_rank = 256;

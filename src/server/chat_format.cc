@@ -18,7 +18,10 @@ Result<ChatFormat> ParseChatFormat(std::string_view name) {
                          "use auto, dsv4 or plain");
 }
 
-ChatFormat DetectChatFormat(const Tokenizer& tokenizer) {
+ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template) {
+  if (!chat_template.empty()) {
+    return IsDeepSeekV4ChatTemplate(chat_template) ? ChatFormat::kDsv4 : ChatFormat::kPlain;
+  }
   return tokenizer.Encode(dsv4_tokens::kAssistant, false).size() == 1 ? ChatFormat::kDsv4
                                                                       : ChatFormat::kPlain;
 }

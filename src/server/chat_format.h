@@ -27,8 +27,13 @@ enum class ChatFormat { kDsv4, kPlain };
 const char* ChatFormatName(ChatFormat format);
 // Parses "dsv4" / "plain"; InvalidArgument otherwise.
 Result<ChatFormat> ParseChatFormat(std::string_view name);
-// kDsv4 when `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain.
-ChatFormat DetectChatFormat(const Tokenizer& tokenizer);
+// The model file's chat template (GGUF `tokenizer.chat_template`), when it has
+// one, decides: kDsv4 for DeepSeek-V4's (llama.cpp's converter writes its Jinja
+// rendering of the V4 encoding: the "<｜User｜>", "<｜Assistant｜>" and "｜DSML｜"
+// markers), kPlain for any other (dsv4 renders no Jinja). Without one: kDsv4
+// when `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain.
+// (IsDeepSeekV4ChatTemplate: tokenizer/chat_dsv4.h.)
+ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template = {});
 
 // A chat prompt: its text, and the byte ranges of it that the client wrote
 // (message text, reasoning, tool-call arguments' strings, tool descriptions),

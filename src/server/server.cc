@@ -1,5 +1,6 @@
 // The HTTP front end (server.h).
 #include "server/server.h"
+#include "tokenizer/chat_dsv4.h"
 
 #include <arpa/inet.h>
 #include <fmt/core.h>
@@ -648,8 +649,15 @@ Server::Server(Engine& engine, const ServerOptions& options)
   s.limits.max_top_logprobs = engine.options().max_top_logprobs;
   const Tokenizer* tok = engine.model().tokenizer.get();
   s.format = options.chat_format ? *options.chat_format
-             : tok != nullptr    ? DetectChatFormat(*tok)
+             : tok != nullptr    ? DetectChatFormat(*tok, engine.model().chat_template)
                                  : ChatFormat::kPlain;
+  const std::string& chat_template = engine.model().chat_template;
+  if (!options.chat_format && !chat_template.empty() && !IsDeepSeekV4ChatTemplate(chat_template)) {
+    LOG_WARNING(
+        "serve: {}: its chat template is not DeepSeek-V4's and dsv4 renders no Jinja; chat "
+        "requests get the plain format (--chat-format dsv4 uses the V4 encoding)",
+        engine.model().path);
+  }
   s.Routes();
 }
 

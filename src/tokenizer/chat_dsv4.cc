@@ -643,6 +643,12 @@ std::string PythonJsonDumps(const nlohmann::ordered_json& value) {
   return out;
 }
 
+bool IsDeepSeekV4ChatTemplate(std::string_view t) {
+  return t.find("<｜User｜>") != std::string_view::npos &&
+         t.find("<｜Assistant｜>") != std::string_view::npos &&
+         t.find("｜DSML｜") != std::string_view::npos;
+}
+
 Result<Dsv4ThinkingMode> ParseDsv4ThinkingMode(std::string_view name) {
   if (name == "chat") return Dsv4ThinkingMode::kChat;
   if (name == "thinking") return Dsv4ThinkingMode::kThinking;

@@ -73,6 +73,13 @@ struct Dsv4ChatOptions {
 
 // Parses "chat" / "thinking" and "high" / "max" (also "" / "none" for the
 // default effort); InvalidArgument otherwise.
+// Whether a model file's Jinja chat template (a GGUF's
+// `tokenizer.chat_template`) is a rendering of this encoding: llama.cpp's
+// converter writes one into deepseek4 files, recognised by the V4 markers
+// "<｜User｜>", "<｜Assistant｜>" and "｜DSML｜" (dsv4 renders the encoding
+// itself, not the Jinja).
+bool IsDeepSeekV4ChatTemplate(std::string_view chat_template);
+
 Result<Dsv4ThinkingMode> ParseDsv4ThinkingMode(std::string_view name);
 Result<Dsv4ReasoningEffort> ParseDsv4ReasoningEffort(std::string_view name);
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -424,6 +425,33 @@ TEST(Cli, BenchSpeculativeAutoReportsEachLengthsCost) {
   EXPECT_NE(none.out.find("speculative decoding needs a model with a draft head"),
             std::string::npos)
       << none.out;
+}
+
+// `run --model MAIN.gguf --model-draft DRAFT.gguf --speculative K`: the draft
+// module from its own GGUF, as llama.cpp's converter writes it (NextN MTP and
+// DSpark), gives the greedy ids of the same checkpoint's safetensors run;
+// --model-draft beside a checkpoint directory is refused with the cause.
+TEST(Cli, RunSpeculativeWithAGgufDraft) {
+  const std::string data = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/";
+  const std::string prompt = " --prompt-ids '0 17 42 99 5' --max-tokens 16 --temperature 0";
+  for (const auto& [dir, main, draft] : {std::tuple<std::string, std::string, std::string>{
+                                             "dspark_mixed_bf16", "dspark_main", "dspark"},
+                                         {"mixed_mtp_bf16", "mtp_main", "mtp"}}) {
+    const Output plain = RunDsv4("run --model " + data + dir + prompt);
+    const Output spec =
+        RunDsv4("run --model " + data + "gguf_drafts/" + main + ".gguf --model-draft " + data +
+                "gguf_drafts/" + draft + ".gguf --speculative 3" + prompt);
+    ASSERT_EQ(plain.exit_code, 0) << plain.out;
+    ASSERT_EQ(spec.exit_code, 0) << spec.out;
+    const std::string ids = plain.out.substr(0, plain.out.find('\n'));
+    EXPECT_EQ(spec.out.rfind(ids, 0), 0u) << dir << ": " << spec.out;
+    EXPECT_NE(spec.out.find("acceptance"), std::string::npos) << spec.out;
+  }
+  const Output bad = RunDsv4("run --model " + data + "mixed_mtp_bf16 --model-draft " + data +
+                             "gguf_drafts/mtp.gguf" + prompt);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--model-draft applies to deepseek4 GGUF models"), std::string::npos)
+      << bad.out;
 }
 
 }  // namespace

@@ -49,6 +49,47 @@ Result<LoadedModel> Load(const std::string& path) {
   return LoadModel(o);
 }
 
+// A deepseek4 GGUF with its NextN MTP file (--model-draft): the model drafts;
+// the file's chat template (llama.cpp's DeepSeek-V4 Jinja) comes with it.
+const std::string kMtp = kV4 + "gguf_mtp/";
+
+Result<LoadedModel> LoadWithDraft(const std::string& path, const std::string& draft) {
+  LoadOptions o;
+  o.model_path = path;
+  o.draft_model_path = draft;
+  o.threads = 1;
+  return LoadModel(o);
+}
+
+TEST(LoaderGgufDraft, MtpFileMakesTheModelADraftModel) {
+  auto plain = Load(kMtp + "tiny.gguf");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->model->draft_model(), nullptr);
+  EXPECT_NE(plain->chat_template.find("<｜Assistant｜>"), std::string::npos);
+  auto m = LoadWithDraft(kMtp + "tiny.gguf", kMtp + "mtp-tiny.gguf");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_NE(m->model->draft_model(), nullptr);
+  EXPECT_EQ(m->chat_template, plain->chat_template);
+}
+
+TEST(LoaderGgufDraft, DraftForAnotherKindOfModelIsRefused) {
+  auto dir = LoadWithDraft(kV4 + "swa_bf16", kMtp + "mtp-tiny.gguf");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dir.status().message().find("--model-draft applies to deepseek4 GGUF models"),
+            std::string::npos)
+      << dir.status().ToString();
+  auto llama = LoadWithDraft(kModels + "stories260K.gguf", kMtp + "mtp-tiny.gguf");
+  ASSERT_FALSE(llama.ok());
+  EXPECT_EQ(llama.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(llama.status().message().find("architecture is 'llama'"), std::string::npos)
+      << llama.status().ToString();
+  auto missing = LoadWithDraft(kMtp + "tiny.gguf", kMtp + "no-such-mtp.gguf");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("no-such-mtp.gguf: no such file"), std::string::npos);
+}
+
 TEST(LoaderStopIds, Llama2cStoriesStopAtEosAndBos) {
   auto m = Load(kModels + "stories260K.bin");
   ASSERT_TRUE(m.ok()) << m.status().ToString();

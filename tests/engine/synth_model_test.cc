@@ -353,6 +353,34 @@ TEST_F(SynthModelTest, DSparkModuleLoadsAndDraftsLosslessly) {
   EXPECT_GT(r->accepted, 0);
 }
 
+// With a NextN MTP block (the April release's layout): FP8 e_proj/h_proj and
+// the block's own norms and mHC head bind, and the model drafts with it.
+TEST_F(SynthModelTest, MtpBlockLoadsAsTheDraftHead) {
+  SynthModelOptions o = Tiny(dir_);
+  o.mtp_layers = 1;
+  ASSERT_TRUE(WriteSyntheticDeepSeekV4(o).ok());
+  std::ifstream cfg_in(fs::path(dir_) / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(cfg_in);
+  EXPECT_EQ(cfg["num_nextn_predict_layers"], 1);
+  EXPECT_EQ(cfg["compress_ratios"].size(), 5u);  // 4 main layers, then the window block
+  auto st = OpenSafetensors(dir_ + "/model.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  for (const char* name : {"mtp.0.e_proj.weight", "mtp.0.h_proj.weight"}) {
+    const TensorInfo* t = (*st)->Find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->dtype, DType::kFp8E4m3);
+    EXPECT_EQ(t->shape, (std::vector<int64_t>{128, 128}));
+  }
+  LoadOptions lo;
+  lo.model_path = dir_;
+  lo.threads = 1;
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  DraftModel* draft = m->model->draft_model();
+  ASSERT_NE(draft, nullptr);
+  EXPECT_EQ(draft->draft_kind(), "mtp");
+}
+
 TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
   SynthModelOptions o = Tiny(dir_);
   o.d_model = 100;
@@ -376,6 +404,11 @@ TEST_F(SynthModelTest, BadOptionsNameTheFlag) {
   o.dspark_stages = 2;
   o.dspark_block = 0;
   EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument, "--dspark-block = 0");
+  o = Tiny(dir_);
+  o.mtp_layers = 1;
+  o.dspark_stages = 2;
+  EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument,
+               "--mtp-layers and --dspark-stages both name mtp.* blocks");
   o = Tiny("");
   EXPECT_ERROR(WriteSyntheticDeepSeekV4(o), StatusCode::kInvalidArgument,
                "synth-model: --out is required");

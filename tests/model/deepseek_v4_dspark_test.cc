@@ -79,12 +79,26 @@ int32_t Argmax(std::span<const float> row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+// A golden case: a checkpoint directory's name, or "<name>:gguf" for the same
+// checkpoint as llama.cpp's converter writes it (tests/data/deepseek_v4/
+// gguf_drafts: the main model as deepseek4, the DSpark module as dflash;
+// tools/goldens/ds4_gguf_drafts.py), checked against the directory's goldens.
+std::string GoldenDir(const std::string& param) {
+  return DataDir() + "/" + param.substr(0, param.find(':'));
+}
+
+std::unique_ptr<DeepSeekV4Model> LoadParam(const std::string& param) {
+  if (!param.ends_with(":gguf")) return LoadCheckpointDir(GoldenDir(param));
+  const std::string dir = DataDir() + "/gguf_drafts/";
+  return testing::LoadGgufWithDraft(dir + "dspark_main.gguf", dir + "dspark.gguf");
+}
+
 class DSparkGolden : public ::testing::TestWithParam<std::string> {};
 
 // Prompt, target features, main_x, rings, and the first block's sub-results.
 TEST_P(DSparkGolden, FeaturesRingsAndFirstDraftMatchTheReference) {
-  const std::string dir = DataDir() + "/" + GetParam();
-  auto m = LoadCheckpointDir(dir);
+  const std::string dir = GoldenDir(GetParam());
+  auto m = LoadParam(GetParam());
   ASSERT_NE(m, nullptr);
   ASSERT_TRUE(m->has_dspark());
   const DeepSeekV4Config& c = m->config();
@@ -164,8 +178,8 @@ TEST_P(DSparkGolden, FeaturesRingsAndFirstDraftMatchTheReference) {
 // one main call, accept the longest agreeing prefix, truncate, observe the
 // committed positions' features, continue from the bonus token.
 TEST_P(DSparkGolden, GreedySpeculativeTraceMatchesTheReference) {
-  const std::string dir = DataDir() + "/" + GetParam();
-  auto m = LoadCheckpointDir(dir);
+  const std::string dir = GoldenDir(GetParam());
+  auto m = LoadParam(GetParam());
   ASSERT_NE(m, nullptr);
   const DeepSeekV4Config& c = m->config();
   const Golden tr = Open(dir + "/draft_trace.safetensors");
@@ -251,8 +265,8 @@ TEST_P(DSparkGolden, GreedySpeculativeTraceMatchesTheReference) {
 // draft logits and confidences and the next verification's logits are equal
 // bit for bit.
 TEST_P(DSparkGolden, RollbackEqualsNeverDrafted) {
-  const std::string dir = DataDir() + "/" + GetParam();
-  auto m = LoadCheckpointDir(dir);
+  const std::string dir = GoldenDir(GetParam());
+  auto m = LoadParam(GetParam());
   ASSERT_NE(m, nullptr);
   const DeepSeekV4Config& c = m->config();
   const std::vector<int32_t> ids = ReadIds(dir + "/input_ids.txt");
@@ -305,7 +319,13 @@ TEST_P(DSparkGolden, RollbackEqualsNeverDrafted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV4, DSparkGolden,
-                         ::testing::Values("dspark_mixed_bf16", "dspark_swa_bf16"));
+                         ::testing::Values("dspark_mixed_bf16", "dspark_swa_bf16",
+                                           "dspark_mixed_bf16:gguf"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), ':', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace dsv4::deepseek_v4

@@ -27,6 +27,7 @@
 #include "model/deepseek_v4/inspect.h"
 #include "model/deepseek_v4/model.h"
 #include "ops/ref/mxfp4_ref.h"
+#include "tensor/dtype.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -660,6 +661,165 @@ TEST(DeepSeekV4GgufSplitBad, TensorCountMismatchIsNamed) {
   EXPECT_NE(parts.status().message().find("split.tensors.count is"), std::string::npos)
       << parts.status().ToString();
   std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+}
+
+// ---- the NextN MTP block from the file llama.cpp's converter writes with --mtp
+// (tests/data/deepseek_v4/gguf_mtp, tools/goldens/ds4_gguf_mtp.py) ----
+
+std::string MtpDir() { return DataDir() + "/gguf_mtp"; }
+
+struct MtpModel {
+  std::shared_ptr<const GgufDeepSeekV4Reader> reader;
+  std::unique_ptr<DeepSeekV4Model> model;
+};
+
+Result<MtpModel> LoadMtpModel(const std::string& main_path, const std::string& mtp_path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> main_file, OpenGguf(main_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> mtp_file, OpenGguf(mtp_path));
+  ASSIGN_OR_RETURN(DeepSeekV4Config c, DeepSeekV4Config::FromGguf(*main_file, *mtp_file));
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufDeepSeekV4Reader> reader,
+                   GgufDeepSeekV4Reader::Create(std::move(main_file)));
+  RETURN_IF_ERROR(
+      reader->AddDraftFile(std::move(mtp_file), c.num_hidden_layers, Mxfp4Layout::kNative));
+  MtpModel m;
+  m.reader = std::move(reader);
+  LoadOptions o;
+  o.numerics = NumericsOptions{};  // llama.cpp has no QAT simulations
+  ASSIGN_OR_RETURN(m.model, DeepSeekV4Model::Load(m.reader, c, o));
+  return m;
+}
+
+TEST(DeepSeekV4GgufMtp, ConfigTakesTheDraftBlockFromTheMtpFile) {
+  auto main_file = OpenGguf(MtpDir() + "/tiny.gguf");
+  auto mtp_file = OpenGguf(MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(main_file.ok() && mtp_file.ok());
+  auto alone = DeepSeekV4Config::FromGguf(**main_file);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->num_nextn_predict_layers, 0);
+  auto c = DeepSeekV4Config::FromGguf(**main_file, **mtp_file);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->num_hidden_layers, 4);
+  EXPECT_EQ(c->num_nextn_predict_layers, 1);
+  EXPECT_EQ(c->compress_ratios, (std::vector<int64_t>{0, 0, 4, 128, 0}));
+}
+
+// The draft logits against llama.cpp's MTP graph on the same two files: row t
+// from the main model's output streams at t and the token at t + 1. The same
+// differences as the main logits' (LogitsMatchLlamaCpp), plus llama.cpp's one
+// product over [e | h] where dsv4 adds e_proj's and h_proj's.
+TEST(DeepSeekV4GgufMtp, DraftLogitsMatchLlamaCpp) {
+  const std::vector<int32_t> ids = ReadIds(MtpDir() + "/input_ids.txt");
+  const std::vector<float> want = ReadF32File(MtpDir() + "/llamacpp_mtp_logits.f32");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  ASSERT_EQ(static_cast<int64_t>(want.size()), (T - 1) * kVocab);
+  dsv4::testing::ScopedKQuantActivations q8(ops::KQuantActivations::kQ8K);
+  auto m = LoadMtpModel(MtpDir() + "/tiny.gguf", MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  DeepSeekV4Model& model = *m->model;
+  ASSERT_TRUE(model.has_mtp());
+  const int64_t row = model.config().hc_mult * model.config().hidden_size;
+  auto cache = model.NewCache(T);
+  std::vector<float> logits(T * kVocab);
+  ASSERT_TRUE(model.Forward(ids, *cache, logits, /*all_logits=*/true).ok());
+  const std::vector<float> hidden(model.last_hidden().begin(), model.last_hidden().end());
+  ASSERT_EQ(static_cast<int64_t>(hidden.size()), T * row);
+  auto mtp = model.NewMtpCache(T);
+  std::vector<float> got((T - 1) * kVocab);
+  ASSERT_TRUE(model
+                  .ForwardMtp(std::span<const int32_t>(ids).subspan(1),
+                              std::span<const float>(hidden).first((T - 1) * row), *mtp, got,
+                              /*all_logits=*/true)
+                  .ok());
+  ExpectClose(Compare(got, want, T - 1), T - 1, "llama.cpp's MTP");
+}
+
+// e_proj and h_proj are eh_proj's two input halves, row by row.
+TEST(DeepSeekV4GgufMtp, EhProjIsSplitIntoItsInputHalves) {
+  auto m = LoadMtpModel(MtpDir() + "/tiny.gguf", MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto raw = OpenGguf(MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(raw.ok());
+  const TensorInfo* eh = (*raw)->Find("blk.4.nextn.eh_proj.weight");
+  const TensorInfo* e = m->reader->Find("mtp.0.nextn.e_proj.weight");
+  const TensorInfo* h = m->reader->Find("mtp.0.nextn.h_proj.weight");
+  ASSERT_NE(eh, nullptr);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(eh->shape, (std::vector<int64_t>{128, 256}));
+  EXPECT_EQ(e->shape, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(h->dtype, eh->dtype);
+  std::vector<float> whole(256), half(128);
+  const int64_t eh_row = eh->nbytes / 128, half_row = e->nbytes / 128;
+  for (int64_t r = 0; r < 128; r += 37) {
+    DequantizeRow(eh->dtype, static_cast<const uint8_t*>(eh->data) + r * eh_row, 256, whole.data());
+    DequantizeRow(e->dtype, static_cast<const uint8_t*>(e->data) + r * half_row, 128, half.data());
+    EXPECT_EQ(0, std::memcmp(half.data(), whole.data(), 128 * 4)) << "e_proj row " << r;
+    DequantizeRow(h->dtype, static_cast<const uint8_t*>(h->data) + r * half_row, 128, half.data());
+    EXPECT_EQ(0, std::memcmp(half.data(), whole.data() + 128, 128 * 4)) << "h_proj row " << r;
+  }
+  // The file's copies of the embedding and head are not listed twice.
+  EXPECT_EQ(m->reader->Find("mtp.0.token_embd.weight"), nullptr);
+  EXPECT_NE(m->reader->Find("mtp.0.output_hc_fn.weight"), nullptr);
+}
+
+TEST(DeepSeekV4GgufMtpBad, TheMtpFileAloneIsRefusedWithAHint) {
+  auto f = OpenGguf(MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(f.ok());
+  auto c = DeepSeekV4Config::FromGguf(**f);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("mtp-tiny.gguf: a NextN MTP file"), std::string::npos)
+      << c.status().ToString();
+  EXPECT_NE(c.status().hint().find("--model-draft"), std::string::npos);
+}
+
+TEST(DeepSeekV4GgufMtpBad, TheDSparkFileAloneIsRefusedWithAHint) {
+  auto f = OpenGguf(DataDir() + "/gguf_drafts/dspark.gguf");
+  ASSERT_TRUE(f.ok());
+  auto c = DeepSeekV4Config::FromGguf(**f);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("dspark.gguf: a DSpark draft module"), std::string::npos)
+      << c.status().ToString();
+  EXPECT_NE(c.status().hint().find("--model-draft"), std::string::npos);
+}
+
+// A DSpark module drafts for the model whose layers it reads: another model's
+// shapes are named.
+TEST(DeepSeekV4GgufMtpBad, ADSparkFileOfAnotherModelNamesTheKey) {
+  auto main_file = OpenGguf(MtpDir() + "/tiny.gguf");
+  auto draft = OpenGguf(DataDir() + "/gguf_drafts/dspark.gguf");
+  ASSERT_TRUE(main_file.ok() && draft.ok());
+  auto c = DeepSeekV4Config::FromGguf(**main_file, **draft);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("dspark.gguf: 'dflash."), std::string::npos)
+      << c.status().ToString();
+}
+
+TEST(DeepSeekV4GgufMtpBad, AMainFileAsTheDraftIsRefused) {
+  auto main_file = OpenGguf(MtpDir() + "/tiny.gguf");
+  auto again = OpenGguf(MtpDir() + "/tiny.gguf");
+  ASSERT_TRUE(main_file.ok() && again.ok());
+  auto c = DeepSeekV4Config::FromGguf(**main_file, **again);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("has no NextN block"), std::string::npos)
+      << c.status().ToString();
+}
+
+TEST(DeepSeekV4GgufMtpBad, ADraftOfAnotherModelNamesTheKey) {
+  // gguf_types' model is another shape.
+  auto main_file = OpenGguf(DataDir() + "/gguf_types/q8_0.gguf");
+  auto mtp_file = OpenGguf(MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(main_file.ok()) << main_file.status().ToString();
+  ASSERT_TRUE(mtp_file.ok());
+  auto c = DeepSeekV4Config::FromGguf(**main_file, **mtp_file);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("mtp-tiny.gguf: "), std::string::npos)
+      << c.status().ToString();
+  EXPECT_NE(c.status().hint().find("converted from the model's checkpoint"), std::string::npos);
 }
 
 }  // namespace

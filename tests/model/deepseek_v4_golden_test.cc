@@ -385,8 +385,7 @@ TEST_P(DeepSeekV4Golden, QatSimulationsMatchOfficialFp32) {
 
 // The MTP draft logits (spec §6.3): row t from the main residual at t and the
 // embedding of token t+1, vs the official MTPBlock; one call and token by token.
-TEST(DeepSeekV4GoldenMtp, DraftLogitsMatchOfficial) {
-  Loaded g = LoadGolden("mixed_mtp_bf16");
+void ExpectMtpDraftLogitsMatchOfficial(Loaded g) {
   ASSERT_NE(g.model, nullptr);
   ASSERT_TRUE(g.model->has_mtp());
   const auto& c = g.model->config();
@@ -431,6 +430,20 @@ TEST(DeepSeekV4GoldenMtp, DraftLogitsMatchOfficial) {
   EXPECT_LE(max_diff, 1e-3f);
   EXPECT_LE(MeanKl(golden, all, T - 1, V), 1e-6);
   EXPECT_LE(max_step, 1e-4f);
+}
+
+TEST(DeepSeekV4GoldenMtp, DraftLogitsMatchOfficial) {
+  ExpectMtpDraftLogitsMatchOfficial(LoadGolden("mixed_mtp_bf16"));
+}
+
+// The same checkpoint as llama.cpp's converter writes it: the main model's
+// GGUF and the NextN block's (--mtp; tests/data/deepseek_v4/gguf_drafts,
+// tools/goldens/ds4_gguf_drafts.py), every weight keeping its bits.
+TEST(DeepSeekV4GoldenMtp, DraftLogitsFromTheGgufFilesMatchOfficial) {
+  Loaded g = LoadGolden("mixed_mtp_bf16");
+  const std::string dir = DataDir() + "/gguf_drafts/";
+  g.model = testing::LoadGgufWithDraft(dir + "mtp_main.gguf", dir + "mtp.gguf");
+  ExpectMtpDraftLogitsMatchOfficial(std::move(g));
 }
 
 TEST(DeepSeekV4GoldenMtp, ErrorsWithoutMtpWeightsOrWithWrongSizes) {

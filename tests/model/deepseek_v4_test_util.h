@@ -22,8 +22,10 @@
 
 #include "base/float_types.h"
 #include "io/checkpoint.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/gguf_reader.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/weights.h"
@@ -309,6 +311,34 @@ inline std::unique_ptr<DeepSeekV4Model> LoadCheckpointDir(const std::string& dir
   auto model = DeepSeekV4Model::Load(shared, *config, o);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   return model.ok() ? std::move(model).value() : nullptr;
+}
+
+// A deepseek4 GGUF with its draft module's GGUF (NextN MTP or DSpark dflash),
+// as `dsv4 run --model MAIN --model-draft DRAFT` loads them, with the QAT
+// simulations off as LoadCheckpointDir. Null, with a test failure, when they
+// do not load.
+inline std::unique_ptr<DeepSeekV4Model> LoadGgufWithDraft(const std::string& main_path,
+                                                          const std::string& draft_path) {
+  auto main_file = OpenGguf(main_path);
+  auto draft_file = OpenGguf(draft_path);
+  EXPECT_TRUE(main_file.ok() && draft_file.ok());
+  if (!main_file.ok() || !draft_file.ok()) return nullptr;
+  auto c = DeepSeekV4Config::FromGguf(**main_file, **draft_file);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return nullptr;
+  auto reader = GgufDeepSeekV4Reader::Create(std::move(*main_file));
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return nullptr;
+  const Status added =
+      (*reader)->AddDraftFile(std::move(*draft_file), c->num_hidden_layers, Mxfp4Layout::kNative);
+  EXPECT_TRUE(added.ok()) << added.ToString();
+  if (!added.ok()) return nullptr;
+  LoadOptions o;
+  o.numerics = NumericsOptions{};
+  auto m =
+      DeepSeekV4Model::Load(std::shared_ptr<const CheckpointReader>(std::move(*reader)), *c, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
 }
 
 // ---- golden files ----

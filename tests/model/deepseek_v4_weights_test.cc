@@ -106,7 +106,15 @@ TEST(DeepSeekV4Names, MtpAndUnknownNames) {
             "mtp.0.attn.wq_a.weight");
   EXPECT_EQ(TranslateName("mtp.0.e_proj.weight", NameScheme::kHfSave)->name,
             "model.mtp.0.e_proj.weight");
-  EXPECT_FALSE(TranslateName("mtp.0.attn.wq_a.weight", NameScheme::kGguf).has_value());
+  // GGUF: the draft is a file of its own, listed by the reader under mtp.{M}.
+  // with its GGUF names (gguf_reader.h); the FP8 scales are not stored.
+  EXPECT_EQ(TranslateName("mtp.0.attn.wq_a.weight", NameScheme::kGguf)->name,
+            "mtp.0.attn_q_a.weight");
+  EXPECT_EQ(TranslateName("mtp.0.e_proj.weight", NameScheme::kGguf)->name,
+            "mtp.0.nextn.e_proj.weight");
+  EXPECT_EQ(TranslateName("mtp.0.hc_head_fn", NameScheme::kGguf)->name,
+            "mtp.0.output_hc_fn.weight");
+  EXPECT_FALSE(TranslateName("mtp.0.e_proj.scale", NameScheme::kGguf).has_value());
   EXPECT_FALSE(TranslateName("layers.0.attn.wq_c.weight", NameScheme::kHf).has_value());
   EXPECT_FALSE(TranslateName("layers.x.attn.wq_a.weight", NameScheme::kHf).has_value());
   EXPECT_FALSE(TranslateName("layers.0.ffn.experts..w1.weight", NameScheme::kHf).has_value());

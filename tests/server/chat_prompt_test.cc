@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "base/mapped_file.h"
+#include "io/gguf.h"
 #include "server/chat_format.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/chat_dsv4.h"
@@ -38,6 +39,24 @@ GenerationRequest UserSays(const std::string& content) {
   GenerationRequest r;
   r.messages = Json::array({Json{{"role", "user"}, {"content", content}}});
   return r;
+}
+
+// A GGUF's chat template decides the format: llama.cpp's converter writes its
+// DeepSeek-V4 Jinja template into deepseek4 files (tests/data/deepseek_v4/
+// gguf_mtp/tiny.gguf keeps it); any other template gets the plain format,
+// whatever the tokenizer; no template: the tokenizer decides.
+TEST(ChatFormatDetect, TheModelsChatTemplateDecides) {
+  auto f = OpenGguf(std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/gguf_mtp/tiny.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto t = (*f)->GetString("tokenizer.chat_template");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(IsDeepSeekV4ChatTemplate(*t));
+  EXPECT_EQ(DetectChatFormat(V4Tokenizer(), *t), ChatFormat::kDsv4);
+  const std::string chatml =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+  EXPECT_FALSE(IsDeepSeekV4ChatTemplate(chatml));
+  EXPECT_EQ(DetectChatFormat(V4Tokenizer(), chatml), ChatFormat::kPlain);
+  EXPECT_EQ(DetectChatFormat(V4Tokenizer()), ChatFormat::kDsv4);
 }
 
 TEST(ChatPrompt, GoldensRenderByteExactWithContentRanges) {

@@ -70,7 +70,7 @@ def synth(dsv4, out, flags=kSynthFlags):
                 os.path.join(out, "tokenizer_config.json"))
 
 
-def trim(src, dst):
+def trim(src, dst, keep_chat_template=False):
     import gguf
     reader = gguf.GGUFReader(src)
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
@@ -81,7 +81,7 @@ def trim(src, dst):
         name = field.name
         if name == gguf.Keys.General.ARCHITECTURE or name.startswith("GGUF."):
             continue
-        if name == "tokenizer.chat_template":
+        if name == "tokenizer.chat_template" and not keep_chat_template:
             continue
         val_type = field.types[0]
         sub_type = field.types[-1] if val_type == gguf.GGUFValueType.ARRAY else None

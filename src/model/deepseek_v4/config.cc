@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -537,9 +538,9 @@ Result<DeepSeekV4Config> DeepSeekV4Config::FromFile(const std::string& path) {
 namespace {
 
 // The full GGUF key of a field-table spelling (ConfigField::gguf).
-std::string GgufKey(const char* key) {
+std::string GgufKey(const char* key, const std::string& prefix = "deepseek4.") {
   const std::string k(key);
-  return k.rfind("tokenizer.", 0) == 0 ? k : "deepseek4." + k;
+  return k.rfind("tokenizer.", 0) == 0 ? k : prefix + k;
 }
 
 // Keys llama.cpp's converter does not always write: the config default stands
@@ -571,11 +572,17 @@ Status ReadGgufValue(const GgufFile& f, const std::string& key, std::string& out
   return Status::Ok();
 }
 
-Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
+// `arch_name`: deepseek4, or dflash (a DSpark draft's file: the same keys).
+Result<DeepSeekV4Config> ParseGguf(const GgufFile& f, const std::string& arch_name = "deepseek4") {
+  const std::string prefix = arch_name + ".";
   const std::string& path = f.path();
   ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
-  if (arch != "deepseek4") {
-    return InvalidArgument(path + ": GGUF architecture '" + arch + "' is not deepseek4",
+  if (arch == "dflash" && arch_name == "deepseek4") {
+    return InvalidArgument(path + ": a DSpark draft module (GGUF architecture dflash)",
+                           "pass the main model with --model and this file with --model-draft");
+  }
+  if (arch != arch_name) {
+    return InvalidArgument(path + ": GGUF architecture '" + arch + "' is not " + arch_name,
                            "DeepSeek-V4 GGUF files are written by llama.cpp's "
                            "convert_hf_to_gguf.py with architecture deepseek4");
   }
@@ -587,7 +594,7 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
   Status status = Status::Ok();
   VisitConfigFields(c, [&](const ConfigField& field, auto& value) {
     if (!status.ok() || field.gguf == nullptr) return;
-    const std::string key = GgufKey(field.gguf);
+    const std::string key = GgufKey(field.gguf, prefix);
     if (!f.HasMeta(key)) {
       if (!GgufKeyOptional(field.gguf)) {
         status =
@@ -599,7 +606,7 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
     status = ReadGgufValue(f, key, value);
   });
   RETURN_IF_ERROR(status);
-  if (!f.HasMeta("deepseek4.vocab_size")) {
+  if (!f.HasMeta(prefix + "vocab_size")) {
     if (f.HasMeta("tokenizer.ggml.tokens")) {
       c.vocab_size = static_cast<int64_t>(f.GetMeta("tokenizer.ggml.tokens")->count);
     } else if (const TensorInfo* embd = f.Find("token_embd.weight");
@@ -611,11 +618,21 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
     ASSIGN_OR_RETURN(c.eos_token_id, f.GetI32("tokenizer.ggml.eos_token_id"));
   }
 
+  // block_count counts the NextN blocks of a file that holds them (an MTP
+  // file, nextn_predict_layers > 0).
+  if (c.num_nextn_predict_layers < 0 || c.num_nextn_predict_layers >= c.num_hidden_layers) {
+    return InvalidArgument(
+        path + ": 'deepseek4.nextn_predict_layers' = " + Str(c.num_nextn_predict_layers) + " of " +
+            Str(c.num_hidden_layers) + " blocks",
+        "fewer NextN blocks than blocks");
+  }
+  c.num_hidden_layers -= c.num_nextn_predict_layers;
+
   // compress_ratios: the config's list, MTP entries included; the file holds
   // the main layers.
   ASSIGN_OR_RETURN(std::vector<int32_t> ratios,
-                   f.GetI32Array("deepseek4.attention.compress_ratios"));
-  if (static_cast<int64_t>(ratios.size()) < c.num_hidden_layers) {
+                   f.GetI32Array(prefix + "attention.compress_ratios"));
+  if (static_cast<int64_t>(ratios.size()) < c.num_hidden_layers + c.num_nextn_predict_layers) {
     return InvalidArgument(path + ": 'deepseek4.attention.compress_ratios' has " +
                                Str(static_cast<int64_t>(ratios.size())) + " entries for " +
                                Str(c.num_hidden_layers) + " layers (deepseek4.block_count)",
@@ -625,7 +642,7 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
                            ratios.begin() + c.num_hidden_layers + c.num_nextn_predict_layers);
 
   // The router's gating function (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE).
-  ASSIGN_OR_RETURN(uint32_t gating, f.GetU32("deepseek4.expert_gating_func"));
+  ASSIGN_OR_RETURN(uint32_t gating, f.GetU32(prefix + "expert_gating_func"));
   switch (gating) {
     case 1:
       c.scoring_func = ScoringFunc::kSoftmax;
@@ -643,10 +660,10 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
   }
 
   // The SwiGLU clamp, one value per layer (shared experts may have their own).
-  ASSIGN_OR_RETURN(std::vector<float> clamp, f.GetF32Array("deepseek4.swiglu_clamp_exp"));
+  ASSIGN_OR_RETURN(std::vector<float> clamp, f.GetF32Array(prefix + "swiglu_clamp_exp"));
   std::vector<float> clamp_shared = clamp;
-  if (f.HasMeta("deepseek4.swiglu_clamp_shexp")) {
-    ASSIGN_OR_RETURN(clamp_shared, f.GetF32Array("deepseek4.swiglu_clamp_shexp"));
+  if (f.HasMeta(prefix + "swiglu_clamp_shexp")) {
+    ASSIGN_OR_RETURN(clamp_shared, f.GetF32Array(prefix + "swiglu_clamp_shexp"));
   }
   if (clamp.empty()) {
     return InvalidArgument(path + ": 'deepseek4.swiglu_clamp_exp' is empty",
@@ -666,24 +683,24 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
 
   // YaRN (spec §4.2), on the compressed layers.
   c.rope_scaling.enabled = false;
-  if (f.HasMeta("deepseek4.rope.scaling.type")) {
-    ASSIGN_OR_RETURN(std::string type, f.GetString("deepseek4.rope.scaling.type"));
+  if (f.HasMeta(prefix + "rope.scaling.type")) {
+    ASSIGN_OR_RETURN(std::string type, f.GetString(prefix + "rope.scaling.type"));
     if (type == "yarn") {
       c.rope_scaling.enabled = true;
-      ASSIGN_OR_RETURN(float factor, f.GetF32("deepseek4.rope.scaling.factor"));
+      ASSIGN_OR_RETURN(float factor, f.GetF32(prefix + "rope.scaling.factor"));
       c.rope_scaling.factor = factor;
       ASSIGN_OR_RETURN(c.rope_scaling.original_max_position,
-                       f.GetI64("deepseek4.rope.scaling.original_context_length"));
-      if (f.HasMeta("deepseek4.rope.scaling.yarn_beta_fast")) {
-        ASSIGN_OR_RETURN(float v, f.GetF32("deepseek4.rope.scaling.yarn_beta_fast"));
+                       f.GetI64(prefix + "rope.scaling.original_context_length"));
+      if (f.HasMeta(prefix + "rope.scaling.yarn_beta_fast")) {
+        ASSIGN_OR_RETURN(float v, f.GetF32(prefix + "rope.scaling.yarn_beta_fast"));
         c.rope_scaling.beta_fast = v;
       }
-      if (f.HasMeta("deepseek4.rope.scaling.yarn_beta_slow")) {
-        ASSIGN_OR_RETURN(float v, f.GetF32("deepseek4.rope.scaling.yarn_beta_slow"));
+      if (f.HasMeta(prefix + "rope.scaling.yarn_beta_slow")) {
+        ASSIGN_OR_RETURN(float v, f.GetF32(prefix + "rope.scaling.yarn_beta_slow"));
         c.rope_scaling.beta_slow = v;
       }
     } else if (type != "none") {
-      return Field("deepseek4.rope.scaling.type", "\"" + type + "\"", "\"yarn\" or none");
+      return Field(prefix + "rope.scaling.type", "\"" + type + "\"", "\"yarn\" or none");
     }
   }
 
@@ -704,11 +721,115 @@ Result<DeepSeekV4Config> ParseGguf(const GgufFile& f) {
 
 Result<DeepSeekV4Config> DeepSeekV4Config::FromGguf(const GgufFile& file) {
   Result<DeepSeekV4Config> c = ParseGguf(file);
+  if (c.ok() && c->num_nextn_predict_layers > 0 && file.Find("blk.0.attn_norm.weight") == nullptr) {
+    return InvalidArgument(file.path() + ": a NextN MTP file (its " +
+                               Str(c->num_nextn_predict_layers) +
+                               " draft block(s) without the model's layers)",
+                           "pass the main model with --model and this file with --model-draft");
+  }
+  // A file holding the main layers and NextN blocks together: the blocks are
+  // not read (llama.cpp's converter writes them to a file of their own).
+  if (c.ok()) {
+    c->num_nextn_predict_layers = 0;
+    c->compress_ratios.resize(c->num_hidden_layers);
+  }
   if (!c.ok()) {
     const Status& s = c.status();
     if (s.message().rfind(file.path(), 0) != 0) return s.WithContext(file.path());
     return s;
   }
+  RETURN_IF_ERROR(c->Validate().WithContext(file.path()));
+  return c;
+}
+
+Result<DeepSeekV4Config> DeepSeekV4Config::FromGguf(const GgufFile& file,
+                                                    const GgufFile& draft_file) {
+  auto in_context = [](const Status& s, const std::string& path) {
+    return s.message().rfind(path, 0) == 0 ? s : s.WithContext(path);
+  };
+  Result<DeepSeekV4Config> c = ParseGguf(file);
+  if (!c.ok()) return in_context(c.status(), file.path());
+  const std::string& path = draft_file.path();
+  ASSIGN_OR_RETURN(std::string arch, draft_file.GetString("general.architecture"));
+  const bool dspark = arch == "dflash";
+  Result<DeepSeekV4Config> d = ParseGguf(draft_file, dspark ? "dflash" : "deepseek4");
+  if (!d.ok()) return in_context(d.status(), path);
+  const std::string same_checkpoint =
+      "the draft file must be converted from the model's checkpoint (llama.cpp's "
+      "convert_hf_to_gguf.py: --mtp for a NextN block, the DSpark model with "
+      "--target-model-dir for DSpark)";
+  int64_t n_draft = 0;
+  if (dspark) {
+    // A DSpark module (llama.cpp architecture dflash): its stages are the
+    // blocks; block_size, target_layers (1-based) and the mask token are
+    // dspark_block_size, dspark_target_layer_ids and dspark_noise_token_id.
+    n_draft = d->num_hidden_layers;
+    ASSIGN_OR_RETURN(c->dspark_block_size, draft_file.GetI64("dflash.block_size"));
+    ASSIGN_OR_RETURN(std::vector<int32_t> targets, draft_file.GetI32Array("dflash.target_layers"));
+    c->dspark_target_layer_ids.clear();
+    for (int32_t t : targets) c->dspark_target_layer_ids.push_back(int64_t{t} - 1);
+    ASSIGN_OR_RETURN(c->dspark_noise_token_id, draft_file.GetI32("tokenizer.ggml.mask_token_id"));
+    const TensorInfo* w1 = draft_file.Find("markov_w1.weight");
+    if (w1 == nullptr || w1->shape.size() != 2) {
+      return NotFound(path + ": tensor 'markov_w1.weight' (the DSpark Markov head) is missing",
+                      same_checkpoint);
+    }
+    c->dspark_markov_rank = w1->shape[1];
+    // Without a vocabulary (a file written without the target's tokenizer)
+    // the Markov head's rows are the vocabulary.
+    if (!draft_file.HasMeta("dflash.vocab_size") && !draft_file.HasMeta("tokenizer.ggml.tokens")) {
+      d->vocab_size = w1->shape[0];
+    }
+  } else {
+    n_draft = d->num_nextn_predict_layers;
+    if (n_draft < 1) {
+      return InvalidArgument(path +
+                                 ": the draft model has no NextN block "
+                                 "(deepseek4.nextn_predict_layers is 0 or absent)",
+                             "pass the NextN MTP file llama.cpp's converter writes with --mtp "
+                             "(mtp-*.gguf), or a DSpark GGUF (architecture dflash)");
+    }
+    if (d->num_hidden_layers != c->num_hidden_layers) {
+      return InvalidArgument(path + ": " + Str(n_draft) + " NextN block(s) after " +
+                                 Str(d->num_hidden_layers) +
+                                 " main layers (deepseek4.nextn_predict_layers, block_count); "
+                                 "the model (" +
+                                 file.path() + ") has " + Str(c->num_hidden_layers) + " layers",
+                             same_checkpoint);
+    }
+  }
+  // Every other GGUF field must be the model's.
+  std::map<std::string, std::string> draft_values;
+  auto text = [](const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    std::ostringstream os;
+    if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) os << value;
+    return os.str();
+  };
+  VisitConfigFields(*d, [&](const ConfigField& field, const auto& value) {
+    if (field.gguf != nullptr) draft_values[field.key] = text(value);
+  });
+  Status mismatch = Status::Ok();
+  VisitConfigFields(*c, [&](const ConfigField& field, const auto& value) {
+    if (!mismatch.ok() || field.gguf == nullptr) return;
+    const std::string key = field.key;
+    // The draft's own block counts; DSpark stages are all score-routed.
+    if (key == "num_hidden_layers" || key == "num_nextn_predict_layers" ||
+        (dspark && key == "num_hash_layers")) {
+      return;
+    }
+    if (const std::string mine = text(value); draft_values[key] != mine) {
+      mismatch =
+          InvalidArgument(path + ": '" + GgufKey(field.gguf, arch + ".") + "' is " +
+                              draft_values[key] + ", the model's (" + file.path() + ") is " + mine,
+                          same_checkpoint);
+    }
+  });
+  RETURN_IF_ERROR(mismatch);
+  if (!dspark) c->num_nextn_predict_layers = n_draft;
+  c->compress_ratios.resize(c->num_hidden_layers);
+  c->compress_ratios.insert(c->compress_ratios.end(), d->compress_ratios.end() - n_draft,
+                            d->compress_ratios.end());
   RETURN_IF_ERROR(c->Validate().WithContext(file.path()));
   return c;
 }

@@ -167,6 +167,13 @@ struct DeepSeekV4Config {
   // (compress_ratios, YaRN, the gating function, the SwiGLU clamp). Errors
   // name the file and the key. Runs Validate().
   static Result<DeepSeekV4Config> FromGguf(const GgufFile& file);
+  // The same, with the draft module of a separate file: a NextN MTP block
+  // (`mtp-*.gguf`, llama.cpp's converter with --mtp: num_nextn_predict_layers)
+  // or a DSpark module (architecture dflash: the dspark_* fields from its
+  // block_size, target_layers and mask token). The draft blocks' compress
+  // ratios come from it; its shapes must be the main file's (an error names
+  // the first key that differs).
+  static Result<DeepSeekV4Config> FromGguf(const GgufFile& file, const GgufFile& draft_file);
 };
 
 // ---- the field table ----

@@ -11,12 +11,28 @@
 // exact f32 / bf16 products, at the cost of a copy).
 // A llama.cpp gguf-split set (io/gguf.h OpenGgufSplit) reads as one file: the
 // tensors of all its parts, the metadata of the first.
+// The NextN MTP block comes in a file of its own (llama.cpp's converter with
+// --mtp writes `mtp-*.gguf`: architecture deepseek4, block_count = main layers
+// + nextn_predict_layers, only the blocks `blk.{n_main + M}.*`, the draft's
+// own mHC head at the top level as `output_hc_*`, and `nextn.eh_proj` =
+// [e_proj | h_proj] concatenated along the input). AddNextnFile lists its
+// tensors as `mtp.{M}.<GGUF name>` (tensor_names.h's GGUF spelling of the MTP
+// scope), eh_proj split into `nextn.e_proj` and `nextn.h_proj` (each row's two
+// halves, copied); its copies of the embedding, head and final norm are not
+// listed (the main file's are the same tensors).
+// A DSpark module comes as llama.cpp's architecture `dflash` (its converter's
+// DeepseekV4DSparkModel): the stages as `blk.{S}.*`, listed as `mtp.{S}.*`;
+// `fc` and `enc.output_norm` (the target-feature projection and norm) under
+// stage 0; `markov_w1`, `markov_w2`, `conf_proj`, `output_hc_*` and
+// `output_norm` (as `nextn.shared_head_norm`) under the last stage.
 #ifndef DSV4_MODEL_DEEPSEEK_V4_GGUF_READER_H_
 #define DSV4_MODEL_DEEPSEEK_V4_GGUF_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +54,11 @@ class GgufDeepSeekV4Reader final : public CheckpointReader {
   static Result<std::unique_ptr<GgufDeepSeekV4Reader>> Create(
       std::vector<std::unique_ptr<GgufFile>> parts, Mxfp4Layout layout = Mxfp4Layout::kNative);
 
+  // Adds a draft file (above: NextN MTP or DSpark, by its architecture) to a
+  // reader of the main model's `n_main_layers`. Errors name the file and the
+  // tensor.
+  Status AddDraftFile(std::unique_ptr<GgufFile> file, int64_t n_main_layers, Mxfp4Layout layout);
+
   const std::string& path() const override { return files_.front()->path(); }
   const TensorInfo* Find(std::string_view name) const override;
   // Like the file's Lookup (which says why a tensor of an unsupported ggml
@@ -54,9 +75,16 @@ class GgufDeepSeekV4Reader final : public CheckpointReader {
  private:
   explicit GgufDeepSeekV4Reader(std::vector<std::unique_ptr<GgufFile>> files)
       : files_(std::move(files)) {}
-  // Lists one part's tensors (with kFp4, repacking its MXFP4 ones); Add fails
-  // on a name already listed.
-  Status AddPart(const GgufFile& file, Mxfp4Layout layout);
+  // Lists one part's tensors (with kFp4, repacking its MXFP4 ones) under the
+  // names `rename` gives (nullopt: not listed); Add fails on a name already
+  // listed.
+  using Rename = std::function<std::optional<std::string>(const std::string&)>;
+  Status AddPart(const GgufFile& file, Mxfp4Layout layout, const Rename& rename = nullptr);
+  Status AddNextnFile(const GgufFile& file, int64_t n_main_layers, Mxfp4Layout layout);
+  Status AddDSparkFile(const GgufFile& file, Mxfp4Layout layout);
+  // Lists the two input halves of `t` [N, 2K] as `e_name` and `h_name` [N, K].
+  Status AddSplitColumns(const GgufFile& file, const TensorInfo& t, const std::string& e_name,
+                         const std::string& h_name);
   Status Add(TensorInfo info);
 
   std::vector<std::unique_ptr<GgufFile>> files_;

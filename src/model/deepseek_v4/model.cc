@@ -743,10 +743,13 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
 }
 
 Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<GgufFile>> parts,
-                                                  const deepseek_v4::LoadOptions& options) {
+                                                  const deepseek_v4::LoadOptions& options,
+                                                  std::unique_ptr<GgufFile> draft_file) {
   using deepseek_v4::DeepSeekV4Config;
   if (parts.empty()) return InvalidArgument("LoadDeepSeekV4Gguf: no file given");
-  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*parts.front()));
+  ASSIGN_OR_RETURN(DeepSeekV4Config config,
+                   draft_file ? DeepSeekV4Config::FromGguf(*parts.front(), *draft_file)
+                              : DeepSeekV4Config::FromGguf(*parts.front()));
   RETURN_IF_ERROR(config.CheckForwardSupported().WithContext(parts.front()->path()));
   // The MXFP4 experts as stored (q8_0 activations, llama.cpp's arithmetic),
   // or, with f32 activations (--kquant-activations f32), repacked for the FP4
@@ -756,6 +759,9 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<Gg
                           : deepseek_v4::Mxfp4Layout::kNative;
   ASSIGN_OR_RETURN(auto reader,
                    deepseek_v4::GgufDeepSeekV4Reader::Create(std::move(parts), layout));
+  if (draft_file) {
+    RETURN_IF_ERROR(reader->AddDraftFile(std::move(draft_file), config.num_hidden_layers, layout));
+  }
   std::shared_ptr<const CheckpointReader> shared(std::move(reader));
   ASSIGN_OR_RETURN(auto model, DeepSeekV4Model::Load(shared, config, options));
   return std::unique_ptr<Model>(std::move(model));

@@ -288,9 +288,13 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
 // metadata, the weights by their GGUF names (Q8_0 dense linears, MXFP4
 // routed experts repacked to dsv4's FP4 layout at load). The tokenizer in its
 // metadata is not read. `parts`: the file, or the parts of a gguf-split set in
-// order (io/gguf.h OpenGgufSplit), the config from the first.
+// order (io/gguf.h OpenGgufSplit), the config from the first. `draft_file`:
+// the model's draft module as llama.cpp's converter writes it — its NextN MTP
+// block (--mtp) or its DSpark module (architecture dflash; gguf_reader.h) —
+// or null.
 Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<GgufFile>> parts,
-                                                  const deepseek_v4::LoadOptions& options = {});
+                                                  const deepseek_v4::LoadOptions& options = {},
+                                                  std::unique_ptr<GgufFile> draft_file = nullptr);
 
 }  // namespace dsv4
 

@@ -76,24 +76,28 @@ constexpr TensorNameRow kTable[] = {
   {S::kLayer, "ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight",           "ffn_down_shexp.weight"},
   {S::kLayer, "ffn.shared_experts.w2.scale",  "mlp.shared_experts.down_proj.weight_scale_inv", ""},
 
-  // ---- MTP-only tensors (mtp.{M}.); HF ignores mtp.*, llama.cpp's converter skips them ----
-  {S::kMtp, "e_proj.weight", "", ""},
+  // ---- MTP-only tensors (mtp.{M}.); HF ignores mtp.*. In GGUF the NextN block is
+  // a file of its own, its tensors listed as mtp.{M}.<name> by the reader
+  // (gguf_reader.h; e_proj/h_proj split from `nextn.eh_proj`) ----
+  {S::kMtp, "e_proj.weight", "", "nextn.e_proj.weight"},
   {S::kMtp, "e_proj.scale",  "", ""},
-  {S::kMtp, "h_proj.weight", "", ""},
+  {S::kMtp, "h_proj.weight", "", "nextn.h_proj.weight"},
   {S::kMtp, "h_proj.scale",  "", ""},
-  {S::kMtp, "enorm.weight",  "", ""},
-  {S::kMtp, "hnorm.weight",  "", ""},
-  {S::kMtp, "norm.weight",   "", ""},
-  {S::kMtp, "hc_head_fn",    "", ""},
-  {S::kMtp, "hc_head_base",  "", ""},
-  {S::kMtp, "hc_head_scale", "", ""},
+  {S::kMtp, "enorm.weight",  "", "nextn.enorm.weight"},
+  {S::kMtp, "hnorm.weight",  "", "nextn.hnorm.weight"},
+  {S::kMtp, "norm.weight",   "", "nextn.shared_head_norm.weight"},
+  {S::kMtp, "hc_head_fn",    "", "output_hc_fn.weight"},
+  {S::kMtp, "hc_head_base",  "", "output_hc_base.weight"},
+  {S::kMtp, "hc_head_scale", "", "output_hc_scale.weight"},
   // DSpark (spec §13.3): stage 0 reads the target features, the last stage has the heads
-  {S::kMtp, "main_proj.weight", "", ""},
+  // (GGUF: llama.cpp's dflash file, its top-level tensors listed under the stage
+  // that holds them, its final norm as the last stage's shared_head_norm)
+  {S::kMtp, "main_proj.weight", "", "fc.weight"},
   {S::kMtp, "main_proj.scale",  "", ""},
-  {S::kMtp, "main_norm.weight", "", ""},
-  {S::kMtp, "markov_head.markov_w1.weight", "", ""},
-  {S::kMtp, "markov_head.markov_w2.weight", "", ""},
-  {S::kMtp, "confidence_head.proj.weight",  "", ""},
+  {S::kMtp, "main_norm.weight", "", "enc.output_norm.weight"},
+  {S::kMtp, "markov_head.markov_w1.weight", "", "markov_w1.weight"},
+  {S::kMtp, "markov_head.markov_w2.weight", "", "markov_w2.weight"},
+  {S::kMtp, "confidence_head.proj.weight",  "", "conf_proj.weight"},
 };
 // clang-format on
 
@@ -209,10 +213,11 @@ std::optional<ResolvedName> TranslateName(std::string_view official, NameScheme 
         out.name = "model." + std::string(official);
         return out;
       case NameScheme::kGguf:
-        if (row.gguf.empty() || scope == NameScope::kMtp) return std::nullopt;
-        out.name =
-            (scope == NameScope::kLayer ? "blk." + std::to_string(index) + "." : std::string()) +
-            std::string(row.gguf);
+        if (row.gguf.empty()) return std::nullopt;
+        out.name = (scope == NameScope::kLayer ? "blk." + std::to_string(index) + "."
+                    : scope == NameScope::kMtp ? "mtp." + std::to_string(index) + "."
+                                               : std::string()) +
+                   std::string(row.gguf);
         return out;
     }
   }
