@@ -215,6 +215,14 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   sub->add_option("-c,--ctx-size", args->engine.ctx_size,
                   "tokens per sequence, prompt + output (default: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  sub->add_flag("!--no-prefix-reuse", args->engine.reuse_prefix,
+                "start every request cold (default: a request whose prompt extends what a free "
+                "slot holds, its earlier prompt and output, prefills only the rest, with the "
+                "cold run's logits bit for bit; as llama.cpp's cache_prompt)");
+  sub->add_option("--slot-prompt-similarity", args->engine.slot_prompt_similarity,
+                  "the share of a prompt a free slot must already hold for the request to take "
+                  "it rather than the least recently used slot (default 0.5)")
+      ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--prefill-chunk", args->engine.prefill_chunk,
                   "prompt tokens prefilled per engine step (default 256)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

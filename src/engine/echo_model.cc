@@ -22,6 +22,8 @@ class EchoCache : public SequenceCache {
     tokens_.resize(n);
     if (script_at_ >= n) script_at_ = -1;
   }
+  // The script is made from the tokens after the assistant token too.
+  bool ExactTruncate() const override { return false; }
 
   int64_t max_tokens_;
   std::vector<int32_t> tokens_;

@@ -111,6 +111,12 @@ struct Engine::Slot {
   std::unique_ptr<DraftSession> draft;
   std::vector<float> q;  // [k, V] the distributions the drafts were drawn from (sampling)
   bool busy = false;
+  // The tokens in `cache`, in order (tokens.size() == cache->length() between
+  // steps), and whether a free slot's cache may be reused (its last sequence
+  // did not fail) and when it was last freed (EngineOptions::reuse_prefix).
+  std::vector<int32_t> tokens;
+  bool reusable = false;
+  uint64_t last_used = 0;
 };
 
 struct Engine::Sequence {
@@ -127,6 +133,7 @@ struct Engine::Sequence {
   int index = 0;
   Slot* slot = nullptr;
   int64_t prefilled = 0;  // prompt tokens in the cache
+  int64_t cached = 0;     // of them, reused from the slot's previous sequence
   int64_t generated = 0;
   int32_t last = -1;         // the last sampled token, to run next step
   std::vector<int32_t> run;  // this step's decode tokens: [last] or [last, d_1 .. d_k]
@@ -264,6 +271,7 @@ EngineMetrics Engine::Metrics() const {
   m.kv_tokens_used = kv_used_;
   m.kv_tokens_capacity = options_.max_sequences * options_.ctx_size;
   m.prompt_tokens_total = prompt_tokens_total_;
+  m.prompt_tokens_cached_total = prompt_tokens_cached_total_;
   m.generated_tokens_total = generated_tokens_total_;
   m.sequences_finished_total = finished_total_;
   m.sequences_cancelled_total = cancelled_total_;
@@ -339,18 +347,42 @@ void Engine::Admit() {
     }
   }
   while (!waiting_.empty()) {
-    Slot* free_slot = nullptr;
+    std::unique_ptr<Sequence>& next = waiting_.front();
+    const std::vector<int32_t>& prompt = next->request.prompt;
+    // The free slot sharing the longest prefix with the prompt when that is
+    // at least options_.slot_prompt_similarity of it, else the one freed
+    // longest ago (llama.cpp's slot choice). At least the prompt's last token
+    // is run again (its logits pick the first output token).
+    Slot* free_slot = nullptr;  // least recently used
+    Slot* best_slot = nullptr;  // longest common prefix
+    int64_t best = 0, lru_common = 0;
     for (auto& s : slots_) {
-      if (!s->busy) {
+      if (s->busy) continue;
+      int64_t common = 0;
+      if (options_.reuse_prefix && s->reusable && s->cache->ExactTruncate()) {
+        const size_t n = std::min(s->tokens.size(), prompt.size() - 1);
+        while (common < static_cast<int64_t>(n) && s->tokens[common] == prompt[common]) ++common;
+      }
+      if (free_slot == nullptr || s->last_used < free_slot->last_used) {
         free_slot = s.get();
-        break;
+        lru_common = common;
+      }
+      if (common > best) {
+        best_slot = s.get();
+        best = common;
       }
     }
+    if (best_slot != nullptr &&
+        best >= options_.slot_prompt_similarity * static_cast<double>(prompt.size())) {
+      free_slot = best_slot;
+    } else {
+      best = lru_common;
+    }
     if (free_slot == nullptr) break;
-    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+    std::unique_ptr<Sequence> seq = std::move(next);
     waiting_.pop_front();
     free_slot->busy = true;
-    free_slot->cache->Truncate(0);  // as new: nothing of the previous request remains
+    free_slot->reusable = false;
     seq->slot = free_slot;
     seq->sampler.emplace(seq->request.sampling);
     if (model_.tokenizer) seq->decoder.emplace(*model_.tokenizer, seq->request.prompt.back());
@@ -362,6 +394,13 @@ void Engine::Admit() {
     // A fresh draft session for a speculating sequence (it tracks the
     // positions committed to this slot's cache, from 0).
     free_slot->draft = CanSpeculate(*seq) ? drafter_->NewDraftSession(options_.ctx_size) : nullptr;
+    // The draft session tracks the slot's positions from 0: a speculating
+    // sequence starts cold.
+    const int64_t reuse = free_slot->draft ? 0 : best;
+    free_slot->cache->Truncate(reuse);  // nothing of the previous request after the prefix
+    free_slot->tokens.resize(reuse);
+    seq->prefilled = seq->cached = reuse;
+    prompt_tokens_cached_total_ += reuse;
     const int64_t room = options_.ctx_size - static_cast<int64_t>(seq->request.prompt.size());
     seq->request.max_tokens = std::min(seq->request.max_tokens, room);
     prompt_tokens_total_ += static_cast<int64_t>(seq->request.prompt.size());
@@ -441,6 +480,23 @@ bool Engine::Step() {
         const BatchEntry& e = entries[k];
         CompleteEntry(*seqs[k], e, 0, model.Forward(e.tokens, *e.cache, e.logits, e.all_logits));
       }
+    }
+  }
+  // The slots' token lists follow their caches: what this step fed, as far
+  // as the cache kept it (speculative rejections truncate).
+  for (size_t k = 0; k < entries.size(); ++k) {
+    SequenceCache& cache = *entries[k].cache;
+    Slot* slot = nullptr;
+    for (auto& sl : slots_) {
+      if (sl->cache.get() == &cache) slot = sl.get();
+    }
+    std::vector<int32_t>& t = slot->tokens;
+    t.resize(lengths[k]);
+    t.insert(t.end(), entries[k].tokens.begin(), entries[k].tokens.end());
+    t.resize(std::min<size_t>(t.size(), cache.length()));
+    if (static_cast<int64_t>(t.size()) != cache.length()) {
+      t.clear();  // the cache holds what this list cannot say: never reused
+      slot->reusable = false;
     }
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
@@ -660,7 +716,11 @@ void Engine::Finish(Sequence& s, FinishReason reason, Status error) {
   ev.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
   ev.completion_tokens = s.generated;
   ev.error = std::move(error);
+  ev.cached_prompt_tokens = s.cached;
   if (s.slot != nullptr) {
+    // A failed forward may leave the cache anywhere: only the others' is kept.
+    s.slot->reusable = reason != FinishReason::kError;
+    s.slot->last_used = ++slot_clock_;
     s.slot->draft.reset();  // its memory goes back while the slot is free
     kv_used_ -= s.slot->cache->length();
     --running_count_;

@@ -60,7 +60,19 @@ struct EngineOptions {
   int max_queue = 64;           // sequences waiting for a slot; beyond: Submit refuses
   int64_t ctx_size = 0;         // tokens per slot (prompt + output); 0: min(model, 4096)
   int64_t prefill_chunk = 256;  // prompt tokens prefilled per step, over all sequences
-  int max_top_logprobs = 20;    // largest top_logprobs a sequence may ask for
+  // Prefix reuse (llama.cpp's cache_prompt): a free slot keeps the decoding
+  // state of its last sequence (prompt and output); a new sequence takes the
+  // free slot whose tokens share the longest prefix with its prompt (if long
+  // enough, below; else the least recently used one) and prefills only the
+  // rest. Bit-identical to a
+  // cold run (SequenceCache::Truncate is exact). Sequences with a draft
+  // session (speculative decoding) start cold: the draft's state is not kept.
+  bool reuse_prefix = true;
+  // The share of a prompt a free slot's tokens must begin with for the
+  // sequence to take that slot rather than the least recently used one
+  // (llama.cpp's --slot-prompt-similarity).
+  double slot_prompt_similarity = 0.5;
+  int max_top_logprobs = 20;  // largest top_logprobs a sequence may ask for
   // Speculative decoding (dsv4 serve --speculative K|auto, ParseSpeculative):
   // draft_tokens drafts per round, at most the draft head's max_drafts()
   // (0: off, the default here); adaptive: one DraftLengthController for the
@@ -152,8 +164,9 @@ struct SequenceEvent {
   std::string text;                     // text that became final (UTF-8 complete, stop strings cut)
   std::vector<TokenLogprobs> logprobs;  // one per token, when asked for
   FinishReason finish = FinishReason::kNone;
-  std::string stop_string;    // the stop string that matched (kStop)
-  int64_t prompt_tokens = 0;  // final event only
+  std::string stop_string;           // the stop string that matched (kStop)
+  int64_t prompt_tokens = 0;         // final event only
+  int64_t cached_prompt_tokens = 0;  // final event only: of prompt_tokens, reused from a slot
   int64_t completion_tokens = 0;
   Status error;  // kError only
 };
@@ -193,6 +206,7 @@ struct EngineMetrics {
   int64_t kv_tokens_used = 0;      // tokens in all slots' caches
   int64_t kv_tokens_capacity = 0;  // slots * ctx_size
   int64_t prompt_tokens_total = 0;
+  int64_t prompt_tokens_cached_total = 0;  // of prompt_tokens_total, reused (not prefilled)
   int64_t generated_tokens_total = 0;
   int64_t sequences_finished_total = 0;
   int64_t sequences_cancelled_total = 0;
@@ -270,6 +284,8 @@ class Engine {
   std::atomic<int64_t> running_count_{0};
   std::atomic<int64_t> kv_used_{0};
   std::atomic<int64_t> prompt_tokens_total_{0};
+  std::atomic<int64_t> prompt_tokens_cached_total_{0};
+  uint64_t slot_clock_ = 0;  // Finish counts; a slot's last_used is the count at its last Finish
   std::atomic<int64_t> generated_tokens_total_{0};
   std::atomic<int64_t> finished_total_{0};
   std::atomic<int64_t> cancelled_total_{0};

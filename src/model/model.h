@@ -40,6 +40,10 @@ class SequenceCache {
   // leaves the cache as NewCache made it, per-sequence state included (the
   // serving engine reuses its slots' caches across requests this way).
   virtual void Truncate(int64_t n) = 0;
+  // Whether Truncate(n) with n > 0 leaves the cache exactly as running only
+  // the first n tokens would have (the serving engine reuses a slot's prefix
+  // only then; EngineOptions::reuse_prefix).
+  virtual bool ExactTruncate() const { return true; }
 };
 
 // What one token costs in weights (dsv4 bench's rooflines), counted from the

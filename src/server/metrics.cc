@@ -51,6 +51,9 @@ std::string RenderMetrics(const EngineMetrics& e,
   }
   Metric(&out, "dsv4_prompt_tokens_total", "counter", "Prompt tokens admitted.",
          static_cast<double>(e.prompt_tokens_total));
+  Metric(&out, "dsv4_prompt_tokens_cached_total", "counter",
+         "Prompt tokens reused from a slot's previous sequence (not prefilled).",
+         static_cast<double>(e.prompt_tokens_cached_total));
   Metric(&out, "dsv4_generation_tokens_total", "counter", "Tokens generated.",
          static_cast<double>(e.generated_tokens_total));
   Metric(&out, "dsv4_sequences_finished_total", "counter", "Sequences that ended (any reason).",

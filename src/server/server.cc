@@ -231,11 +231,20 @@ struct Generation {
     return n;
   }
 
+  // Prompt tokens reused from a slot's previous sequence (the engine's prefix
+  // reuse), over the finished choices.
+  int64_t cached_prompt_tokens() const {
+    int64_t n = 0;
+    for (const Choice& c : choices) n += c.final.cached_prompt_tokens;
+    return n;
+  }
+
   Json UsageOpenAI() const {
     const int64_t out = completion_tokens();
     return Json{{"prompt_tokens", prompt_tokens},
                 {"completion_tokens", out},
-                {"total_tokens", prompt_tokens + out}};
+                {"total_tokens", prompt_tokens + out},
+                {"prompt_tokens_details", {{"cached_tokens", cached_prompt_tokens()}}}};
   }
 
   Json ToolCallsJson(size_t ci) {

@@ -46,8 +46,16 @@ def test_next_token_distribution_matches_reference(v4_server):
     assert list(got) == [f"token_id:{i}" for i in want]
     for i in want:
         assert got[f"token_id:{i}"] == pytest.approx(golden[i], abs=1e-3)
-    assert r.json()["usage"] == {"prompt_tokens": len(ids), "completion_tokens": 1,
-                                 "total_tokens": len(ids) + 1}
+    usage = r.json()["usage"]
+    assert usage["prompt_tokens"] == len(ids)
+    assert usage["completion_tokens"] == 1 and usage["total_tokens"] == len(ids) + 1
+    # Again: the slot's prefix is reused (all but the prompt's last token), and
+    # the logprobs are those of the cold run, bit for bit.
+    again = httpx.post(v4_server.url + "/v1/completions", timeout=60, json={
+        "model": "swa_bf16", "prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 5})
+    assert again.status_code == 200, again.text
+    assert again.json()["usage"]["prompt_tokens_details"] == {"cached_tokens": len(ids) - 1}
+    assert again.json()["choices"][0]["logprobs"] == lp
 
 
 def test_text_prompt_needs_a_tokenizer(v4_server):

@@ -599,6 +599,8 @@ TEST(DeepSeekV4GgufSplit, InspectPrintsThePlanAndBytesPerType) {
     EXPECT_NE(one->find(line), std::string::npos) << line << "\n" << *one;
   }
   EXPECT_NE(one->find("KV cache"), std::string::npos) << *one;
+  EXPECT_NE(one->find("weights: dense as the GGUF stores them"), std::string::npos) << *one;
+  EXPECT_EQ(one->find("unquantized"), std::string::npos) << *one;
 
   const std::string prefix = SplitWriter::Split("inspect", 3);
   ASSERT_FALSE(prefix.empty());

@@ -399,8 +399,16 @@ Result<std::string> InspectGguf(const std::vector<const GgufFile*>& parts,
   if (parts.size() > 1) source += " (" + std::to_string(parts.size()) + "-part gguf-split set)";
   std::string heading = "bytes by GGUF tensor type (measured, " + std::to_string(n_tensors) +
                         " tensors in the file" + (parts.size() > 1 ? "s" : "") + "):\n";
-  return Report(config, n, heading, source) +
-         "weights: GGUF as stored (dsv4 repacks MXFP4 experts to FP4 + e8m0 scales at load)\n" +
+  // The config's quantisation note speaks of a release's FP8; a GGUF's
+  // weights are whatever types the file holds.
+  std::string report = Report(config, n, heading, source);
+  const std::string dense = "weights: dense unquantized";
+  if (const size_t at = report.find(dense); at != std::string::npos) {
+    report.replace(at, dense.size(), "weights: dense as the GGUF stores them (types below)");
+  }
+  return report +
+         "weights: used as stored (MXFP4 experts too; with --kquant-activations f32 dsv4 "
+         "repacks those to FP4 + e8m0 scales at load)\n" +
          KvCacheReport(config, contexts);
 }
 

@@ -285,6 +285,8 @@ class SeedCache final : public SequenceCache {
  public:
   int64_t length() const override { return length_; }
   void Truncate(int64_t n) override;
+  // A rollback keeps the pruner's evictions and the router's reweighting.
+  bool ExactTruncate() const override { return false; }
 
   int64_t slots() const { return static_cast<int64_t>(slot_pos_.size()); }
   int64_t live_tokens() const { return static_cast<int64_t>(live_.size()); }
