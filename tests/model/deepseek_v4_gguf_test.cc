@@ -691,6 +691,40 @@ Result<MtpModel> LoadMtpModel(const std::string& main_path, const std::string& m
   return m;
 }
 
+// A set written by llama.cpp's own gguf-split (--split-max-tensors 50: three
+// parts) computes the single file's logits bit for bit, with its NextN draft
+// file beside it too.
+TEST(DeepSeekV4GgufSplit, ASetWrittenByLlamaCppsGgufSplitEqualsTheFile) {
+  const std::vector<int32_t> ids = ReadIds(MtpDir() + "/input_ids.txt");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  auto run = [&](std::vector<std::unique_ptr<GgufFile>> parts) {
+    auto r = GgufDeepSeekV4Reader::Create(std::move(parts));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? RunReader(std::shared_ptr<const GgufDeepSeekV4Reader>(std::move(r).value()),
+                              NumericsOptions{}, ids)
+                  : std::vector<float>{};
+  };
+  auto set = OpenGgufSplit(MtpDir() + "/split/tiny-00003-of-00003.gguf");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_EQ(set->size(), 3u);
+  auto single = OpenGguf(MtpDir() + "/tiny.gguf");
+  ASSERT_TRUE(single.ok());
+  std::vector<std::unique_ptr<GgufFile>> one;
+  one.push_back(std::move(*single));
+  const std::vector<float> want = run(std::move(one));
+  const std::vector<float> got = run(std::move(*set));
+  ASSERT_EQ(static_cast<int64_t>(got.size()), T * kVocab);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+
+  auto parts = OpenGgufSplit(MtpDir() + "/split/tiny-00001-of-00003.gguf");
+  auto draft = OpenGguf(MtpDir() + "/mtp-tiny.gguf");
+  ASSERT_TRUE(parts.ok() && draft.ok());
+  auto model = LoadDeepSeekV4Gguf(std::move(*parts), {}, std::move(*draft));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_NE((*model)->draft_model(), nullptr);
+}
+
 TEST(DeepSeekV4GgufMtp, ConfigTakesTheDraftBlockFromTheMtpFile) {
   auto main_file = OpenGguf(MtpDir() + "/tiny.gguf");
   auto mtp_file = OpenGguf(MtpDir() + "/mtp-tiny.gguf");
