@@ -360,7 +360,7 @@ void Engine::Admit() {
       if (s->busy) continue;
       int64_t common = 0;
       if (options_.reuse_prefix && s->reusable && s->cache->ExactTruncate()) {
-        const size_t n = std::min(s->tokens.size(), prompt.size() - 1);
+        const size_t n = std::min(s->tokens.size(), prompt.empty() ? 0 : prompt.size() - 1);
         while (common < static_cast<int64_t>(n) && s->tokens[common] == prompt[common]) ++common;
       }
       if (free_slot == nullptr || s->last_used < free_slot->last_used) {
