@@ -396,7 +396,7 @@ void Engine::Admit() {
     free_slot->draft = CanSpeculate(*seq) ? drafter_->NewDraftSession(options_.ctx_size) : nullptr;
     // The draft session tracks the slot's positions from 0: a speculating
     // sequence starts cold.
-    const int64_t reuse = free_slot->draft ? 0 : best;
+    const int64_t reuse = free_slot->draft ? 0 : free_slot->cache->KeepablePrefix(best);
     free_slot->cache->Truncate(reuse);  // nothing of the previous request after the prefix
     free_slot->tokens.resize(reuse);
     seq->prefilled = seq->cached = reuse;

@@ -44,6 +44,10 @@ class SequenceCache {
   // the first n tokens would have (the serving engine reuses a slot's prefix
   // only then; EngineOptions::reuse_prefix).
   virtual bool ExactTruncate() const { return true; }
+  // The longest m ≤ n such that Truncate(m) keeps the first m tokens' state
+  // without recomputing any of it (a cache that holds only recent history
+  // would re-run the rest on the next call).
+  virtual int64_t KeepablePrefix(int64_t n) const { return n; }
 };
 
 // What one token costs in weights (dsv4 bench's rooflines), counted from the

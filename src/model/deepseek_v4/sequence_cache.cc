@@ -23,6 +23,18 @@ DeepSeekV4Cache::DeepSeekV4Cache(const void* owner, const DeepSeekV4Config& conf
   tokens_.reserve(max_tokens);
 }
 
+int64_t DeepSeekV4Cache::KeepablePrefix(int64_t n) const {
+  n = std::min(n, computed_);
+  bool in_place = true;
+  for (const AttentionState& s : layers_) in_place = in_place && s.CanTruncate(n);
+  if (in_place) return n;
+  int64_t best = 0;
+  for (const Checkpoint& cp : checkpoints_) {
+    if (cp.n_tokens <= n) best = cp.n_tokens;
+  }
+  return best;
+}
+
 void DeepSeekV4Cache::Truncate(int64_t n) {
   CHECK(n >= 0 && n <= length_, "Truncate(%lld) of a cache of %lld tokens",
         static_cast<long long>(n), static_cast<long long>(length_));

@@ -43,6 +43,10 @@ class DeepSeekV4Cache final : public SequenceCache {
   // the rows position n needs (within the rollback horizon), else from the
   // last checkpoint ≤ n (or from scratch), replaying up to n on the next call.
   void Truncate(int64_t n) override;
+  // n when every layer still holds what position n needs (within the rollback
+  // horizon), else the last checkpoint ≤ n (0 without one); never past the
+  // tokens computed.
+  int64_t KeepablePrefix(int64_t n) const override;
 
   const void* owner() const { return owner_; }
   LayerRole role() const { return role_; }
