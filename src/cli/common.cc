@@ -16,6 +16,10 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                  "deepseek4 GGUF models: the draft module's GGUF, as llama.cpp's converter "
                  "writes it: the NextN MTP block (--mtp: mtp-*.gguf) or the DSpark module "
                  "(architecture dflash); used by --speculative");
+  sub.add_flag("--swa-full", options.swa_full,
+               "DeepSeek-V4: keep every sliding-window and compressor row of a sequence, so "
+               "that serve reuses any common prompt prefix of a slot (more memory per token; "
+               "default: rows for a cut of 16 tokens and a checkpoint every 16384)");
   sub.add_option("--tokenizer", options.tokenizer_path,
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")

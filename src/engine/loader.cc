@@ -153,6 +153,7 @@ Result<LoadedModel> LoadDeepSeekV4GgufFile(std::vector<std::unique_ptr<GgufFile>
   deepseek_v4::LoadOptions lo;
   lo.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultThreads();
   lo.o_bf16 = o.wo_a_bf16;
+  if (o.swa_full) lo.rollback.horizon = deepseek_v4::RollbackOptions::kAll;
   std::unique_ptr<Tokenizer> gguf_tokenizer;
   if (o.tokenizer_path.empty() && file->HasMeta("tokenizer.ggml.model")) {
     ASSIGN_OR_RETURN(gguf_tokenizer, TokenizerFromGguf(*file));
@@ -296,6 +297,7 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
     deepseek_v4::LoadOptions lo;
     lo.threads = threads;
     lo.o_bf16 = o.wo_a_bf16;
+    if (o.swa_full) lo.rollback.horizon = deepseek_v4::RollbackOptions::kAll;
     ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4(o.model_path, lo));
   } else if (type == seed::kSeedModelType) {
     // The seed-article family (docs/seed-mechanisms.md); tokenizer: tokenizer.json or a

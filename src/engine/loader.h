@@ -52,6 +52,12 @@ struct LoadOptions {
   // checkpoint's numerics decide (bf16 with the release's, deepseek_v4::
   // NumericsOptions::o_bf16). Other models ignore it.
   std::optional<bool> wo_a_bf16 = std::nullopt;
+  // DeepSeek-V4: keep every sliding-window and compressor row of a sequence
+  // (llama.cpp's --swa-full), so a Truncate to any length is in place: the
+  // serving engine then reuses any common prefix of a slot (more memory per
+  // token: the window kv and compressor rows). Default: the last 16 tokens'
+  // rows beyond what the next token needs, and a checkpoint every 16384.
+  bool swa_full = false;
 };
 
 struct LoadedModel {

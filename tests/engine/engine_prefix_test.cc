@@ -20,10 +20,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-LoadedModel LoadV4(const std::string& name) {
+LoadedModel LoadV4(const std::string& name, bool swa_full = false) {
   LoadOptions o;
   o.model_path = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/" + name;
   o.threads = 1;
+  o.swa_full = swa_full;
   auto r = LoadModel(o);
   CHECK(r.ok(), "%s", r.status().ToString().c_str());
   return std::move(r).value();
@@ -120,6 +121,32 @@ TEST_P(PrefixReuse, ExtendingAPromptEqualsTheColdRun) {
   EXPECT_GT(deep_cuts, 0);  // the long prefixes' cuts go past the horizon
   EXPECT_GT((*warm)->Metrics().prompt_tokens_cached_total, 0);
   EXPECT_EQ((*cold)->Metrics().prompt_tokens_cached_total, 0);
+}
+
+// With --swa-full every row is kept: a deep cut reuses the whole common
+// prefix, and the result is still the cold run's.
+TEST(PrefixReuseSwaFull, ADeepCutKeepsTheWholeCommonPrefix) {
+  LoadedModel m = LoadV4("long_hca128_bf16", /*swa_full=*/true);
+  EngineOptions warm_options;
+  warm_options.max_sequences = 1;
+  warm_options.prefill_chunk = 5;
+  warm_options.ctx_size = 256;
+  EngineOptions cold_options = warm_options;
+  cold_options.reuse_prefix = false;
+  auto warm = Engine::Start(m, warm_options);
+  auto cold = Engine::Start(m, cold_options);
+  ASSERT_TRUE(warm.ok() && cold.ok());
+  std::mt19937 rng(11);
+  std::vector<int32_t> prompt(170);
+  for (int32_t& id : prompt) id = 2 + static_cast<int32_t>(rng() % 120);
+  Submit(**warm, prompt, 4);
+  for (int64_t cut : {129, 64, 33}) {
+    std::vector<int32_t> diverging(prompt.begin(), prompt.begin() + cut + 10);
+    diverging[cut] = diverging[cut] == 2 ? 3 : 2;
+    const Outcome c = Submit(**warm, diverging, 3);
+    EXPECT_EQ(c.cached, cut);
+    ExpectSameRun(c, Submit(**cold, diverging, 3), "cut " + std::to_string(cut));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV4, PrefixReuse,
