@@ -446,16 +446,18 @@ Status ConvertAnthropicTools(const Json& body, GenerationRequest* r) {
   return Status::Ok();
 }
 
-// DeepSeek-V4 thinking: `thinking: {type: enabled|disabled}` (DeepSeek and
+// DeepSeek-V4 thinking: `thinking: {type: enabled|adaptive|disabled}` (DeepSeek and
 // Anthropic), `chat_template_kwargs.thinking` (vLLM), `reasoning_effort`.
 Status GetThinking(const Json& body, GenerationRequest* r) {
   if (const Json* t = Field(body, "thinking"); t != nullptr) {
     const Json* type = t->is_object() ? Field(*t, "type") : nullptr;
-    if (type == nullptr || !type->is_string() ||
-        (type->get<std::string>() != "enabled" && type->get<std::string>() != "disabled")) {
-      return Bad("thinking.type", "must be \"enabled\" or \"disabled\"");
+    const std::string v = type != nullptr && type->is_string() ? type->get<std::string>() : "";
+    if (v != "enabled" && v != "disabled" && v != "adaptive") {
+      return Bad("thinking.type", "must be \"enabled\", \"adaptive\" or \"disabled\"");
     }
-    r->thinking = type->get<std::string>() == "enabled";
+    // "adaptive" (the newer Anthropic SDKs' style: the model decides) is the
+    // V4 thinking mode, which reasons as the model sees fit.
+    r->thinking = v != "disabled";
   }
   if (const Json* k = Field(body, "chat_template_kwargs"); k != nullptr) {
     if (!k->is_object()) return Bad("chat_template_kwargs", "must be an object");

@@ -595,8 +595,8 @@ std::string RouteOf(const std::string& path) {
   std::string route = path;
   if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
   static const char* kKnown[] = {
-      "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models",
-      "/v1/models/{id}",      "/health",         "/metrics"};
+      "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+      "/v1/models",           "/v1/models/{id}", "/health",      "/metrics"};
   if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
   return route;
 }
@@ -632,6 +632,9 @@ struct Server::Impl {
   bool HostAllowed(const std::string& host) const;
   bool OriginAllowed(const std::string& origin) const;
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
+  // Anthropic's /v1/messages/count_tokens: the prompt a Messages request
+  // would run, in tokens ({"input_tokens": N}); max_tokens may be left out.
+  void CountTokens(const httplib::Request& req, httplib::Response& res);
   Json ModelJson() const {
     return Json{{"id", options.model_id},
                 {"object", "model"},
@@ -850,6 +853,25 @@ void Server::Impl::Routes() {
   http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
     Generate(Api::kMessages, req, res);
   });
+  http.Post("/v1/messages/count_tokens",
+            [this](const httplib::Request& req, httplib::Response& res) { CountTokens(req, res); });
+}
+
+void Server::Impl::CountTokens(const httplib::Request& req, httplib::Response& res) {
+  Result<Json> body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendStatus(req, res, body.status());
+  if (body->is_object() && !body->contains("max_tokens")) (*body)["max_tokens"] = 1;
+  Result<GenerationRequest> parsed = ParseRequest(Api::kMessages, *body, limits);
+  if (!parsed.ok()) return SendStatus(req, res, parsed.status());
+  const LoadedModel& m = engine.model();
+  if (!m.tokenizer)
+    return SendError(req, res, 400, "this model has no tokenizer, so it cannot chat");
+  Result<ChatPrompt> prompt = BuildChatPrompt(*parsed, format);
+  if (!prompt.ok()) return SendStatus(req, res, prompt.status());
+  const std::vector<int32_t> ids =
+      TokenizePrompt(*m.tokenizer, *prompt, format, options.allow_special_in_content);
+  res.set_content(Dump(Json{{"input_tokens", static_cast<int64_t>(ids.size())}}),
+                  "application/json");
 }
 
 void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Response& res) {

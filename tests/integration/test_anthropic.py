@@ -38,6 +38,31 @@ def test_thinking_block(echo_server):
     assert m.content[1].text == "Echo: hi"
 
 
+def test_adaptive_thinking_thinks(echo_server):
+    # The newer SDKs' style: the model decides; DeepSeek-V4's thinking mode does.
+    m = client(echo_server).messages.create(
+        model=MODEL, max_tokens=100, thinking={"type": "adaptive"},
+        messages=[{"role": "user", "content": "hi"}])
+    assert [b.type for b in m.content] == ["thinking", "text"]
+
+
+def test_count_tokens_is_the_prompt_a_request_runs(echo_server):
+    c = client(echo_server)
+    kwargs = dict(model=MODEL, system="be nice", tools=TOOLS,
+                  messages=[{"role": "user", "content": "how many tokens is this?"}])
+    counted = c.messages.count_tokens(**kwargs)
+    ran = c.messages.create(max_tokens=5, **kwargs)
+    assert counted.input_tokens == ran.usage.input_tokens > 0
+    # Thinking changes the prompt (the V4 encoding's opening tag): counted too.
+    thinking = c.messages.count_tokens(thinking={"type": "enabled", "budget_tokens": 50}, **kwargs)
+    ran = c.messages.create(max_tokens=5, thinking={"type": "enabled", "budget_tokens": 50},
+                            **kwargs)
+    assert thinking.input_tokens == ran.usage.input_tokens
+    with pytest.raises(anthropic.BadRequestError) as e:
+        c.messages.count_tokens(model=MODEL, messages=[])
+    assert e.value.body["error"]["type"] == "invalid_request_error"
+
+
 def test_max_tokens_stop_reason(echo_server):
     m = client(echo_server).messages.create(
         model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "a long message"}])

@@ -410,6 +410,17 @@ TEST(ParseRequest, BadThinkingType) {
               StatusCode::kInvalidArgument, "'thinking.type'");
 }
 
+TEST(ParseRequest, AdaptiveThinkingIsTheThinkingMode) {
+  auto r = Parse(Api::kMessages, R"({"model": "m", "max_tokens": 5,
+    "messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "adaptive"}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->thinking);
+  r = Parse(Api::kMessages, R"({"model": "m", "max_tokens": 5,
+    "messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "disabled"}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->thinking);
+}
+
 TEST(ParseRequest, CompletionPrompts) {
   auto r = Parse(Api::kCompletion, R"({"model": "m", "prompt": ["a", "b"], "n": 2})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
