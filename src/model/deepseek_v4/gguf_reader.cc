@@ -104,18 +104,16 @@ Status GgufDeepSeekV4Reader::AddPart(const GgufFile& file, Mxfp4Layout layout,
 Status GgufDeepSeekV4Reader::AddDraftFile(std::unique_ptr<GgufFile> file, int64_t n_main_layers,
                                           Mxfp4Layout layout) {
   ASSIGN_OR_RETURN(std::string arch, file->GetString("general.architecture"));
-  if (arch == "dflash") {
-    RETURN_IF_ERROR(AddDSparkFile(*file, layout));
-  } else if (arch == "deepseek4") {
-    RETURN_IF_ERROR(AddNextnFile(*file, n_main_layers, layout));
-  } else {
+  if (arch != "dflash" && arch != "deepseek4") {
     return InvalidArgument(file->path() + ": the draft model's architecture is '" + arch +
                                "', not deepseek4 (NextN MTP) or dflash (DSpark)",
                            "a DeepSeek-V4 draft GGUF is written by llama.cpp's "
                            "convert_hf_to_gguf.py (--mtp, or the DSpark model)");
   }
+  // Held first: the tensors listed below are views into it.
   files_.push_back(std::move(file));
-  return Status::Ok();
+  const GgufFile& f = *files_.back();
+  return arch == "dflash" ? AddDSparkFile(f, layout) : AddNextnFile(f, n_main_layers, layout);
 }
 
 Status GgufDeepSeekV4Reader::AddDSparkFile(const GgufFile& f, Mxfp4Layout layout) {
