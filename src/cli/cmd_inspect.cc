@@ -16,17 +16,21 @@ namespace dsv4::cli {
 void RegisterInspect(CLI::App& app, int& exit_code) {
   auto path = std::make_shared<std::string>();
   auto contexts = std::make_shared<std::vector<int64_t>>();
+  auto draft = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "inspect", "print a model's config, layer plan, parameter counts and bytes by dtype");
   sub->add_option("-m,--model", *path,
                   "DeepSeek-V4 model directory (config.json, optional safetensors) or a "
                   "config.json file")
       ->required();
+  sub->add_option("--model-draft", *draft,
+                  "a deepseek4 GGUF's draft module file (NextN MTP or DSpark), whose blocks join "
+                  "the plan");
   sub->add_option("--context", *contexts,
                   "sequence length(s) for the KV-cache bytes per layer kind (repeatable; "
                   "default 4096 131072 1048576)");
-  sub->callback([path, contexts, &exit_code] {
-    auto report = InspectModel(*path, *contexts);
+  sub->callback([path, contexts, draft, &exit_code] {
+    auto report = InspectModel(*path, *contexts, *draft);
     if (!report.ok()) {
       exit_code = ReportError(report.status());
       return;

@@ -65,9 +65,14 @@ Result<std::string> InspectSeed(const fs::path& dir, const fs::path& config_path
 
 }  // namespace
 
-Result<std::string> InspectModel(const std::string& path, const std::vector<int64_t>& contexts) {
+Result<std::string> InspectModel(const std::string& path, const std::vector<int64_t>& contexts,
+                                 const std::string& draft) {
   std::error_code ec;
   const fs::path p(path);
+  if (!draft.empty() && p.extension() != ".gguf") {
+    return InvalidArgument(path + ": --model-draft applies to deepseek4 GGUF models",
+                           "a checkpoint directory carries its draft layers (mtp.*) itself");
+  }
   fs::path config = fs::is_directory(p, ec) ? p / "config.json" : p;
   if (p.extension() == ".gguf") {
     // Any part of a gguf-split set opens the whole set.
@@ -76,8 +81,17 @@ Result<std::string> InspectModel(const std::string& path, const std::vector<int6
     if (arch.ok() && *arch == "deepseek4") {
       std::vector<const GgufFile*> views;
       for (const auto& part : parts) views.push_back(part.get());
+      std::unique_ptr<GgufFile> draft_file;
+      if (!draft.empty()) {
+        ASSIGN_OR_RETURN(draft_file, OpenGguf(draft));
+      }
       return deepseek_v4::InspectGguf(
-          views, contexts.empty() ? deepseek_v4::kDefaultInspectContexts : contexts);
+          views, contexts.empty() ? deepseek_v4::kDefaultInspectContexts : contexts,
+          draft_file.get());
+    }
+    if (!draft.empty()) {
+      return InvalidArgument(path + ": --model-draft applies to deepseek4 GGUF models",
+                             "drop --model-draft");
     }
     const GgufFile* file = parts.front().get();
     return fmt::format("GGUF v{} model: {}\narchitecture: {}\nmetadata: {} keys\n", file->version(),

@@ -15,9 +15,10 @@ namespace dsv4 {
 // `path`: a DeepSeek-V4 or seed-family model directory (config.json, optional
 // safetensors) or its config.json (needs no weights), a GGUF file, or a
 // llama2.c .bin. `contexts`: sequence lengths for
-// the KV-cache bytes section (empty: 4096, 131072 and 1048576).
-Result<std::string> InspectModel(const std::string& path,
-                                 const std::vector<int64_t>& contexts = {});
+// the KV-cache bytes section (empty: 4096, 131072 and 1048576). `draft`: a
+// deepseek4 GGUF's draft module file (--model-draft), or empty.
+Result<std::string> InspectModel(const std::string& path, const std::vector<int64_t>& contexts = {},
+                                 const std::string& draft = "");
 
 }  // namespace dsv4
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -796,6 +797,24 @@ TEST(DeepSeekV4GgufMtp, EhProjIsSplitIntoItsInputHalves) {
   // The file's copies of the embedding and head are not listed twice.
   EXPECT_EQ(m->reader->Find("mtp.0.token_embd.weight"), nullptr);
   EXPECT_NE(m->reader->Find("mtp.0.output_hc_fn.weight"), nullptr);
+}
+
+// `dsv4 inspect X.gguf --model-draft D.gguf`: the draft's blocks join the plan
+// and its tensors the bytes.
+TEST(DeepSeekV4GgufMtp, InspectShowsTheDraftBlocks) {
+  const std::string dir = DataDir() + "/gguf_drafts/";
+  for (const auto& [main, draft, line] :
+       {std::tuple<std::string, std::string, std::string>{"mtp_main", "mtp", "(+1 MTP)"},
+        {"dspark_main", "dspark", "(+3 DSpark stages)"}}) {
+    auto m = OpenGguf(dir + main + ".gguf");
+    auto d = OpenGguf(dir + draft + ".gguf");
+    ASSERT_TRUE(m.ok() && d.ok());
+    auto report = InspectGguf({m->get()}, {4096}, d->get());
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_NE(report->find(line), std::string::npos) << *report;
+    EXPECT_NE(report->find(" + draft " + dir + draft + ".gguf"), std::string::npos) << *report;
+    EXPECT_NE(report->find("mtp.0."), std::string::npos) << *report;
+  }
 }
 
 TEST(DeepSeekV4GgufMtpBad, TheMtpFileAloneIsRefusedWithAHint) {

@@ -379,15 +379,19 @@ std::string InspectReport(const DeepSeekV4Config& c, const CheckpointReader* rea
 }
 
 Result<std::string> InspectGguf(const std::vector<const GgufFile*>& parts,
-                                const std::vector<int64_t>& contexts) {
+                                const std::vector<int64_t>& contexts, const GgufFile* draft) {
   RETURN_IF_ERROR(CheckContexts(contexts));
   if (parts.empty()) return InvalidArgument("InspectGguf: no file", "pass a .gguf file");
-  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromGguf(*parts.front()));
+  ASSIGN_OR_RETURN(DeepSeekV4Config config, draft != nullptr
+                                                ? DeepSeekV4Config::FromGguf(*parts.front(), *draft)
+                                                : DeepSeekV4Config::FromGguf(*parts.front()));
+  std::vector<const GgufFile*> files = parts;
+  if (draft != nullptr) files.push_back(draft);
   ParameterCounts n = CountParameters(config, nullptr);
   n.bytes_by_dtype.clear();
   n.measured = true;
   int64_t n_tensors = 0;
-  for (const GgufFile* part : parts) {
+  for (const GgufFile* part : files) {
     for (const GgufTensorInfo& t : part->ggml_tensors()) {
       const auto traits = GetGgmlTypeTraits(t.ggml_type);
       n.bytes_by_dtype[traits ? std::string(traits->name)
@@ -397,8 +401,9 @@ Result<std::string> InspectGguf(const std::vector<const GgufFile*>& parts,
   }
   std::string source = parts.front()->path();
   if (parts.size() > 1) source += " (" + std::to_string(parts.size()) + "-part gguf-split set)";
+  if (draft != nullptr) source += " + draft " + draft->path();
   std::string heading = "bytes by GGUF tensor type (measured, " + std::to_string(n_tensors) +
-                        " tensors in the file" + (parts.size() > 1 ? "s" : "") + "):\n";
+                        " tensors in the file" + (files.size() > 1 ? "s" : "") + "):\n";
   // The config's quantisation note speaks of a release's FP8; a GGUF's
   // weights are whatever types the file holds.
   std::string report = Report(config, n, heading, source);

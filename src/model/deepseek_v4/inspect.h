@@ -71,8 +71,11 @@ std::string InspectReport(const DeepSeekV4Config& config, const CheckpointReader
 // order): the config from its metadata, the plan, parameters, bytes by GGUF
 // tensor type as stored (nothing is read or repacked), then the KV-cache
 // section. Errors: a context < 1, metadata FromGguf rejects.
+// `draft`: the draft module's GGUF (NextN MTP or DSpark dflash), or null: its
+// blocks join the plan and its tensors the bytes.
 Result<std::string> InspectGguf(const std::vector<const GgufFile*>& parts,
-                                const std::vector<int64_t>& contexts = kDefaultInspectContexts);
+                                const std::vector<int64_t>& contexts = kDefaultInspectContexts,
+                                const GgufFile* draft = nullptr);
 
 // Reads DIR/config.json (or a config file path) and, when safetensors weights
 // are present and readable, opens them; returns the report followed by the
