@@ -394,9 +394,10 @@ void Engine::Admit() {
     // A fresh draft session for a speculating sequence (it tracks the
     // positions committed to this slot's cache, from 0).
     free_slot->draft = CanSpeculate(*seq) ? drafter_->NewDraftSession(options_.ctx_size) : nullptr;
-    // The draft session tracks the slot's positions from 0: a speculating
-    // sequence starts cold.
-    const int64_t reuse = free_slot->draft ? 0 : free_slot->cache->KeepablePrefix(best);
+    // A speculating sequence's new draft session sees only what is prefilled
+    // now (the drafts of its first window may be accepted less; the output is
+    // the same, verification decides it).
+    const int64_t reuse = free_slot->cache->KeepablePrefix(best);
     free_slot->cache->Truncate(reuse);  // nothing of the previous request after the prefix
     free_slot->tokens.resize(reuse);
     seq->prefilled = seq->cached = reuse;

@@ -65,8 +65,8 @@ struct EngineOptions {
   // free slot whose tokens share the longest prefix with its prompt (if long
   // enough, below; else the least recently used one) and prefills only the
   // rest. Bit-identical to a
-  // cold run (SequenceCache::Truncate is exact). Sequences with a draft
-  // session (speculative decoding) start cold: the draft's state is not kept.
+  // cold run (SequenceCache::Truncate is exact); a speculating sequence's
+  // draft session starts with what is prefilled.
   bool reuse_prefix = true;
   // The share of a prompt a free slot's tokens must begin with for the
   // sequence to take that slot rather than the least recently used one

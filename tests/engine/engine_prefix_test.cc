@@ -14,6 +14,7 @@
 #include "engine/echo_model.h"
 #include "engine/engine.h"
 #include "engine/loader.h"
+#include "engine/speculative.h"
 
 namespace dsv4 {
 namespace {
@@ -36,12 +37,15 @@ struct Outcome {
   int64_t cached = -1;
 };
 
-Outcome Submit(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+// Greedy; top-5 logprobs unless `logprobs` is false (a sequence that reports
+// them does not speculate).
+Outcome Submit(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens,
+               bool logprobs = true) {
   SequenceRequest r;
   r.prompt = prompt;
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0.0f;
-  r.top_logprobs = 5;
+  r.top_logprobs = logprobs ? 5 : -1;
   r.stop_at_eos = false;
   auto h = engine.Submit({r});
   EXPECT_TRUE(h.ok()) << h.status().ToString();
@@ -151,6 +155,43 @@ TEST(PrefixReuseSwaFull, ADeepCutKeepsTheWholeCommonPrefix) {
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV4, PrefixReuse,
                          ::testing::Values("mixed_mtp_bf16", "long_hca128_bf16", "swa_fp8"));
+
+// Speculating sequences reuse a prefix too: their draft session starts with
+// what is prefilled, and the greedy output is the cold run's (verification
+// decides every token), for the NextN MTP head and the DSpark module.
+class PrefixReuseSpeculative : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PrefixReuseSpeculative, GreedyOutputEqualsTheColdRun) {
+  LoadedModel m = LoadV4(GetParam());
+  EngineOptions warm_options;
+  warm_options.max_sequences = 1;
+  warm_options.ctx_size = 256;
+  warm_options.speculative = *ParseSpeculative("3");
+  EngineOptions cold_options = warm_options;
+  cold_options.reuse_prefix = false;
+  auto warm = Engine::Start(m, warm_options);
+  auto cold = Engine::Start(m, cold_options);
+  ASSERT_TRUE(warm.ok() && cold.ok()) << warm.status().ToString();
+  std::mt19937 rng(5);
+  const int32_t vocab = static_cast<int32_t>(m.model->info().vocab_size);
+  std::vector<int32_t> prompt(60);
+  for (int32_t& id : prompt) id = 2 + static_cast<int32_t>(rng() % (vocab - 2));
+  for (int64_t s : {9, 20, 33}) {
+    const std::vector<int32_t> first(prompt.begin(), prompt.begin() + s);
+    const Outcome a = Submit(**warm, first, 6, /*logprobs=*/false);
+    std::vector<int32_t> extended = first;
+    extended.insert(extended.end(), a.tokens.begin(), a.tokens.end() - 1);
+    extended.insert(extended.end(), prompt.begin() + s, prompt.begin() + s + 8);
+    const Outcome b = Submit(**warm, extended, 12, /*logprobs=*/false);
+    EXPECT_GT(b.cached, s) << "prefix " << s;
+    const Outcome want = Submit(**cold, extended, 12, /*logprobs=*/false);
+    EXPECT_EQ(b.tokens, want.tokens) << GetParam() << " prefix " << s;
+  }
+  EXPECT_GT((*warm)->Metrics().speculative_drafted_total, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DraftHeads, PrefixReuseSpeculative,
+                         ::testing::Values("mixed_mtp_bf16", "dspark_mixed_bf16"));
 
 // Two slots: the sequence goes to the one holding its prefix, not the one
 // freed longest ago.
