@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Agent-loop replay for `dsv4 serve` (not a test): time to first token per turn with the
-engine's prefix reuse off and on.
+prefix cache off, in RAM (a slot's state) and on disk after a restart (--kv-cache-dir).
 
 A conversation of --turns turns is replayed as an agent re-sends it: turn 1's prompt is a
---system-tokens system prompt plus --user-tokens; every later prompt is the previous prompt,
-the previous answer (greedy, --answer-tokens) and --user-tokens more. Token ids go through
-/v1/completions (a streaming request; TTFT is the time to its first content event), so the
-model needs no tokenizer. Each --repeat runs both servers in turn (reuse off, then on: one
-`dsv4 serve` each, started and stopped by this script, warmed up by one unrelated request;
-the order alternates between repeats), and the table shows per turn the
-median TTFT of each and their ratio, plus the prompt tokens the server reported as cached.
-The answers of the two servers must be the same tokens (the reuse is exact); a difference
-fails the run. Example:
+--system-tokens system prompt plus --user-tokens (the user's message or a tool's result);
+every later prompt is the previous prompt, the previous answer (greedy, --answer-tokens) and
+--user-tokens more. Token ids go through /v1/completions (a streaming request; TTFT is the
+time to its first content event), so the model needs no tokenizer. Modes, each its own
+`dsv4 serve` started and stopped by this script and warmed up by one unrelated request:
+  off   --no-prefix-reuse: every turn prefills its whole prompt;
+  ram   one server for the conversation: a turn reuses the slot the previous one left;
+  disk  --kv-cache-dir (empty at the start of each repeat) and a new server for every
+        turn: the only state a turn can reuse is the previous prompt's, saved on disk.
+Each --repeat runs the modes in turn (the order rotates between repeats); the table shows
+per turn the median TTFT of each mode, the prompt tokens reused, and the ratios. The
+answers of all modes must be the same tokens (the reuse is exact); a difference fails the
+run. Example:
 
     .venv/bin/python bench/agent_replay.py --bin build/release/dsv4 --model /tmp/synth-serve \
         --system-tokens 1024 --user-tokens 64 --answer-tokens 16 --turns 8 --repeat 3
@@ -20,19 +24,26 @@ import argparse
 import json
 import random
 import select
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import httpx
 
 
-def start(args, reuse):
+MODES = ("off", "ram", "disk")
+
+
+def start(args, mode, kv_dir=None):
     cmd = [args.bin, "serve", "--model", args.model, "--port", "0", "--threads",
            str(args.threads), "--max-sequences", "1", "--ctx-size", str(args.ctx_size)]
-    if not reuse:
+    if mode == "off":
         cmd.append("--no-prefix-reuse")
+    if mode == "disk":
+        cmd += ["--kv-cache-dir", kv_dir]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -68,25 +79,39 @@ def turn(client, url, model, prompt, n):
     return ttft, tokens, cached
 
 
-def replay(args, reuse, vocab):
-    proc, url, model = start(args, reuse)
-    rng = random.Random(args.seed)
-    prompt = [0] + [rng.randrange(2, vocab) for _ in range(args.system_tokens - 1)]
+def replay(args, mode, vocab):
+    kv_dir = tempfile.mkdtemp(prefix="dsv4-agent-kv-", dir=args.kv_parent) if mode == "disk" else None
+    server = None
     out = []
+
+    def restart():
+        nonlocal server
+        if server:
+            server[0].terminate()
+            server[0].wait()
+        server = start(args, mode, kv_dir)
+        # Warm-up (weights paged in), unrelated to the conversation (no shared prefix).
+        warm = random.Random(args.seed + 1)
+        turn(client, server[1], server[2], [1] + [warm.randrange(2, vocab) for _ in range(64)], 4)
+
     try:
         with httpx.Client() as client:
-            # Warm-up (weights paged in), unrelated to the conversation (no shared prefix).
-            turn(client, url, model, [1] + [rng.randrange(2, vocab) for _ in range(64)], 4)
             rng = random.Random(args.seed)
             prompt = [0] + [rng.randrange(2, vocab) for _ in range(args.system_tokens - 1)]
-            for _ in range(args.turns):
+            for i in range(args.turns):
+                if server is None or mode == "disk":
+                    restart()
                 prompt = prompt + [rng.randrange(2, vocab) for _ in range(args.user_tokens)]
-                ttft, answer, cached = turn(client, url, model, prompt, args.answer_tokens)
+                ttft, answer, cached = turn(client, server[1], server[2], prompt,
+                                            args.answer_tokens)
                 out.append((len(prompt), ttft, cached, answer))
                 prompt = prompt + answer
     finally:
-        proc.terminate()
-        proc.wait()
+        if server:
+            server[0].terminate()
+            server[0].wait()
+        if kv_dir:
+            shutil.rmtree(kv_dir, ignore_errors=True)
     return out
 
 
@@ -103,22 +128,28 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx-size", type=int, default=4096)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kv-parent", default=None, help="where the disk mode's directories go")
     args = ap.parse_args()
-    runs = {False: [], True: []}
+    runs = {m: [] for m in MODES}
     for k in range(args.repeat):
-        for reuse in ((False, True) if k % 2 == 0 else (True, False)):  # alternate the order
-            runs[reuse].append(replay(args, reuse, args.vocab))
-    for a, b in zip(runs[False], runs[True]):
-        if [t[3] for t in a] != [t[3] for t in b]:
-            sys.exit("the answers differ with prefix reuse on: not exact")
+        for j in range(len(MODES)):  # rotate the order
+            mode = MODES[(j + k) % len(MODES)]
+            runs[mode].append(replay(args, mode, args.vocab))
+    answers = [t[3] for t in runs["off"][0]]
+    for mode in MODES:
+        for r in runs[mode]:
+            if [t[3] for t in r] != answers:
+                sys.exit(f"the answers differ in mode {mode}: not exact")
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, load average {open('/proc/loadavg').read().split()[0]}")
-    print("| turn | prompt tokens | cached (on) | TTFT off ms | TTFT on ms | off / on |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| turn | prompt tokens | reused (ram / disk) | TTFT off ms | ram ms | disk ms "
+          "| off / ram | off / disk |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i in range(args.turns):
-        off = statistics.median(r[i][1] for r in runs[False]) * 1e3
-        on = statistics.median(r[i][1] for r in runs[True]) * 1e3
-        print(f"| {i + 1} | {runs[True][0][i][0]} | {runs[True][0][i][2]} | {off:,.0f} | "
-              f"{on:,.0f} | {off / on:.1f} |")
+        med = {m: statistics.median(r[i][1] for r in runs[m]) * 1e3 for m in MODES}
+        print(f"| {i + 1} | {runs['ram'][0][i][0]:,} | {runs['ram'][0][i][2]:,} / "
+              f"{runs['disk'][0][i][2]:,} | {med['off']:,.0f} | {med['ram']:,.0f} | "
+              f"{med['disk']:,.0f} | {med['off'] / med['ram']:.1f} | "
+              f"{med['off'] / med['disk']:.1f} |")
 
 
 if __name__ == "__main__":

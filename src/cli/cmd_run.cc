@@ -21,6 +21,8 @@ struct RunArgs {
   SamplingParams sampling;
   std::string speculative = "0";  // draft tokens per round, or "auto"; "0" = off
   EngineRuntimeFlags engine;      // runtime policies (engine/engine_options.h)
+  std::string prompt_cache;
+  bool prompt_cache_ro = false;
 };
 
 int Run(RunArgs& a) {
@@ -35,6 +37,9 @@ int Run(RunArgs& a) {
   g.max_tokens = a.max_tokens;
   g.sampling = a.sampling;
   g.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  g.prompt_cache = a.prompt_cache;
+  g.prompt_cache_ro = a.prompt_cache_ro;
+  g.state_fingerprint = StateFingerprint(m.fingerprint, a.engine.options);
   auto ids = PromptIds(m, a.prompt, a.prompt_ids);
   if (!ids.ok()) return ReportError(ids.status());
   const std::vector<int32_t>& prompt = *ids;
@@ -57,6 +62,10 @@ int Run(RunArgs& a) {
   };
   auto spec = ParseSpeculative(a.speculative);
   if (!spec.ok()) return ReportError(spec.status());
+  if (spec->draft_tokens > 0 && !a.prompt_cache.empty()) {
+    return ReportError(
+        Unimplemented("--prompt-cache does not combine with --speculative", "drop one of them"));
+  }
   if (spec->draft_tokens > 0) {
     // Greedy or lossless speculative sampling (engine/speculative.h); no penalties.
     SpeculativeOptions so = *spec;
@@ -80,6 +89,11 @@ int Run(RunArgs& a) {
   auto stats = Generate(m, prompt, g, on_token);
   std::fputc('\n', stdout);
   if (!stats.ok()) return ReportError(stats.status());
+  if (!a.prompt_cache.empty()) {
+    std::fprintf(stderr, "prompt cache %s: %lld of %lld prompt tokens reused\n",
+                 a.prompt_cache.c_str(), static_cast<long long>(stats->cached_prompt_tokens),
+                 static_cast<long long>(stats->prompt_tokens));
+  }
   return 0;
 }
 
@@ -106,6 +120,12 @@ void RegisterRun(CLI::App& app, int& exit_code) {
   sub->add_option("--frequency-penalty", args->sampling.frequency_penalty, "(default 0)");
   sub->add_option("-s,--seed", args->seed, "random seed (default: random)");
   sub->add_option("--speculative", args->speculative, kSpeculativeHelp);
+  sub->add_option("--prompt-cache", args->prompt_cache,
+                  "reuse the prompt state saved in FILE when its tokens begin this prompt, and "
+                  "save this prompt's state there (as llama.cpp; checked by model fingerprint "
+                  "and checksum)");
+  sub->add_flag("--prompt-cache-ro", args->prompt_cache_ro,
+                "use --prompt-cache's file but do not update it");
   AddEngineRuntimeFlags(*sub, args->engine);
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }

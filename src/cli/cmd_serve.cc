@@ -152,6 +152,7 @@ int Serve(ServeArgs a) {
     LOG_WARNING("serve: listening on {} without --api-key: anyone who can reach it can use it",
                 a.server.host);
   }
+  a.engine.state_fingerprint = StateFingerprint(m.fingerprint, a.runtime.options);
   auto engine = Engine::Start(m, a.engine);
   if (!engine.ok()) return ReportError(engine.status());
   server::Server srv(**engine, a.server);
@@ -219,6 +220,15 @@ void RegisterServe(CLI::App& app, int& exit_code) {
                 "start every request cold (default: a request whose prompt extends what a free "
                 "slot holds, its earlier prompt and output, prefills only the rest, with the "
                 "cold run's logits bit for bit; as llama.cpp's cache_prompt)");
+  sub->add_option("--kv-cache-dir", args->engine.kv_cache_dir,
+                  "keep prompt states on disk in DIR: each prompt's decoding state is saved once "
+                  "prefilled, and a later request (after a restart too) whose prompt begins with "
+                  "a saved one loads it instead of prefilling it (exact; files checked by model "
+                  "fingerprint and checksum)");
+  sub->add_option("--kv-cache-size", args->engine.kv_cache_max_bytes,
+                  "most bytes of saved states in --kv-cache-dir for this model; the least "
+                  "recently used go first (default 8GiB; units K, M, G)")
+      ->transform(CLI::AsSizeValue(false));
   sub->add_option("--slot-prompt-similarity", args->engine.slot_prompt_similarity,
                   "the share of a prompt a free slot must already hold for the request to take "
                   "it rather than the least recently used slot (default 0.5)")

@@ -174,8 +174,19 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
         "speculative draft length " + std::to_string(o.speculative.draft_tokens) + " is negative",
         "use --speculative K with K ≥ 1 (0 = off) or auto");
   }
+  if (!o.kv_cache_dir.empty() && !o.reuse_prefix) {
+    return InvalidArgument("--kv-cache-dir needs prefix reuse", "drop --no-prefix-reuse");
+  }
+  if (o.kv_cache_max_bytes < 1) {
+    return InvalidArgument("--kv-cache-size must be positive", "e.g. --kv-cache-size 8G");
+  }
   std::unique_ptr<Engine> engine(new Engine(model, o));
   engine->vocab_size_ = info.vocab_size;
+  if (!o.kv_cache_dir.empty()) {
+    ASSIGN_OR_RETURN(engine->store_, PromptStateStore::Open({.dir = o.kv_cache_dir,
+                                                             .fingerprint = o.state_fingerprint,
+                                                             .max_bytes = o.kv_cache_max_bytes}));
+  }
   if (o.speculative.draft_tokens > 0) RETURN_IF_ERROR(engine->StartSpeculation());
   for (int i = 0; i < o.max_sequences; ++i) {
     auto slot = std::make_unique<Slot>();
@@ -186,6 +197,16 @@ Result<std::unique_ptr<Engine>> Engine::Start(LoadedModel& model, const EngineOp
     }
     slot->logits.assign((engine->max_drafts_ + 1) * info.vocab_size, 0.0f);
     engine->slots_.push_back(std::move(slot));
+  }
+  if (engine->store_) {
+    std::vector<uint8_t> probe;
+    SequenceCache& cache = *engine->slots_.front()->cache;
+    Status st = cache.ExactTruncate() ? cache.SaveState(probe)
+                                      : Unimplemented("this model's cache is not reused");
+    if (!st.ok()) {
+      return Unimplemented("--kv-cache-dir: " + st.message() + " (model " + info.architecture + ")",
+                           "drop --kv-cache-dir for this model");
+    }
   }
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
@@ -272,6 +293,17 @@ EngineMetrics Engine::Metrics() const {
   m.kv_tokens_capacity = options_.max_sequences * options_.ctx_size;
   m.prompt_tokens_total = prompt_tokens_total_;
   m.prompt_tokens_cached_total = prompt_tokens_cached_total_;
+  m.prefix_hits_total = prefix_hits_total_;
+  if (store_) {
+    const PromptStoreStats st = store_->stats();
+    m.disk_state_hits_total = st.hits;
+    m.disk_state_tokens_total = st.hit_tokens;
+    m.disk_state_read_bytes_total = st.read_bytes;
+    m.disk_state_writes_total = st.writes;
+    m.disk_state_write_bytes_total = st.write_bytes;
+    m.disk_state_files = st.files;
+    m.disk_state_bytes = st.bytes;
+  }
   m.generated_tokens_total = generated_tokens_total_;
   m.sequences_finished_total = finished_total_;
   m.sequences_cancelled_total = cancelled_total_;
@@ -397,9 +429,20 @@ void Engine::Admit() {
     // A speculating sequence's new draft session sees only what is prefilled
     // now (the drafts of its first window may be accepted less; the output is
     // the same, verification decides it).
-    const int64_t reuse = free_slot->cache->KeepablePrefix(best);
+    int64_t reuse = free_slot->cache->KeepablePrefix(best);
     free_slot->cache->Truncate(reuse);  // nothing of the previous request after the prefix
     free_slot->tokens.resize(reuse);
+    // A saved prompt state that gives more (its tokens begin the prompt; at
+    // least the last prompt token runs again) replaces the slot's.
+    const int64_t last = static_cast<int64_t>(prompt.size()) - 1;
+    if (store_ && std::min(store_->Longest(prompt), last) > reuse) {
+      SequenceCache& cache = *free_slot->cache;
+      const int64_t loaded = store_->Load(prompt, cache);
+      reuse = cache.KeepablePrefix(std::min(loaded, last));
+      cache.Truncate(reuse);
+      free_slot->tokens.assign(prompt.begin(), prompt.begin() + reuse);
+    }
+    if (reuse > 0) ++prefix_hits_total_;
     seq->prefilled = seq->cached = reuse;
     prompt_tokens_cached_total_ += reuse;
     const int64_t room = options_.ctx_size - static_cast<int64_t>(seq->request.prompt.size());
@@ -563,6 +606,10 @@ void Engine::CompleteEntry(Sequence& s, const BatchEntry& e, int64_t entry, cons
     return;
   }
   if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) return;
+  // The prompt is in the cache: its state is saved for later requests.
+  if (prefill && store_ && s.slot->cache->length() == s.prefilled) {
+    store_->Save(s.request.prompt, *s.slot->cache);
+  }
   if (!prefill && s.slot->draft) {
     VerifyAndEmit(s, entry);
   } else {

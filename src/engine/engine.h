@@ -51,6 +51,7 @@
 #include "base/status.h"
 #include "engine/loader.h"
 #include "engine/speculative.h"
+#include "engine/state_file.h"
 #include "sampling/sampler.h"
 
 namespace dsv4 {
@@ -72,6 +73,15 @@ struct EngineOptions {
   // sequence to take that slot rather than the least recently used one
   // (llama.cpp's --slot-prompt-similarity).
   double slot_prompt_similarity = 0.5;
+  // Prompt states on disk (dsv4 serve --kv-cache-dir, engine/state_file.h);
+  // empty: none. Each sequence's state is saved once its prompt is prefilled;
+  // a new sequence whose prompt begins with a saved prompt longer than what a
+  // slot can reuse loads that state into its slot (after a restart too).
+  // Needs reuse_prefix. state_fingerprint guards the files
+  // (StateFingerprint: the model and its runtime options).
+  std::string kv_cache_dir = "";
+  int64_t kv_cache_max_bytes = int64_t{8} << 30;
+  uint64_t state_fingerprint = 0;
   int max_top_logprobs = 20;  // largest top_logprobs a sequence may ask for
   // Speculative decoding (dsv4 serve --speculative K|auto, ParseSpeculative):
   // draft_tokens drafts per round, at most the draft head's max_drafts()
@@ -207,6 +217,15 @@ struct EngineMetrics {
   int64_t kv_tokens_capacity = 0;  // slots * ctx_size
   int64_t prompt_tokens_total = 0;
   int64_t prompt_tokens_cached_total = 0;  // of prompt_tokens_total, reused (not prefilled)
+  int64_t prefix_hits_total = 0;           // sequences that reused a prefix (slot or disk)
+  // Prompt states on disk (EngineOptions::kv_cache_dir; all 0 without).
+  int64_t disk_state_hits_total = 0;    // states loaded into a slot
+  int64_t disk_state_tokens_total = 0;  // prompt tokens they gave
+  int64_t disk_state_read_bytes_total = 0;
+  int64_t disk_state_writes_total = 0;
+  int64_t disk_state_write_bytes_total = 0;
+  int64_t disk_state_files = 0;  // states of this model on disk now
+  int64_t disk_state_bytes = 0;
   int64_t generated_tokens_total = 0;
   int64_t sequences_finished_total = 0;
   int64_t sequences_cancelled_total = 0;
@@ -229,6 +248,10 @@ class Engine {
   Result<std::shared_ptr<RequestHandle>> Submit(std::vector<SequenceRequest> sequences);
 
   EngineMetrics Metrics() const;
+  // Waits until every prompt state saved so far is on disk (tests, benchmarks).
+  void FlushStates() {
+    if (store_) store_->Flush();
+  }
   const EngineOptions& options() const { return options_; }
   int64_t ctx_size() const { return options_.ctx_size; }
   const LoadedModel& model() const { return model_; }
@@ -285,6 +308,7 @@ class Engine {
   std::atomic<int64_t> kv_used_{0};
   std::atomic<int64_t> prompt_tokens_total_{0};
   std::atomic<int64_t> prompt_tokens_cached_total_{0};
+  std::atomic<int64_t> prefix_hits_total_{0};
   uint64_t slot_clock_ = 0;  // Finish counts; a slot's last_used is the count at its last Finish
   std::atomic<int64_t> generated_tokens_total_{0};
   std::atomic<int64_t> finished_total_{0};
@@ -292,6 +316,8 @@ class Engine {
   std::atomic<int64_t> steps_total_{0};
   std::atomic<int64_t> drafted_total_{0};
   std::atomic<int64_t> accepted_total_{0};
+
+  std::unique_ptr<PromptStateStore> store_;  // kv_cache_dir; thread-safe
 
   // Engine thread only.
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/hash.h"
+
 namespace dsv4 {
 namespace {
 
@@ -90,6 +92,19 @@ Result<CedDispatchPolicy> ParseCedDispatch(std::string_view spec) {
 
 Status ApplyEngineOptions(Model& model, const EngineRuntimeOptions& o) {
   return model.ApplyRuntimeOptions(o);
+}
+
+uint64_t StateFingerprint(uint64_t model_fingerprint, const EngineRuntimeOptions& o) {
+  Hasher h(model_fingerprint);
+  h.UpdatePod(o.router_capacity);
+  h.Update(o.expert_allow.data(), o.expert_allow.size() * sizeof(int32_t));
+  h.Update(o.force_experts.data(), o.force_experts.size() * sizeof(int32_t));
+  h.UpdatePod(o.freeze_router).UpdatePod(o.reweight_router);
+  h.Update(o.freeze_experts.data(), o.freeze_experts.size() * sizeof(int32_t));
+  h.Update(o.freeze_weights.data(), o.freeze_weights.size() * sizeof(float));
+  h.UpdatePod(static_cast<int>(o.kv_pruner)).UpdatePod(o.kv_budget);
+  h.UpdatePod(static_cast<int>(o.ced_dispatch)).UpdatePod(o.ced_min_batch);
+  return h.digest();
 }
 
 }  // namespace dsv4

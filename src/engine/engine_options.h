@@ -38,6 +38,11 @@ Result<CedDispatchPolicy> ParseCedDispatch(std::string_view spec);
 // CED layers.
 Status ApplyEngineOptions(Model& model, const EngineRuntimeOptions& options);
 
+// The model's fingerprint (LoadedModel::fingerprint) with these options mixed
+// in: what guards saved sequence states (engine/state_file.h), since the
+// options change how a cache is computed.
+uint64_t StateFingerprint(uint64_t model_fingerprint, const EngineRuntimeOptions& options);
+
 }  // namespace dsv4
 
 #endif  // DSV4_ENGINE_ENGINE_OPTIONS_H_

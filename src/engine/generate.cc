@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/timer.h"
+#include "engine/state_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
@@ -35,9 +36,18 @@ Result<GenerateStats> Generate(LoadedModel& m, std::span<const int32_t> prompt,
   GenerateStats stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   Timer timer;
-  for (size_t begin = 0; begin < prompt.size(); begin += options.prefill_chunk) {
+  if (!options.prompt_cache.empty()) {
+    stats.cached_prompt_tokens =
+        LoadPromptCache(options.prompt_cache, options.state_fingerprint, prompt, *cache);
+  }
+  for (size_t begin = stats.cached_prompt_tokens; begin < prompt.size();
+       begin += options.prefill_chunk) {
     const size_t end = std::min(prompt.size(), begin + options.prefill_chunk);
     RETURN_IF_ERROR(model.Forward(prompt.subspan(begin, end - begin), *cache, logits, false));
+  }
+  if (!options.prompt_cache.empty() && !options.prompt_cache_ro) {
+    RETURN_IF_ERROR(SavePromptCache(options.prompt_cache, options.state_fingerprint, prompt, *cache)
+                        .WithContext("--prompt-cache"));
   }
   stats.prefill_seconds = timer.Seconds();
   timer.Reset();

@@ -21,10 +21,18 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool stop_at_eos = true;      // stop when a stop id (LoadedModel::stop_ids) is sampled
   int64_t prefill_chunk = 512;  // prompt tokens per Forward call
+  // llama.cpp's --prompt-cache FILE: the state saved in FILE is reused when
+  // its tokens begin the prompt, and the prompt's state is saved there after
+  // prefill (unless prompt_cache_ro). state_fingerprint guards the file
+  // (StateFingerprint). Empty: none.
+  std::string prompt_cache;
+  bool prompt_cache_ro = false;
+  uint64_t state_fingerprint = 0;
 };
 
 struct GenerateStats {
   int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // of them, from the prompt cache
   int64_t generated_tokens = 0;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;

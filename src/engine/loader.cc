@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/core.h>
 
+#include "base/hash.h"
 #include "base/mapped_file.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
@@ -377,6 +379,35 @@ std::string DefaultModelPath() {
   return "";
 }
 
+namespace {
+
+uint64_t Fingerprint(const LoadOptions& o, const LoadedModel& m,
+                     const std::vector<std::string>& files) {
+  Hasher h(0x64737634);  // "dsv4"
+  h.Update(m.format).Update(m.model->info().architecture);
+  h.UpdatePod(m.model->info().vocab_size).UpdatePod(m.model->info().n_params);
+  h.UpdatePod(static_cast<int>(o.kquant_activations));
+  h.UpdatePod(static_cast<int>(o.cache_type_k)).UpdatePod(static_cast<int>(o.cache_type_v));
+  h.UpdatePod(o.wo_a_bf16.has_value() ? (*o.wo_a_bf16 ? 2 : 1) : 0).UpdatePod(o.swa_full);
+  constexpr uint64_t kSample = 1 << 20;
+  std::vector<char> buf(kSample);
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    in.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(in.tellg());
+    h.UpdatePod(size);
+    for (uint64_t at : {uint64_t{0}, size > kSample ? size - kSample : uint64_t{0}}) {
+      in.seekg(static_cast<std::streamoff>(at));
+      in.read(buf.data(), static_cast<std::streamsize>(std::min(size, kSample)));
+      h.Update(buf.data(), static_cast<size_t>(in.gcount()));
+    }
+  }
+  return h.digest();
+}
+
+}  // namespace
+
 Result<LoadedModel> LoadModel(const LoadOptions& options) {
   LoadOptions o = options;
   if (o.model_path.empty()) {
@@ -421,25 +452,30 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
   if (r.ok()) {
     r->model->SetThreads(o.threads > 0 ? o.threads : ThreadPool::DefaultThreads());
   }
-  if (r.ok() && o.mlock) {
-    // A checkpoint directory's weights are its .safetensors shards; a file model is the file.
-    std::vector<std::string> files;
-    if (fs::is_directory(o.model_path, ec)) {
-      for (const fs::directory_entry& e : fs::directory_iterator(o.model_path, ec)) {
-        if (e.is_regular_file(ec) && EndsWith(e.path().string(), ".safetensors")) {
-          files.push_back(e.path().string());
-        }
+  if (!r.ok()) return r;
+  // A checkpoint directory's weights are its .safetensors shards; a file model is the file.
+  std::vector<std::string> files;
+  if (fs::is_directory(o.model_path, ec)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(o.model_path, ec)) {
+      if (e.is_regular_file(ec) && EndsWith(e.path().string(), ".safetensors")) {
+        files.push_back(e.path().string());
       }
-      std::sort(files.begin(), files.end());
-    } else {
-      files.push_back(o.model_path);
     }
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(o.model_path);
+  }
+  if (o.mlock) {
     for (const std::string& path : files) {
       int n = 0;
       RETURN_IF_ERROR(MappedFile::LockOpenMappings(path, &n).WithContext("--mlock"));
       r->locked_mappings += n;
     }
   }
+  if (fs::is_directory(o.model_path, ec))
+    files.push_back((fs::path(o.model_path) / "config.json").string());
+  if (!o.draft_model_path.empty()) files.push_back(o.draft_model_path);
+  r->fingerprint = Fingerprint(o, *r, files);
   return r;
 }
 

@@ -33,7 +33,7 @@ struct LoadOptions {
   // A draft model for speculative decoding in a file of its own (llama.cpp's
   // -md): a deepseek4 GGUF's NextN MTP file (`mtp-*.gguf`) or DSpark module
   // (architecture dflash). Empty: the model's own draft layers, if any.
-  std::string draft_model_path;
+  std::string draft_model_path = "";
   int threads = 0;  // 0: all hardware threads
   // Keep the model's weight files resident (MappedFile::Lock): every page read
   // at load, none paged out later (llama.cpp's --mlock). Fails the load with
@@ -76,6 +76,12 @@ struct LoadedModel {
   // transformers reads it), else the model's EOS; llama2.c models add BOS,
   // which delimits their stories. Never BOS otherwise.
   std::vector<int32_t> stop_ids;
+  // What identifies the model's numerics for saved sequence states
+  // (engine/state_file.h): its format and architecture, the load options that
+  // change what a cache holds or how it is computed, and each weight file's
+  // size and first and last MiB (a file replaced by another gives another
+  // fingerprint; its path does not matter).
+  uint64_t fingerprint = 0;
   bool IsStop(int32_t id) const {
     return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
   }

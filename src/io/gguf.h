@@ -138,7 +138,7 @@ class GgufFile final : public CheckpointReader {
 
   // Like Find, but says why a tensor cannot be bound: NotFound when absent,
   // Unimplemented (naming the ggml type) when its type is not supported.
-  Result<const TensorInfo*> Lookup(std::string_view name) const;
+  Result<const TensorInfo*> Lookup(std::string_view name) const override;
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }

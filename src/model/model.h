@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "model/draft.h"
@@ -48,6 +49,25 @@ class SequenceCache {
   // without recomputing any of it (a cache that holds only recent history
   // would re-run the rest on the next call).
   virtual int64_t KeepablePrefix(int64_t n) const { return n; }
+  // Appends the sequence's decoding state to `out`, for LoadState of a cache
+  // made by the same model with the same options (prompt states kept on disk,
+  // engine/state_file.h): the tokens, the stores' layout and their rows.
+  // Unimplemented for caches that cannot be saved.
+  virtual Status SaveState(std::vector<uint8_t>& out) const {
+    (void)out;
+    return Unimplemented("this model's cache cannot be saved",
+                         "drop --kv-cache-dir/--prompt-cache");
+  }
+  // Replaces the state with SaveState's bytes: afterwards the cache holds the
+  // saved tokens as if they had been run (Truncate within them exact as in
+  // the cache that was saved). Errors: bytes of another layout or model
+  // (InvalidArgument), more tokens than this cache holds (OutOfRange),
+  // truncated or inconsistent data (DataLoss); the cache is then empty.
+  virtual Status LoadState(std::span<const uint8_t> bytes) {
+    (void)bytes;
+    return Unimplemented("this model's cache cannot be loaded",
+                         "drop --kv-cache-dir/--prompt-cache");
+  }
 };
 
 // What one token costs in weights (dsv4 bench's rooflines), counted from the

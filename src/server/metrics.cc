@@ -54,6 +54,25 @@ std::string RenderMetrics(const EngineMetrics& e,
   Metric(&out, "dsv4_prompt_tokens_cached_total", "counter",
          "Prompt tokens reused from a slot's previous sequence (not prefilled).",
          static_cast<double>(e.prompt_tokens_cached_total));
+  Metric(&out, "dsv4_prefix_hits_total", "counter",
+         "Sequences that reused a cached prompt prefix (a slot's or a saved state).",
+         static_cast<double>(e.prefix_hits_total));
+  Metric(&out, "dsv4_kv_disk_hits_total", "counter",
+         "Saved prompt states loaded from --kv-cache-dir.",
+         static_cast<double>(e.disk_state_hits_total));
+  Metric(&out, "dsv4_kv_disk_tokens_total", "counter",
+         "Prompt tokens the saved states loaded from --kv-cache-dir held.",
+         static_cast<double>(e.disk_state_tokens_total));
+  Metric(&out, "dsv4_kv_disk_read_bytes_total", "counter", "Bytes read from --kv-cache-dir.",
+         static_cast<double>(e.disk_state_read_bytes_total));
+  Metric(&out, "dsv4_kv_disk_writes_total", "counter", "Prompt states written to --kv-cache-dir.",
+         static_cast<double>(e.disk_state_writes_total));
+  Metric(&out, "dsv4_kv_disk_write_bytes_total", "counter", "Bytes written to --kv-cache-dir.",
+         static_cast<double>(e.disk_state_write_bytes_total));
+  Metric(&out, "dsv4_kv_disk_files", "gauge", "Saved prompt states of this model on disk.",
+         static_cast<double>(e.disk_state_files));
+  Metric(&out, "dsv4_kv_disk_bytes", "gauge", "Bytes of saved prompt states on disk.",
+         static_cast<double>(e.disk_state_bytes));
   Metric(&out, "dsv4_generation_tokens_total", "counter", "Tokens generated.",
          static_cast<double>(e.generated_tokens_total));
   Metric(&out, "dsv4_sequences_finished_total", "counter", "Sequences that ended (any reason).",

@@ -118,7 +118,9 @@ TEST_P(PrefixReuse, ExtendingAPromptEqualsTheColdRun) {
     const Outcome c = Submit(**warm, diverging, 2);
     const int64_t held = static_cast<int64_t>(extended.size()) + 3;  // b's prompt and output
     EXPECT_TRUE(c.cached == s / 2 || c.cached == 0) << "prefix " << s << ": " << c.cached;
-    if (held - s / 2 <= 16) EXPECT_EQ(c.cached, s / 2) << "prefix " << s;
+    if (held - s / 2 <= 16) {
+      EXPECT_EQ(c.cached, s / 2) << "prefix " << s;
+    }
     deep_cuts += c.cached == 0;
     ExpectSameRun(c, Submit(**cold, diverging, 2), GetParam() + " diverging " + std::to_string(s));
   }

@@ -74,3 +74,53 @@ def test_out_of_vocabulary_token_id(v4_server):
                    json={"model": "swa_bf16", "prompt": [0, 999999], "max_tokens": 1})
     assert r.status_code == 400
     assert "vocabulary" in r.json()["error"]["message"]
+
+
+def test_kv_cache_dir_survives_a_restart(tmp_path):
+    """--kv-cache-dir: a prompt's state saved by one server is loaded by the
+    next (prefix reuse after a restart, the cold logprobs bit for bit); a
+    corrupted state file is refused and the output is still the cold one."""
+    ids, golden = golden_last_row()
+    body = {"model": "swa_bf16", "prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 5}
+    args = ["--model", str(DATA), "--max-sequences", "1", "--threads", "1",
+            "--kv-cache-dir", str(tmp_path)]
+    first = Server(*args)
+    try:
+        cold = httpx.post(first.url + "/v1/completions", timeout=60, json=body).json()
+        assert cold["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) == 0
+    finally:
+        first.stop()
+    assert first.proc.returncode == 0
+    files = list(tmp_path.glob("*.dsv4kv"))
+    assert len(files) == 1
+    second = Server(*args)
+    try:
+        warm = httpx.post(second.url + "/v1/completions", timeout=60, json=body).json()
+        assert warm["usage"]["prompt_tokens_details"] == {"cached_tokens": len(ids) - 1}
+        assert warm["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
+        m = second.metrics()
+        assert m["dsv4_kv_disk_hits_total"] == 1
+        assert m["dsv4_kv_disk_tokens_total"] == len(ids)
+        assert m["dsv4_kv_disk_read_bytes_total"] == files[0].stat().st_size
+        assert m["dsv4_kv_disk_files"] == 1
+    finally:
+        second.stop()
+    # A flipped byte in the middle of the state: refused with a warning, the
+    # file removed, the answer the cold one.
+    saved = files[0].read_bytes()
+    data = bytearray(saved)
+    data[len(data) // 2] ^= 0x40
+    files[0].write_bytes(bytes(data))
+    third = Server(*args)
+    try:
+        again = httpx.post(third.url + "/v1/completions", timeout=60, json=body).json()
+        assert again["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) == 0
+        assert again["choices"][0]["logprobs"] == cold["choices"][0]["logprobs"]
+        assert third.metrics()["dsv4_kv_disk_hits_total"] == 0
+        third.proc.terminate()
+        third.proc.wait(timeout=20)
+        assert "checksum mismatch" in third.proc.stderr.read()
+    finally:
+        third.stop()
+    # The cold run saved the prompt's state again, byte for byte the first one.
+    assert files[0].read_bytes() == saved

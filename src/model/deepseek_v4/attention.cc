@@ -81,6 +81,32 @@ void AttentionState::Restore(const Saved& saved) {
   }
 }
 
+void AttentionState::Write(ByteWriter& w) const {
+  ring.Write(w);
+  for (const CompressorState* c : {&compressed, &index_keys}) {
+    w.Put(c->ratio);
+    if (c->ratio == 0) continue;
+    c->rows.Write(w);
+    w.Put(c->n_entries());
+    w.PutBytes(c->entries.data(), c->entries.size() * sizeof(float));
+  }
+}
+
+bool AttentionState::Read(ByteReader& r, int64_t n) {
+  if (!ring.Read(r) || ring.end() != n) return false;
+  for (CompressorState* c : {&compressed, &index_keys}) {
+    int64_t ratio = 0, n_entries = 0;
+    if (!r.Get(ratio) || ratio != c->ratio) return false;
+    if (ratio == 0) continue;
+    if (!c->rows.Read(r) || c->rows.end() != n) return false;
+    // Entry i pools tokens [i·r, (i+1)·r): n tokens made n div r of them.
+    if (!r.Get(n_entries) || n_entries != n / ratio) return false;
+    if (!r.GetArray(static_cast<uint64_t>(n_entries * c->width), c->entries)) return false;
+  }
+  // The rows the next token needs must be there (a ring that held fewer).
+  return CanTruncate(n);
+}
+
 void AttentionScratch::ReserveContext(const DeepSeekV4Config& c, std::span<const LayerPlan> plans,
                                       int64_t max_tokens, int n_threads) {
   int64_t min_ratio = 0;

@@ -54,6 +54,11 @@ struct AttentionState {
   };
   void Save(int64_t n_tokens, Saved& out) const;
   void Restore(const Saved& saved);
+  // Everything held (the ring, compressor rows and entries), and back (a
+  // saved sequence state): Read checks it fits this layer's layout and holds
+  // exactly the state of `n_tokens` tokens; false otherwise.
+  void Write(ByteWriter& w) const;
+  [[nodiscard]] bool Read(ByteReader& r, int64_t n_tokens);
 
   CacheSpec spec;
   RowHistory ring;             // [W + H, A] kv of the newest positions (slot p mod (W + H))

@@ -60,6 +60,37 @@ void RowHistory::Restore(int64_t first, int64_t last, const float* rows) {
   }
 }
 
+void RowHistory::Write(ByteWriter& w) const {
+  w.Put(width_);
+  w.Put(begin_);
+  w.Put(end_);
+  for (int64_t p = begin_; p < end_; ++p) w.PutBytes(Row(p), width_ * sizeof(float));
+}
+
+bool RowHistory::Read(ByteReader& r) {
+  int64_t width = 0, begin = 0, end = 0;
+  if (!r.Get(width) || !r.Get(begin) || !r.Get(end)) return false;
+  if (width != width_ || begin < 0 || end < begin) return false;
+  const uint64_t bytes = static_cast<uint64_t>(end - begin) * width * sizeof(float);
+  if (bytes / sizeof(float) / width != static_cast<uint64_t>(end - begin) || bytes > r.left()) {
+    return false;
+  }
+  Reset(begin);
+  if (slots_ == 0) Reserve(end);
+  std::vector<float> skip(width);
+  for (int64_t p = begin; p < end; ++p) {
+    // A ring keeps the newest `slots` rows; older ones are read past.
+    const bool kept = slots_ == 0 || p >= end - slots_;
+    if (!kept) {
+      if (!r.GetBytes(skip.data(), width * sizeof(float))) return false;
+      Reset(p + 1);
+      continue;
+    }
+    if (!r.GetBytes(Append(p), width * sizeof(float))) return false;
+  }
+  return true;
+}
+
 CacheBytes& CacheBytes::operator+=(const CacheBytes& o) {
   ring += o.ring;
   compressed += o.compressed;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_io.h"
 #include "base/check.h"
 #include "model/deepseek_v4/plan.h"
 
@@ -76,6 +77,11 @@ class RowHistory {
   void Save(int64_t first, int64_t last, std::vector<float>& out) const;
   void Restore(int64_t first, int64_t last, const float* rows);
   int64_t allocated_bytes() const { return static_cast<int64_t>(data_.capacity() * sizeof(float)); }
+  // Every row held, with its positions (a saved sequence state), and back:
+  // Read takes rows of the same width only, keeps the newest `slots` of them
+  // in a ring, and returns false on a width mismatch or data past the end.
+  void Write(ByteWriter& w) const;
+  [[nodiscard]] bool Read(ByteReader& r);
 
  private:
   int64_t Slot(int64_t p) const { return slots_ == 0 ? p : p % slots_; }

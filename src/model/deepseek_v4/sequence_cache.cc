@@ -1,6 +1,8 @@
 // DeepSeek-V4 per-sequence cache (see sequence_cache.h).
 #include "model/deepseek_v4/sequence_cache.h"
 
+#include <string>
+
 #include "base/check.h"
 
 namespace dsv4::deepseek_v4 {
@@ -8,7 +10,11 @@ namespace dsv4::deepseek_v4 {
 DeepSeekV4Cache::DeepSeekV4Cache(const void* owner, const DeepSeekV4Config& config,
                                  std::span<const LayerPlan> plans, RollbackOptions rollback,
                                  int64_t max_tokens, LayerRole role)
-    : owner_(owner), max_tokens_(max_tokens), role_(role), rollback_(rollback) {
+    : owner_(owner),
+      max_tokens_(max_tokens),
+      vocab_size_(config.vocab_size),
+      role_(role),
+      rollback_(rollback) {
   // The MTP layer cannot replay (its input is the main model's hidden state):
   // it keeps every row.
   if (role == LayerRole::kMtp) rollback_.horizon = RollbackOptions::kAll;
@@ -55,6 +61,68 @@ void DeepSeekV4Cache::Truncate(int64_t n) {
     for (AttentionState& s : layers_) s.Reset();
     computed_ = 0;
   }
+}
+
+namespace {
+constexpr uint32_t kStateTag = 0x31433456;  // "V4C1"
+}  // namespace
+
+Status DeepSeekV4Cache::SaveState(std::vector<uint8_t>& out) const {
+  ByteWriter w(out);
+  w.Put(kStateTag);
+  w.Put(static_cast<int32_t>(role_));
+  w.Put(n_layers());
+  w.Put(length_);
+  w.Put(computed_);
+  w.PutBytes(tokens_.data(), tokens_.size() * sizeof(int32_t));
+  for (const AttentionState& s : layers_) s.Write(w);
+  return Status::Ok();
+}
+
+Status DeepSeekV4Cache::LoadState(std::span<const uint8_t> bytes) {
+  Truncate(0);
+  checkpoints_.clear();
+  ByteReader r(bytes);
+  uint32_t tag = 0;
+  int32_t role = 0;
+  int64_t n_layers = 0, length = 0, computed = 0;
+  if (!r.Get(tag) || !r.Get(role) || !r.Get(n_layers) || !r.Get(length) || !r.Get(computed)) {
+    return DataLoss("DeepSeek-V4 cache state: truncated header");
+  }
+  if (tag != kStateTag || role != static_cast<int32_t>(role_) || n_layers != this->n_layers()) {
+    return InvalidArgument("DeepSeek-V4 cache state: another cache layout (" +
+                           std::to_string(n_layers) + " layers, expected " +
+                           std::to_string(this->n_layers()) + ")");
+  }
+  if (length < 0 || computed < 0 || computed > length) {
+    return DataLoss("DeepSeek-V4 cache state: bad lengths");
+  }
+  if (length > max_tokens_) {
+    return OutOfRange("DeepSeek-V4 cache state of " + std::to_string(length) +
+                      " tokens; this cache holds " + std::to_string(max_tokens_));
+  }
+  std::vector<int32_t> tokens;
+  if (!r.GetArray(static_cast<uint64_t>(length), tokens)) {
+    return DataLoss("DeepSeek-V4 cache state: truncated token ids");
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab_size_) return DataLoss("DeepSeek-V4 cache state: bad token id");
+  }
+  for (AttentionState& s : layers_) {
+    if (!s.Read(r, computed)) {
+      for (AttentionState& l : layers_) l.Reset();
+      return DataLoss("DeepSeek-V4 cache state: a layer's stores do not fit this cache");
+    }
+  }
+  if (r.left() != 0) {
+    for (AttentionState& l : layers_) l.Reset();
+    return DataLoss("DeepSeek-V4 cache state: trailing bytes");
+  }
+  tokens_ = std::move(tokens);
+  tokens_.reserve(max_tokens_);
+  length_ = length;
+  computed_ = computed;
+  return Status::Ok();
 }
 
 void DeepSeekV4Cache::Computed(int64_t n) {

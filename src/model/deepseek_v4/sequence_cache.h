@@ -47,6 +47,10 @@ class DeepSeekV4Cache final : public SequenceCache {
   // horizon), else the last checkpoint ≤ n (0 without one); never past the
   // tokens computed.
   int64_t KeepablePrefix(int64_t n) const override;
+  // The tokens, the tokens computed and every layer's stores (not the
+  // rollback checkpoints: a deeper Truncate of a loaded cache replays from 0).
+  Status SaveState(std::vector<uint8_t>& out) const override;
+  Status LoadState(std::span<const uint8_t> bytes) override;
 
   const void* owner() const { return owner_; }
   LayerRole role() const { return role_; }
@@ -84,6 +88,7 @@ class DeepSeekV4Cache final : public SequenceCache {
 
   const void* owner_;
   int64_t max_tokens_;
+  int64_t vocab_size_;
   LayerRole role_;
   RollbackOptions rollback_;
   int64_t length_ = 0;                   // tokens in the sequence

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "base/byte_io.h"
 #include "base/huge_page_buffer.h"
 #include "ops/matmul.h"
 #include "ops/vec_ops.h"
@@ -33,6 +34,7 @@ class LlamaCache final : public SequenceCache {
  public:
   LlamaCache(const LlamaConfig& c, int64_t max_tokens)
       : max_tokens_(max_tokens),
+        n_layers_(c.n_layers),
         kv_dim_(c.kv_dim()),
         head_dim_(c.head_dim()),
         keys_transposed_(c.head_dim() < kNarrowHeadDim),
@@ -69,12 +71,83 @@ class LlamaCache final : public SequenceCache {
   }
   void Advance(int64_t n) { length_ += n; }
 
+  // The layout, then per layer the keys and values of the first length()
+  // positions in their types (the layout's own order).
+  Status SaveState(std::vector<uint8_t>& out) const override {
+    ByteWriter w(out);
+    WriteLayout(w);
+    w.Put(length_);
+    ForEachSpan(length_, [&](const uint8_t* k, const uint8_t* v, int64_t kb, int64_t vb) {
+      w.PutBytes(k, kb);
+      w.PutBytes(v, vb);
+    });
+    return Status::Ok();
+  }
+  Status LoadState(std::span<const uint8_t> bytes) override {
+    length_ = 0;
+    ByteReader r(bytes);
+    std::vector<uint8_t> layout, expected;
+    ByteWriter lw(expected);
+    WriteLayout(lw);
+    int64_t length = 0;
+    if (!r.GetArray(expected.size(), layout) || !r.Get(length)) {
+      return DataLoss("llama cache state: truncated header");
+    }
+    if (layout != expected) {
+      return InvalidArgument("llama cache state: another cache layout (layers, heads or types)");
+    }
+    if (length < 0 || length > max_tokens_) {
+      return OutOfRange("llama cache state of " + std::to_string(length) +
+                        " tokens; this cache holds " + std::to_string(max_tokens_));
+    }
+    bool ok = true;
+    ForEachSpan(length, [&](const uint8_t* k, const uint8_t* v, int64_t kb, int64_t vb) {
+      ok = ok && r.GetBytes(const_cast<uint8_t*>(k), kb) && r.GetBytes(const_cast<uint8_t*>(v), vb);
+    });
+    if (!ok || r.left() != 0) return DataLoss("llama cache state: truncated or trailing data");
+    length_ = length;
+    return Status::Ok();
+  }
+
  private:
+  void WriteLayout(ByteWriter& w) const {
+    w.Put(static_cast<uint32_t>(0x31434c4c));  // "LLC1"
+    w.Put(n_layers_);
+    w.Put(kv_dim_);
+    w.Put(head_dim_);
+    w.Put(static_cast<int32_t>(keys_transposed_));
+    w.Put(static_cast<int32_t>(key_type_));
+    w.Put(static_cast<int32_t>(value_type_));
+  }
+  // f(keys, values, key bytes, value bytes) over the contiguous runs holding
+  // the first n positions: a row run [0, n) per (layer, head), or with
+  // transposed keys one per (layer, head, element).
+  template <typename F>
+  void ForEachSpan(int64_t n, F f) const {
+    const int64_t groups = kv_dim_ / head_dim_;
+    for (int64_t l = 0; l < n_layers_; ++l) {
+      if (keys_transposed_) {
+        for (int64_t ge = 0; ge < kv_dim_; ++ge) {
+          const int64_t at = (l * kv_dim_ + ge) * max_tokens_;
+          f(k_.data() + at * sizeof(float), v_.data() + at * sizeof(float),
+            n * static_cast<int64_t>(sizeof(float)), n * static_cast<int64_t>(sizeof(float)));
+        }
+        continue;
+      }
+      for (int64_t g = 0; g < groups; ++g) {
+        f(k_.data() + DTypeBytes(key_type_, Element(l, g, 0)),
+          v_.data() + DTypeBytes(value_type_, Element(l, g, 0)),
+          DTypeBytes(key_type_, n * head_dim_), DTypeBytes(value_type_, n * head_dim_));
+      }
+    }
+  }
+
   int64_t Element(int64_t layer, int64_t g, int64_t s) const {
     return layer * max_tokens_ * kv_dim_ + (g * max_tokens_ + s) * head_dim_;
   }
 
   int64_t max_tokens_;
+  int64_t n_layers_;
   int64_t kv_dim_;
   int64_t head_dim_;
   int64_t length_ = 0;
