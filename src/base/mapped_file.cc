@@ -92,6 +92,19 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   return f;
 }
 
+bool MappedFile::Locate(const void* p, std::string* path, uint64_t* offset) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  for (const MappedFile* f : Registry()) {
+    if (f->size_ > 0 && b >= f->data_ && b < f->data_ + f->size_) {
+      *path = f->path_;
+      *offset = static_cast<uint64_t>(b - f->data_);
+      return true;
+    }
+  }
+  return false;
+}
+
 Status MappedFile::Lock() {
   if (size_ == 0) return Status::Ok();
   if (::mlock(data_, size_) == 0) return Status::Ok();

@@ -37,6 +37,11 @@ class MappedFile {
   // locked goes to *n_locked (0: none open; an unreadable path is an error).
   static Status LockOpenMappings(const std::string& path, int* n_locked);
 
+  // The file and offset of a byte of a live mapping (weights streamed from
+  // the file instead of through the mapping: the expert cache); false when
+  // `p` is in none.
+  static bool Locate(const void* p, std::string* path, uint64_t* offset);
+
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }

@@ -179,6 +179,16 @@ void PrintComputeAndMemory(const BenchReport& r) {
                 100.0 * r.decode_efficiency, r.decode_tps_median * r.weight_bytes_per_token / 1e9);
   }
   std::printf("peak RSS: %.1f MiB (before the bandwidth probe)\n", r.peak_rss_mb);
+  if (const auto& e = r.experts) {
+    std::printf(
+        "expert streaming: %lld slots of %.1f MiB%s; decode: hit rate %.1f%%, %.1f MiB read "
+        "per token, %.1f%% of the time waiting for reads at %.2f GB/s; the disk: %.2f GB/s "
+        "sequential, %.2f GB/s random (expert-sized reads, 4 in flight)\n",
+        static_cast<long long>(e->slots), e->slot_bytes / 1048576.0,
+        e->direct_io ? ", direct I/O" : "", 100.0 * e->hit_rate,
+        e->read_bytes_per_token / 1048576.0, 100.0 * e->read_share, e->read_gbs, e->disk_seq_gbs,
+        e->disk_rand_gbs);
+  }
   if (const auto& kv = r.kv) {
     std::printf(
         "kv cache: %lld of %lld entries kept (%.1f%%), %.3f of %.3f MB, peak %lld entries, "
@@ -202,6 +212,13 @@ void PrintSummaryLine(const BenchReport& r) {
       r.prefill_efficiency, r.peak_fp32 ? r.peak_fp32->gflops : 0.0,
       r.peak_dot ? r.peak_dot->gflops : 0.0, r.bf16dot_mac_share,
       static_cast<long long>(r.decode_major_faults));
+  if (const auto& e = r.experts) {
+    std::printf(
+        " expert_slots=%lld expert_hit_rate=%.4f expert_read_bytes_per_token=%.0f "
+        "expert_read_share=%.4f expert_read_gbs=%.3f disk_seq_gbs=%.3f disk_rand_gbs=%.3f",
+        static_cast<long long>(e->slots), e->hit_rate, e->read_bytes_per_token, e->read_share,
+        e->read_gbs, e->disk_seq_gbs, e->disk_rand_gbs);
+  }
   if (const auto& kv = r.kv) {
     std::printf(
         " kv_entries=%lld kv_entries_unpruned=%lld kv_bytes=%lld kv_bytes_unpruned=%lld "

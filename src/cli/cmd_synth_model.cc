@@ -45,6 +45,10 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
   sub->add_option("--shard-bytes", o->shard_bytes,
                   "split into shards + model.safetensors.index.json above this (default 2e9)");
   sub->add_option("--seed", o->seed, "random seed (default 1)");
+  sub->add_option("--router-skew", o->router_skew,
+                  "scored routers favour low expert ids by a selection bias of −S·ln(1+e), a "
+                  "Zipf-like skew for expert-streaming benchmarks (default 0: uniform)")
+      ->check(CLI::Range(0.0, 100.0));
   sub->callback([o, &exit_code] {
     auto r = WriteSyntheticDeepSeekV4(*o);
     if (!r.ok()) {

@@ -20,6 +20,19 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                "DeepSeek-V4: keep every sliding-window and compressor row of a sequence, so "
                "that serve reuses any common prompt prefix of a slot (more memory per token; "
                "default: rows for a cut of 16 tokens and a checkpoint every 16384)");
+  sub.add_option_function<std::string>(
+         "--ram-budget",
+         [&options](const std::string& v) { options.ram_budget = ParseRamBudget(v).value(); },
+         "RAM the model may take: a DeepSeek-V4 model whose weight files are larger streams "
+         "its routed experts from disk through a cache sized to what the budget leaves after "
+         "the other weights and a reserve of an eighth (direct reads, no page-cache copy; "
+         "SIZE as 24G, 512M; auto: 90% of the available memory, the default; off: plain mmap)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const Result<int64_t> r = ParseRamBudget(v);
+            return r.ok() ? std::string() : r.status().message() + " (" + r.status().hint() + ")";
+          },
+          "SIZE|auto|off"));
   sub.add_option("--tokenizer", options.tokenizer_path,
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")

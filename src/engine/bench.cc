@@ -2,11 +2,18 @@
 // bandwidth and FLOP/s probes, weight bytes and multiply-adds per token, KV usage.
 #include "engine/bench.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -139,8 +146,12 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     RETURN_IF_ERROR(prefill());
     r.prefill_tps.push_back(static_cast<double>(o.prompt_len) / t.Seconds());
   }
+  const bool streaming = model.expert_stream_stats().has_value();
+  ExpertStreamStats streamed;  // summed over the decode runs
+  double decode_seconds = 0.0;
   for (int i = 0; i < o.repeat; ++i) {
     if (i > 0) RETURN_IF_ERROR(prefill());
+    const ExpertStreamStats before = model.expert_stream_stats().value_or(ExpertStreamStats{});
     Timer t;
     const int64_t faults_before = MajorPageFaults();
     int32_t next = prompt.back();
@@ -149,7 +160,16 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
       RETURN_IF_ERROR(model.Forward(one, cache, logits, false));
       next = static_cast<int32_t>(ops::Argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
-    r.decode_tps.push_back(static_cast<double>(o.gen) / t.Seconds());
+    const double seconds = t.Seconds();
+    decode_seconds += seconds;
+    r.decode_tps.push_back(static_cast<double>(o.gen) / seconds);
+    if (streaming) {
+      const ExpertStreamStats after = *model.expert_stream_stats();
+      streamed.hits += after.hits - before.hits;
+      streamed.misses += after.misses - before.misses;
+      streamed.read_bytes += after.read_bytes - before.read_bytes;
+      streamed.read_seconds += after.read_seconds - before.read_seconds;
+    }
     r.decode_major_faults += MajorPageFaults() - faults_before;
     if (o.probe_mib > 0) {
       if (i == 0) r.peak_rss_mb = PeakRssMiB();  // before the probe's buffer adds to it
@@ -157,6 +177,24 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     }
   }
   if (o.probe_mib == 0) r.peak_rss_mb = PeakRssMiB();
+  if (streaming) {
+    const ExpertStreamStats st = *model.expert_stream_stats();
+    ExpertStreamReport& e = r.experts.emplace();
+    e.slots = st.slots;
+    e.slot_bytes = st.slot_bytes;
+    e.direct_io = st.direct_io;
+    e.hit_rate = streamed.hit_rate();
+    const double tokens = static_cast<double>(o.gen) * o.repeat;
+    e.read_bytes_per_token = tokens > 0 ? static_cast<double>(streamed.read_bytes) / tokens : 0;
+    e.read_share = decode_seconds > 0 ? streamed.read_seconds / decode_seconds : 0;
+    e.read_gbs = streamed.read_seconds > 0
+                     ? static_cast<double>(streamed.read_bytes) / streamed.read_seconds / 1e9
+                     : 0;
+    // The disk in the same run: what streaming could reach on it.
+    const std::string& file = st.files.front();
+    e.disk_seq_gbs = MeasureDiskRead(file, int64_t{4} << 20, int64_t{1} << 30, 1, false);
+    e.disk_rand_gbs = MeasureDiskRead(file, st.slot_bytes / 6, int64_t{512} << 20, 4, true);
+  }
   r.prefill_tps_median = Median(r.prefill_tps);
   r.decode_tps_median = Median(r.decode_tps);
   return Status::Ok();
@@ -317,6 +355,39 @@ std::vector<SpeculativeProjection> ProjectSpeculative(const std::vector<VerifyCo
     out.push_back(p);
   }
   return out;
+}
+
+double MeasureDiskRead(const std::string& path, int64_t block, int64_t total, int in_flight,
+                       bool random) {
+  constexpr int64_t kAlign = 4096;
+  block = std::max<int64_t>(kAlign, (block + kAlign - 1) / kAlign * kAlign);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  const bool direct = fd >= 0;
+  if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0.0;
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(path));
+  const int64_t blocks = std::max<int64_t>(1, (size - block) / kAlign);
+  const int64_t n = std::max<int64_t>(1, std::min(total, size) / block);
+  std::atomic<int64_t> next{0}, bytes{0};
+  Timer t;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < in_flight; ++w) {
+    threads.emplace_back([&, w] {
+      void* buf = std::aligned_alloc(kAlign, static_cast<size_t>(block));
+      std::mt19937_64 rng(0x5eed + w);
+      for (int64_t i = next++; i < n; i = next++) {
+        const int64_t at = random ? static_cast<int64_t>(rng() % blocks) * kAlign : i * block;
+        const ssize_t got = ::pread(fd, buf, static_cast<size_t>(block), static_cast<off_t>(at));
+        if (got > 0) bytes += got;
+        if (!direct) ::posix_fadvise(fd, at, block, POSIX_FADV_DONTNEED);
+      }
+      std::free(buf);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const double seconds = t.Seconds();
+  ::close(fd);
+  return seconds > 0 ? static_cast<double>(bytes.load()) / seconds / 1e9 : 0.0;
 }
 
 Result<BenchReport> RunBench(LoadedModel& loaded, const BenchOptions& o) {

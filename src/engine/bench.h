@@ -144,6 +144,26 @@ Result<std::vector<VerifyCost>> MeasureVerifyCosts(LoadedModel& model,
                                                    int repeats);
 
 // Everything `dsv4 bench` reports; 0 (or empty) where a figure was not measured.
+// Routed experts streamed under --ram-budget (model/deepseek_v4/
+// expert_cache.h), over the decode runs, and the checkpoint's own disk.
+struct ExpertStreamReport {
+  int64_t slots = 0;
+  int64_t slot_bytes = 0;
+  bool direct_io = false;
+  double hit_rate = 0.0;              // expert acquisitions that found it resident
+  double read_bytes_per_token = 0.0;  // bytes read from the checkpoint per decoded token
+  double read_share = 0.0;            // share of decode time spent waiting for reads
+  double read_gbs = 0.0;              // bytes read / time waiting for them
+  double disk_seq_gbs = 0.0;          // the file's sequential direct reads (4 MiB)
+  double disk_rand_gbs = 0.0;         // random direct reads of one expert's size, 4 in flight
+};
+
+// GB/s of reads of `block` bytes from `path` (direct I/O where the file
+// system takes it), sequential from the start or at random aligned offsets,
+// `in_flight` at once, `total` bytes in all.
+double MeasureDiskRead(const std::string& path, int64_t block, int64_t total, int in_flight,
+                       bool random);
+
 struct BenchReport {
   bool stream_only = false;         // a DSV4_STREAM_ONLY build: decode outputs are junk
   std::vector<double> prefill_tps;  // tokens/s of each run, in order
@@ -166,7 +186,8 @@ struct BenchReport {
   std::optional<PeakFlops> peak_dot;   // and the mix has bf16 dot products
   double peak_gflops = 0.0;            // the roof of the mix
   double prefill_efficiency = 0.0;
-  std::optional<KvUsage> kv;  // after the last decode run, for pruning caches
+  std::optional<KvUsage> kv;                  // after the last decode run, for pruning caches
+  std::optional<ExpertStreamReport> experts;  // when the model streams its experts
 };
 
 // One untimed warm-up prefill; `repeat` timed prefills back to back; then

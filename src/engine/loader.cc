@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/core.h>
 
 #include "base/hash.h"
+#include "base/log.h"
 #include "base/mapped_file.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
@@ -406,7 +410,99 @@ uint64_t Fingerprint(const LoadOptions& o, const LoadedModel& m,
   return h.digest();
 }
 
+// Streams a DeepSeek-V4 model's routed experts when its files exceed the budget.
+Status ApplyRamBudget(const LoadOptions& o, const std::vector<std::string>& files, LoadedModel& m) {
+  int64_t budget = o.ram_budget;
+  if (budget == LoadOptions::kRamBudgetAuto) budget = AvailableMemoryBytes() / 10 * 9;
+  if (budget <= 0) return Status::Ok();
+  int64_t total = 0;
+  std::error_code ec;
+  for (const std::string& f : files) {
+    if (EndsWith(f, ".json")) continue;
+    total += static_cast<int64_t>(fs::file_size(f, ec));
+  }
+  if (total <= budget) return Status::Ok();
+  auto* v4 = dynamic_cast<deepseek_v4::DeepSeekV4Model*>(m.model.get());
+  if (v4 == nullptr) {
+    if (o.ram_budget == LoadOptions::kRamBudgetAuto) return Status::Ok();  // paged by the kernel
+    return Unimplemented(o.model_path + ": " + std::to_string(total >> 20) +
+                             " MiB of weights exceed --ram-budget, and only DeepSeek-V4 models "
+                             "stream their experts",
+                         "raise --ram-budget or pass --ram-budget off");
+  }
+  const int64_t experts = v4->routed_expert_bytes();
+  const int64_t reserve = std::max<int64_t>(int64_t{256} << 20, budget / 8);
+  const int64_t cache = budget - (total - experts) - reserve;
+  if (cache <= 0) {
+    return ResourceExhausted(o.model_path + ": --ram-budget " + std::to_string(budget >> 20) +
+                                 " MiB does not hold the " +
+                                 std::to_string((total - experts) >> 20) +
+                                 " MiB of weights other than the routed experts, and a reserve "
+                                 "of " +
+                                 std::to_string(reserve >> 20) + " MiB",
+                             "raise --ram-budget");
+  }
+  RETURN_IF_ERROR(v4->StreamExperts(cache).WithContext("--ram-budget"));
+  m.expert_cache_bytes = v4->expert_cache()->stats().slots * v4->expert_cache()->stats().slot_bytes;
+  LOG_INFO(
+      "--ram-budget {} MiB: routed experts ({} MiB) streamed through a {} MiB cache ({} "
+      "experts{})",
+      budget >> 20, experts >> 20, m.expert_cache_bytes >> 20, v4->expert_cache()->stats().slots,
+      v4->expert_cache()->stats().direct_io ? ", direct I/O" : "");
+  return Status::Ok();
+}
+
 }  // namespace
+
+int64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+Result<int64_t> ParseRamBudget(std::string_view text) {
+  if (text == "auto") return LoadOptions::kRamBudgetAuto;
+  if (text == "off" || text == "0") return int64_t{0};
+  std::string t(text);
+  for (const char* suffix : {"iB", "B"}) {
+    if (EndsWith(t, suffix)) {
+      t.resize(t.size() - std::strlen(suffix));
+      break;
+    }
+  }
+  int shift = 0;
+  if (!t.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(t.back()))) {
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        break;
+    }
+    if (shift > 0) t.pop_back();
+  }
+  char* end = nullptr;
+  const double v = t.empty() ? -1 : std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !(v > 0) || v * std::ldexp(1.0, shift) > 9e18) {
+    return InvalidArgument("--ram-budget " + std::string(text) + " is not a size",
+                           "pass e.g. 24G, 512M, auto or off");
+  }
+  return static_cast<int64_t>(v * std::ldexp(1.0, shift));
+}
 
 Result<LoadedModel> LoadModel(const LoadOptions& options) {
   LoadOptions o = options;
@@ -476,6 +572,7 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
     files.push_back((fs::path(o.model_path) / "config.json").string());
   if (!o.draft_model_path.empty()) files.push_back(o.draft_model_path);
   r->fingerprint = Fingerprint(o, *r, files);
+  RETURN_IF_ERROR(ApplyRamBudget(o, files, *r));
   return r;
 }
 

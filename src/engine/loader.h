@@ -58,6 +58,14 @@ struct LoadOptions {
   // token: the window kv and compressor rows). Default: the last 16 tokens'
   // rows beyond what the next token needs, and a checkpoint every 16384.
   bool swa_full = false;
+  // The RAM the model may take (--ram-budget): when its weight files are
+  // larger, a DeepSeek-V4 model streams its routed experts from them through
+  // a cache (model/deepseek_v4/expert_cache.h) sized to what the budget
+  // leaves after the other weights and a reserve (an eighth of the budget, at
+  // least 256 MiB) for caches and activations. kRamBudgetAuto: 90% of the
+  // memory available at load (MemAvailable); 0: no budget (plain mmap).
+  int64_t ram_budget = kRamBudgetAuto;
+  static constexpr int64_t kRamBudgetAuto = -1;
 };
 
 struct LoadedModel {
@@ -68,6 +76,9 @@ struct LoadedModel {
   // The model file's own chat template (a GGUF's `tokenizer.chat_template`,
   // Jinja source); empty when it has none.
   std::string chat_template;
+  // LoadOptions::ram_budget: the bytes of the routed-expert cache (0: the
+  // experts are mapped as the rest).
+  int64_t expert_cache_bytes = 0;
   // LoadOptions::mlock: how many of the model's mappings of its weight files
   // were locked (they stay locked while the model maps them).
   int locked_mappings = 0;
@@ -88,6 +99,12 @@ struct LoadedModel {
 };
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);
+
+// "auto", "off" / "0", or a size with an optional binary unit: "24G", "512M",
+// "1.5T" (K, M, G, T; with or without "iB"/"B"). Errors name the flag.
+Result<int64_t> ParseRamBudget(std::string_view text);
+// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
+int64_t AvailableMemoryBytes();
 
 // A tokenizer on its own: a tokenizer.json (or .json.gz), a GGUF file (its
 // `llama` or `gpt2` vocabulary), a llama2.c tokenizer .bin, or a model

@@ -23,16 +23,17 @@ namespace fs = std::filesystem;
 
 // How a tensor's bytes are made.
 enum class Fill {
-  kFp8,       // F8_E4M3 values of magnitude 0.25..3.75 (LUT over random bytes)
-  kFp8Scale,  // F8_E8M0 [ceil(N/128), ceil(K/128)]: 2^-round(log2(1.3·√K))
-  kFp4,       // I8 bytes of two random e2m1 nibbles
-  kFp4Scale,  // F8_E8M0 [N, K/32]: 2^-round(log2(2.9·√K))
-  kBf16Rand,  // BF16 uniform with std 1/√K
-  kBf16One,   // BF16 1.0 (norm weights)
-  kF32Rand,   // F32 uniform with std 1/√K
-  kF32Zero,   // F32 0 (sinks, router bias)
-  kF32One,    // F32 1 (mHC scales)
-  kTid2Eid,   // I64 [V, k]: k distinct experts per token id
+  kFp8,         // F8_E4M3 values of magnitude 0.25..3.75 (LUT over random bytes)
+  kFp8Scale,    // F8_E8M0 [ceil(N/128), ceil(K/128)]: 2^-round(log2(1.3·√K))
+  kFp4,         // I8 bytes of two random e2m1 nibbles
+  kFp4Scale,    // F8_E8M0 [N, K/32]: 2^-round(log2(2.9·√K))
+  kBf16Rand,    // BF16 uniform with std 1/√K
+  kBf16One,     // BF16 1.0 (norm weights)
+  kF32Rand,     // F32 uniform with std 1/√K
+  kF32Zero,     // F32 0 (sinks, router bias)
+  kF32One,      // F32 1 (mHC scales)
+  kTid2Eid,     // I64 [V, k]: k distinct experts per token id
+  kRouterBias,  // F32 [E]: −router_skew · ln(1 + e) (0 without skew)
 };
 
 struct Planned {
@@ -109,7 +110,7 @@ class Planner {
     if (hash) {
       Add(p + "ffn.gate.tid2eid", "I64", {o.vocab, o.top_k}, Fill::kTid2Eid);
     } else {
-      Add(p + "ffn.gate.bias", "F32", {n_experts}, Fill::kF32Zero);
+      Add(p + "ffn.gate.bias", "F32", {n_experts}, Fill::kRouterBias);
     }
     for (int64_t e = 0; e < n_experts; ++e) {
       const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
@@ -378,7 +379,7 @@ uint16_t Bf16Bits(float f) {
 
 // Fills buf (a chunk of tensor p starting at byte `offset`) per p.fill.
 void FillChunk(const Planned& p, int64_t offset, std::span<uint8_t> buf, Rng& rng,
-               const std::array<uint8_t, 256>& fp8_lut, int64_t n_experts) {
+               const std::array<uint8_t, 256>& fp8_lut, int64_t n_experts, double router_skew) {
   const size_t n = buf.size();
   auto random_bytes = [&] {
     size_t i = 0;
@@ -427,6 +428,14 @@ void FillChunk(const Planned& p, int64_t offset, std::span<uint8_t> buf, Rng& rn
     }
     case Fill::kF32Zero:
       std::fill(buf.begin(), buf.end(), 0);
+      return;
+    case Fill::kRouterBias:
+      // Low ids favoured, falling off as ln(1 + e): a Zipf-like expert use.
+      for (size_t i = 0; i + 4 <= n; i += 4) {
+        const int64_t e = (offset + static_cast<int64_t>(i)) / 4;
+        const float b = static_cast<float>(-router_skew * std::log1p(static_cast<double>(e)));
+        std::memcpy(buf.data() + i, &b, 4);
+      }
       return;
     case Fill::kF32One:
       for (size_t i = 0; i + 4 <= n; i += 4) {
@@ -538,7 +547,7 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
       for (int64_t off = 0; off < p.bytes; off += static_cast<int64_t>(chunk.size())) {
         const size_t n = static_cast<size_t>(std::min<int64_t>(chunk.size(), p.bytes - off));
         std::span<uint8_t> buf(chunk.data(), n);
-        FillChunk(p, off, buf, rng, lut, n_experts);
+        FillChunk(p, off, buf, rng, lut, n_experts, o.router_skew);
         RETURN_IF_ERROR(w->Append(buf));
       }
     }

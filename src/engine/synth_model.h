@@ -45,6 +45,10 @@ struct SynthModelOptions {
   int64_t dspark_markov_rank = 256;
   int64_t shard_bytes = 2'000'000'000;  // larger models are split into shards + index
   uint64_t seed = 1;
+  // Scored routers' selection bias −router_skew · ln(1 + e) for expert e: 0
+  // routes uniformly; larger values concentrate the picks on low ids, a
+  // Zipf-like skew (expert streaming benchmarks). Hash layers stay uniform.
+  double router_skew = 0.0;
 };
 
 struct SynthModelReport {

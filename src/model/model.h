@@ -106,6 +106,22 @@ struct KvUsage {
   int64_t bytes_unpruned() const { return entries_unpruned * bytes_per_entry; }
 };
 
+// Routed experts streamed from the checkpoint under a RAM budget
+// (DeepSeek-V4's expert cache, --ram-budget): its size and counters.
+struct ExpertStreamStats {
+  int64_t slots = 0;               // experts held at once
+  int64_t slot_bytes = 0;          // bytes of one slot (an expert's tensors + alignment)
+  int64_t hits = 0;                // acquisitions of a resident expert
+  int64_t misses = 0;              // acquisitions that read the expert
+  int64_t read_bytes = 0;          // bytes read from the checkpoint
+  double read_seconds = 0;         // wall time spent waiting for reads
+  bool direct_io = false;          // every file opened with O_DIRECT
+  std::vector<std::string> files;  // the checkpoint files read
+  double hit_rate() const {
+    return hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0;
+  }
+};
+
 // One sequence's share of a batched step (Model::ForwardBatch): its new
 // tokens, its cache (distinct per entry) and where its logits go — [T, V] when
 // all_logits, else the last token's [V].
@@ -163,6 +179,9 @@ class Model {
   // and every call since it was made (an expert picked by several tokens of
   // one step counts once); -1 when the model does not count them.
   virtual int64_t routed_experts_run() const { return -1; }
+  // The expert cache's counters when the model streams its routed experts
+  // (--ram-budget); nullopt otherwise.
+  virtual std::optional<ExpertStreamStats> expert_stream_stats() const { return std::nullopt; }
   // KV usage of `cache` (made by this model) for models whose caches can evict
   // entries; nullopt for others.
   virtual std::optional<KvUsage> kv_usage(const SequenceCache& cache) const {

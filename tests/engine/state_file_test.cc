@@ -329,22 +329,22 @@ TEST(PromptStateStore, CorruptTruncatedAndInterruptedFilesNeverLoad) {
   // file and a file that is not a state at all are there too.
   const std::vector<uint8_t> good = ReadAll(files[1]);
   // (pid 2^22 + 1 is above Linux's pid_max: its writer is gone.)
-  const std::string tmp = "x" + std::string(kStateFileExtension) + ".tmp.4194305.0";
+  const std::string tmp = std::string("x") + kStateFileExtension + ".tmp.4194305.0";
   WriteAll(dir / tmp, good);
   // A live writer's temporary file (this process's pid) stays.
   const std::string live =
-      "y" + std::string(kStateFileExtension) + ".tmp." + std::to_string(::getpid()) + ".0";
+      std::string("y") + kStateFileExtension + ".tmp." + std::to_string(::getpid()) + ".0";
   WriteAll(dir / live, good);
-  WriteAll(dir / ("truncated" + std::string(kStateFileExtension)),
+  WriteAll(dir / (std::string("truncated") + kStateFileExtension),
            std::span(good).first(good.size() - 9));
-  WriteAll(dir / ("junk" + std::string(kStateFileExtension)), std::vector<uint8_t>(30, 'j'));
+  WriteAll(dir / (std::string("junk") + kStateFileExtension), std::vector<uint8_t>(30, 'j'));
   auto store = PromptStateStore::Open({.dir = dir.string(), .fingerprint = 7});
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->stats().files, 2);  // the interrupted, truncated and junk files are gone
   EXPECT_FALSE(fs::exists(dir / tmp));
   EXPECT_TRUE(fs::exists(dir / live));
-  EXPECT_FALSE(fs::exists(dir / ("truncated" + std::string(kStateFileExtension))));
-  EXPECT_FALSE(fs::exists(dir / ("junk" + std::string(kStateFileExtension))));
+  EXPECT_FALSE(fs::exists(dir / (std::string("truncated") + kStateFileExtension)));
+  EXPECT_FALSE(fs::exists(dir / (std::string("junk") + kStateFileExtension)));
   // The corrupt 40-token state is refused and removed; the 20-token one loads.
   auto cache = model.NewCache(64);
   EXPECT_EQ((*store)->Load(tokens, *cache), 0);

@@ -17,6 +17,7 @@
 namespace dsv4::deepseek_v4 {
 
 struct ScoredRouterOptions;  // moe.h
+class ExpertCache;           // expert_cache.h
 
 struct LayerContext {
   ThreadPool& pool;
@@ -29,6 +30,9 @@ struct LayerContext {
   // ApplyRuntimeOptions), or null: the checkpoint's routing. Set for main
   // layers only; hash-routed layers ignore them.
   const ScoredRouterOptions* router_options = nullptr;
+  // Routed experts streamed under a RAM budget (expert_cache.h), or null: the
+  // mapped weights. Main layers only.
+  ExpertCache* expert_cache = nullptr;
 };
 
 // One sequence's T tokens at positions pos0 .. pos0+T−1, held in rows

@@ -191,15 +191,16 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   // ---- Attention site: mHC pre → attn_norm → attention → mHC post (§2 step 3a–c) ----
   const HcMix mix{
       .mix = mix_.data(), .pre = pre_.data(), .post = post_.data(), .comb = comb_.data()};
-  const LayerContext ctx{.pool = pool,
-                         .config = c,
-                         .plan = plan,
-                         .rope = rope_[l],
-                         .numerics = numerics_,
-                         .trace = trace,
-                         .router_options = plan.role != LayerRole::kMtp && router_options_
-                                               ? &*router_options_
-                                               : nullptr};
+  const LayerContext ctx{
+      .pool = pool,
+      .config = c,
+      .plan = plan,
+      .rope = rope_[l],
+      .numerics = numerics_,
+      .trace = trace,
+      .router_options =
+          plan.role != LayerRole::kMtp && router_options_ ? &*router_options_ : nullptr,
+      .expert_cache = plan.role != LayerRole::kMtp ? expert_cache_.get() : nullptr};
   HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix);
   TraceHc(trace, "hc_attn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);
@@ -740,6 +741,28 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
   std::shared_ptr<const CheckpointReader> shared(std::move(reader));
   ASSIGN_OR_RETURN(auto model, DeepSeekV4Model::Load(shared, config, options));
   return std::unique_ptr<Model>(std::move(model));
+}
+
+Status DeepSeekV4Model::StreamExperts(int64_t budget_bytes) {
+  expert_cache_.reset();
+  if (budget_bytes <= 0) return Status::Ok();
+  std::vector<const MoeWeights*> layers;
+  for (const LayerWeights& lw : weights_.layers) layers.push_back(&lw.moe);
+  ASSIGN_OR_RETURN(expert_cache_,
+                   ExpertCache::Make(layers, budget_bytes, config_.num_experts_per_tok));
+  return Status::Ok();
+}
+
+int64_t DeepSeekV4Model::routed_expert_bytes() const {
+  int64_t n = 0;
+  for (const LayerWeights& lw : weights_.layers) {
+    for (const ExpertWeights& e : lw.moe.experts) {
+      for (const LinearWeight* w : {&e.w1, &e.w3, &e.w2}) {
+        n += w->weight.nbytes() + (w->scale.data != nullptr ? w->scale.nbytes() : 0);
+      }
+    }
+  }
+  return n;
 }
 
 Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<GgufFile>> parts,

@@ -31,6 +31,7 @@
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/expert_cache.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/numerics.h"
@@ -111,6 +112,19 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   // From the checkpoint's tensor list (work_counts.cc).
   std::optional<WeightWork> weight_work_per_token() const override;
   int64_t routed_experts_run() const override { return moe_scratch_.experts_run; }
+
+  // ---- Expert streaming (expert_cache.h; --ram-budget) ----
+  // Streams the main layers' routed experts from the checkpoint through a
+  // cache of `budget_bytes` (replacing an earlier one); 0 turns streaming off
+  // (the mapped weights again). Errors: ExpertCache::Make's.
+  Status StreamExperts(int64_t budget_bytes);
+  const ExpertCache* expert_cache() const { return expert_cache_.get(); }
+  std::optional<ExpertStreamStats> expert_stream_stats() const override {
+    if (!expert_cache_) return std::nullopt;
+    return expert_cache_->stats();
+  }
+  // The main layers' routed experts' bytes as stored.
+  int64_t routed_expert_bytes() const;
 
   // ---- Multi-token prediction (spec §6.3; speculative decoding) ----
   // The main model's final residual streams [T, C, D] of the last Forward
@@ -226,6 +240,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
   std::optional<ScoredRouterOptions> router_options_;  // ApplyRuntimeOptions
+  std::unique_ptr<ExpertCache> expert_cache_;          // StreamExperts
 
   // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
   // only when a longer prefill chunk arrives; the attention scratch that

@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "base/check.h"
+#include "base/log.h"
+#include "model/deepseek_v4/expert_cache.h"
 #include "ops/matmul.h"
 #include "ops/ref/ops_ref.h"
 #include "ops/vec_ops.h"
@@ -26,7 +28,8 @@ float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 int64_t MoeScratch::bytes() const {
   const size_t f = routing.scores.capacity() + routing.weights.capacity() + logits.capacity() +
                    row_weight.capacity() + xe.capacity() + gate.capacity() + up.capacity() +
-                   down.capacity() + y.capacity() + act.capacity() + biased.capacity();
+                   down.capacity() + y.capacity() + act.capacity() + act_w2.capacity() +
+                   biased.capacity();
   const size_t i =
       routing.experts.capacity() + rows.capacity() + order.capacity() + active.capacity();
   const size_t l = first.capacity() + count.capacity() + job_rows.capacity();
@@ -57,6 +60,8 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   first.resize(E);
   count.resize(E);
   cursor.resize(E);
+  routed.resize(E);
+  job_order.reserve(E + 1);
   jobs.reserve(2 * (E + 1));
   job_rows.reserve(2 * (E + 1) + 1);
 }
@@ -189,9 +194,12 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
       }
     });
   }
+  // The experts' weights as mapped: shapes and formats (and the data, unless
+  // an expert cache streams them: `routed` then points at its copies).
   const auto weights_of = [&](int64_t i) -> const ExpertWeights& {
     return i < n_active ? w.experts[s.active[i]] : w.shared;
   };
+  std::vector<const ExpertWeights*>& routed = s.routed;
   const auto first_of = [&](int64_t i) { return i < n_active ? s.first[i] : n_rows; };
   const auto count_of = [&](int64_t i) { return i < n_active ? s.count[i] : T; };
   // Activation quantisation is per token row, so one pass over all gathered
@@ -209,22 +217,6 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
   };
   const float* xin = one_token ? quantised_input(x, 1, &ExpertWeights::w1, s.act)
                                : quantised_input(s.xe.data(), n_all, &ExpertWeights::w1, s.act);
-  // The shared expert's jobs first: its FP8 rows beside the routed FP4 ones
-  // of the other thread, and a split that each layer learns for itself (the
-  // pool keys it on the first job's weights, which would otherwise be a
-  // routed expert's, changing from token to token).
-  const auto job_order = [&](int64_t j) { return j == 0 ? n_active : j - 1; };
-  std::vector<LinearJob>& jobs = s.jobs;
-  jobs.clear();  // capacity reserved: no allocation
-  for (int64_t j = 0; j <= n_active; ++j) {
-    const int64_t i = job_order(j);
-    const ExpertWeights& ew = weights_of(i);
-    const int64_t f0 = first_of(i), n = count_of(i);
-    const float* in = one_token ? xin : xin + f0 * D;
-    jobs.push_back({&ew.w1, in, s.gate.data() + f0 * F, n});
-    jobs.push_back({&ew.w3, in, s.up.data() + f0 * F, n});
-  }
-  LinearMany(pool, jobs, s.job_rows);
   // GGUF quant w2 with quantised activations: the routing weight scales w2's
   // output, llama.cpp's order (llm_graph::build_moe_ffn: ggml_mul(experts,
   // weights) after the down projection). The reference's order (below) is the
@@ -233,28 +225,86 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
   // w · f16(amax / 127): llama.cpp's logits are those of its order.
   const bool weight_after_w2 = IsGgmlQuant(weights_of(0).w2.weight.dtype) &&
                                ops::GetKQuantActivations() == ops::KQuantActivations::kQ8K;
-  // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed
-  // experts' weight scales h before w2, the reference's order, §11 item 3).
-  // Rows over the pool in prefill (a decoded token's few rows stay inline:
-  // split over 2 threads, they took as long, fork-join included).
-  pool.ParallelFor(
-      n_all,
-      [&](int64_t r0, int64_t r1, int) {
-        for (int64_t row = r0; row < r1; ++row) {
-          float* g = s.gate.data() + row * F;
-          // One SIMD pass: limits, silu(g) · u (SIMD exp), the routed weight.
-          ops::SwiGluLimited(g, g, s.up.data() + row * F, F, limit,
-                             row < n_rows && !weight_after_w2 ? s.row_weight[row] : 1.0f);
-        }
-      },
-      kRowsPerChunk);
-  const float* hin = quantised_input(s.gate.data(), n_all, &ExpertWeights::w2, s.act);
-  jobs.clear();
-  for (int64_t j = 0; j <= n_active; ++j) {
-    const int64_t i = job_order(j), f0 = first_of(i);
-    jobs.push_back({&weights_of(i).w2, hin + f0 * F, s.down.data() + f0 * D, count_of(i)});
+  // The experts run in segments of at most the expert cache's capacity (one
+  // segment, the shared expert included, without a cache or when they fit;
+  // else the routed ones in turn, then the shared one alone). Every row's
+  // result is the same whichever segment computes it.
+  const int64_t per_segment =
+      ctx.expert_cache != nullptr ? ctx.expert_cache->capacity() : std::max<int64_t>(n_active, 1);
+  const bool one_segment = n_active <= per_segment;
+  const int64_t routed_segments = one_segment ? 0 : (n_active + per_segment - 1) / per_segment;
+  for (int64_t seg = 0; seg <= routed_segments; ++seg) {
+    // [a, b): this segment's routed experts (in s.active order).
+    const bool with_shared = seg == routed_segments;
+    const int64_t a = one_segment ? 0 : std::min(n_active, seg * per_segment);
+    const int64_t b = one_segment   ? n_active
+                      : with_shared ? a
+                                    : std::min(n_active, a + per_segment);
+    Status streamed;
+    if (ctx.expert_cache != nullptr && b > a) {
+      streamed = ctx.expert_cache->Acquire(
+          plan.layer, std::span<const int32_t>(s.active).subspan(a, b - a),
+          std::span<const ExpertWeights*>(routed).subspan(a, b - a));
+      // A failed read: this segment reads the mapped weights instead (the
+      // same bytes, paged in by the kernel), with a warning.
+      if (!streamed.ok()) {
+        LOG_WARNING("MoE layer {}: {}; reading these experts through the mapping", plan.layer,
+                    streamed.ToString());
+      }
+    }
+    if (ctx.expert_cache == nullptr || !streamed.ok()) {
+      for (int64_t i = a; i < b; ++i) routed[i] = &w.experts[s.active[i]];
+    }
+    const auto data_of = [&](int64_t i) -> const ExpertWeights& {
+      return i < n_active ? *routed[i] : w.shared;
+    };
+    // The shared expert's jobs first: its FP8 rows beside the routed FP4 ones
+    // of the other thread, and a split that each layer learns for itself (the
+    // pool keys it on the first job's weights, which would otherwise be a
+    // routed expert's, changing from token to token).
+    std::vector<int64_t>& order = s.job_order;
+    order.clear();
+    if (with_shared) order.push_back(n_active);
+    for (int64_t i = a; i < b; ++i) order.push_back(i);
+    std::vector<LinearJob>& jobs = s.jobs;
+    jobs.clear();  // capacity reserved: no allocation
+    for (int64_t i : order) {
+      const ExpertWeights& ew = data_of(i);
+      const int64_t f0 = first_of(i), n = count_of(i);
+      const float* in = one_token ? xin : xin + f0 * D;
+      jobs.push_back({&ew.w1, in, s.gate.data() + f0 * F, n});
+      jobs.push_back({&ew.w3, in, s.up.data() + f0 * F, n});
+    }
+    LinearMany(pool, jobs, s.job_rows);
+    // This segment's rows: its experts' (contiguous, ascending id), then the
+    // shared expert's after n_rows.
+    const int64_t r0 = with_shared && !one_segment ? n_rows : first_of(a);
+    const int64_t r1 = with_shared ? n_all : first_of(b);
+    // h = silu(min(g, limit)) · clamp(u, ±limit) · routing weight (the routed
+    // experts' weight scales h before w2, the reference's order, §11 item 3).
+    // Rows over the pool in prefill (a decoded token's few rows stay inline:
+    // split over 2 threads, they took as long, fork-join included).
+    pool.ParallelFor(
+        r1 - r0,
+        [&](int64_t q0, int64_t q1, int) {
+          for (int64_t row = r0 + q0; row < r0 + q1; ++row) {
+            float* g = s.gate.data() + row * F;
+            // One SIMD pass: limits, silu(g) · u (SIMD exp), the routed weight.
+            ops::SwiGluLimited(g, g, s.up.data() + row * F, F, limit,
+                               row < n_rows && !weight_after_w2 ? s.row_weight[row] : 1.0f);
+          }
+        },
+        kRowsPerChunk);
+    // (Its own scratch: xin, in s.act, serves the segments after this one.)
+    const float* hin =
+        quantised_input(s.gate.data() + r0 * F, r1 - r0, &ExpertWeights::w2, s.act_w2);
+    jobs.clear();
+    for (int64_t i : order) {
+      const int64_t f0 = first_of(i);
+      jobs.push_back({&data_of(i).w2, hin + (f0 - r0) * F, s.down.data() + f0 * D, count_of(i)});
+    }
+    LinearMany(pool, jobs, s.job_rows);
   }
-  LinearMany(pool, jobs, s.job_rows);
 
   // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.
   // Features split over the pool in prefill; every element still sums its

@@ -47,16 +47,19 @@ struct MoeScratch {
   std::vector<float> up;          // [T·k + T, F]
   std::vector<float> down;        // [T·k + T, D]
   std::vector<float> y;           // [T, D] fp32 accumulator
-  std::vector<float> act;         // activation-quant copies
+  std::vector<float> act;         // activation-quant copies (w1/w3 inputs)
+  std::vector<float> act_w2;      // those of the w2 inputs
   std::vector<float> biased;      // [E]
   std::vector<int32_t> order;     // [E]
   std::vector<int32_t> active;    // [E] experts with picks this step, ascending
   std::vector<int64_t> first;     // [E] their first gathered row
   std::vector<int64_t> count;     // [E] their rows
   std::vector<int64_t> cursor;    // [E] by expert id: picks, then the next row to fill
-  std::vector<LinearJob> jobs;    // [2·(E + 1)] one pooled step's products
-  std::vector<int64_t> job_rows;  // LinearMany's row offsets
-  int64_t experts_run = 0;        // routed experts whose weights were read, all calls so far
+  std::vector<const ExpertWeights*> routed;  // [E] the active experts' weights (s.active order)
+  std::vector<int64_t> job_order;            // [E + 1] a segment's experts (moe.cc)
+  std::vector<LinearJob> jobs;               // [2·(E + 1)] one pooled step's products
+  std::vector<int64_t> job_rows;             // LinearMany's row offsets
+  int64_t experts_run = 0;  // routed experts whose weights were read, all calls so far
 };
 
 // Runtime options of the scored routers (model/runtime_options.h, an

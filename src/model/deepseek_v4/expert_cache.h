@@ -1,0 +1,117 @@
+// ExpertCache: DeepSeek-V4's routed experts streamed from the checkpoint under
+// a RAM budget (--ram-budget), for models larger than memory.
+//
+// Dense and shared weights stay mapped (and resident once touched); a routed
+// expert of a main layer is never read through the mapping. When a layer's
+// router has chosen its experts, Acquire hands the MoE resident copies of
+// them: those already in a slot are hits, the others are read from the
+// checkpoint file into free or evicted slots, in parallel (one read per
+// tensor, several in flight), with direct I/O where the file system takes it
+// (no second copy in the page cache). The bytes are the file's, as stored
+// (FP4 stays FP4): a streamed forward equals a resident one bit for bit.
+//
+// Eviction: the slot whose expert has the lowest use count (counts halve
+// every `slots` acquisitions, so old popularity fades), the least recently
+// used among equals; the experts of the current call are never evicted.
+//
+// Memory: slots × slot_bytes, one allocation, fixed at Make.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_EXPERT_CACHE_H_
+#define DSV4_MODEL_DEEPSEEK_V4_EXPERT_CACHE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "model/deepseek_v4/weights.h"
+#include "model/model.h"
+
+namespace dsv4::deepseek_v4 {
+
+using ExpertCacheStats = ExpertStreamStats;  // model/model.h
+
+class ExpertCache {
+ public:
+  // A cache of `budget_bytes` over the routed experts of `layers` (index =
+  // layer; layers without routed experts are skipped), whose weights must be
+  // views into mapped checkpoint files. Errors: a weight not in a mapped file
+  // (a repacked or converted expert: InvalidArgument), a budget below one
+  // token's experts (`min_slots`; ResourceExhausted naming the bytes needed),
+  // a file that cannot be opened (Io).
+  static Result<std::unique_ptr<ExpertCache>> Make(std::span<const MoeWeights* const> layers,
+                                                   int64_t budget_bytes, int64_t min_slots,
+                                                   int io_threads = 4);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Experts held at once: Acquire takes at most this many.
+  int64_t capacity() const { return static_cast<int64_t>(slots_.size()); }
+  // out[i] = a resident copy of expert ids[i] of `layer` (distinct ids,
+  // ids.size() ≤ capacity()), valid until the next Acquire. Errors: a read
+  // that failed or came back short (Io, naming the file).
+  Status Acquire(int64_t layer, std::span<const int32_t> ids, std::span<const ExpertWeights*> out);
+  ExpertCacheStats stats() const;
+
+ private:
+  // One tensor of an expert in its file.
+  struct Part {
+    int file = -1;
+    uint64_t offset = 0;
+    int64_t bytes = 0;
+  };
+  struct Expert {
+    const ExpertWeights* mapped = nullptr;  // the views into the mapping (shapes, formats)
+    Part parts[6];                          // w1, w3, w2 weights, then their scales
+    int32_t slot = -1;
+    uint32_t uses = 0;
+  };
+  struct Slot {
+    int64_t key = -1;  // layer · E + expert held, -1: none
+    uint64_t last_used = 0;
+    ExpertWeights weights;  // views into this slot's bytes
+  };
+  struct Read {
+    int file;  // index into paths_ / fds_
+    int fd;
+    uint64_t offset;
+    int64_t bytes;   // aligned: may reach past the end of the file
+    int64_t needed;  // the bytes that must arrive (the part's end)
+    uint8_t* dst;
+    Status* status;
+  };
+  ExpertCache() = default;
+  void Worker();
+  Status ReadAll(std::vector<Read>& reads);
+  void Load(int64_t key, int32_t slot, std::vector<Read>& reads, std::vector<Status>& statuses);
+
+  int64_t n_experts_ = 0;           // E
+  std::vector<Expert> experts_;     // [L · E] (empty entries for dense layers)
+  std::vector<std::string> paths_;  // files
+  std::vector<int> fds_;            // their descriptors
+  int64_t region_bytes_[6] = {};    // bytes each part may take in a slot (aligned read)
+  int64_t slot_bytes_ = 0;
+  uint8_t* arena_ = nullptr;  // slots × slot_bytes_
+  size_t arena_bytes_ = 0;
+  std::vector<Slot> slots_;
+  uint64_t clock_ = 0;
+  uint64_t acquisitions_ = 0;
+  ExpertCacheStats stats_;
+  // Reads in flight: Worker threads take them from `queue_`.
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::vector<Read> queue_;
+  size_t next_ = 0, finished_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_EXPERT_CACHE_H_
