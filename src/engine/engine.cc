@@ -255,6 +255,12 @@ Result<std::shared_ptr<RequestHandle>> Engine::Submit(std::vector<SequenceReques
     }
     if (r.max_tokens < 0) return InvalidArgument("max_tokens must not be negative");
     RETURN_IF_ERROR(ValidateSamplingParams(r.sampling));
+    for (const auto& [id, amount] : r.sampling.logit_bias) {
+      if (id >= vocab_size_) {
+        return InvalidArgument("logit_bias names token id " + std::to_string(id) +
+                               ", outside the vocabulary [0, " + std::to_string(vocab_size_) + ")");
+      }
+    }
     if (r.top_logprobs < -1 || r.top_logprobs > options_.max_top_logprobs) {
       return InvalidArgument("top_logprobs " + std::to_string(r.top_logprobs) + " is out of range",
                              "use 0.." + std::to_string(options_.max_top_logprobs));
@@ -549,9 +555,10 @@ bool Engine::Step() {
 
 bool Engine::CanSpeculate(const Sequence& s) const {
   const SamplingParams& sp = s.request.sampling;
-  const bool penalties =
-      sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f || sp.frequency_penalty != 0.0f;
-  // Penalties change a row's distribution with the tokens before it, a
+  const bool penalties = sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f ||
+                         sp.frequency_penalty != 0.0f || !sp.logit_bias.empty();
+  // Penalties change a row's distribution with the tokens before it (a
+  // logit bias is kept out too, for simplicity), a
   // constraint may refuse and resample, logprobs report every row: these
   // sequences decode one token a step and keep no draft session.
   return drafter_ != nullptr && !penalties && s.constraint == nullptr && s.request.top_logprobs < 0;

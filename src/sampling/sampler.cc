@@ -35,6 +35,10 @@ Status ValidateSamplingParams(const SamplingParams& p) {
   if (!std::isfinite(p.frequency_penalty)) {
     return bad("frequency_penalty", p.frequency_penalty, "finite");
   }
+  for (const auto& [id, amount] : p.logit_bias) {
+    if (id < 0) return bad("logit_bias token", id, "a token id >= 0");
+    if (!std::isfinite(amount)) return bad("logit_bias amount", amount, "finite");
+  }
   return Status::Ok();
 }
 
@@ -181,6 +185,9 @@ int32_t Sampler::Sample(std::span<float> logits) {
     weights_.resize(n);
     counts_.resize(n, 0);
   }
+  for (const auto& [id, amount] : params_.logit_bias) {
+    if (static_cast<size_t>(id) < n) logits[static_cast<size_t>(id)] += amount;
+  }
   ApplyPenalties(logits);
   last_size_ = 0;
 
@@ -196,16 +203,21 @@ int32_t Sampler::Sample(std::span<float> logits) {
     return static_cast<int32_t>(best);
   }
 
-  const std::span<const Candidate> c = Filter(logits);
+  const std::span<const Candidate> c = Filter(logits, false);
   last_size_ = c.size();
   return Draw(c);
 }
 
-std::span<const Candidate> Sampler::Filter(std::span<const float> logits) {
+std::span<const Candidate> Sampler::Filter(std::span<const float> logits, bool add_bias) {
   const size_t n = logits.size();
   for (size_t i = 0; i < n; ++i) {
     const float logit = std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
     candidates_[i] = {logit, static_cast<int32_t>(i)};
+  }
+  if (add_bias) {
+    for (const auto& [id, amount] : params_.logit_bias) {
+      if (static_cast<size_t>(id) < n) candidates_[static_cast<size_t>(id)].logit += amount;
+    }
   }
   std::span<Candidate> c(candidates_.data(), n);
   bool sorted = false;
@@ -231,7 +243,7 @@ void Sampler::Probabilities(std::span<const float> logits, std::span<float> prob
     weights_.resize(logits.size());
     counts_.resize(logits.size(), 0);
   }
-  const std::span<const Candidate> c = Filter(logits);
+  const std::span<const Candidate> c = Filter(logits, true);
   std::fill(probs.begin(), probs.end(), 0.0f);
   float max = -std::numeric_limits<float>::infinity();
   for (const Candidate& x : c) max = std::max(max, x.logit);

@@ -1,8 +1,10 @@
 // Sampler: picks the next token from a row of logits, with llama.cpp's default
 // sampler chain and defaults (common/sampling.cpp):
 //
-//   penalties -> top-k -> top-p -> min-p -> temperature -> seeded draw
+//   logit bias -> penalties -> top-k -> top-p -> min-p -> temperature -> draw
 //
+// (logit bias: a fixed amount added to given tokens' logits, OpenAI's
+// logit_bias, llama.cpp's first stage)
 // with temperature <= 0 meaning greedy (argmax of the penalised logits, the
 // lowest id on ties). Each stage follows llama.cpp's llama-sampling.cpp:
 //   - penalties, over the last `repeat_last_n` accepted tokens, once per
@@ -31,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -50,6 +53,10 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;  // 0: off
   uint64_t seed = 0;               // every value is a valid seed; the caller picks a random
                                    // one when the user gives none
+  // (token id, amount) added to that token's logit before everything else;
+  // ids must be in the vocabulary (the caller checks; ids past a row are
+  // ignored), amounts finite (-inf is not: use a large negative amount).
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 };
 
 // Largest repeat_last_n accepted (the window is allocated up front).
@@ -100,12 +107,12 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
 
   // Picks a token id in [0, logits.size()). `logits` (non-empty) is modified in
-  // place: on return it holds the penalised logits (the later stages work on a
+  // place: on return it holds the biased, penalised logits (the later stages work on a
   // copy). NaN logits count as -inf. If every logit is -inf, returns the first
   // (lowest) id; +inf logits win over all finite ones.
   int32_t Sample(std::span<float> logits);
   // The distribution Sample draws from for `logits` when no penalties apply
-  // (temperature > 0): the chain's top-k, top-p, min-p and temperature, then a
+  // (temperature > 0): the logit bias, top-k, top-p, min-p and temperature, then a
   // softmax, written densely into probs [logits.size()] (0 for the tokens the
   // filters drop). Speculative sampling verifies drafts against it. The
   // random sequence and the accepted tokens are not touched.
@@ -128,8 +135,10 @@ class Sampler {
 
  private:
   void ApplyPenalties(std::span<float> logits);
-  // The chain's filters and temperature on a copy of `logits`: the candidates left.
-  std::span<const Candidate> Filter(std::span<const float> logits);
+  // The chain's filters and temperature on a copy of `logits`: the candidates
+  // left. `add_bias`: the logit bias is added first (Probabilities; Sample
+  // biases the row itself).
+  std::span<const Candidate> Filter(std::span<const float> logits, bool add_bias);
   // Draws from softmax(c.logit) with one random number.
   int32_t Draw(std::span<const Candidate> c);
 

@@ -1,6 +1,7 @@
 // Request parsing and validation (request.h).
 #include "server/request.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -153,7 +154,69 @@ Status GetSampling(const Json& body, Api api, GenerationRequest* r) {
       r->has_seed = true;
     }
   }
+  if (const Json* lb = Field(body, "logit_bias"); lb != nullptr && api != Api::kMessages) {
+    // OpenAI: {"token id": bias in [-100, 100]}, added to the logits.
+    if (!lb->is_object()) return Bad("logit_bias", "must be an object of token id: bias");
+    for (const auto& [key, value] : lb->items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 ||
+          id > std::numeric_limits<int32_t>::max()) {
+        return Bad("logit_bias", "key \"" + key + "\" is not a token id");
+      }
+      if (!value.is_number() || value.get<double>() < -100.0 || value.get<double>() > 100.0) {
+        return Bad("logit_bias[\"" + key + "\"]", "must be a number in [-100, 100]");
+      }
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
   return ValidateSamplingParams(s);
+}
+
+// Fields of the OpenAI and Anthropic APIs this server does not implement: a
+// 400 that names them, never a silent free-text answer.
+Status RefuseUnimplemented(const Json& body, Api api) {
+  const auto refuse = [](const std::string& field, const std::string& hint) {
+    return Unimplemented("'" + field + "' is not supported by this server", hint);
+  };
+  if (api == Api::kMessages) {
+    if (const Json* oc = Field(body, "output_config"); oc != nullptr) {
+      if (oc->is_object() && Field(*oc, "format") != nullptr) {
+        return refuse("output_config.format",
+                      "structured output is not implemented yet; leave it out and ask for JSON "
+                      "in the prompt");
+      }
+    }
+    return Status::Ok();
+  }
+  if (const Json* rf = Field(body, "response_format"); rf != nullptr) {
+    const Json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      return Bad("response_format.type", "is required (\"text\")");
+    }
+    if (type->get<std::string>() != "text") {
+      return refuse("response_format.type \"" + type->get<std::string>() + "\"",
+                    "structured output is not implemented yet; use {\"type\": \"text\"} or "
+                    "leave it out");
+    }
+  }
+  for (const char* legacy : {"functions", "function_call"}) {
+    if (Field(body, legacy) != nullptr) {
+      return refuse(legacy,
+                    "use 'tools' and 'tool_choice' (the legacy function-calling fields "
+                    "are not mapped)");
+    }
+  }
+  if (Field(body, "audio") != nullptr) return refuse("audio", "this server answers in text only");
+  if (const Json* m = Field(body, "modalities"); m != nullptr) {
+    if (!m->is_array()) return Bad("modalities", "must be an array");
+    for (const Json& x : *m) {
+      if (x != Json("text")) {
+        return refuse("modalities " + x.dump(), "this server answers in text only: [\"text\"]");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status GetMaxTokens(const Json& body, const char* key, const RequestLimits& limits, int64_t* out) {
@@ -619,6 +682,7 @@ Result<GenerationRequest> ParseRequest(Api api, const Json& body, const RequestL
     if (!r.stream) return Bad("stream_options", "is only allowed with 'stream': true");
     RETURN_IF_ERROR(GetBool(*so, "include_usage", &r.include_usage));
   }
+  RETURN_IF_ERROR(RefuseUnimplemented(body, api));
   RETURN_IF_ERROR(GetSampling(body, api, &r));
   RETURN_IF_ERROR(GetLogprobs(body, api, limits, &r));
   RETURN_IF_ERROR(GetBool(body, "return_tokens_as_token_ids", &r.tokens_as_ids));

@@ -258,6 +258,12 @@ TEST(Engine, RejectsBadSequences) {
   SequenceRequest too_long = Greedy(m, "hi", 5);
   too_long.prompt.assign(64, 1);
   EXPECT_EQ((*engine)->Submit({too_long}).status().code(), StatusCode::kInvalidArgument);
+  SequenceRequest bad_bias = Greedy(m, "hi", 5);
+  bad_bias.sampling.logit_bias = {{100000, 1.0f}};
+  const auto refused = (*engine)->Submit({bad_bias});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("logit_bias"), std::string::npos);
   SequenceRequest bad_sampling = Greedy(m, "hi", 5);
   bad_sampling.sampling.top_p = 2.0f;
   EXPECT_EQ((*engine)->Submit({bad_sampling}).status().code(), StatusCode::kInvalidArgument);

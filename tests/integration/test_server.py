@@ -167,6 +167,16 @@ BAD_CHAT = [
     ("prompt_too_long", {**GOOD, "messages": [{"role": "user", "content": "once upon a time " * 400}]},
      400, "context"),
     ("file_path_as_model", {**GOOD, "model": "/etc/passwd"}, 404, "does not exist"),
+    # Fields the server does not implement: refused by name, never ignored.
+    ("response_format_json_schema", {**GOOD, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, 400,
+     "'response_format.type \"json_schema\"' is not supported"),
+    ("legacy_functions", {**GOOD, "functions": [{"name": "f", "parameters": {}}]}, 400,
+     "'functions' is not supported"),
+    ("audio_modality", {**GOOD, "modalities": ["text", "audio"]}, 400, "modalities"),
+    ("logit_bias_outside_vocabulary", {**GOOD, "logit_bias": {"100000": 5}}, 400,
+     "outside the vocabulary"),
+    ("logit_bias_out_of_range", {**GOOD, "logit_bias": {"5": 500}}, 400, "logit_bias"),
 ]
 
 
@@ -195,6 +205,20 @@ def test_bad_messages_request(llama_server, name, body, text):
     err = anthropic_error(post(llama_server, "/v1/messages", body), 400)
     assert err["type"] == "invalid_request_error"
     assert text in err["message"]
+
+
+def test_logit_bias_steers_the_tokens(llama_server):
+    """logit_bias +100 on one token makes greedy decoding pick it every time;
+    -100 on the cold run's first token changes the first token."""
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 4, "temperature": 0,
+            "logprobs": 0, "return_tokens_as_token_ids": True}
+    cold = post(llama_server, "/v1/completions", body).json()["choices"][0]["logprobs"]["tokens"]
+    forced = post(llama_server, "/v1/completions", {**body, "logit_bias": {"300": 100}})
+    assert forced.status_code == 200, forced.text
+    assert forced.json()["choices"][0]["logprobs"]["tokens"] == ["token_id:300"] * 4
+    first = cold[0].split(":")[1]
+    banned = post(llama_server, "/v1/completions", {**body, "logit_bias": {first: -100}})
+    assert banned.json()["choices"][0]["logprobs"]["tokens"][0] != cold[0]
 
 
 def test_bad_completion_prompt(llama_server):

@@ -534,3 +534,53 @@ TEST(Xoshiro256Test, UniformDoublesAreInRangeAndSeedsDiffer) {
 
 }  // namespace
 }  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// Logit bias (OpenAI logit_bias; llama.cpp's first stage): added before the
+// penalties and filters, in Sample and Probabilities alike.
+TEST(SamplerLogitBias, MovesTheGreedyChoiceAndTheDistribution) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f};
+  SamplingParams p = Plain(0.0f);
+  std::vector<float> row = logits;
+  EXPECT_EQ(Sampler(p).Sample(row), 1);
+  p.logit_bias = {{1, -100.0f}};
+  row = logits;
+  EXPECT_EQ(Sampler(p).Sample(row), 2);    // the best one pushed down
+  p.logit_bias = {{3, 2.6f}, {7, 50.0f}};  // id 7 is past the row: ignored
+  row = logits;
+  EXPECT_EQ(Sampler(p).Sample(row), 3);
+  EXPECT_FLOAT_EQ(row[3], 3.1f);  // the row holds the biased logits
+  // Probabilities: the softmax of the biased logits.
+  SamplingParams t = Plain(1.0f);
+  t.logit_bias = {{0, 2.0f}};
+  std::vector<float> probs(4);
+  Sampler(t).Probabilities(logits, probs);
+  const std::vector<float> biased = {3.0f, 3.0f, 2.0f, 0.5f};
+  double z = 0;
+  for (float x : biased) z += std::exp(x);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(probs[i], std::exp(biased[i]) / z, 1e-6) << i;
+  // Draws follow it: token 0 and 1 equally likely, together ~84%.
+  Sampler s(t);
+  int hits01 = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::vector<float> r = logits;
+    hits01 += s.Sample(r) <= 1;
+  }
+  EXPECT_NEAR(hits01 / 4000.0, (probs[0] + probs[1]), 0.03);
+}
+
+TEST(SamplerLogitBias, RejectsNegativeIdsAndNonFiniteAmounts) {
+  SamplingParams p = Plain();
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_EQ(ValidateSamplingParams(p).code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ValidateSamplingParams(p).message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{3, -kInf}};
+  EXPECT_EQ(ValidateSamplingParams(p).code(), StatusCode::kInvalidArgument);
+  p.logit_bias = {{3, -100.0f}};
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+}
+
+}  // namespace
+}  // namespace dsv4

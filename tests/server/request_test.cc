@@ -581,5 +581,63 @@ TEST(ChoiceOutput, PlainPassesTextThrough) {
   EXPECT_EQ(out.result().content, "a</think>");
 }
 
+// logit_bias: {"id": amount in [-100, 100]} into the sampling parameters.
+TEST(ParseRequest, LogitBias) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                 "logit_bias": {"17": -100, "3": 2.5}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{17, -100.0f}, {3, 2.5f}}));
+  r = Parse(Api::kCompletion, R"({"model": "m", "prompt": "x", "logit_bias": {"5": 1}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->sampling.logit_bias.size(), 1u);
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                  "logit_bias": {"abc": 1}})",
+              StatusCode::kInvalidArgument, "logit_bias");
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                  "logit_bias": {"-4": 1}})",
+              StatusCode::kInvalidArgument, "logit_bias");
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                  "logit_bias": {"4": 101}})",
+              StatusCode::kInvalidArgument, "logit_bias[\"4\"]");
+  ExpectError(Api::kChat,
+              R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                  "logit_bias": [1, 2]})",
+              StatusCode::kInvalidArgument, "logit_bias");
+}
+
+// Fields the server does not implement are refused by name (400), never
+// answered with free text.
+TEST(ParseRequest, UnimplementedFieldsAreRefusedByName) {
+  const std::string chat = R"("model": "m", "messages": [{"role": "user", "content": "hi"}])";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("response_format": {"type": "json_object"})", "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})",
+       "json_schema"},
+      {R"("functions": [{"name": "f", "parameters": {}}])", "functions"},
+      {R"("function_call": "auto")", "function_call"},
+      {R"("audio": {"voice": "alloy", "format": "wav"})", "audio"},
+      {R"("modalities": ["text", "audio"])", "modalities"},
+  };
+  for (const auto& [field, name] : cases) {
+    ExpectError(Api::kChat, "{" + chat + ", " + field + "}", StatusCode::kUnimplemented, name);
+  }
+  ExpectError(Api::kCompletion,
+              R"({"model": "m", "prompt": "x", "response_format": {"type": "json_object"}})",
+              StatusCode::kUnimplemented, "response_format");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {}})", StatusCode::kInvalidArgument,
+              "response_format.type");
+  EXPECT_TRUE(Parse(Api::kChat, "{" + chat + R"(, "response_format": {"type": "text"},
+                                               "modalities": ["text"]})")
+                  .ok());
+  ExpectError(Api::kMessages,
+              R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
+                  "output_config": {"format": {"type": "json_schema", "schema": {}}}})",
+              StatusCode::kUnimplemented, "output_config.format");
+}
+
 }  // namespace
 }  // namespace dsv4::server
