@@ -169,6 +169,7 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
       streamed.misses += after.misses - before.misses;
       streamed.read_bytes += after.read_bytes - before.read_bytes;
       streamed.read_seconds += after.read_seconds - before.read_seconds;
+      streamed.read_span_seconds += after.read_span_seconds - before.read_span_seconds;
     }
     r.decode_major_faults += MajorPageFaults() - faults_before;
     if (o.probe_mib > 0) {
@@ -187,8 +188,8 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     const double tokens = static_cast<double>(o.gen) * o.repeat;
     e.read_bytes_per_token = tokens > 0 ? static_cast<double>(streamed.read_bytes) / tokens : 0;
     e.read_share = decode_seconds > 0 ? streamed.read_seconds / decode_seconds : 0;
-    e.read_gbs = streamed.read_seconds > 0
-                     ? static_cast<double>(streamed.read_bytes) / streamed.read_seconds / 1e9
+    e.read_gbs = streamed.read_span_seconds > 0
+                     ? static_cast<double>(streamed.read_bytes) / streamed.read_span_seconds / 1e9
                      : 0;
     // The disk in the same run: what streaming could reach on it.
     const std::string& file = st.files.front();

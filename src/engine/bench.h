@@ -153,7 +153,7 @@ struct ExpertStreamReport {
   double hit_rate = 0.0;              // expert acquisitions that found it resident
   double read_bytes_per_token = 0.0;  // bytes read from the checkpoint per decoded token
   double read_share = 0.0;            // share of decode time spent waiting for reads
-  double read_gbs = 0.0;              // bytes read / time waiting for them
+  double read_gbs = 0.0;              // bytes read / time from their start to their end
   double disk_seq_gbs = 0.0;          // the file's sequential direct reads (4 MiB)
   double disk_rand_gbs = 0.0;         // random direct reads of one expert's size, 4 in flight
 };

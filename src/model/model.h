@@ -114,7 +114,8 @@ struct ExpertStreamStats {
   int64_t hits = 0;                // acquisitions of a resident expert
   int64_t misses = 0;              // acquisitions that read the expert
   int64_t read_bytes = 0;          // bytes read from the checkpoint
-  double read_seconds = 0;         // wall time spent waiting for reads
+  double read_seconds = 0;         // wall time the forward waited for reads
+  double read_span_seconds = 0;    // wall time from the reads' start to their end
   bool direct_io = false;          // every file opened with O_DIRECT
   std::vector<std::string> files;  // the checkpoint files read
   double hit_rate() const {

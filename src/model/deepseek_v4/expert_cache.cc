@@ -157,22 +157,45 @@ void ExpertCache::Worker() {
   }
 }
 
-Status ExpertCache::ReadAll(std::vector<Read>& reads) {
-  if (reads.empty()) return Status::Ok();
-  const auto t0 = std::chrono::steady_clock::now();
-  {
+void ExpertCache::StartReads() {
+  pending_t0_ = std::chrono::steady_clock::now();
+  if (pending_reads_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_ = pending_reads_;
+  next_ = finished_ = 0;
+  cv_.notify_all();
+}
+
+Status ExpertCache::Finish() {
+  if (!in_flight_) return Status::Ok();
+  in_flight_ = false;
+  const auto waited_from = std::chrono::steady_clock::now();
+  if (!pending_reads_.empty()) {
     std::unique_lock<std::mutex> lock(mu_);
-    queue_ = reads;
-    next_ = finished_ = 0;
-    cv_.notify_all();
     done_cv_.wait(lock, [&] { return finished_ == queue_.size(); });
     queue_.clear();
     next_ = finished_ = 0;
   }
-  stats_.read_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const Read& r : reads) RETURN_IF_ERROR(*r.status);
-  return Status::Ok();
+  const auto now = std::chrono::steady_clock::now();
+  stats_.read_seconds += std::chrono::duration<double>(now - waited_from).count();
+  stats_.read_span_seconds += std::chrono::duration<double>(now - pending_t0_).count();
+  Status st;
+  for (const Read& r : pending_reads_) {
+    if (!r.status->ok()) {
+      st = *r.status;
+      break;
+    }
+  }
+  pending_reads_.clear();
+  if (!st.ok()) {
+    // Nothing half-read stays: the experts being read are dropped.
+    for (int64_t key : pending_keys_) {
+      if (experts_[key].slot >= 0) slots_[experts_[key].slot].key = -1;
+      experts_[key].slot = -1;
+    }
+  }
+  pending_keys_.clear();
+  return st;
 }
 
 void ExpertCache::Load(int64_t key, int32_t slot, std::vector<Read>& reads,
@@ -202,32 +225,33 @@ void ExpertCache::Load(int64_t key, int32_t slot, std::vector<Read>& reads,
   x.slot = slot;
 }
 
-Status ExpertCache::Acquire(int64_t layer, std::span<const int32_t> ids,
-                            std::span<const ExpertWeights*> out) {
-  CHECK(static_cast<int64_t>(ids.size()) <= capacity() && out.size() >= ids.size());
+void ExpertCache::Begin(int64_t layer, std::span<const int32_t> ids,
+                        std::span<const ExpertWeights*> out, std::span<uint8_t> pending) {
+  CHECK(!in_flight_, "ExpertCache::Begin before the previous Finish");
+  CHECK(static_cast<int64_t>(ids.size()) <= capacity() && out.size() >= ids.size() &&
+        pending.size() >= ids.size());
   ++clock_;
   // Use counts halve every `slots` acquisitions: popularity fades.
   if (++acquisitions_ % slots_.size() == 0) {
     for (Expert& x : experts_) x.uses >>= 1;
   }
-  std::vector<int64_t> missing;
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t key = layer * n_experts_ + ids[i];
     Expert& x = experts_[key];
     CHECK(x.mapped != nullptr, "layer %lld has no routed expert %d", static_cast<long long>(layer),
           ids[i]);
     ++x.uses;
+    pending[i] = x.slot < 0;
     if (x.slot >= 0) {
       ++stats_.hits;
       slots_[x.slot].last_used = clock_;
     } else {
       ++stats_.misses;
-      missing.push_back(key);
+      pending_keys_.push_back(key);
     }
   }
-  std::vector<Read> reads;
-  std::vector<Status> statuses(missing.size() * 6);
-  for (int64_t key : missing) {
+  pending_statuses_.assign(pending_keys_.size() * 6, Status());
+  for (int64_t key : pending_keys_) {
     // A free slot, else the one of fewest uses (then least recently used)
     // outside this call's experts (those have last_used == clock_).
     int32_t victim = -1;
@@ -249,21 +273,20 @@ Status ExpertCache::Acquire(int64_t layer, std::span<const int32_t> ids,
     CHECK(victim >= 0);
     if (slots_[victim].key >= 0) experts_[slots_[victim].key].slot = -1;
     slots_[victim].last_used = clock_;
-    Load(key, victim, reads, statuses);
-  }
-  const Status st = ReadAll(reads);
-  if (!st.ok()) {
-    // Nothing half-read stays: the experts of this call are dropped.
-    for (int64_t key : missing) {
-      if (experts_[key].slot >= 0) slots_[experts_[key].slot].key = -1;
-      experts_[key].slot = -1;
-    }
-    return st;
+    Load(key, victim, pending_reads_, pending_statuses_);
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     out[i] = &slots_[experts_[layer * n_experts_ + ids[i]].slot].weights;
   }
-  return Status::Ok();
+  in_flight_ = true;
+  StartReads();
+}
+
+Status ExpertCache::Acquire(int64_t layer, std::span<const int32_t> ids,
+                            std::span<const ExpertWeights*> out) {
+  std::vector<uint8_t> pending(ids.size());
+  Begin(layer, ids, out, pending);
+  return Finish();
 }
 
 ExpertCacheStats ExpertCache::stats() const {

@@ -7,7 +7,8 @@
 // them: those already in a slot are hits, the others are read from the
 // checkpoint file into free or evicted slots, in parallel (one read per
 // tensor, several in flight), with direct I/O where the file system takes it
-// (no second copy in the page cache). The bytes are the file's, as stored
+// (no second copy in the page cache), while the MoE computes with the
+// resident ones (Begin, then Finish). The bytes are the file's, as stored
 // (FP4 stays FP4): a streamed forward equals a resident one bit for bit.
 //
 // Eviction: the slot whose expert has the lowest use count (counts halve
@@ -18,6 +19,7 @@
 #ifndef DSV4_MODEL_DEEPSEEK_V4_EXPERT_CACHE_H_
 #define DSV4_MODEL_DEEPSEEK_V4_EXPERT_CACHE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -53,9 +55,18 @@ class ExpertCache {
 
   // Experts held at once: Acquire takes at most this many.
   int64_t capacity() const { return static_cast<int64_t>(slots_.size()); }
-  // out[i] = a resident copy of expert ids[i] of `layer` (distinct ids,
-  // ids.size() ≤ capacity()), valid until the next Acquire. Errors: a read
-  // that failed or came back short (Io, naming the file).
+  // out[i] = the slot copy of expert ids[i] of `layer` (distinct ids,
+  // ids.size() ≤ capacity()), valid until the next Begin; pending[i] = 1
+  // where that copy is being read now (its data may be used only after
+  // Finish), 0 where it was resident. The reads run while the caller computes
+  // with the resident ones.
+  void Begin(int64_t layer, std::span<const int32_t> ids, std::span<const ExpertWeights*> out,
+             std::span<uint8_t> pending);
+  // Waits for Begin's reads. Errors: a read that failed or came back short
+  // (Io, naming the file); the pending experts' slots are then dropped and
+  // the caller must use the mapped weights for them.
+  Status Finish();
+  // Begin and Finish.
   Status Acquire(int64_t layer, std::span<const int32_t> ids, std::span<const ExpertWeights*> out);
   ExpertCacheStats stats() const;
 
@@ -88,7 +99,7 @@ class ExpertCache {
   };
   ExpertCache() = default;
   void Worker();
-  Status ReadAll(std::vector<Read>& reads);
+  void StartReads();  // pending_reads_ to the workers
   void Load(int64_t key, int32_t slot, std::vector<Read>& reads, std::vector<Status>& statuses);
 
   int64_t n_experts_ = 0;           // E
@@ -103,6 +114,12 @@ class ExpertCache {
   uint64_t clock_ = 0;
   uint64_t acquisitions_ = 0;
   ExpertCacheStats stats_;
+  // Begin's reads until Finish.
+  bool in_flight_ = false;
+  std::vector<Read> pending_reads_;
+  std::vector<Status> pending_statuses_;  // [6 per pending expert]
+  std::vector<int64_t> pending_keys_;
+  std::chrono::steady_clock::time_point pending_t0_;
   // Reads in flight: Worker threads take them from `queue_`.
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;

@@ -61,6 +61,7 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
   count.resize(E);
   cursor.resize(E);
   routed.resize(E);
+  pending.resize(E);
   job_order.reserve(E + 1);
   jobs.reserve(2 * (E + 1));
   job_rows.reserve(2 * (E + 1) + 1);
@@ -240,19 +241,18 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     const int64_t b = one_segment   ? n_active
                       : with_shared ? a
                                     : std::min(n_active, a + per_segment);
-    Status streamed;
-    if (ctx.expert_cache != nullptr && b > a) {
-      streamed = ctx.expert_cache->Acquire(
-          plan.layer, std::span<const int32_t>(s.active).subspan(a, b - a),
-          std::span<const ExpertWeights*>(routed).subspan(a, b - a));
-      // A failed read: this segment reads the mapped weights instead (the
-      // same bytes, paged in by the kernel), with a warning.
-      if (!streamed.ok()) {
-        LOG_WARNING("MoE layer {}: {}; reading these experts through the mapping", plan.layer,
-                    streamed.ToString());
-      }
-    }
-    if (ctx.expert_cache == nullptr || !streamed.ok()) {
+    // With an expert cache, the experts not resident are read while the
+    // resident ones (and the shared expert) run their w1/w3 products; then
+    // the read ones run theirs. (Each row's products are the same whichever
+    // call computes them.)
+    std::vector<uint8_t>& pending = s.pending;
+    std::fill(pending.begin() + a, pending.begin() + b, 0);
+    const bool streaming = ctx.expert_cache != nullptr && b > a;
+    if (streaming) {
+      ctx.expert_cache->Begin(plan.layer, std::span<const int32_t>(s.active).subspan(a, b - a),
+                              std::span<const ExpertWeights*>(routed).subspan(a, b - a),
+                              std::span<uint8_t>(pending).subspan(a, b - a));
+    } else {
       for (int64_t i = a; i < b; ++i) routed[i] = &w.experts[s.active[i]];
     }
     const auto data_of = [&](int64_t i) -> const ExpertWeights& {
@@ -267,15 +267,34 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     if (with_shared) order.push_back(n_active);
     for (int64_t i = a; i < b; ++i) order.push_back(i);
     std::vector<LinearJob>& jobs = s.jobs;
-    jobs.clear();  // capacity reserved: no allocation
-    for (int64_t i : order) {
-      const ExpertWeights& ew = data_of(i);
-      const int64_t f0 = first_of(i), n = count_of(i);
-      const float* in = one_token ? xin : xin + f0 * D;
-      jobs.push_back({&ew.w1, in, s.gate.data() + f0 * F, n});
-      jobs.push_back({&ew.w3, in, s.up.data() + f0 * F, n});
+    const auto w1_w3 = [&](bool read_now) {
+      jobs.clear();  // capacity reserved: no allocation
+      for (int64_t i : order) {
+        if (i < n_active && (pending[i] != 0) != read_now) continue;
+        const ExpertWeights& ew = data_of(i);
+        const int64_t f0 = first_of(i), n = count_of(i);
+        const float* in = one_token ? xin : xin + f0 * D;
+        jobs.push_back({&ew.w1, in, s.gate.data() + f0 * F, n});
+        jobs.push_back({&ew.w3, in, s.up.data() + f0 * F, n});
+      }
+      if (!jobs.empty()) LinearMany(pool, jobs, s.job_rows);
+    };
+    w1_w3(false);
+    if (streaming) {
+      // A failed read: those experts read the mapped weights instead (the
+      // same bytes, paged in by the kernel), with a warning.
+      if (const Status st = ctx.expert_cache->Finish(); !st.ok()) {
+        LOG_WARNING("MoE layer {}: {}; reading these experts through the mapping", plan.layer,
+                    st.ToString());
+        for (int64_t i = a; i < b; ++i) {
+          if (pending[i]) routed[i] = &w.experts[s.active[i]];
+        }
+      }
+      // Only the read experts: the shared one ran above.
+      order.erase(std::remove(order.begin(), order.end(), n_active), order.end());
+      w1_w3(true);
+      if (with_shared) order.insert(order.begin(), n_active);
     }
-    LinearMany(pool, jobs, s.job_rows);
     // This segment's rows: its experts' (contiguous, ascending id), then the
     // shared expert's after n_rows.
     const int64_t r0 = with_shared && !one_segment ? n_rows : first_of(a);

@@ -57,6 +57,7 @@ struct MoeScratch {
   std::vector<int64_t> cursor;    // [E] by expert id: picks, then the next row to fill
   std::vector<const ExpertWeights*> routed;  // [E] the active experts' weights (s.active order)
   std::vector<int64_t> job_order;            // [E + 1] a segment's experts (moe.cc)
+  std::vector<uint8_t> pending;              // [E] 1: being read by the expert cache
   std::vector<LinearJob> jobs;               // [2·(E + 1)] one pooled step's products
   std::vector<int64_t> job_rows;             // LinearMany's row offsets
   int64_t experts_run = 0;  // routed experts whose weights were read, all calls so far
