@@ -375,7 +375,7 @@ void Engine::Admit() {
     if (seq->cancelled()) Finish(*seq, FinishReason::kCancelled);
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if ((*it)->cancelled()) {
       Finish(**it, FinishReason::kCancelled);
@@ -443,7 +443,11 @@ void Engine::Admit() {
     const int64_t last = static_cast<int64_t>(prompt.size()) - 1;
     if (store_ && std::min(store_->Longest(prompt), last) > reuse) {
       SequenceCache& cache = *free_slot->cache;
+      // The read runs without the queue's lock (Submit and Metrics go on);
+      // the sequence and its slot are this thread's already.
+      lock.unlock();
       const int64_t loaded = store_->Load(prompt, cache);
+      lock.lock();
       reuse = cache.KeepablePrefix(std::min(loaded, last));
       cache.Truncate(reuse);
       free_slot->tokens.assign(prompt.begin(), prompt.begin() + reuse);
