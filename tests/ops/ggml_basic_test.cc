@@ -523,9 +523,8 @@ TEST(GgmlBasicMatMulTest, OpsMatMulMatchesRef) {
 // model code multiplies; a preparation for another x, token count or dtype is
 // not used.
 TEST(GgmlBasicMatMulTest, PreparedActivationsGiveTheSameBits) {
-  const DType types[] = {DType::kQ4_0,   DType::kQ4_1, DType::kQ5_K, DType::kIQ4_XS,
-                         DType::kIQ2_XXS, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0,
-                         DType::kMXFP4};
+  const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_K, DType::kIQ4_XS, DType::kIQ2_XXS,
+                         DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kMXFP4};
   for (DType t : types) {
     SCOPED_TRACE(std::string(DTypeName(t)));
     const int64_t N = 21, K = 2 * kQK_K, T = 3;
