@@ -39,7 +39,9 @@ int Run(RunArgs& a) {
   g.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   g.prompt_cache = a.prompt_cache;
   g.prompt_cache_ro = a.prompt_cache_ro;
-  g.state_fingerprint = StateFingerprint(m.fingerprint, a.engine.options);
+  if (!a.prompt_cache.empty()) {
+    g.state_fingerprint = StateFingerprint(ModelFingerprint(m), a.engine.options);
+  }
   auto ids = PromptIds(m, a.prompt, a.prompt_ids);
   if (!ids.ok()) return ReportError(ids.status());
   const std::vector<int32_t>& prompt = *ids;

@@ -152,7 +152,9 @@ int Serve(ServeArgs a) {
     LOG_WARNING("serve: listening on {} without --api-key: anyone who can reach it can use it",
                 a.server.host);
   }
-  a.engine.state_fingerprint = StateFingerprint(m.fingerprint, a.runtime.options);
+  if (!a.engine.kv_cache_dir.empty()) {
+    a.engine.state_fingerprint = StateFingerprint(ModelFingerprint(m), a.runtime.options);
+  }
   auto engine = Engine::Start(m, a.engine);
   if (!engine.ok()) return ReportError(engine.status());
   server::Server srv(**engine, a.server);

@@ -385,28 +385,13 @@ std::string DefaultModelPath() {
 
 namespace {
 
-uint64_t Fingerprint(const LoadOptions& o, const LoadedModel& m,
-                     const std::vector<std::string>& files) {
+uint64_t LoadHash(const LoadOptions& o, const LoadedModel& m) {
   Hasher h(0x64737634);  // "dsv4"
   h.Update(m.format).Update(m.model->info().architecture);
   h.UpdatePod(m.model->info().vocab_size).UpdatePod(m.model->info().n_params);
   h.UpdatePod(static_cast<int>(o.kquant_activations));
   h.UpdatePod(static_cast<int>(o.cache_type_k)).UpdatePod(static_cast<int>(o.cache_type_v));
   h.UpdatePod(o.wo_a_bf16.has_value() ? (*o.wo_a_bf16 ? 2 : 1) : 0).UpdatePod(o.swa_full);
-  constexpr uint64_t kSample = 1 << 20;
-  std::vector<char> buf(kSample);
-  for (const std::string& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) continue;
-    in.seekg(0, std::ios::end);
-    const uint64_t size = static_cast<uint64_t>(in.tellg());
-    h.UpdatePod(size);
-    for (uint64_t at : {uint64_t{0}, size > kSample ? size - kSample : uint64_t{0}}) {
-      in.seekg(static_cast<std::streamoff>(at));
-      in.read(buf.data(), static_cast<std::streamsize>(std::min(size, kSample)));
-      h.Update(buf.data(), static_cast<size_t>(in.gcount()));
-    }
-  }
   return h.digest();
 }
 
@@ -417,10 +402,7 @@ Status ApplyRamBudget(const LoadOptions& o, const std::vector<std::string>& file
   if (budget <= 0) return Status::Ok();
   int64_t total = 0;
   std::error_code ec;
-  for (const std::string& f : files) {
-    if (EndsWith(f, ".json")) continue;
-    total += static_cast<int64_t>(fs::file_size(f, ec));
-  }
+  for (const std::string& f : files) total += static_cast<int64_t>(fs::file_size(f, ec));
   if (total <= budget) return Status::Ok();
   auto* v4 = dynamic_cast<deepseek_v4::DeepSeekV4Model*>(m.model.get());
   if (v4 == nullptr) {
@@ -568,12 +550,33 @@ Result<LoadedModel> LoadModel(const LoadOptions& options) {
       r->locked_mappings += n;
     }
   }
-  if (fs::is_directory(o.model_path, ec))
-    files.push_back((fs::path(o.model_path) / "config.json").string());
   if (!o.draft_model_path.empty()) files.push_back(o.draft_model_path);
-  r->fingerprint = Fingerprint(o, *r, files);
-  RETURN_IF_ERROR(ApplyRamBudget(o, files, *r));
+  RETURN_IF_ERROR(ApplyRamBudget(o, files, *r));  // weights only
+  if (fs::is_directory(o.model_path, ec)) {
+    files.push_back((fs::path(o.model_path) / "config.json").string());
+  }
+  r->files = std::move(files);
+  r->load_hash = LoadHash(o, *r);
   return r;
+}
+
+uint64_t ModelFingerprint(const LoadedModel& m) {
+  Hasher h(m.load_hash);
+  constexpr uint64_t kSample = 1 << 20;
+  std::vector<char> buf(kSample);
+  for (const std::string& path : m.files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    in.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(in.tellg());
+    h.UpdatePod(size);
+    for (uint64_t at : {uint64_t{0}, size > kSample ? size - kSample : uint64_t{0}}) {
+      in.seekg(static_cast<std::streamoff>(at));
+      in.read(buf.data(), static_cast<std::streamsize>(std::min(size, kSample)));
+      h.Update(buf.data(), static_cast<size_t>(in.gcount()));
+    }
+  }
+  return h.digest();
 }
 
 Result<std::string> ReadTextFile(const std::string& path) { return ReadFileToString(path); }

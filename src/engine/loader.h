@@ -87,18 +87,25 @@ struct LoadedModel {
   // transformers reads it), else the model's EOS; llama2.c models add BOS,
   // which delimits their stories. Never BOS otherwise.
   std::vector<int32_t> stop_ids;
-  // What identifies the model's numerics for saved sequence states
-  // (engine/state_file.h): its format and architecture, the load options that
-  // change what a cache holds or how it is computed, and each weight file's
-  // size and first and last MiB (a file replaced by another gives another
-  // fingerprint; its path does not matter).
-  uint64_t fingerprint = 0;
+  // The files the model was read from (weights, a directory's config.json, a
+  // draft file), and a hash of its format, architecture and the load options
+  // that change what a cache holds or how it is computed: ModelFingerprint's
+  // inputs.
+  std::vector<std::string> files;
+  uint64_t load_hash = 0;
   bool IsStop(int32_t id) const {
     return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
   }
 };
 
 Result<LoadedModel> LoadModel(const LoadOptions& options);
+
+// What identifies a loaded model's numerics for saved sequence states
+// (engine/state_file.h): LoadedModel::load_hash and each of its files' size
+// and first and last MiB (a file replaced by another gives another
+// fingerprint; its path does not matter). Reads those bytes: called only
+// where states are kept.
+uint64_t ModelFingerprint(const LoadedModel& m);
 
 // "auto", "off" / "0", or a size with an optional binary unit: "24G", "512M",
 // "1.5T" (K, M, G, T; with or without "iB"/"B"). Errors name the flag.

@@ -151,33 +151,42 @@ Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) 
   return Status::Ok();
 }
 
+Status LoadStateFile(const std::string& path, uint64_t fingerprint, std::span<const int32_t> prompt,
+                     SequenceCache& cache, int64_t* file_bytes) {
+  cache.Truncate(0);
+  *file_bytes = 0;
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
+  *file_bytes = static_cast<int64_t>(bytes.size());
+  ASSIGN_OR_RETURN(const StateFile f,
+                   DecodeStateFile({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                                   fingerprint, path));
+  if (f.tokens.empty() || f.tokens.size() > prompt.size() ||
+      !std::equal(f.tokens.begin(), f.tokens.end(), prompt.begin())) {
+    return NotFound(path + ": its " + std::to_string(f.tokens.size()) +
+                    " tokens do not begin this prompt");
+  }
+  if (Status st = cache.LoadState(f.state); !st.ok()) {
+    cache.Truncate(0);
+    return st.WithContext(path);
+  }
+  return Status::Ok();
+}
+
 int64_t LoadPromptCache(const std::string& path, uint64_t fingerprint,
                         std::span<const int32_t> prompt, SequenceCache& cache) {
   cache.Truncate(0);
   std::error_code ec;
   if (!fs::exists(path, ec)) return 0;
-  Result<std::string> bytes = ReadFileToString(path);
-  Result<StateFile> f =
-      bytes.ok() ? DecodeStateFile({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()},
-                                   fingerprint, path)
-                 : Result<StateFile>(bytes.status());
-  if (!f.ok()) {
-    LOG_WARNING("prompt cache not used: {}", f.status().ToString());
+  int64_t bytes = 0;
+  if (Status st = LoadStateFile(path, fingerprint, prompt, cache, &bytes); !st.ok()) {
+    if (st.code() == StatusCode::kNotFound) {
+      LOG_INFO("prompt cache not used: {}", st.message());
+    } else {
+      LOG_WARNING("prompt cache not used: {}", st.ToString());
+    }
     return 0;
   }
-  // The saved tokens must begin the prompt; then the state is kept up to the
-  // prompt's last token (which runs again) as far as the cache can truncate.
-  const size_t n = f->tokens.size();
-  if (n == 0 || n > prompt.size() ||
-      !std::equal(f->tokens.begin(), f->tokens.end(), prompt.begin())) {
-    LOG_INFO("prompt cache {}: its {} tokens do not begin this prompt; not used", path, n);
-    return 0;
-  }
-  if (Status st = cache.LoadState(f->state); !st.ok()) {
-    LOG_WARNING("prompt cache not used: {}: {}", path, st.ToString());
-    cache.Truncate(0);
-    return 0;
-  }
+  // Kept up to the prompt's last token (which runs again) as far as the cache can truncate.
   const int64_t keep = cache.KeepablePrefix(
       std::min<int64_t>(cache.length(), static_cast<int64_t>(prompt.size()) - 1));
   cache.Truncate(keep);
@@ -306,18 +315,10 @@ int64_t PromptStateStore::Load(std::span<const int32_t> prompt, SequenceCache& c
     if (e == nullptr) return 0;
     path = e->path;
   }
-  cache.Truncate(0);
-  Result<std::string> bytes = ReadFileToString(path);
-  Result<StateFile> f =
-      bytes.ok() ? DecodeStateFile({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()},
-                                   options_.fingerprint, path)
-                 : Result<StateFile>(bytes.status());
-  Status st = f.ok() ? Status::Ok() : f.status();
-  if (st.ok() && (f->tokens.size() > prompt.size() ||
-                  !std::equal(f->tokens.begin(), f->tokens.end(), prompt.begin()))) {
-    st = DataLoss(path + ": its tokens are not those its head listed");
-  }
-  if (st.ok()) st = cache.LoadState(f->state);
+  // The index listed its tokens as a prefix of the prompt: any error here
+  // (NotFound included: the file changed since) means the file is bad.
+  int64_t bytes = 0;
+  const Status st = LoadStateFile(path, options_.fingerprint, prompt, cache, &bytes);
   std::lock_guard<std::mutex> lock(mu_);
   if (!st.ok()) {
     LOG_WARNING("kv-cache-dir: state not used, file removed: {}", st.ToString());
@@ -331,7 +332,7 @@ int64_t PromptStateStore::Load(std::span<const int32_t> prompt, SequenceCache& c
   }
   ++stats_.hits;
   stats_.hit_tokens += cache.length();
-  stats_.read_bytes += static_cast<int64_t>(bytes->size());
+  stats_.read_bytes += bytes;
   return cache.length();
 }
 

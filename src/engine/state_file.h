@@ -60,6 +60,14 @@ Result<StateFile> DecodeStateFile(std::span<const uint8_t> bytes, uint64_t finge
 // its state (the store's index); the checksum is checked when it is loaded.
 Result<StateFile> ReadStateFileHead(const std::string& path);
 
+// Reads the state file at `path` into `cache` when it is this model's and its
+// tokens begin `prompt` (the cache then holds them all; its length is the
+// count). Errors: the file's (Io, DataLoss, InvalidArgument for another
+// model), NotFound when its tokens do not begin the prompt, LoadState's; the
+// cache is then empty. *file_bytes: the bytes read.
+Status LoadStateFile(const std::string& path, uint64_t fingerprint, std::span<const int32_t> prompt,
+                     SequenceCache& cache, int64_t* file_bytes);
+
 // Writes `bytes` to `path` atomically: `path`.tmp.<pid>.<n> in the same
 // directory, fsync, rename over `path`. Io errors name the file.
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes);

@@ -447,7 +447,7 @@ TEST(EngineKvCacheDir, ARestartedEngineReusesSavedPromptsExactly) {
     o.ctx_size = 200;
     o.prefill_chunk = 7;
     o.kv_cache_dir = dir.string();
-    o.state_fingerprint = m.fingerprint;
+    o.state_fingerprint = ModelFingerprint(m);
     EngineOptions cold_options = o;
     cold_options.kv_cache_dir.clear();
     cold_options.reuse_prefix = false;
@@ -481,7 +481,7 @@ TEST(EngineKvCacheDir, ARestartedEngineReusesSavedPromptsExactly) {
     EXPECT_GT(mt.disk_state_read_bytes_total, 0);
     // Another fingerprint (other runtime options) finds nothing.
     EngineOptions other = o;
-    other.state_fingerprint = m.fingerprint + 1;
+    other.state_fingerprint = ModelFingerprint(m) + 1;
     auto e3 = Engine::Start(m, other);
     ASSERT_TRUE(e3.ok());
     Greedy(**e3, tokens, 1, &cached);
@@ -519,7 +519,7 @@ TEST(GeneratePromptCache, ReusesTheFileAndGivesTheColdOutput) {
     g.sampling.temperature = 0.0f;
     g.stop_at_eos = false;
     g.prompt_cache = cache;
-    g.state_fingerprint = m.fingerprint;
+    g.state_fingerprint = ModelFingerprint(m);
     std::vector<int32_t> out;
     auto st = Generate(m, std::span(tokens).first(n), g,
                        [&](int32_t id, std::string_view) { out.push_back(id); });
@@ -542,7 +542,7 @@ TEST(GeneratePromptCache, ReusesTheFileAndGivesTheColdOutput) {
   g.stop_at_eos = false;
   g.prompt_cache = file;
   g.prompt_cache_ro = true;
-  g.state_fingerprint = m.fingerprint ^ 1;
+  g.state_fingerprint = ModelFingerprint(m) ^ 1;
   auto st = Generate(m, tokens, g, [](int32_t, std::string_view) {});
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->cached_prompt_tokens, 0);

@@ -282,13 +282,6 @@ void ExpertCache::Begin(int64_t layer, std::span<const int32_t> ids,
   StartReads();
 }
 
-Status ExpertCache::Acquire(int64_t layer, std::span<const int32_t> ids,
-                            std::span<const ExpertWeights*> out) {
-  std::vector<uint8_t> pending(ids.size());
-  Begin(layer, ids, out, pending);
-  return Finish();
-}
-
 ExpertCacheStats ExpertCache::stats() const {
   ExpertCacheStats s = stats_;
   s.files = paths_;

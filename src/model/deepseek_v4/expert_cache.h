@@ -2,8 +2,9 @@
 // a RAM budget (--ram-budget), for models larger than memory.
 //
 // Dense and shared weights stay mapped (and resident once touched); a routed
-// expert of a main layer is never read through the mapping. When a layer's
-// router has chosen its experts, Acquire hands the MoE resident copies of
+// expert of a main layer is read through the mapping only after a failed
+// read. When a layer's
+// router has chosen its experts, Begin hands the MoE resident copies of
 // them: those already in a slot are hits, the others are read from the
 // checkpoint file into free or evicted slots, in parallel (one read per
 // tensor, several in flight), with direct I/O where the file system takes it
@@ -54,7 +55,7 @@ class ExpertCache {
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
 
-  // Experts held at once: Acquire takes at most this many.
+  // Experts held at once: Begin takes at most this many.
   int64_t capacity() const { return static_cast<int64_t>(slots_.size()); }
   // out[i] = the slot copy of expert ids[i] of `layer` (distinct ids,
   // ids.size() ≤ capacity()), valid until the next Begin; pending[i] = 1
@@ -67,8 +68,6 @@ class ExpertCache {
   // (Io, naming the file); the pending experts' slots are then dropped and
   // the caller must use the mapped weights for them.
   Status Finish();
-  // Begin and Finish.
-  Status Acquire(int64_t layer, std::span<const int32_t> ids, std::span<const ExpertWeights*> out);
   ExpertCacheStats stats() const;
 
  private:

@@ -267,10 +267,11 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     if (with_shared) order.push_back(n_active);
     for (int64_t i = a; i < b; ++i) order.push_back(i);
     std::vector<LinearJob>& jobs = s.jobs;
+    // read_now false: the resident experts and the shared one; true: the read ones.
     const auto w1_w3 = [&](bool read_now) {
       jobs.clear();  // capacity reserved: no allocation
       for (int64_t i : order) {
-        if (i < n_active && (pending[i] != 0) != read_now) continue;
+        if ((i < n_active && pending[i] != 0) != read_now) continue;
         const ExpertWeights& ew = data_of(i);
         const int64_t f0 = first_of(i), n = count_of(i);
         const float* in = one_token ? xin : xin + f0 * D;
@@ -290,10 +291,7 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
           if (pending[i]) routed[i] = &w.experts[s.active[i]];
         }
       }
-      // Only the read experts: the shared one ran above.
-      order.erase(std::remove(order.begin(), order.end(), n_active), order.end());
       w1_w3(true);
-      if (with_shared) order.insert(order.begin(), n_active);
     }
     // This segment's rows: its experts' (contiguous, ascending id), then the
     // shared expert's after n_rows.

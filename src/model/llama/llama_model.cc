@@ -101,8 +101,8 @@ class LlamaCache final : public SequenceCache {
                         " tokens; this cache holds " + std::to_string(max_tokens_));
     }
     bool ok = true;
-    ForEachSpan(length, [&](const uint8_t* k, const uint8_t* v, int64_t kb, int64_t vb) {
-      ok = ok && r.GetBytes(const_cast<uint8_t*>(k), kb) && r.GetBytes(const_cast<uint8_t*>(v), vb);
+    ForEachSpan(length, [&](uint8_t* k, uint8_t* v, int64_t kb, int64_t vb) {
+      ok = ok && r.GetBytes(k, kb) && r.GetBytes(v, vb);
     });
     if (!ok || r.left() != 0) return DataLoss("llama cache state: truncated or trailing data");
     length_ = length;
@@ -121,7 +121,8 @@ class LlamaCache final : public SequenceCache {
   }
   // f(keys, values, key bytes, value bytes) over the contiguous runs holding
   // the first n positions: a row run [0, n) per (layer, head), or with
-  // transposed keys one per (layer, head, element).
+  // transposed keys one per (layer, head, element). The pointers are the
+  // buffers' own (SaveState reads them, LoadState writes them).
   template <typename F>
   void ForEachSpan(int64_t n, F f) const {
     const int64_t groups = kv_dim_ / head_dim_;
