@@ -181,13 +181,14 @@ void PrintComputeAndMemory(const BenchReport& r) {
   std::printf("peak RSS: %.1f MiB (before the bandwidth probe)\n", r.peak_rss_mb);
   if (const auto& e = r.experts) {
     std::printf(
-        "expert streaming: %lld slots of %.1f MiB%s; decode: hit rate %.1f%%, %.1f MiB read "
-        "per token, %.1f%% of the time waiting for reads at %.2f GB/s; the disk: %.2f GB/s "
-        "sequential, %.2f GB/s random (expert-sized reads, 4 in flight)\n",
+        "expert streaming: %lld slots of %.1f MiB%s; decode: hit rate %.1f%% (read ahead: %.1f "
+        "experts per token, %.1f%% of them used), %.1f MiB read per token, %.1f%% of the time "
+        "waiting for reads at %.2f GB/s; the disk: %.2f GB/s sequential, %.2f GB/s random "
+        "(expert-sized reads, 4 in flight)\n",
         static_cast<long long>(e->slots), e->slot_bytes / 1048576.0,
-        e->direct_io ? ", direct I/O" : "", 100.0 * e->hit_rate,
-        e->read_bytes_per_token / 1048576.0, 100.0 * e->read_share, e->read_gbs, e->disk_seq_gbs,
-        e->disk_rand_gbs);
+        e->direct_io ? ", direct I/O" : "", 100.0 * e->hit_rate, e->ahead_per_token,
+        100.0 * e->ahead_used, e->read_bytes_per_token / 1048576.0, 100.0 * e->read_share,
+        e->read_gbs, e->disk_seq_gbs, e->disk_rand_gbs);
   }
   if (const auto& kv = r.kv) {
     std::printf(
@@ -214,10 +215,11 @@ void PrintSummaryLine(const BenchReport& r) {
       static_cast<long long>(r.decode_major_faults));
   if (const auto& e = r.experts) {
     std::printf(
-        " expert_slots=%lld expert_hit_rate=%.4f expert_read_bytes_per_token=%.0f "
-        "expert_read_share=%.4f expert_read_gbs=%.3f disk_seq_gbs=%.3f disk_rand_gbs=%.3f",
-        static_cast<long long>(e->slots), e->hit_rate, e->read_bytes_per_token, e->read_share,
-        e->read_gbs, e->disk_seq_gbs, e->disk_rand_gbs);
+        " expert_slots=%lld expert_hit_rate=%.4f expert_ahead_per_token=%.2f "
+        "expert_ahead_used=%.4f expert_read_bytes_per_token=%.0f expert_read_share=%.4f "
+        "expert_read_gbs=%.3f disk_seq_gbs=%.3f disk_rand_gbs=%.3f",
+        static_cast<long long>(e->slots), e->hit_rate, e->ahead_per_token, e->ahead_used,
+        e->read_bytes_per_token, e->read_share, e->read_gbs, e->disk_seq_gbs, e->disk_rand_gbs);
   }
   if (const auto& kv = r.kv) {
     std::printf(

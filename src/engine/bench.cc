@@ -167,6 +167,8 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
       const ExpertStreamStats after = *model.expert_stream_stats();
       streamed.hits += after.hits - before.hits;
       streamed.misses += after.misses - before.misses;
+      streamed.ahead_reads += after.ahead_reads - before.ahead_reads;
+      streamed.ahead_used += after.ahead_used - before.ahead_used;
       streamed.read_bytes += after.read_bytes - before.read_bytes;
       streamed.read_seconds += after.read_seconds - before.read_seconds;
       streamed.read_span_seconds += after.read_span_seconds - before.read_span_seconds;
@@ -188,6 +190,10 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     const double tokens = static_cast<double>(o.gen) * o.repeat;
     e.read_bytes_per_token = tokens > 0 ? static_cast<double>(streamed.read_bytes) / tokens : 0;
     e.read_share = decode_seconds > 0 ? streamed.read_seconds / decode_seconds : 0;
+    e.ahead_per_token = tokens > 0 ? static_cast<double>(streamed.ahead_reads) / tokens : 0;
+    e.ahead_used = streamed.ahead_reads > 0 ? static_cast<double>(streamed.ahead_used) /
+                                                  static_cast<double>(streamed.ahead_reads)
+                                            : 0;
     e.read_gbs = streamed.read_span_seconds > 0
                      ? static_cast<double>(streamed.read_bytes) / streamed.read_span_seconds / 1e9
                      : 0;

@@ -150,7 +150,9 @@ struct ExpertStreamReport {
   int64_t slots = 0;
   int64_t slot_bytes = 0;
   bool direct_io = false;
-  double hit_rate = 0.0;              // expert acquisitions that found it resident
+  double hit_rate = 0.0;              // expert acquisitions that found it in a slot
+  double ahead_per_token = 0.0;       // experts read ahead per decoded token
+  double ahead_used = 0.0;            // the share of those their layer asked for
   double read_bytes_per_token = 0.0;  // bytes read from the checkpoint per decoded token
   double read_share = 0.0;            // share of decode time spent waiting for reads
   double read_gbs = 0.0;              // bytes read / time from their start to their end

@@ -424,7 +424,7 @@ Status ApplyRamBudget(const LoadOptions& o, const std::vector<std::string>& file
                                  std::to_string(reserve >> 20) + " MiB",
                              "raise --ram-budget");
   }
-  RETURN_IF_ERROR(v4->StreamExperts(cache).WithContext("--ram-budget"));
+  RETURN_IF_ERROR(v4->StreamExperts(cache, o.expert_read_ahead).WithContext("--ram-budget"));
   m.expert_cache_bytes = v4->expert_cache()->stats().slots * v4->expert_cache()->stats().slot_bytes;
   LOG_INFO(
       "--ram-budget {} MiB: routed experts ({} MiB) streamed through a {} MiB cache ({} "

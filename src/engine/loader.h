@@ -66,6 +66,9 @@ struct LoadOptions {
   // memory available at load (MemAvailable); 0: no budget (plain mmap).
   int64_t ram_budget = kRamBudgetAuto;
   static constexpr int64_t kRamBudgetAuto = -1;
+  // Streamed experts: each layer reads ahead the experts the next one will
+  // likely pick (--no-expert-read-ahead turns it off).
+  bool expert_read_ahead = true;
 };
 
 struct LoadedModel {

@@ -111,8 +111,10 @@ struct KvUsage {
 struct ExpertStreamStats {
   int64_t slots = 0;               // experts held at once
   int64_t slot_bytes = 0;          // bytes of one slot (an expert's tensors + alignment)
-  int64_t hits = 0;                // acquisitions of a resident expert
+  int64_t hits = 0;                // acquisitions of an expert in a slot (or read ahead into one)
   int64_t misses = 0;              // acquisitions that read the expert
+  int64_t ahead_reads = 0;         // experts read ahead for the next layer
+  int64_t ahead_used = 0;          // of those, the ones that layer asked for
   int64_t read_bytes = 0;          // bytes read from the checkpoint
   double read_seconds = 0;         // wall time the forward waited for reads
   double read_span_seconds = 0;    // wall time from the reads' start to their end

@@ -3,14 +3,18 @@
 // cache of a few slots gives the resident model's logits bit for bit — in
 // prefill (more experts active than slots: the MoE runs in segments) and in
 // decode (evictions every token), for bf16, FP8/FP4 and GGUF MXFP4 experts;
-// the cache counts hits, misses and bytes; budgets too small for one token's
+// the cache counts hits, misses and bytes; experts read ahead for the next
+// layer are found by its Begin, never evict the current layer's and do not
+// change a logit (on or off); budgets too small for one token's
 // experts, models that cannot stream and bad --ram-budget values are refused
 // with what is wrong.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "engine/loader.h"
+#include "model/deepseek_v4/expert_cache.h"
 #include "model/deepseek_v4/model.h"
 
 namespace dsv4 {
@@ -65,14 +69,24 @@ TEST_P(ExpertStream, StreamedEqualsResidentBitForBit) {
   ASSERT_TRUE(v4->StreamExperts(int64_t{1} << 30).ok());
   const int64_t slot = v4->expert_cache()->stats().slot_bytes;
   ASSERT_GT(slot, 0);
-  for (int64_t slots : {k, k + 1, E * static_cast<int64_t>(v4->config().num_hidden_layers)}) {
-    ASSERT_TRUE(v4->StreamExperts(slots * slot).ok());
-    ASSERT_EQ(v4->expert_cache()->capacity(), slots);
-    EXPECT_EQ(Logits(*m.model, tokens), resident) << GetParam() << ", " << slots << " slots";
+  const int64_t all = E * static_cast<int64_t>(v4->config().num_hidden_layers);
+  for (int64_t slots : {k, k + 1, 3 * k, all}) {
+    for (bool read_ahead : {false, true}) {
+      ASSERT_TRUE(v4->StreamExperts(slots * slot, read_ahead).ok());
+      ASSERT_EQ(v4->expert_cache()->capacity(), slots);
+      EXPECT_EQ(Logits(*m.model, tokens), resident)
+          << GetParam() << ", " << slots << " slots, read-ahead " << read_ahead;
+      const deepseek_v4::ExpertCacheStats st = v4->expert_cache()->stats();
+      // Decode reads ahead once a token's experts fit twice beside a layer's
+      // (with room for all, the prefill leaves nothing to read).
+      if (!read_ahead || slots < 3 * k) EXPECT_EQ(st.ahead_reads, 0) << slots;
+      if (read_ahead && slots == 3 * k) EXPECT_GT(st.ahead_reads, 0);
+      EXPECT_LE(st.ahead_used, st.ahead_reads);
+    }
     const deepseek_v4::ExpertCacheStats st = v4->expert_cache()->stats();
     EXPECT_GT(st.misses, 0);
     EXPECT_GT(st.read_bytes, 0);
-    if (slots > k + 1) {
+    if (slots == all) {
       // Room for every expert: each is read once, then always hit.
       EXPECT_LE(st.misses, E * v4->config().num_hidden_layers);
       EXPECT_GT(st.hits, st.misses);
@@ -81,6 +95,74 @@ TEST_P(ExpertStream, StreamedEqualsResidentBitForBit) {
   ASSERT_TRUE(v4->StreamExperts(0).ok());
   EXPECT_EQ(v4->expert_cache(), nullptr);
   EXPECT_EQ(Logits(*m.model, tokens), resident);
+}
+
+// The cache on its own: what is read ahead is what Begin then finds, the
+// bytes as mapped; a current call's experts are never evicted for it.
+TEST(ExpertStream, ReadAheadIsFoundByBeginAndNeverEvictsTheCurrentCall) {
+  LoadedModel m = Load(std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/swa_fp8");
+  auto* v4 = dynamic_cast<DeepSeekV4Model*>(m.model.get());
+  ASSERT_NE(v4, nullptr);
+  std::vector<const deepseek_v4::MoeWeights*> layers;
+  for (const auto& lw : v4->weights().layers) layers.push_back(&lw.moe);
+  ASSERT_TRUE(v4->StreamExperts(int64_t{1} << 30).ok());
+  const int64_t slot = v4->expert_cache()->stats().slot_bytes;
+  const auto same_bytes = [](const deepseek_v4::ExpertWeights& a,
+                             const deepseek_v4::ExpertWeights& b) {
+    for (auto p : {&deepseek_v4::ExpertWeights::w1, &deepseek_v4::ExpertWeights::w3,
+                   &deepseek_v4::ExpertWeights::w2}) {
+      const TensorView& x = (a.*p).weight;
+      const TensorView& y = (b.*p).weight;
+      if (x.data == y.data || x.nbytes() != y.nbytes()) return false;  // a copy, same size
+      if (std::memcmp(x.data, y.data, x.nbytes()) != 0) return false;
+    }
+    return true;
+  };
+  auto made = deepseek_v4::ExpertCache::Make(layers, 4 * slot, 2, 2);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  deepseek_v4::ExpertCache& cache = **made;
+  const int32_t a[2] = {0, 1}, b[2] = {2, 3}, c[2] = {4, 5};
+  const deepseek_v4::ExpertWeights* out[2];
+  uint8_t pending[2];
+  // Read ahead outside a call, then asked for: found (in flight or done).
+  cache.ReadAhead(1, b);
+  cache.Begin(1, b, out, pending);
+  ASSERT_TRUE(cache.Finish().ok());
+  auto st = cache.stats();
+  EXPECT_EQ(st.ahead_reads, 2);
+  EXPECT_EQ(st.ahead_used, 2);
+  EXPECT_EQ(st.misses, 0);
+  EXPECT_EQ(st.hits, 2);
+  EXPECT_TRUE(same_bytes(*out[0], layers[1]->experts[2]));
+  EXPECT_TRUE(same_bytes(*out[1], layers[1]->experts[3]));
+  // During a call that holds two of the four slots, read-ahead takes the
+  // other two (and no more): the call's experts keep their bytes.
+  cache.Begin(0, a, out, pending);
+  EXPECT_EQ(pending[0], 1);
+  const int32_t many[4] = {4, 5, 6, 7};
+  cache.ReadAhead(1, many);
+  ASSERT_TRUE(cache.Finish().ok());
+  st = cache.stats();
+  EXPECT_EQ(st.ahead_reads, 4);
+  EXPECT_EQ(st.misses, 2);
+  EXPECT_TRUE(same_bytes(*out[0], layers[0]->experts[0]));
+  EXPECT_TRUE(same_bytes(*out[1], layers[0]->experts[1]));
+  // Those two are found; an expert not read ahead is a miss.
+  cache.Begin(1, c, out, pending);
+  ASSERT_TRUE(cache.Finish().ok());
+  st = cache.stats();
+  EXPECT_EQ(st.ahead_used, 4);
+  EXPECT_TRUE(same_bytes(*out[0], layers[1]->experts[4]));
+  EXPECT_TRUE(same_bytes(*out[1], layers[1]->experts[5]));
+  const int32_t d[2] = {6, 7};
+  cache.Begin(1, d, out, pending);
+  ASSERT_TRUE(cache.Finish().ok());
+  EXPECT_EQ(cache.stats().misses, 4);  // 6 and 7 were never read ahead
+  EXPECT_TRUE(same_bytes(*out[0], layers[1]->experts[6]));
+  // Ids outside the layer are ignored.
+  const int32_t bad[2] = {-1, 99};
+  cache.ReadAhead(1, bad);
+  EXPECT_EQ(cache.stats().ahead_reads, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV4, ExpertStream,

@@ -122,9 +122,11 @@ ExpertCache::~ExpertCache() {
 void ExpertCache::Worker() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || next_ < queue_.size(); });
+    cv_.wait(lock, [&] { return stop_ || !now_.empty() || !ahead_.empty(); });
     if (stop_) return;
-    const Read r = queue_[next_++];
+    std::deque<Read>& q = !now_.empty() ? now_ : ahead_;
+    const Read r = q.front();
+    q.pop_front();
     lock.unlock();
     // Aligned reads into an aligned buffer; the last block may end past EOF.
     int64_t done = 0;
@@ -144,65 +146,46 @@ void ExpertCache::Worker() {
       ::posix_fadvise(r.fd, static_cast<off_t>(r.offset), static_cast<off_t>(r.bytes),
                       POSIX_FADV_DONTNEED);
     }
-    lock.lock();
     if (st.ok() && done < r.needed) {
       // Only the aligned tail past the end of the file may be missing.
       st = IoError(paths_[r.file] + ": expert read came back short (" + std::to_string(done) +
                    " of " + std::to_string(r.needed) +
                    " bytes): the file changed since it was loaded");
     }
-    *r.status = st;
-    ++finished_;
-    if (finished_ == queue_.size()) done_cv_.notify_all();
+    lock.lock();
+    Slot& slot = slots_[r.slot];
+    if (!st.ok() && slot.status.ok()) slot.status = st;
+    if (--slot.reads_left == 0) done_cv_.notify_all();
   }
 }
 
-void ExpertCache::StartReads() {
-  pending_t0_ = std::chrono::steady_clock::now();
-  if (pending_reads_.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_ = pending_reads_;
-  next_ = finished_ = 0;
-  cv_.notify_all();
-}
-
-Status ExpertCache::Finish() {
-  if (!in_flight_) return Status::Ok();
-  in_flight_ = false;
-  const auto waited_from = std::chrono::steady_clock::now();
-  if (!pending_reads_.empty()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return finished_ == queue_.size(); });
-    queue_.clear();
-    next_ = finished_ = 0;
-  }
-  const auto now = std::chrono::steady_clock::now();
-  stats_.read_seconds += std::chrono::duration<double>(now - waited_from).count();
-  stats_.read_span_seconds += std::chrono::duration<double>(now - pending_t0_).count();
-  Status st;
-  for (const Read& r : pending_reads_) {
-    if (!r.status->ok()) {
-      st = *r.status;
-      break;
+int32_t ExpertCache::Victim() const {
+  int32_t victim = -1;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& sl = slots_[s];
+    if (sl.reads_left > 0) continue;
+    if (sl.key < 0) return static_cast<int32_t>(s);
+    if (sl.last_used == clock_) continue;
+    if (victim < 0) {
+      victim = static_cast<int32_t>(s);
+      continue;
     }
+    const Slot& best = slots_[victim];
+    const uint32_t u = experts_[sl.key].uses, bu = experts_[best.key].uses;
+    if (u < bu || (u == bu && sl.last_used < best.last_used)) victim = static_cast<int32_t>(s);
   }
-  pending_reads_.clear();
-  if (!st.ok()) {
-    // Nothing half-read stays: the experts being read are dropped.
-    for (int64_t key : pending_keys_) {
-      if (experts_[key].slot >= 0) slots_[experts_[key].slot].key = -1;
-      experts_[key].slot = -1;
-    }
-  }
-  pending_keys_.clear();
-  return st;
+  return victim;
 }
 
-void ExpertCache::Load(int64_t key, int32_t slot, std::vector<Read>& reads,
-                       std::vector<Status>& statuses) {
-  Expert& x = experts_[key];
+void ExpertCache::Load(int64_t key, int32_t slot, std::deque<Read>& queue) {
   Slot& s = slots_[slot];
+  if (s.key >= 0) experts_[s.key].slot = -1;
+  Expert& x = experts_[key];
   s.key = key;
+  s.last_used = clock_;
+  s.ahead = false;
+  s.status = Status::Ok();
+  s.reads_left = 0;
   s.weights = *x.mapped;
   uint8_t* region = arena_ + slot * slot_bytes_;
   for (int j = 0; j < 6; ++j) {
@@ -210,13 +193,14 @@ void ExpertCache::Load(int64_t key, int32_t slot, std::vector<Read>& reads,
     if (part.bytes > 0) {
       const uint64_t first = part.offset / kAlign * kAlign;
       const int64_t lead = static_cast<int64_t>(part.offset - first);
-      reads.push_back(Read{.file = part.file,
+      queue.push_back(Read{.file = part.file,
                            .fd = fds_[part.file],
                            .offset = first,
                            .bytes = RoundUp(lead + part.bytes, kAlign),
                            .needed = lead + part.bytes,
                            .dst = region,
-                           .status = &statuses[reads.size()]});
+                           .slot = slot});
+      ++s.reads_left;
       PartView(s.weights, j)->data = region + lead;
       stats_.read_bytes += part.bytes;
     }
@@ -230,56 +214,99 @@ void ExpertCache::Begin(int64_t layer, std::span<const int32_t> ids,
   CHECK(!in_flight_, "ExpertCache::Begin before the previous Finish");
   CHECK(static_cast<int64_t>(ids.size()) <= capacity() && out.size() >= ids.size() &&
         pending.size() >= ids.size());
+  begin_t0_ = std::chrono::steady_clock::now();
   ++clock_;
   // Use counts halve every `slots` acquisitions: popularity fades.
   if (++acquisitions_ % slots_.size() == 0) {
     for (Expert& x : experts_) x.uses >>= 1;
   }
+  std::unique_lock<std::mutex> lock(mu_);
+  // Resident (or being read ahead) first: pinned by last_used before any
+  // miss picks a victim.
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t key = layer * n_experts_ + ids[i];
     Expert& x = experts_[key];
     CHECK(x.mapped != nullptr, "layer %lld has no routed expert %d", static_cast<long long>(layer),
           ids[i]);
     ++x.uses;
-    pending[i] = x.slot < 0;
-    if (x.slot >= 0) {
-      ++stats_.hits;
-      slots_[x.slot].last_used = clock_;
+    pending[i] = 1;
+    if (x.slot >= 0 && slots_[x.slot].reads_left == 0 && !slots_[x.slot].status.ok()) {
+      slots_[x.slot].key = -1;  // a read ahead that failed: read it again
+      x.slot = -1;
+    }
+    if (x.slot < 0) continue;
+    Slot& s = slots_[x.slot];
+    ++stats_.hits;
+    s.last_used = clock_;
+    if (s.ahead) {
+      ++stats_.ahead_used;
+      s.ahead = false;
+    }
+    if (s.reads_left > 0) {
+      waiting_.push_back(x.slot);
     } else {
-      ++stats_.misses;
-      pending_keys_.push_back(key);
+      pending[i] = 0;
     }
   }
-  pending_statuses_.assign(pending_keys_.size() * 6, Status());
-  for (int64_t key : pending_keys_) {
-    // A free slot, else the one of fewest uses (then least recently used)
-    // outside this call's experts (those have last_used == clock_).
-    int32_t victim = -1;
-    for (size_t s = 0; s < slots_.size(); ++s) {
-      const Slot& sl = slots_[s];
-      if (sl.last_used == clock_ && sl.key >= 0) continue;
-      if (sl.key < 0) {
-        victim = static_cast<int32_t>(s);
-        break;
-      }
-      if (victim < 0) {
-        victim = static_cast<int32_t>(s);
-        continue;
-      }
-      const Slot& best = slots_[victim];
-      const uint32_t u = experts_[sl.key].uses, bu = experts_[best.key].uses;
-      if (u < bu || (u == bu && sl.last_used < best.last_used)) victim = static_cast<int32_t>(s);
-    }
-    CHECK(victim >= 0);
-    if (slots_[victim].key >= 0) experts_[slots_[victim].key].slot = -1;
-    slots_[victim].last_used = clock_;
-    Load(key, victim, pending_reads_, pending_statuses_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t key = layer * n_experts_ + ids[i];
+    if (experts_[key].slot >= 0) continue;
+    ++stats_.misses;
+    int32_t victim;
+    // Every other slot held by this call or being read ahead: wait for one.
+    while ((victim = Victim()) < 0) done_cv_.wait(lock);
+    Load(key, victim, now_);
+    waiting_.push_back(victim);
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     out[i] = &slots_[experts_[layer * n_experts_ + ids[i]].slot].weights;
   }
   in_flight_ = true;
-  StartReads();
+  lock.unlock();
+  cv_.notify_all();
+}
+
+void ExpertCache::ReadAhead(int64_t layer, std::span<const int32_t> ids) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int32_t id : ids) {
+      const int64_t key = layer * n_experts_ + id;
+      if (id < 0 || id >= n_experts_ || experts_[key].mapped == nullptr) continue;
+      if (experts_[key].slot >= 0) continue;
+      const int32_t victim = Victim();
+      if (victim < 0) break;
+      Load(key, victim, ahead_);
+      slots_[victim].ahead = true;
+      ++stats_.ahead_reads;
+    }
+  }
+  cv_.notify_all();
+}
+
+Status ExpertCache::Finish() {
+  if (!in_flight_) return Status::Ok();
+  in_flight_ = false;
+  const auto waited_from = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] {
+    return std::all_of(waiting_.begin(), waiting_.end(),
+                       [&](int32_t s) { return slots_[s].reads_left == 0; });
+  });
+  const auto now = std::chrono::steady_clock::now();
+  stats_.read_seconds += std::chrono::duration<double>(now - waited_from).count();
+  stats_.read_span_seconds += std::chrono::duration<double>(now - begin_t0_).count();
+  Status st;
+  for (int32_t s : waiting_) {
+    Slot& slot = slots_[s];
+    if (slot.status.ok()) continue;
+    // Nothing half-read stays: the experts whose reads failed are dropped.
+    if (st.ok()) st = slot.status;
+    experts_[slot.key].slot = -1;
+    slot.key = -1;
+    slot.status = Status::Ok();
+  }
+  waiting_.clear();
+  return st;
 }
 
 ExpertCacheStats ExpertCache::stats() const {

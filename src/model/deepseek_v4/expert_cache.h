@@ -12,9 +12,16 @@
 // resident ones (Begin, then Finish). The bytes are the file's, as stored
 // (FP4 stays FP4): a streamed forward equals a resident one bit for bit.
 //
+// Read-ahead: while a layer computes, the MoE asks ReadAhead for the experts
+// the next layer is likely to pick (its router applied to this layer's
+// input); they are read into free or evicted slots behind the current
+// layer's own reads, and a later Begin finds them resident or in flight.
+// A wrong guess costs only its read: Begin's choice is the router's.
+//
 // Eviction: the slot whose expert has the lowest use count (counts halve
 // every `slots` acquisitions, so old popularity fades), the least recently
-// used among equals; the experts of the current call are never evicted.
+// used among equals; the experts of the current call, those read ahead
+// during it and slots still being read are never evicted.
 //
 // Memory: slots × slot_bytes, one allocation, fixed at Make.
 #ifndef DSV4_MODEL_DEEPSEEK_V4_EXPERT_CACHE_H_
@@ -23,6 +30,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -64,10 +72,15 @@ class ExpertCache {
   // with the resident ones.
   void Begin(int64_t layer, std::span<const int32_t> ids, std::span<const ExpertWeights*> out,
              std::span<uint8_t> pending);
-  // Waits for Begin's reads. Errors: a read that failed or came back short
-  // (Io, naming the file); the pending experts' slots are then dropped and
-  // the caller must use the mapped weights for them.
+  // Waits for Begin's reads (and for experts read ahead that Begin asked
+  // for). Errors: a read that failed or came back short (Io, naming the
+  // file); the pending experts' slots are then dropped and the caller must
+  // use the mapped weights for them.
   Status Finish();
+  // Starts reading the experts `ids` of `layer` that are not resident, into
+  // slots no current expert holds, behind Begin's reads; as many as there
+  // are such slots. Between Begin and Finish or outside them.
+  void ReadAhead(int64_t layer, std::span<const int32_t> ids);
   ExpertCacheStats stats() const;
 
  private:
@@ -86,7 +99,11 @@ class ExpertCache {
   struct Slot {
     int64_t key = -1;  // layer · E + expert held, -1: none
     uint64_t last_used = 0;
+    bool ahead = false;     // read ahead and not yet asked for
     ExpertWeights weights;  // views into this slot's bytes
+    // Guarded by mu_ (the workers update them):
+    int reads_left = 0;  // this slot's reads not yet done
+    Status status;       // the first failed read's
   };
   struct Read {
     int file;  // index into paths_ / fds_
@@ -95,12 +112,16 @@ class ExpertCache {
     int64_t bytes;   // aligned: may reach past the end of the file
     int64_t needed;  // the bytes that must arrive (the part's end)
     uint8_t* dst;
-    Status* status;
+    int32_t slot;
   };
   ExpertCache() = default;
   void Worker();
-  void StartReads();  // pending_reads_ to the workers
-  void Load(int64_t key, int32_t slot, std::vector<Read>& reads, std::vector<Status>& statuses);
+  // The slot to (re)fill: a free one, else the fewest uses, then the least
+  // recently used, outside the current call (last_used == clock_) and the
+  // slots being read; -1 if none. Needs mu_.
+  int32_t Victim() const;
+  // Points `slot` at expert `key` and queues its reads on `queue`. Needs mu_.
+  void Load(int64_t key, int32_t slot, std::deque<Read>& queue);
 
   int64_t n_experts_ = 0;           // E
   std::vector<Expert> experts_;     // [L · E] (empty entries for dense layers)
@@ -114,17 +135,14 @@ class ExpertCache {
   uint64_t clock_ = 0;
   uint64_t acquisitions_ = 0;
   ExpertCacheStats stats_;
-  // Begin's reads until Finish.
+  // Begin's slots still being read (its own or read ahead), until Finish.
   bool in_flight_ = false;
-  std::vector<Read> pending_reads_;
-  std::vector<Status> pending_statuses_;  // [6 per pending expert]
-  std::vector<int64_t> pending_keys_;
-  std::chrono::steady_clock::time_point pending_t0_;
-  // Reads in flight: Worker threads take them from `queue_`.
-  std::mutex mu_;
+  std::vector<int32_t> waiting_;
+  std::chrono::steady_clock::time_point begin_t0_;
+  // Reads to do: Worker threads take Begin's (`now_`) before ReadAhead's.
+  mutable std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  std::vector<Read> queue_;
-  size_t next_ = 0, finished_ = 0;
+  std::deque<Read> now_, ahead_;
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };

@@ -17,6 +17,7 @@
 namespace dsv4::deepseek_v4 {
 
 struct ScoredRouterOptions;  // moe.h
+struct MoeWeights;           // weights.h
 class ExpertCache;           // expert_cache.h
 
 struct LayerContext {
@@ -33,6 +34,11 @@ struct LayerContext {
   // Routed experts streamed under a RAM budget (expert_cache.h), or null: the
   // mapped weights. Main layers only.
   ExpertCache* expert_cache = nullptr;
+  // With an expert cache: the next main layer's plan and MoE, whose likely
+  // experts (its router applied to this layer's FFN input) are read ahead
+  // while this layer computes; null: nothing is read ahead.
+  const LayerPlan* next_plan = nullptr;
+  const MoeWeights* next_moe = nullptr;
 };
 
 // One sequence's T tokens at positions pos0 .. pos0+T−1, held in rows

@@ -189,6 +189,8 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   float* y = y_.data();  // [T, D]
 
   // ---- Attention site: mHC pre → attn_norm → attention → mHC post (§2 step 3a–c) ----
+  const bool read_ahead = expert_cache_ && expert_read_ahead_ && plan.role == LayerRole::kMain &&
+                          l + 1 < c.num_hidden_layers;
   const HcMix mix{
       .mix = mix_.data(), .pre = pre_.data(), .post = post_.data(), .comb = comb_.data()};
   const LayerContext ctx{
@@ -200,7 +202,9 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
       .trace = trace,
       .router_options =
           plan.role != LayerRole::kMtp && router_options_ ? &*router_options_ : nullptr,
-      .expert_cache = plan.role != LayerRole::kMtp ? expert_cache_.get() : nullptr};
+      .expert_cache = plan.role != LayerRole::kMtp ? expert_cache_.get() : nullptr,
+      .next_plan = read_ahead ? &plans_[l + 1] : nullptr,
+      .next_moe = read_ahead ? &weights_.layers[l + 1].moe : nullptr};
   HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix);
   TraceHc(trace, "hc_attn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);
@@ -743,8 +747,9 @@ Result<std::unique_ptr<Model>> LoadDeepSeekV4(const std::string& dir,
   return std::unique_ptr<Model>(std::move(model));
 }
 
-Status DeepSeekV4Model::StreamExperts(int64_t budget_bytes) {
+Status DeepSeekV4Model::StreamExperts(int64_t budget_bytes, bool read_ahead) {
   expert_cache_.reset();
+  expert_read_ahead_ = read_ahead;
   if (budget_bytes <= 0) return Status::Ok();
   std::vector<const MoeWeights*> layers;
   for (const LayerWeights& lw : weights_.layers) layers.push_back(&lw.moe);

@@ -27,11 +27,11 @@ float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 int64_t MoeScratch::bytes() const {
   const size_t f = routing.scores.capacity() + routing.weights.capacity() + logits.capacity() +
-                   row_weight.capacity() + xe.capacity() + gate.capacity() + up.capacity() +
-                   down.capacity() + y.capacity() + act.capacity() + act_w2.capacity() +
-                   biased.capacity();
-  const size_t i =
-      routing.experts.capacity() + rows.capacity() + order.capacity() + active.capacity();
+                   ahead.scores.capacity() + ahead.weights.capacity() + row_weight.capacity() +
+                   xe.capacity() + gate.capacity() + up.capacity() + down.capacity() +
+                   y.capacity() + act.capacity() + act_w2.capacity() + biased.capacity();
+  const size_t i = routing.experts.capacity() + rows.capacity() + order.capacity() +
+                   active.capacity() + ahead.experts.capacity() + ahead_ids.capacity();
   const size_t l = first.capacity() + count.capacity() + job_rows.capacity();
   return static_cast<int64_t>(f * sizeof(float) + i * sizeof(int32_t) + l * sizeof(int64_t) +
                               jobs.capacity() * sizeof(LinearJob));
@@ -69,15 +69,22 @@ void MoeScratch::Reserve(const DeepSeekV4Config& c, int64_t n) {
 
 void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
            std::span<const int32_t> token_ids, MoeScratch& s) {
+  s.Reserve(ctx.config, static_cast<int64_t>(token_ids.size()));
+  RouteInto(ctx, ctx.plan, w, x, token_ids, s.logits.data(), s.biased.data(), s.order.data(),
+            s.routing);
+}
+
+void RouteInto(const LayerContext& ctx, const LayerPlan& plan, const MoeWeights& w, const float* x,
+               std::span<const int32_t> token_ids, float* logits, float* biased, int32_t* order,
+               Routing& r) {
   ThreadPool& pool = ctx.pool;
   const DeepSeekV4Config& c = ctx.config;
-  const LayerPlan& plan = ctx.plan;
   const int64_t T = static_cast<int64_t>(token_ids.size());
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
-  s.Reserve(c, T);
-  float* logits = s.logits.data();
+  if (static_cast<int64_t>(r.scores.size()) < T * E) r.scores.resize(T * E);
+  if (static_cast<int64_t>(r.experts.size()) < T * k) r.experts.resize(T * k);
+  if (static_cast<int64_t>(r.weights.size()) < T * k) r.weights.resize(T * k);
   ops::MatMul(pool, logits, x, w.gate, T);  // [T, E], fp32
-  Routing& r = s.routing;
   // Runtime options (scored layers only).
   const ScoredRouterOptions* ro = plan.router != RouterKind::kHash ? ctx.router_options : nullptr;
   CHECK(ro == nullptr || ((ro->allow.empty() || static_cast<int64_t>(ro->allow.size()) == E) &&
@@ -114,14 +121,13 @@ void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
       continue;
     } else {
       // The bias shifts the selection only; weights use the unbiased scores.
-      float* biased = s.biased.data();
       for (int64_t e = 0; e < E; ++e) biased[e] = sc[e] + (w.bias.empty() ? 0.0f : w.bias[e]);
       if (ro != nullptr && !ro->allow.empty()) {  // masked experts never make the top-k
         for (int64_t e = 0; e < E; ++e) {
           if (ro->allow[e] == 0) biased[e] = -std::numeric_limits<float>::infinity();
         }
       }
-      ops::ref::TopK(biased, E, k, idx, s.order.data());
+      ops::ref::TopK(biased, E, k, idx, order);
     }
     float* wt = r.weights.data() + t * k;
     float sum = 0.0f;
@@ -135,6 +141,31 @@ void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
     }
   }
 }
+
+namespace {
+
+// With an expert cache: the experts the next main layer will likely pick (its
+// router applied to this layer's FFN input x [T, D]; exact when it is
+// hash-routed) are read while this layer computes, when they fit beside this
+// layer's n_active experts. Only a guess: that layer's Begin takes its own
+// router's choice.
+void ReadAheadNextLayer(const LayerContext& ctx, const float* x, std::span<const int32_t> token_ids,
+                        int64_t n_active, MoeScratch& s) {
+  if (ctx.next_plan == nullptr || ctx.next_moe == nullptr) return;
+  const int64_t T = static_cast<int64_t>(token_ids.size()), k = ctx.config.num_experts_per_tok;
+  if (T * k > (ctx.expert_cache->capacity() - n_active) / 2) return;  // prefill: no room
+  RouteInto(ctx, *ctx.next_plan, *ctx.next_moe, x, token_ids, s.logits.data(), s.biased.data(),
+            s.order.data(), s.ahead);
+  std::vector<int32_t>& ids = s.ahead_ids;
+  ids.clear();
+  for (int64_t i = 0; i < T * k; ++i) {  // distinct, in order of token, then rank
+    const int32_t e = s.ahead.experts[i];
+    if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+  }
+  ctx.expert_cache->ReadAhead(ctx.next_plan->layer, ids);
+}
+
+}  // namespace
 
 void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
                 std::span<const int32_t> token_ids, MoeScratch& s, float* out) {
@@ -282,6 +313,7 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     };
     w1_w3(false);
     if (streaming) {
+      if (one_segment) ReadAheadNextLayer(ctx, x, token_ids, n_active, s);
       // A failed read: those experts read the mapped weights instead (the
       // same bytes, paged in by the kernel), with a warning.
       if (const Status st = ctx.expert_cache->Finish(); !st.ok()) {

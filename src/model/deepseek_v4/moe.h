@@ -59,6 +59,8 @@ struct MoeScratch {
   std::vector<int64_t> job_order;            // [E + 1] a segment's experts (moe.cc)
   std::vector<uint8_t> pending;              // [E] 1: being read by the expert cache
   std::vector<LinearJob> jobs;               // [2·(E + 1)] one pooled step's products
+  Routing ahead;                             // the next layer's routing, guessed (read-ahead)
+  std::vector<int32_t> ahead_ids;            // its distinct experts
   std::vector<int64_t> job_rows;             // LinearMany's row offsets
   int64_t experts_run = 0;  // routed experts whose weights were read, all calls so far
 };
@@ -81,6 +83,11 @@ struct ScoredRouterOptions {
 // Router for T tokens (spec §5.1). token_ids: [T] (used by hash layers).
 void Route(const LayerContext& ctx, const MoeWeights& w, const float* x,
            std::span<const int32_t> token_ids, MoeScratch& s);
+// The same for the router of `plan`'s layer (w: its MoE) into `r` (sized
+// [T, E] / [T, k] here), with scratch logits [T, E], biased [E], order [E].
+void RouteInto(const LayerContext& ctx, const LayerPlan& plan, const MoeWeights& w, const float* x,
+               std::span<const int32_t> token_ids, float* logits, float* biased, int32_t* order,
+               Routing& r);
 
 // The MoE sublayer: out[T, D] = Σ_k routed experts + shared expert, for x [T, D].
 void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
