@@ -3,6 +3,7 @@
 client: streaming and not, options, tools, thinking, the model listings,
 errors in Ollama's {"error": ...} shape, and a client that disconnects."""
 import json
+import socket
 import time
 
 import httpx
@@ -429,3 +430,21 @@ def test_disconnect_mid_stream_cancels(slow_server):
     m = wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
     assert m["dsv4_sequences_cancelled_total"] == before + 1
     assert m['dsv4_requests_total{route="/api/generate",status="200"}'] >= 1
+
+
+def test_disconnect_while_waiting_for_a_whole_answer_cancels(slow_server):
+    wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
+    before = slow_server.metrics().get("dsv4_sequences_cancelled_total", 0)
+    # A raw client: send the request, read the first bytes of the (slow)
+    # response, then hang up. The server notices at its next keep-alive space.
+    body = json.dumps({"model": STORIES, "prompt": "Once upon a time", "stream": False,
+                       "options": {"num_predict": 500}}).encode()
+    host, port = slow_server.url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert sock.recv(12).startswith(b"HTTP/1.1 200")
+        assert slow_server.metrics()["dsv4_running_sequences"] == 1
+    m = wait_for(slow_server, "dsv4_running_sequences", 0, seconds=6)
+    assert m["dsv4_sequences_cancelled_total"] == before + 1
