@@ -139,15 +139,18 @@ Status CheckOptionTypes(const Json& options) {
   return Status::Ok();
 }
 
+// An integer option's value (a JSON number, CheckOptionTypes), truncated
+// toward zero and saturated to int64.
 int64_t IntOption(const Json& v) {
-  if (v.is_number_integer()) {
-    return v.is_number_unsigned()
-               ? static_cast<int64_t>(std::min<uint64_t>(
-                     v.get<uint64_t>(), static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-               : v.get<int64_t>();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  if (v.is_number_unsigned()) {
+    return static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), kMax));
   }
+  if (v.is_number_integer()) return v.get<int64_t>();
   const double d = std::trunc(v.get<double>());
-  if (!(d > -9.2e18 && d < 9.2e18)) return d < 0 ? std::numeric_limits<int64_t>::min() : INT64_MAX;
+  if (d >= 9.2e18) return kMax;
+  if (d <= -9.2e18) return kMin;
   return static_cast<int64_t>(d);
 }
 
@@ -377,12 +380,12 @@ Status GetContext(const Json& body, const OllamaModel& model, std::vector<int32_
   }
   for (size_t i = 0; i < c->size(); ++i) {
     const Json& id = (*c)[i];
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        (model.vocab_size > 0 && id.get<int64_t>() >= model.vocab_size)) {
-      return Bad("context[" + std::to_string(i) + "]",
-                 "is " + id.dump() + "; it must be a token id in [0, " +
-                     std::to_string(model.vocab_size) + ")",
-                 "send back the 'context' of a previous /api/generate response as it is");
+    const int64_t limit = model.vocab_size > 0 ? model.vocab_size : int64_t{1} << 31;
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= limit) {
+      return Bad(
+          "context[" + std::to_string(i) + "]",
+          "is " + id.dump() + "; it must be a token id in [0, " + std::to_string(limit) + ")",
+          "send back the 'context' of a previous /api/generate response as it is");
     }
     out->push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
@@ -443,7 +446,6 @@ constexpr const char* kShutdownMessage =
 struct Exchange {
   OllamaRequest request;
   std::string model;  // the name as the client sent it (Ollama echoes it)
-  ChatFormat format = ChatFormat::kPlain;
   const Tokenizer* tokenizer = nullptr;
   std::shared_ptr<RequestHandle> handle;
   std::unique_ptr<ChoiceOutput> output;
@@ -753,7 +755,6 @@ class OllamaRoutes {
     if (!parsed.ok()) return SendStatus(res, parsed.status());
     ex->request = std::move(parsed).value();
     ex->model = ex->request.gen.model;
-    ex->format = s_.format;
     const LoadedModel& m = s_.engine->model();
     ex->tokenizer = m.tokenizer.get();
     const OllamaRequest& r = ex->request;
