@@ -606,6 +606,8 @@ Status GetPrompts(const Json& body, GenerationRequest* r) {
 
 }  // namespace
 
+Status ValidateTools(const Json& tools, const std::string& key) { return CheckTools(tools, key); }
+
 Result<std::string> ContentText(const Json& content, const std::string& where) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();

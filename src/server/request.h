@@ -83,6 +83,10 @@ Result<nlohmann::ordered_json> ParseJsonBody(std::string_view body);
 Result<GenerationRequest> ParseRequest(Api api, const nlohmann::ordered_json& body,
                                        const RequestLimits& limits);
 
+// Validates OpenAI-shaped function tools (`key`: the field's name in errors):
+// {"type": "function", "function": {"name", "description", "parameters"}}.
+Status ValidateTools(const nlohmann::ordered_json& tools, const std::string& key);
+
 // A message's content as text: a string, null (""), or an array of text parts
 // ({"type": "text", "text": ...}); `where` names it in errors.
 Result<std::string> ContentText(const nlohmann::ordered_json& content, const std::string& where);

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/ollama_api.h"
 #include "server/sse.h"
 #include "server/tool_choice.h"
 #include "tokenizer/utf8.h"
@@ -75,6 +76,7 @@ bool IsAnthropicPath(const std::string& path) { return path.rfind("/v1/messages"
 // The error body in the shape of the API that `path` belongs to.
 std::string ErrorBody(const std::string& path, int status, const std::string& message,
                       const std::string& code = {}) {
+  if (IsOllamaPath(path)) return OllamaErrorBody(message);
   if (IsAnthropicPath(path)) {
     const char* type = status == 401   ? "authentication_error"
                        : status == 403 ? "permission_error"
@@ -597,7 +599,9 @@ std::string RouteOf(const std::string& path) {
   static const char* kKnown[] = {
       "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
       "/v1/models",           "/v1/models/{id}", "/health",      "/metrics"};
-  if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
+  if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) {
+    route = OllamaRoute(path).empty() ? "other" : OllamaRoute(path);
+  }
   return route;
 }
 
@@ -855,6 +859,8 @@ void Server::Impl::Routes() {
   });
   http.Post("/v1/messages/count_tokens",
             [this](const httplib::Request& req, httplib::Response& res) { CountTokens(req, res); });
+  AddOllamaRoutes(http, OllamaServing{&engine, &http, options.model_id, format, limits,
+                                      options.allow_special_in_content, started});
 }
 
 void Server::Impl::CountTokens(const httplib::Request& req, httplib::Response& res) {

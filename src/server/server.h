@@ -5,6 +5,7 @@
 //   GET  /v1/models[/{id}]      the served model
 //   GET  /health                {"status": "ok"} (never needs the API key)
 //   GET  /metrics               Prometheus text (metrics.h)
+//   /api/...                    the Ollama API (ollama_api.h)
 // HTTP threads parse, validate, build the prompt, tokenize and submit to the
 // Engine; the engine thread generates; the HTTP thread turns engine events
 // into the API's JSON or SSE stream. Errors use each API's error shape
