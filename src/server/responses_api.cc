@@ -491,8 +491,10 @@ Result<ResponsesRequest> ParseResponsesRequest(const Json& body, const RequestLi
     if (!m->is_number_integer()) {
       return Bad("max_output_tokens", std::string("must be an integer, not ") + m->type_name());
     }
-    if (m->is_number_unsigned() ? m->get<uint64_t>() > static_cast<uint64_t>(limits.ctx_size)
-                                : (m->get<int64_t>() < 1 || m->get<int64_t>() > limits.ctx_size)) {
+    // Negative integers are the signed ones to nlohmann.
+    const bool in_range = m->is_number_unsigned() && m->get<uint64_t>() >= 1 &&
+                          m->get<uint64_t>() <= static_cast<uint64_t>(limits.ctx_size);
+    if (!in_range) {
       return Bad("max_output_tokens",
                  "is " + m->dump() + "; it must be in [1, " + std::to_string(limits.ctx_size) + "]",
                  "the server's context holds " + std::to_string(limits.ctx_size) + " tokens");
