@@ -5,6 +5,7 @@ with the DeepSeek-V4 tokenizer and chat format. The echo model answers
 mode, a DSML call to NAME for "CALL NAME {json}", and "Tool results: R" when
 the last user turn holds tool results (src/engine/echo_model.h)."""
 import json
+import time
 
 import httpx
 import openai
@@ -408,3 +409,45 @@ def test_plain_format_model(llama_server):
     resp = httpx.post(llama_server.url + "/v1/responses", timeout=10, json={
         "model": model, "input": "x", "tools": TOOLS})
     assert resp.status_code == 400
+
+
+def wait_for(server, name, value, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        m = server.metrics()
+        if m.get(name) == value:
+            return m
+        time.sleep(0.05)
+    raise AssertionError(f"{name} never became {value}: {server.metrics()}")
+
+
+# stories260K at 20 ms per step (conftest.slow_server): 500 tokens take 10 s.
+LONG = {"model": "stories260K", "input": "Once upon a time", "max_output_tokens": 500,
+        "temperature": 1.0}
+EXTRA = {"seed": 1, "repetition_penalty": 1.0}  # chat sampling fields, taken here too
+
+
+def test_stream_disconnect_frees_the_slot(slow_server):
+    wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
+    before = slow_server.metrics().get("dsv4_sequences_cancelled_total", 0)
+    with httpx.stream("POST", slow_server.url + "/v1/responses", json={**LONG, **EXTRA, "stream": True},
+                      timeout=30) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        events = [next(lines) for _ in range(12)]  # a few events, then hang up
+        assert "event: response.created" in events
+        assert slow_server.metrics()["dsv4_running_sequences"] == 1
+    m = wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
+    assert m["dsv4_sequences_cancelled_total"] == before + 1
+    assert m["dsv4_kv_cache_tokens"] == 0
+
+
+def test_slow_non_streaming_response_is_valid_json(slow_server):
+    wait_for(slow_server, "dsv4_running_sequences", 0, seconds=5)
+    client = openai.OpenAI(base_url=slow_server.url + "/v1", api_key="x", max_retries=0,
+                           timeout=30)
+    # Past a second the body is sent chunked behind keep-alive spaces.
+    r = client.responses.create(**{**LONG, "max_output_tokens": 80}, extra_body=EXTRA)
+    assert r.status == "incomplete"
+    assert r.usage.output_tokens == 80
+    assert client.responses.retrieve(r.id).usage.output_tokens == 80
