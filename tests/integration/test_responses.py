@@ -5,6 +5,7 @@ with the DeepSeek-V4 tokenizer and chat format. The echo model answers
 mode, a DSML call to NAME for "CALL NAME {json}", and "Tool results: R" when
 the last user turn holds tool results (src/engine/echo_model.h)."""
 import json
+import signal
 import time
 
 import httpx
@@ -451,3 +452,22 @@ def test_slow_non_streaming_response_is_valid_json(slow_server):
     assert r.status == "incomplete"
     assert r.usage.output_tokens == 80
     assert client.responses.retrieve(r.id).usage.output_tokens == 80
+
+
+def test_sigterm_ends_a_stream_with_response_failed():
+    s = Server("--threads", "1", "--test-step-delay-ms", "20", "--shutdown-grace", "1")
+    try:
+        with httpx.Client(timeout=30) as client:
+            with client.stream("POST", s.url + "/v1/responses",
+                               json={**LONG, **EXTRA, "stream": True}) as resp:
+                lines = resp.iter_lines()
+                assert next(lines) == "event: response.created"
+                s.proc.send_signal(signal.SIGTERM)
+                data = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+        last = data[-1]
+        assert last["type"] == "response.failed"
+        assert "shutting down" in last["response"]["error"]["message"]
+        assert [d["sequence_number"] for d in data] == list(range(len(data)))
+        assert s.proc.wait(timeout=10) == 0
+    finally:
+        s.stop()
