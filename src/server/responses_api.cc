@@ -77,8 +77,9 @@ Status CheckName(const std::string& name, const std::string& where) {
   return Status::Ok();
 }
 
-// The text of a content-part array or string; `types` are the part types
-// that carry text in "text" (refusal parts carry it in "refusal").
+// The text of a content string or part array (input_text, output_text,
+// refusal parts; joined by blank lines); `parts_out`, when given, gets the
+// parts as {type, text}, a string as one part of `default_type`.
 Result<std::string> PartsText(const Json& content, const std::string& where, Json* parts_out,
                               const char* default_type) {
   if (content.is_string()) {
@@ -1017,15 +1018,9 @@ ResponsesApi::ResponsesApi(ResponsesContext context)
 
 ResponsesApi::~ResponsesApi() = default;
 
-struct ResponsesApi::Impl {
-  static void Create(ResponsesApi& api, const httplib::Request& req, httplib::Response& res);
-  static void InputItems(ResponsesApi& api, const httplib::Request& req, httplib::Response& res);
-};
-
 void ResponsesApi::Routes(httplib::Server& http) {
-  http.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
-    Impl::Create(*this, req, res);
-  });
+  http.Post("/v1/responses",
+            [this](const httplib::Request& req, httplib::Response& res) { Create(req, res); });
   http.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     std::shared_ptr<const StoredResponse> stored = store_.Get(id);
@@ -1040,13 +1035,10 @@ void ResponsesApi::Routes(httplib::Server& http) {
                         "application/json");
       });
   http.Get(R"(/v1/responses/([^/]+)/input_items)",
-           [this](const httplib::Request& req, httplib::Response& res) {
-             Impl::InputItems(*this, req, res);
-           });
+           [this](const httplib::Request& req, httplib::Response& res) { InputItems(req, res); });
 }
 
-void ResponsesApi::Impl::InputItems(ResponsesApi& api, const httplib::Request& req,
-                                    httplib::Response& res) {
+void ResponsesApi::InputItems(const httplib::Request& req, httplib::Response& res) {
   const std::string id = req.matches[1];
   int64_t limit = 20;
   if (req.has_param("limit")) {
@@ -1061,7 +1053,7 @@ void ResponsesApi::Impl::InputItems(ResponsesApi& api, const httplib::Request& r
   if (order != "asc" && order != "desc") {
     return SendError(res, 400, "'order' must be asc or desc", "order");
   }
-  std::shared_ptr<const StoredResponse> stored = api.store_.Get(id);
+  std::shared_ptr<const StoredResponse> stored = store_.Get(id);
   if (stored == nullptr) return SendNotFound(res, id, "response_id");
   std::vector<const Json*> items;
   for (const Json& item : stored->input_items) items.push_back(&item);
@@ -1091,9 +1083,8 @@ void ResponsesApi::Impl::InputItems(ResponsesApi& api, const httplib::Request& r
                   "application/json");
 }
 
-void ResponsesApi::Impl::Create(ResponsesApi& api, const httplib::Request& req,
-                                httplib::Response& res) {
-  const ResponsesContext& ctx = api.ctx_;
+void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
+  const ResponsesContext& ctx = ctx_;
   HttpServer& http = *ctx.http;
   Engine& engine = *ctx.engine;
   if (http.draining()) {
@@ -1107,7 +1098,7 @@ void ResponsesApi::Impl::Create(ResponsesApi& api, const httplib::Request& req,
   // The conversation: the previous response's input and output, then this input.
   Json items = Json::array();
   if (!parsed->previous_response_id.empty()) {
-    std::shared_ptr<const StoredResponse> prev = api.store_.Get(parsed->previous_response_id);
+    std::shared_ptr<const StoredResponse> prev = store_.Get(parsed->previous_response_id);
     if (prev == nullptr) {
       return SendNotFound(res, parsed->previous_response_id, "previous_response_id");
     }
@@ -1145,7 +1136,7 @@ void ResponsesApi::Impl::Create(ResponsesApi& api, const httplib::Request& req,
   run->created_at = static_cast<int64_t>(std::time(nullptr));
   run->model_id = ctx.model_id;
   run->tokenizer = m.tokenizer.get();
-  run->store = &api.store_;
+  run->store = &store_;
   run->prompt_tokens = static_cast<int64_t>(ids.size());
 
   SequenceRequest s;

@@ -45,7 +45,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace dsv4 {
 class Engine;
@@ -148,7 +150,9 @@ class ResponsesApi {
   ResponseStore& store() { return store_; }
 
  private:
-  struct Impl;
+  void Create(const httplib::Request& req, httplib::Response& res);
+  void InputItems(const httplib::Request& req, httplib::Response& res);
+
   ResponsesContext ctx_;
   ResponseStore store_;
 };
