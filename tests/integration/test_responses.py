@@ -115,6 +115,24 @@ def test_stream_helper_event_order_and_text(echo_server):
     assert done.text == expected
     assert final.status == "completed"
     assert final.id == events[0].response.id
+    # A streamed response is stored too.
+    assert oai(echo_server).responses.retrieve(final.id).output_text == expected
+
+
+def test_stream_helper_with_thinking_and_strict_tools(echo_server):
+    tools = [{**TOOLS[0], "strict": True}]
+    with oai(echo_server).responses.stream(model=MODEL, input=CALL, tools=tools, temperature=0,
+                                           reasoning={"effort": "high"}) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [o.type for o in final.output] == ["reasoning", "function_call"]
+    assert final.output[0].content[0].text == "Thinking about it."
+    call = final.output[1]
+    assert call.parsed_arguments == {"city": "Paris", "days": 3}
+    types = [e.type for e in events]
+    assert types.count("response.output_item.added") == types.count(
+        "response.output_item.done") == 2
+    assert "response.function_call_arguments.done" in types
 
 
 def test_create_stream_true(echo_server):
