@@ -1061,7 +1061,7 @@ void ResponsesApi::InputItems(const httplib::Request& req, httplib::Response& re
   size_t start = 0;
   if (req.has_param("after")) {
     const std::string after = req.get_param_value("after");
-    while (start < items.size() && (*items[start])["id"] != after) ++start;
+    while (start < items.size() && items[start]->value("id", "") != after) ++start;
     if (start == items.size()) {
       return SendError(res, 400,
                        "'after' is '" + utf8::Sanitize(after.substr(0, 200)) +
