@@ -595,11 +595,11 @@ HttpLimits LimitsOf(const ServerOptions& o) {
 std::string RouteOf(const std::string& path) {
   std::string route = path;
   if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
-  if (route.rfind("/v1/responses/", 0) == 0) route = "/v1/responses/{id}";
+  if (route == "/v1/responses") return route;
+  if (route.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   static const char* kKnown[] = {
-      "/v1/chat/completions", "/v1/completions",   "/v1/messages", "/v1/messages/count_tokens",
-      "/v1/models",           "/v1/models/{id}",   "/health",      "/metrics",
-      "/v1/responses",        "/v1/responses/{id}"};
+      "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+      "/v1/models",           "/v1/models/{id}", "/health",      "/metrics"};
   if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) route = "other";
   return route;
 }

@@ -393,9 +393,13 @@ def test_input_items_bad_query(echo_server):
 
 
 def test_metrics_count_responses_routes(echo_server):
-    create(echo_server, input="m")
+    r = create(echo_server, input="m")
+    oai(echo_server).responses.retrieve(r.id)
+    httpx.get(f"{echo_server.url}/v1/responses/resp_unknown/input_items")
     m = echo_server.metrics()
     assert m['dsv4_requests_total{route="/v1/responses",status="200"}'] >= 1
+    assert m['dsv4_requests_total{route="/v1/responses/{id}",status="200"}'] >= 1
+    assert m['dsv4_requests_total{route="/v1/responses/{id}",status="404"}'] >= 1
 
 
 @pytest.fixture(scope="module")
