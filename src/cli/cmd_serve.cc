@@ -275,6 +275,14 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   sub->add_flag("--log-requests", args->server.log_requests,
                 "log one line per request to stderr: client, method, path, status, bytes, "
                 "seconds");
+  sub->add_option("--responses-store", args->server.responses_store,
+                  "Responses API: responses kept in memory for previous_response_id and GET "
+                  "/v1/responses/{id}, least recently used evicted first (default 1000; 0: none)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 24));
+  sub->add_option("--responses-store-bytes", args->server.responses_store_bytes,
+                  "Responses API: most bytes (their JSON) of the kept responses (default 256MiB; "
+                  "units K, M, G)")
+      ->transform(CLI::AsSizeValue(false));
   sub->add_flag("--allow-special-in-content", args->server.allow_special_in_content,
                 "tokenize special-token text in message content as special tokens (default: "
                 "as plain text, so content cannot forge chat-template markers)");

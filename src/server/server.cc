@@ -22,6 +22,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/ollama_api.h"
+#include "server/responses_api.h"
 #include "server/sse.h"
 #include "server/tool_choice.h"
 #include "tokenizer/utf8.h"
@@ -596,6 +597,8 @@ HttpLimits LimitsOf(const ServerOptions& o) {
 std::string RouteOf(const std::string& path) {
   std::string route = path;
   if (route.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
+  if (route == "/v1/responses") return route;
+  if (route.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   static const char* kKnown[] = {
       "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
       "/v1/models",           "/v1/models/{id}", "/health",      "/metrics"};
@@ -630,6 +633,7 @@ struct Server::Impl {
   // Token bytes for tool_choice constraints, built on the first request that forces a call.
   std::once_flag token_texts_once;
   std::shared_ptr<const TokenTexts> token_texts;
+  std::unique_ptr<ResponsesApi> responses;  // /v1/responses
 
   void Routes();
   bool Authorized(const httplib::Request& req) const;
@@ -861,6 +865,23 @@ void Server::Impl::Routes() {
             [this](const httplib::Request& req, httplib::Response& res) { CountTokens(req, res); });
   AddOllamaRoutes(http, OllamaServing{&engine, &http, options.model_id, format, limits,
                                       options.allow_special_in_content, started});
+
+  ResponsesContext rc;
+  rc.engine = &engine;
+  rc.http = &http;
+  rc.limits = limits;
+  rc.format = format;
+  rc.model_id = options.model_id;
+  rc.allow_special_in_content = options.allow_special_in_content;
+  rc.token_texts = [this] {
+    std::call_once(token_texts_once,
+                   [&] { token_texts = BuildTokenTexts(*engine.model().tokenizer); });
+    return token_texts;
+  };
+  rc.store_max_count = options.responses_store;
+  rc.store_max_bytes = options.responses_store_bytes;
+  responses = std::make_unique<ResponsesApi>(std::move(rc));
+  responses->Routes(http);
 }
 
 void Server::Impl::CountTokens(const httplib::Request& req, httplib::Response& res) {

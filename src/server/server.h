@@ -2,6 +2,7 @@
 //   POST /v1/chat/completions   OpenAI chat (streaming, tools, reasoning, logprobs, n)
 //   POST /v1/completions        OpenAI completions (raw prompt or token ids)
 //   POST /v1/messages           Anthropic messages (streaming events, thinking, tool_use)
+//   POST /v1/responses          OpenAI Responses, GET/DELETE stored ones (responses_api.h)
 //   GET  /v1/models[/{id}]      the served model
 //   GET  /health                {"status": "ok"} (never needs the API key)
 //   GET  /metrics               Prometheus text (metrics.h)
@@ -54,6 +55,10 @@ struct ServerOptions {
   bool log_requests = false;                      // one access-log line per request (stderr)
   bool allow_special_in_content = false;          // special-token text in messages stays special
   std::optional<ChatFormat> chat_format;          // unset: detected from the tokenizer
+
+  // Stored Responses API responses (0: none) and their bytes (responses_store.h).
+  size_t responses_store = 1000;
+  size_t responses_store_bytes = size_t{256} << 20;
 };
 
 class Server {
