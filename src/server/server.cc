@@ -22,6 +22,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/sse.h"
+#include "server/structured_output.h"
 #include "server/tool_choice.h"
 #include "tokenizer/utf8.h"
 
@@ -626,6 +627,11 @@ struct Server::Impl {
   // Token bytes for tool_choice constraints, built on the first request that forces a call.
   std::once_flag token_texts_once;
   std::shared_ptr<const TokenTexts> token_texts;
+  // Structured output: the vocabulary's trie, built on the first request that
+  // asks for JSON, and the compiled schemas (with their token masks).
+  std::once_flag structured_once;
+  std::shared_ptr<const StructuredVocabulary> structured_vocab;
+  constrain::SchemaCache schema_cache;
 
   void Routes();
   bool Authorized(const httplib::Request& req) const;
@@ -935,6 +941,20 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
     }
     constraint = MakeToolChoiceConstraint(r, *m.tokenizer, token_texts);
     gen->forced_tool_call = constraint != nullptr && ForcesToolCall(r);
+  }
+  if (r.response_format != ResponseFormat::kText) {
+    // Structured output replaces tool_choice "none"'s ban (its vocabulary
+    // has no markup tokens); a forced tool call with it is refused.
+    if (!m.tokenizer) {
+      return SendError(req, res, 400, "this model has no tokenizer, so it cannot constrain output");
+    }
+    std::call_once(structured_once,
+                   [&] { structured_vocab = BuildStructuredVocabulary(*m.tokenizer); });
+    Result<ConstraintFactory> structured =
+        MakeStructuredOutputConstraint(r, schema_cache, structured_vocab, *m.tokenizer, m.stop_ids,
+                                       r.thinking && parse && format == ChatFormat::kDsv4);
+    if (!structured.ok()) return SendStatus(req, res, structured.status());
+    constraint = *structured;
   }
   for (const auto& p : prompts) {
     for (int j = 0; j < r.n; ++j) {
