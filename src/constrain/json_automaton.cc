@@ -83,6 +83,14 @@ void Emit(const std::vector<Frame>& s, State* out) {
   out->ends.push_back(static_cast<uint32_t>(out->frames.size()));
 }
 
+// Structural whitespace: at most kMaxWhitespace bytes in a row.
+void Whitespace(std::vector<Frame>& s, State* out) {
+  Frame& f = s.back();
+  if (f.ws >= kMaxWhitespace) return;
+  ++f.ws;
+  Emit(s, out);
+}
+
 // Whether another key may begin in object frame `f`.
 bool KeyPossible(const Node& n, const Frame& f) {
   if (n.additional >= 0) return true;
@@ -183,9 +191,10 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
     if (s.empty()) return;  // the root value is closed: nothing may follow
     Frame& f = s.back();
     const Node& n = nodes[f.node];
+    if (!IsWs(b)) f.ws = 0;  // the frame that reads a byte ends its run of whitespace
     switch (f.phase) {
       case Phase::kValue: {
-        if (IsWs(b)) return Emit(s, out);
+        if (IsWs(b)) return Whitespace(s, out);
         if (!n.first.test(b)) return;
         switch (n.kind) {
           case NodeKind::kAny:
@@ -283,7 +292,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
       }
       case Phase::kObjOpen:
       case Phase::kObjNeedKey:
-        if (IsWs(b)) return Emit(s, out);
+        if (IsWs(b)) return Whitespace(s, out);
         if (b == '}' && f.phase == Phase::kObjOpen) {
           if (!RequiredSeen(n, f)) return;
           s.pop_back();
@@ -335,7 +344,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         return Emit(s, out);
       }
       case Phase::kObjColon: {
-        if (IsWs(b)) return Emit(s, out);
+        if (IsWs(b)) return Whitespace(s, out);
         if (b != ':') return;
         f.phase = Phase::kObjAfter;
         const int32_t child = f.prop >= 0 ? n.properties[f.prop].node : n.additional;
@@ -344,7 +353,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         return Emit(s, out);
       }
       case Phase::kObjAfter:
-        if (IsWs(b)) return Emit(s, out);
+        if (IsWs(b)) return Whitespace(s, out);
         if (b == ',') {
           if (!KeyPossible(n, f)) return;
           f.phase = Phase::kObjNeedKey;
@@ -354,7 +363,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         s.pop_back();
         return Emit(s, out);
       case Phase::kArrOpen:
-        if (IsWs(b)) return Emit(s, out);
+        if (IsWs(b)) return Whitespace(s, out);
         if (b == ']') {
           if (n.min_items > 0) return;
           s.pop_back();
@@ -366,7 +375,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         PushValue(s, n.items);
         continue;
       case Phase::kArrAfter:
-        if (IsWs(b)) return Emit(s, out);
+        if (IsWs(b)) return Whitespace(s, out);
         if (b == ',') {
           if (f.count >= n.max_items) return;
           ++f.count;
@@ -585,6 +594,7 @@ std::string JsonAutomaton::Key(const State& state, uint32_t max_token_bytes) con
       key.append(reinterpret_cast<const char*>(&f.lo), sizeof(f.lo));
       key.append(reinterpret_cast<const char*>(&f.hi), sizeof(f.hi));
       key.push_back(static_cast<char>(f.backslash));
+      key.push_back(static_cast<char>(f.ws));
       key.append(reinterpret_cast<const char*>(&f.prop), sizeof(f.prop));
       key.append(reinterpret_cast<const char*>(&f.seen), sizeof(f.seen));
     }

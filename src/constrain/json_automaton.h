@@ -9,7 +9,9 @@
 // configuration per alternative until the bytes tell them apart; usually there
 // is one. Feeding a byte steps every configuration and drops those that
 // refuse it; the state is dead when none is left. Whitespace is allowed where
-// JSON allows it, except after the root value (only end-of-text follows).
+// JSON allows it, at most kMaxWhitespace bytes in a row (enough to indent
+// pretty-printed JSON; a model cannot spend its tokens on blanks), and not
+// after the root value (only end-of-text follows).
 //
 // The state is plain data in two flat arrays (no allocation once their
 // capacity is reached), so the token mask walk (token_mask.h) copies one per
@@ -29,6 +31,8 @@
 #include "constrain/json_schema.h"
 
 namespace dsv4::constrain {
+
+inline constexpr uint8_t kMaxWhitespace = 20;
 
 enum class Phase : uint8_t {
   kValue,         // a value not yet begun (whitespace may come first)
@@ -69,6 +73,8 @@ struct Frame {
   uint16_t lo = 0, hi = 0;
   // Keys: whether the key has a '\' (then it must be a property's own name).
   bool backslash = false;
+  // Whitespace bytes in a row just read by this frame.
+  uint8_t ws = 0;
   // Objects: properties seen; the property whose value is being read (-1:
   // an additional key).
   int16_t prop = -1;
