@@ -176,10 +176,9 @@ void JsonAutomaton::Feed(const State& in, uint8_t b, State* out) const {
 }
 
 bool JsonAutomaton::FeedAll(State* state, std::string_view bytes) const {
-  State next;
   for (char c : bytes) {
-    Feed(*state, static_cast<uint8_t>(c), &next);
-    std::swap(*state, next);
+    Feed(*state, static_cast<uint8_t>(c), &feed_scratch_);
+    std::swap(*state, feed_scratch_);
     if (state->empty()) return false;
   }
   return true;
@@ -544,8 +543,27 @@ std::string JsonAutomaton::Completion(const State& state) const {
     begin = end;
     std::string text;
     // Each step closes a character, a member, an item or a container; the
-    // smallest values are bounded (kMaxMinValueBytes), so this ends.
+    // smallest values are bounded (kMaxMinValueBytes), so this ends. Two
+    // steps are taken without feeding their bytes (the per-token cost):
+    // a value not yet begun is written whole and popped, and a string's
+    // padding up to minLength only moves its count.
     for (int round = 0; round < (1 << 16) && !Complete(st); ++round) {
+      if (st.ends.size() == 1 && !st.frames.empty()) {
+        Frame& f = st.frames.back();
+        const Node& n = grammar_->nodes[f.node];
+        if (f.phase == Phase::kValue) {
+          text += n.min_value;
+          st.frames.pop_back();
+          st.ends[0] = static_cast<uint32_t>(st.frames.size());
+          continue;
+        }
+        if (f.phase == Phase::kString && n.format.empty() && f.escape == 0 && f.utf8_due == 0 &&
+            f.count < n.min_length) {
+          text.append(n.min_length - f.count, 'a');
+          f.count = n.min_length;
+          continue;
+        }
+      }
       const uint32_t e0 = st.ends[0];
       const Stack s(st.frames.begin(), st.frames.begin() + e0);
       const std::string piece = CompletionStep(s);

@@ -126,7 +126,8 @@ class JsonAutomaton {
   std::string CompletionStep(const Stack& s) const;
 
   std::shared_ptr<const Grammar> grammar_;
-  mutable Stack scratch_;  // FeedStack's working copy (not thread-safe)
+  mutable Stack scratch_;       // FeedStack's working copy (not thread-safe)
+  mutable State feed_scratch_;  // FeedAll's
 };
 
 }  // namespace dsv4::constrain
