@@ -84,11 +84,11 @@ void Emit(const std::vector<Frame>& s, State* out) {
 }
 
 // Structural whitespace: at most kMaxWhitespace bytes in a row.
-void Whitespace(std::vector<Frame>& s, State* out) {
+bool Whitespace(std::vector<Frame>& s) {
   Frame& f = s.back();
-  if (f.ws >= kMaxWhitespace) return;
+  if (f.ws >= kMaxWhitespace) return false;
   ++f.ws;
-  Emit(s, out);
+  return true;
 }
 
 // Whether another key may begin in object frame `f`.
@@ -141,11 +141,28 @@ void JsonAutomaton::PushValue(Stack& s, int32_t node) {
 void JsonAutomaton::Feed(const State& in, uint8_t b, State* out) const {
   DCHECK(&in != out);
   out->clear();
-  uint32_t begin = 0;
-  for (uint32_t end : in.ends) {
-    scratch_.assign(in.frames.begin() + begin, in.frames.begin() + end);
-    FeedStack(scratch_, b, out);
-    begin = end;
+  if (in.ends.size() == 1) {
+    // One configuration (the usual case): stepped in place in `out`.
+    out->frames.assign(in.frames.begin(), in.frames.end());
+    forks_.clear();
+    const bool ok = FeedStack(out->frames, b, &forks_);
+    if (forks_.empty()) {
+      if (ok) {
+        out->ends.push_back(static_cast<uint32_t>(out->frames.size()));
+      } else {
+        out->frames.clear();
+      }
+      return;
+    }
+    if (ok) Emit(out->frames, &forks_);
+    std::swap(*out, forks_);
+  } else {
+    uint32_t begin = 0;
+    for (uint32_t end : in.ends) {
+      scratch_.assign(in.frames.begin() + begin, in.frames.begin() + end);
+      if (FeedStack(scratch_, b, out)) Emit(scratch_, out);
+      begin = end;
+    }
   }
   if (out->ends.size() > 1) {
     // Drop configurations equal to an earlier one.
@@ -184,17 +201,17 @@ bool JsonAutomaton::FeedAll(State* state, std::string_view bytes) const {
   return true;
 }
 
-void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
+bool JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
   const std::vector<Node>& nodes = grammar_->nodes;
   while (true) {
-    if (s.empty()) return;  // the root value is closed: nothing may follow
+    if (s.empty()) return false;  // the root value is closed: nothing may follow
     Frame& f = s.back();
     const Node& n = nodes[f.node];
     if (!IsWs(b)) f.ws = 0;  // the frame that reads a byte ends its run of whitespace
     switch (f.phase) {
       case Phase::kValue: {
-        if (IsWs(b)) return Whitespace(s, out);
-        if (!n.first.test(b)) return;
+        if (IsWs(b)) return Whitespace(s);
+        if (!n.first.test(b)) return false;
         switch (n.kind) {
           case NodeKind::kAny:
             f.node = b == '{'                   ? kAnyObjectNode
@@ -210,7 +227,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
               if (last >= 0) {
                 Stack copy = s;
                 copy.back().node = last;
-                FeedStack(copy, b, out);
+                if (FeedStack(copy, b, out)) Emit(copy, out);
               }
               last = a;
             }
@@ -220,19 +237,19 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
           case NodeKind::kObject:
             f.phase = Phase::kObjOpen;
             f.seen = 0;
-            return Emit(s, out);
+            return true;
           case NodeKind::kArray:
             f.phase = Phase::kArrOpen;
             f.count = 0;
-            return Emit(s, out);
+            return true;
           case NodeKind::kString:
             f.phase = Phase::kString;
             f.count = 0;
-            return Emit(s, out);
+            return true;
           case NodeKind::kNumber:
           case NodeKind::kInteger:
             f.phase = b == '-' ? Phase::kNumSign : b == '0' ? Phase::kNumZero : Phase::kNumInt;
-            return Emit(s, out);
+            return true;
           case NodeKind::kLiteral:
             f.phase = Phase::kLiteral;
             f.lo = 0;
@@ -240,7 +257,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
             f.count = 0;
             continue;
         }
-        return;
+        return false;
       }
       case Phase::kLiteral: {
         const std::vector<std::string>& lits = n.literals;
@@ -253,7 +270,7 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         const auto hi =
             std::partition_point(lo, last, [&](const std::string& t) { return byte(t) == b; });
         if (lo == hi) {
-          if (!complete) return;
+          if (!complete) return false;
           s.pop_back();  // a complete number: the byte is the container's
           continue;
         }
@@ -261,67 +278,67 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         f.hi = static_cast<uint16_t>(hi - lits.begin());
         ++f.count;
         if (f.hi - f.lo == 1 && lits[f.lo].size() == f.count && !IsDigit(b)) s.pop_back();
-        return Emit(s, out);
+        return true;
       }
       case Phase::kString: {
         if (!n.format.empty() && f.escape == 0 && f.utf8_due == 0) {
           if (f.count == n.format.size()) {
-            if (b != '"') return;
+            if (b != '"') return false;
             s.pop_back();
-            return Emit(s, out);
+            return true;
           }
           const char want = n.format[f.count];
           const bool ok = want == 'd' ? IsDigit(b) : want == 'x' ? IsHex(b) : b == want;
-          if (!ok) return;
+          if (!ok) return false;
           ++f.count;
-          return Emit(s, out);
+          return true;
         }
         const Lex lex = StringByte(f, b);
-        if (lex == Lex::kRefused) return;
+        if (lex == Lex::kRefused) return false;
         if (lex == Lex::kClose) {
-          if (f.count < n.min_length) return;
+          if (f.count < n.min_length) return false;
           s.pop_back();
-          return Emit(s, out);
+          return true;
         }
         if (lex == Lex::kChar) {
-          if (f.count >= n.max_length) return;
+          if (f.count >= n.max_length) return false;
           ++f.count;
         }
-        return Emit(s, out);
+        return true;
       }
       case Phase::kObjOpen:
       case Phase::kObjNeedKey:
-        if (IsWs(b)) return Whitespace(s, out);
+        if (IsWs(b)) return Whitespace(s);
         if (b == '}' && f.phase == Phase::kObjOpen) {
-          if (!RequiredSeen(n, f)) return;
+          if (!RequiredSeen(n, f)) return false;
           s.pop_back();
-          return Emit(s, out);
+          return true;
         }
-        if (b != '"' || !KeyPossible(n, f)) return;
+        if (b != '"' || !KeyPossible(n, f)) return false;
         f.phase = Phase::kObjKey;
         f.lo = 0;
         f.hi = static_cast<uint16_t>(n.properties.size());
         f.count = 0;
         f.backslash = false;
         f.escape = f.utf8_due = 0;
-        return Emit(s, out);
+        return true;
       case Phase::kObjKey: {
         const std::vector<Property>& props = n.properties;
         const bool in_char = f.escape != 0 || f.utf8_due != 0;
         const Lex lex = StringByte(f, b);
-        if (lex == Lex::kRefused) return;
+        if (lex == Lex::kRefused) return false;
         if (lex == Lex::kClose) {
           if (f.lo < f.hi && props[f.lo].key.size() == f.count) {
             const uint64_t bit = uint64_t{1} << f.lo;
-            if (f.seen & bit) return;  // a duplicate key
+            if (f.seen & bit) return false;  // a duplicate key
             f.seen |= bit;
             f.prop = static_cast<int16_t>(f.lo);
           } else {
-            if (n.additional < 0 || f.backslash) return;
+            if (n.additional < 0 || f.backslash) return false;
             f.prop = -1;
           }
           f.phase = Phase::kObjColon;
-          return Emit(s, out);
+          return true;
         }
         if (b == '\\' && !in_char) f.backslash = true;
         // The properties whose key continues with `b`.
@@ -339,88 +356,88 @@ void JsonAutomaton::FeedStack(Stack& s, uint8_t b, State* out) const {
         ++f.count;
         bool unseen = false;
         for (uint16_t i = f.lo; i < f.hi && !unseen; ++i) unseen = !(f.seen >> i & 1);
-        if (!unseen && (n.additional < 0 || f.backslash)) return;
-        return Emit(s, out);
+        if (!unseen && (n.additional < 0 || f.backslash)) return false;
+        return true;
       }
       case Phase::kObjColon: {
-        if (IsWs(b)) return Whitespace(s, out);
-        if (b != ':') return;
+        if (IsWs(b)) return Whitespace(s);
+        if (b != ':') return false;
         f.phase = Phase::kObjAfter;
         const int32_t child = f.prop >= 0 ? n.properties[f.prop].node : n.additional;
         f.prop = -1;
         PushValue(s, child);
-        return Emit(s, out);
+        return true;
       }
       case Phase::kObjAfter:
-        if (IsWs(b)) return Whitespace(s, out);
+        if (IsWs(b)) return Whitespace(s);
         if (b == ',') {
-          if (!KeyPossible(n, f)) return;
+          if (!KeyPossible(n, f)) return false;
           f.phase = Phase::kObjNeedKey;
-          return Emit(s, out);
+          return true;
         }
-        if (b != '}' || !RequiredSeen(n, f)) return;
+        if (b != '}' || !RequiredSeen(n, f)) return false;
         s.pop_back();
-        return Emit(s, out);
+        return true;
       case Phase::kArrOpen:
-        if (IsWs(b)) return Whitespace(s, out);
+        if (IsWs(b)) return Whitespace(s);
         if (b == ']') {
-          if (n.min_items > 0) return;
+          if (n.min_items > 0) return false;
           s.pop_back();
-          return Emit(s, out);
+          return true;
         }
-        if (n.max_items == 0) return;
+        if (n.max_items == 0) return false;
         f.phase = Phase::kArrAfter;
         f.count = 1;
         PushValue(s, n.items);
         continue;
       case Phase::kArrAfter:
-        if (IsWs(b)) return Whitespace(s, out);
+        if (IsWs(b)) return Whitespace(s);
         if (b == ',') {
-          if (f.count >= n.max_items) return;
+          if (f.count >= n.max_items) return false;
           ++f.count;
           PushValue(s, n.items);
-          return Emit(s, out);
+          return true;
         }
-        if (b != ']' || f.count < n.min_items) return;
+        if (b != ']' || f.count < n.min_items) return false;
         s.pop_back();
-        return Emit(s, out);
+        return true;
       case Phase::kNumSign:
-        if (!IsDigit(b)) return;
+        if (!IsDigit(b)) return false;
         f.phase = b == '0' ? Phase::kNumZero : Phase::kNumInt;
-        return Emit(s, out);
+        return true;
       case Phase::kNumZero:
       case Phase::kNumInt:
       case Phase::kNumFrac:
       case Phase::kNumExpDigits: {
         const bool real = n.kind == NodeKind::kNumber;
-        if (IsDigit(b) && f.phase != Phase::kNumZero) return Emit(s, out);
+        if (IsDigit(b) && f.phase != Phase::kNumZero) return true;
         if (real && b == '.' && (f.phase == Phase::kNumZero || f.phase == Phase::kNumInt)) {
           f.phase = Phase::kNumDot;
-          return Emit(s, out);
+          return true;
         }
         if (real && (b == 'e' || b == 'E') && f.phase != Phase::kNumExpDigits) {
           f.phase = Phase::kNumExp;
-          return Emit(s, out);
+          return true;
         }
         s.pop_back();  // the number ended: the byte is the container's
         continue;
       }
       case Phase::kNumDot:
-        if (!IsDigit(b)) return;
+        if (!IsDigit(b)) return false;
         f.phase = Phase::kNumFrac;
-        return Emit(s, out);
+        return true;
       case Phase::kNumExp:
         if (b == '+' || b == '-') {
           f.phase = Phase::kNumExpSign;
-          return Emit(s, out);
+          return true;
         }
         [[fallthrough]];
       case Phase::kNumExpSign:
-        if (!IsDigit(b)) return;
+        if (!IsDigit(b)) return false;
         f.phase = Phase::kNumExpDigits;
-        return Emit(s, out);
+        return true;
     }
-    return;
+    return false;
   }
 }
 

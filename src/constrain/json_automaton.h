@@ -118,8 +118,10 @@ class JsonAutomaton {
 
  private:
   using Stack = std::vector<Frame>;
-  // Steps one configuration by `b`, appending the results to `out`.
-  void FeedStack(Stack& s, uint8_t b, State* out) const;
+  // Steps configuration `s` by `b` in place: false when it refuses the byte.
+  // An anyOf whose alternatives share the byte forks: the other alternatives'
+  // configurations are appended to `forks`.
+  bool FeedStack(Stack& s, uint8_t b, State* forks) const;
   // Pushes the frame of a value of `node` not yet begun.
   static void PushValue(Stack& s, int32_t node);
   // The next piece of the completion of configuration `s`.
@@ -128,6 +130,7 @@ class JsonAutomaton {
   std::shared_ptr<const Grammar> grammar_;
   mutable Stack scratch_;       // FeedStack's working copy (not thread-safe)
   mutable State feed_scratch_;  // FeedAll's
+  mutable State forks_;         // Feed's
 };
 
 }  // namespace dsv4::constrain
