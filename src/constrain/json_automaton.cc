@@ -494,7 +494,7 @@ std::string JsonAutomaton::CompletionStep(const Stack& s) const {
       if (!n.format.empty()) {
         if (f.count == n.format.size()) return "\"";
         const char c = n.format[f.count];
-        return std::string(1, c == 'd' || c == 'x' ? '0' : c);
+        return std::string(1, c == 'd' || c == 'x' ? n.format_example[f.count] : c);
       }
       if (f.count < n.min_length) return std::string(n.min_length - f.count, 'a');
       return "\"";

@@ -29,11 +29,16 @@ const std::set<std::string, std::less<>> kSupported = {
     "anyOf",     "oneOf",      "allOf",    "$ref"};
 
 // Shapes of the formats enforced (json_schema.h).
-const std::pair<const char*, const char*> kFormats[] = {
-    {"date", "dddd-dd-dd"},
-    {"time", "dd:dd:ddZ"},
-    {"date-time", "dddd-dd-ddTdd:dd:ddZ"},
-    {"uuid", "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"},
+struct Format {
+  const char* name;
+  const char* shape;    // Node::format
+  const char* example;  // a valid value of that shape: what completions write
+};
+const Format kFormats[] = {
+    {"date", "dddd-dd-dd", "2000-01-01"},
+    {"time", "dd:dd:ddZ", "00:00:00Z"},
+    {"date-time", "dddd-dd-ddTdd:dd:ddZ", "2000-01-01T00:00:00Z"},
+    {"uuid", "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", "00000000-0000-0000-0000-000000000000"},
 };
 
 std::string Escape(std::string_view token) {  // a JSON pointer token (RFC 6901)
@@ -134,7 +139,7 @@ class Compiler {
         n.first.set('"');
         std::string body;
         if (!n.format.empty()) {
-          for (char c : n.format) body += (c == 'd' || c == 'x') ? '0' : c;
+          body = n.format_example;
         } else {
           body.assign(n.min_length, 'a');
         }
@@ -466,13 +471,16 @@ class Compiler {
       return InvalidArgument(
           fmt::format("schema {}: minLength {} is above maxLength {}", Where(path), *min, *max));
     }
-    std::string format;
+    std::string format, example;
     if (auto it = s.find("format"); it != s.end()) {
       if (!it->is_string()) {
         return InvalidArgument(fmt::format("schema {}/format must be a string", path));
       }
-      for (const auto& [name, shape] : kFormats) {
-        if (*it == name) format = shape;
+      for (const Format& f : kFormats) {
+        if (*it == f.name) {
+          format = f.shape;
+          example = f.example;
+        }
       }
       if (!format.empty() && (s.contains("minLength") || s.contains("maxLength"))) {
         return Unimplemented(
@@ -488,6 +496,7 @@ class Compiler {
     node.min_length = *min;
     node.max_length = *max;
     node.format = format;
+    node.format_example = example;
     RETURN_IF_ERROR(Finish(*n));
     return *n;
   }

@@ -83,6 +83,7 @@ struct Node {
   // ('d' a digit, 'x' a hex digit, anything else itself), "" for none.
   uint32_t min_length = 0, max_length = kUnbounded;
   std::string format;
+  std::string format_example;  // a valid value of that shape (completions write it)
   // kLiteral: sorted, distinct JSON texts, none a prefix of another unless a
   // number (those end where a following byte cannot continue them).
   std::vector<std::string> literals;

@@ -158,7 +158,7 @@ TEST(JsonAutomatonTest, CompletionClosesEveryPrefix) {
     EXPECT_TRUE(Accepts(a, full.substr(0, k) + c)) << full.substr(0, k) << " + " << c;
   }
   EXPECT_EQ(a.Completion(a.Start()),
-            R"({"p":{"n":0,"tags":["aa","aa"],"when":"0000-00-00T00:00:00Z"},"q":"x"})");
+            R"({"p":{"n":0,"tags":["aa","aa"],"when":"2000-01-01T00:00:00Z"},"q":"x"})");
 }
 
 TEST(JsonAutomatonTest, DoneAfterTheRootCloses) {
