@@ -189,6 +189,12 @@ void JsonAutomaton::Feed(const State& in, uint8_t b, State* out) const {
     }
     o.frames = std::move(keep);
     o.ends = std::move(keep_ends);
+    if (o.ends.size() > kMaxConfigurations) {
+      // Dropping alternatives keeps the automaton sound (each one left is a
+      // valid prefix with a completion); only the choice narrows.
+      o.ends.resize(kMaxConfigurations);
+      o.frames.resize(o.ends.back());
+    }
   }
 }
 

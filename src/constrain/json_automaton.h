@@ -33,6 +33,10 @@
 namespace dsv4::constrain {
 
 inline constexpr uint8_t kMaxWhitespace = 20;
+// Configurations a state keeps (an anyOf of many alternatives that share
+// their prefix would otherwise multiply the cost of every byte); the first
+// ones are kept.
+inline constexpr size_t kMaxConfigurations = 16;
 
 enum class Phase : uint8_t {
   kValue,         // a value not yet begun (whitespace may come first)

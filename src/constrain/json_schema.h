@@ -126,7 +126,7 @@ Result<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::json& s
 // many requests send is compiled once; thread-safe.
 class SchemaCache {
  public:
-  explicit SchemaCache(size_t capacity = 64) : capacity_(capacity) {}
+  explicit SchemaCache(size_t capacity = 16) : capacity_(capacity) {}
   Result<std::shared_ptr<const Grammar>> Get(const nlohmann::json& schema);
   size_t size() const;
   int64_t hits() const;

@@ -86,7 +86,7 @@ void PrefixMask(const TokenTrie& trie, std::string_view text, TokenMask* mask);
 // per (grammar, trie): Get returns nothing for another trie.
 class MaskCache {
  public:
-  explicit MaskCache(size_t capacity = 256) : capacity_(capacity) {}
+  explicit MaskCache(size_t capacity = 128) : capacity_(capacity) {}
   std::shared_ptr<const TokenMask> Get(const TokenTrie* trie, const std::string& key);
   void Put(const TokenTrie* trie, const std::string& key, std::shared_ptr<const TokenMask> mask);
   int64_t hits() const;

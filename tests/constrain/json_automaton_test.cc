@@ -140,6 +140,23 @@ TEST(JsonAutomatonTest, EnumConstAndAnyOf) {
   EXPECT_TRUE(Accepts(any, "7"));
 }
 
+TEST(JsonAutomatonTest, ConfigurationsAreBounded) {
+  // 40 object alternatives that agree on every byte of {"a":1}.
+  nlohmann::json alts = nlohmann::json::array();
+  for (int i = 0; i < 40; ++i) {
+    alts.push_back(
+        {{"type", "object"},
+         {"properties",
+          {{"a", {{"type", "integer"}}}, {"b" + std::to_string(i), nlohmann::json::object()}}}});
+  }
+  JsonAutomaton a(*CompileJsonSchema({{"anyOf", alts}}));
+  State s = a.Start();
+  ASSERT_TRUE(a.FeedAll(&s, "{\"a\":1"));
+  EXPECT_EQ(s.configurations(), kMaxConfigurations);
+  EXPECT_TRUE(a.FeedAll(&s, ",\"b3\":null}"));  // among the first alternatives kept
+  EXPECT_TRUE(a.Complete(s));
+}
+
 TEST(JsonAutomatonTest, CompletionClosesEveryPrefix) {
   const char* schema = R"({"$defs":{"P":{"type":"object","properties":{
       "tags":{"type":"array","items":{"type":"string","minLength":2},"minItems":2},
@@ -159,6 +176,15 @@ TEST(JsonAutomatonTest, CompletionClosesEveryPrefix) {
   }
   EXPECT_EQ(a.Completion(a.Start()),
             R"({"p":{"n":0,"tags":["aa","aa"],"when":"2000-01-01T00:00:00Z"},"q":"x"})");
+}
+
+TEST(JsonAutomatonTest, WhitespaceRunsAreBounded) {
+  JsonAutomaton a(JsonObjectGrammar());
+  EXPECT_TRUE(Prefix(a, "{" + std::string(kMaxWhitespace, ' ')));
+  EXPECT_FALSE(Prefix(a, "{" + std::string(kMaxWhitespace + 1, ' ')));
+  EXPECT_TRUE(Accepts(a, "{" + std::string(kMaxWhitespace, '\n') + "\"a\"" +
+                             std::string(kMaxWhitespace, ' ') + ":1}"));
+  EXPECT_TRUE(Accepts(a, "{\"s\":\"" + std::string(100, ' ') + "\"}"));  // inside a string: text
 }
 
 TEST(JsonAutomatonTest, DoneAfterTheRootCloses) {
