@@ -457,6 +457,20 @@ bool JsonAutomaton::Complete(const State& state) const {
   return false;
 }
 
+bool JsonAutomaton::MemberComplete(const State& state) const {
+  uint32_t begin = 0;
+  for (uint32_t end : state.ends) {
+    const uint32_t n = end - begin;
+    if (n == 1 && state.frames[begin].phase == Phase::kObjAfter) return true;
+    if (n == 2 && state.frames[begin].phase == Phase::kObjAfter &&
+        CompleteButOpen(*grammar_, state.frames[begin + 1])) {
+      return true;
+    }
+    begin = end;
+  }
+  return false;
+}
+
 bool JsonAutomaton::CanContinue(const State& state) const {
   uint32_t begin = 0;
   for (uint32_t end : state.ends) {

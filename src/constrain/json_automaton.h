@@ -112,6 +112,10 @@ class JsonAutomaton {
   bool Complete(const State& state) const;
   // Whether a byte may still follow (false once the root value is closed).
   bool CanContinue(const State& state) const;
+  // Whether some configuration is just past a member's value of the root
+  // object (its one frame after the value, or a number that may still go on
+  // above it): e.g. the end of one tool-call argument.
+  bool MemberComplete(const State& state) const;
   // A short text that completes `state` (Complete after feeding it); "" when
   // complete already. The state must not be dead.
   std::string Completion(const State& state) const;
