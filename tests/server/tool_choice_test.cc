@@ -387,7 +387,9 @@ void ExpectWeatherArguments(const std::string& out, int max_tokens) {
   ASSERT_TRUE(args.contains("city") && args.contains("days")) << out;
   EXPECT_TRUE(args["city"].is_string() && args["city"].get<std::string>().size() <= 10) << out;
   EXPECT_TRUE(args["days"].is_number_integer()) << out;
-  if (args.contains("unit")) EXPECT_TRUE(args["unit"] == "C" || args["unit"] == "F") << out;
+  if (args.contains("unit")) {
+    EXPECT_TRUE(args["unit"] == "C" || args["unit"] == "F") << out;
+  }
 }
 
 TEST_F(ToolChoiceTest, ValidArgumentsPassUntouched) {
