@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""A/B benchmark of structured output (not a test): decode tokens/s of one
-`dsv4 serve` with and without a JSON schema, requests alternating A, B, A, B
+"""A/B benchmark of structured output (not a test): tokens/s of one
+`dsv4 serve` with and without a JSON schema, requests alternating B, A, B, A
 on the same server, reporting the median of --repeat runs of each and the
 ratio B / A.
 
-  A: a plain chat completion of up to --max-tokens tokens, streamed
-  B: the same with response_format json_schema (one long string field)
+  B: a chat completion of up to --max-tokens tokens with response_format
+     json_schema (one long string field)
+  A: the same without it
 
-Tokens/s is the decode rate of each request: (chunks - 1) / (time of the
-last chunk - time of the first), so outputs of different lengths compare
-(the random model closes its string after a hundred tokens or so).
+Tokens/s is completion tokens / the request's wall time. Each A asks for as
+many tokens as the B before it made (the random model closes B's string after
+a hundred tokens or so), so both carry the same per-request overhead.
 
 Scenarios (--model): the embedded stories260K (default; a random-weight
 model: its tokens are often refused, so masks are computed), or
@@ -54,26 +55,22 @@ def start(args):
     raise SystemExit("dsv4 serve did not start")
 
 
-def run(url, model, args, constrained):
+def run(url, model, args, constrained, max_tokens):
     if args.echo and args.echo_follows:
         content = "REPLY " + json.dumps({"story": "once upon a time " * 400})
     else:
         content = "Once upon a time"
     body = {"model": model, "messages": [{"role": "user", "content": content}],
-            "max_tokens": args.max_tokens, "temperature": 0.8, "seed": 1}
+            "max_tokens": max_tokens, "temperature": 0.8, "seed": 1}
     if constrained:
         body["response_format"] = {"type": "json_schema",
                                    "json_schema": {"name": "story", "schema": SCHEMA}}
-    body["stream"] = True
-    times = []
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=600) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if line.startswith("data: {") and '"content":' in line:
-                times.append(time.perf_counter())
-    if len(times) < 2:
-        raise SystemExit(f"too few tokens streamed ({len(times)})")
-    return (len(times) - 1) / (times[-1] - times[0]), len(times)
+    t0 = time.perf_counter()
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=600)
+    dt = time.perf_counter() - t0
+    r.raise_for_status()
+    tokens = r.json()["usage"]["completion_tokens"]
+    return tokens / dt, tokens
 
 
 def main():
@@ -88,12 +85,13 @@ def main():
     proc, url = start(args)
     try:
         model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
-        run(url, model, args, False)  # warm-up: caches, the trie, the schema
-        run(url, model, args, True)
+        run(url, model, args, True, args.max_tokens)  # warm-up: the trie, the schema, masks
         a, b = [], []
         for _ in range(args.repeat):
-            a.append(run(url, model, args, False))
-            b.append(run(url, model, args, True))
+            b.append(run(url, model, args, True, args.max_tokens))
+            # A makes as many tokens as B did (a random model may close B's
+            # JSON early), so both carry the same per-request overhead.
+            a.append(run(url, model, args, False, b[-1][1]))
     finally:
         proc.terminate()
         proc.wait(timeout=20)
