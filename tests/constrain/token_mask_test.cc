@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "constrain/json_matcher.h"
@@ -89,6 +90,57 @@ TEST(TokenMaskTest, TrieWalkMatchesReferenceOnRandomWalks) {
     const int32_t pick = allowed[rng() % allowed.size()];
     ASSERT_TRUE(a.FeedAll(&s, trie->text(pick)));
   }
+}
+
+TEST(TokenMaskTest, TrieWalkMatchesReferenceWithForksFormatsAndBounds) {
+  // Overlapping anyOf alternatives (several configurations at once), a
+  // format, enums of numbers that prefix each other, bounded counts.
+  const char* schemas[] = {
+      R"({"anyOf":[{"type":"object","properties":{"na":{"type":"integer"},"x":{}},
+          "additionalProperties":false},{"type":"object","properties":{"name":{"enum":["a","bc"]}},
+          "required":["name"]},{"type":"array","items":{"enum":[1,12,-1]},"maxItems":4}]})",
+      R"({"type":"array","items":{"type":"string","format":"date"},"minItems":1,"maxItems":2})",
+      R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string",
+          "minLength":1,"maxLength":3}}},"additionalProperties":{"type":"number"}})",
+      R"({"type":"array","items":{"type":"string","minLength":12,"maxLength":30},"minItems":9,
+          "maxItems":20})",
+  };
+  // Masks by key: states with equal keys must allow the same tokens.
+  std::map<std::string, TokenMask> by_key;
+  int reused = 0;
+  auto trie = std::make_shared<TokenTrie>(SyntheticVocab());
+  std::mt19937 rng(11);
+  for (const char* schema : schemas) {
+    JsonAutomaton a(Compile(schema));
+    MaskWalker walker(a, *trie);
+    for (int walk = 0; walk < 20; ++walk) {
+      State s = a.Start();
+      TokenMask fast, ref;
+      for (int step = 0; step < 40 && a.CanContinue(s); ++step) {
+        walker.Compute(s, &fast);
+        ReferenceMask(a, *trie, s, &ref);
+        ASSERT_EQ(fast, ref) << schema << " walk " << walk << " step " << step;
+        const std::string key = std::string(schema) + a.Key(s, trie->max_token_bytes());
+        auto [it, fresh] = by_key.emplace(key, fast);
+        ASSERT_TRUE(fresh || it->second == fast) << schema << " walk " << walk << " step " << step;
+        reused += fresh ? 0 : 1;
+        std::vector<int32_t> allowed;
+        for (int32_t id = 0; id < trie->vocab_size(); ++id) {
+          if (MaskTest(fast, id)) allowed.push_back(id);
+        }
+        if (allowed.empty()) {
+          ADD_FAILURE() << "dead end in " << schema;
+          break;
+        }
+        ASSERT_TRUE(a.FeedAll(&s, trie->text(allowed[rng() % allowed.size()])));
+        // Every live state can still be completed.
+        State done = s;
+        ASSERT_TRUE(a.FeedAll(&done, a.Completion(s)));
+        ASSERT_TRUE(a.Complete(done));
+      }
+    }
+  }
+  EXPECT_GT(reused, 100);  // the keys do merge states
 }
 
 TEST(TokenMaskTest, PrefixMaskFollowsTheCompletion) {
