@@ -2,7 +2,10 @@
 // (src/constrain). The input is a JSON Schema, a NUL byte, then an output text:
 //  1. the schema compiles or fails with a Status (never a crash or a hang);
 //  2. the text is fed byte by byte; at every live prefix the completion is a
-//     text that makes the value complete, and the mask key is computed.
+//     text that makes the value complete, and the mask key is computed;
+//  3. at the start and where the text ends or is refused, the trie walk's
+//     mask over a small vocabulary (every byte and some pieces) equals the
+//     per-token reference.
 // Seeds: tests/fuzz/corpus/fuzz_json_schema.
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +14,32 @@
 #include "base/check.h"
 #include "constrain/json_automaton.h"
 #include "constrain/json_schema.h"
+#include "constrain/token_mask.h"
+
+namespace {
+
+const dsv4::constrain::TokenTrie& Vocabulary() {
+  static const dsv4::constrain::TokenTrie* trie = [] {
+    std::vector<std::string> v;
+    for (int b = 0; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
+    for (const char* t : {"{\"", "\":", "\",\"", "\"}", "[\"", "true", "null", "12", "e+", ", ",
+                          "\n  ", "\\u00", "\xc3\xa9", "]}", "},{", "-1", "0.5"}) {
+      v.push_back(t);
+    }
+    return new dsv4::constrain::TokenTrie(std::move(v));
+  }();
+  return *trie;
+}
+
+void CheckMask(const dsv4::constrain::JsonAutomaton& a, const dsv4::constrain::State& s) {
+  dsv4::constrain::MaskWalker walker(a, Vocabulary());
+  dsv4::constrain::TokenMask fast, ref;
+  walker.Compute(s, &fast);
+  dsv4::constrain::ReferenceMask(a, Vocabulary(), s, &ref);
+  CHECK(fast == ref, "the trie walk's mask differs from the reference");
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -26,6 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   dsv4::constrain::JsonAutomaton a(*grammar);
   dsv4::constrain::State s = a.Start(), next;
+  CheckMask(a, s);
   for (size_t i = 0; i <= output.size() && i < 256; ++i) {
     const std::string completion = a.Completion(s);
     dsv4::constrain::State done = s;
@@ -36,5 +66,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (next.empty()) break;
     std::swap(s, next);
   }
+  CheckMask(a, s);
   return 0;
 }
