@@ -122,6 +122,8 @@ std::string EchoModelReply(std::string_view prompt) {
     results += turn.substr(begin, end - begin);
   }
   if (!results.empty()) return reply + "Tool results: " + results;
+  // REPLY TEXT: TEXT verbatim.
+  if (const std::string t = Trim(turn); t.starts_with("REPLY ")) return reply + t.substr(6);
   // CALL NAME {json}
   if (const size_t call = turn.find("CALL "); call != std::string_view::npos) {
     std::string_view rest = turn.substr(call + 5);

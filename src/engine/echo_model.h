@@ -5,6 +5,7 @@
 // 0 and every other token -30, so any sampler picks it. The reply:
 //   thinking mode (prompt ends with <think>):  "Thinking about it.</think>" first;
 //   the last user turn has <tool_result> blocks: "Tool results: R1; R2";
+//   the last user turn starts with "REPLY ": the rest of it, verbatim;
 //   the last user turn contains "CALL NAME {JSON object}": no text, then a DSML
 //     tool-call block invoking NAME with the object's members as parameters;
 //   otherwise: "Echo: " + the last user turn's text.

@@ -75,6 +75,30 @@ void WrapDescriptions(Json& value, const Markers& m) {
   }
 }
 
+// Every string under `value`, object keys included (a schema's property names).
+Json WrapEverything(const Json& value, const Markers& m) {
+  if (value.is_string()) {
+    Json v = value;
+    Wrap(v, m);
+    return v;
+  }
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (const Json& v : value) out.push_back(WrapEverything(v, m));
+    return out;
+  }
+  if (value.is_object()) {
+    Json out = Json::object();
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      Json key = it.key();
+      Wrap(key, m);
+      out[key.get<std::string>()] = WrapEverything(it.value(), m);
+    }
+    return out;
+  }
+  return value;
+}
+
 void WrapMessage(Json& msg, const Markers& m) {
   if (!msg.is_object()) return;
   if (auto it = msg.find("content"); it != msg.end()) {
@@ -145,6 +169,23 @@ Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat 
       Json tools = request.tools;
       WrapDescriptions(tools, markers);
       req["tools"] = std::move(tools);
+    }
+    if (request.response_format != ResponseFormat::kText) {
+      // The V4 encoding renders a system message's response_format after its
+      // text ("## Response Format: ..."), so the model sees the schema.
+      Json rf = {{"type", "json_object"}};
+      if (request.response_format == ResponseFormat::kJsonSchema) {
+        rf = {{"type", "json_schema"}, {"json_schema", {{"schema", request.json_schema}}}};
+      }
+      Json& msgs = req["messages"];
+      const std::string first_role = !msgs.empty() && msgs[0].is_object() &&
+                                             msgs[0].contains("role") && msgs[0]["role"].is_string()
+                                         ? msgs[0]["role"].get<std::string>()
+                                         : "";
+      if (first_role != "system" && first_role != "developer") {
+        msgs.insert(msgs.begin(), Json{{"role", "system"}, {"content", ""}});
+      }
+      msgs[0]["response_format"] = WrapEverything(rf, markers);
     }
     Dsv4ChatOptions options;
     options.thinking_mode =

@@ -173,33 +173,79 @@ Status GetSampling(const Json& body, Api api, GenerationRequest* r) {
   return ValidateSamplingParams(s);
 }
 
+// Structured output: OpenAI's response_format ({"type": "text" | "json_object"
+// | "json_schema", "json_schema": {"name", "schema", "strict", "description"}})
+// and Anthropic's output_config.format ({"type": "json_schema", "schema"}).
+// The schema itself is compiled (and its keywords checked) by the server.
+Status GetResponseFormat(const Json& body, Api api, GenerationRequest* r) {
+  if (api == Api::kMessages) {
+    const Json* oc = Field(body, "output_config");
+    if (oc == nullptr) return Status::Ok();
+    if (!oc->is_object()) return Bad("output_config", "must be an object");
+    const Json* format = Field(*oc, "format");
+    if (format == nullptr) return Status::Ok();
+    if (!format->is_object()) return Bad("output_config.format", "must be an object");
+    const Json* type = Field(*format, "type");
+    if (type == nullptr || *type != Json("json_schema")) {
+      return Bad("output_config.format.type", "must be \"json_schema\"");
+    }
+    const Json* schema = Field(*format, "schema");
+    if (schema == nullptr || !schema->is_object()) {
+      return Bad("output_config.format.schema", "is required: a JSON Schema object");
+    }
+    r->response_format = ResponseFormat::kJsonSchema;
+    r->json_schema = *schema;
+    return Status::Ok();
+  }
+  const Json* rf = Field(body, "response_format");
+  if (rf == nullptr) return Status::Ok();
+  if (!rf->is_object()) return Bad("response_format", "must be an object");
+  const Json* type = Field(*rf, "type");
+  if (type == nullptr || !type->is_string()) {
+    return Bad("response_format.type",
+               "is required (\"text\", \"json_object\" or \"json_schema\")");
+  }
+  const std::string t = type->get<std::string>();
+  if (t == "text") return Status::Ok();
+  if (t == "json_object") {
+    r->response_format = ResponseFormat::kJsonObject;
+    return Status::Ok();
+  }
+  if (t != "json_schema") {
+    return Bad("response_format.type",
+               "must be \"text\", \"json_object\" or \"json_schema\", not \"" + t + "\"");
+  }
+  const Json* js = Field(*rf, "json_schema");
+  if (js == nullptr || !js->is_object()) {
+    return Bad("response_format.json_schema",
+               "is required with type \"json_schema\": an object "
+               "with 'name' and 'schema'");
+  }
+  const Json* name = Field(*js, "name");
+  if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
+    return Bad("response_format.json_schema.name", "is required: a non-empty string");
+  }
+  if (const Json* strict = Field(*js, "strict"); strict != nullptr && !strict->is_boolean()) {
+    return Bad("response_format.json_schema.strict", "must be a boolean");
+  }
+  r->response_format = ResponseFormat::kJsonSchema;
+  r->json_schema = Json::object();  // no schema: any JSON value
+  if (const Json* schema = Field(*js, "schema"); schema != nullptr) {
+    if (!schema->is_object() && !schema->is_boolean()) {
+      return Bad("response_format.json_schema.schema", "must be a JSON Schema object");
+    }
+    r->json_schema = *schema;
+  }
+  return Status::Ok();
+}
+
 // Fields of the OpenAI and Anthropic APIs this server does not implement: a
 // 400 that names them, never a silent free-text answer.
 Status RefuseUnimplemented(const Json& body, Api api) {
   const auto refuse = [](const std::string& field, const std::string& hint) {
     return Unimplemented("'" + field + "' is not supported by this server", hint);
   };
-  if (api == Api::kMessages) {
-    if (const Json* oc = Field(body, "output_config"); oc != nullptr) {
-      if (oc->is_object() && Field(*oc, "format") != nullptr) {
-        return refuse("output_config.format",
-                      "structured output is not implemented yet; leave it out and ask for JSON "
-                      "in the prompt");
-      }
-    }
-    return Status::Ok();
-  }
-  if (const Json* rf = Field(body, "response_format"); rf != nullptr) {
-    const Json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
-    if (type == nullptr || !type->is_string()) {
-      return Bad("response_format.type", "is required (\"text\")");
-    }
-    if (type->get<std::string>() != "text") {
-      return refuse("response_format.type \"" + type->get<std::string>() + "\"",
-                    "structured output is not implemented yet; use {\"type\": \"text\"} or "
-                    "leave it out");
-    }
-  }
+  if (api == Api::kMessages) return Status::Ok();
   for (const char* legacy : {"functions", "function_call"}) {
     if (Field(body, legacy) != nullptr) {
       return refuse(legacy,
@@ -685,6 +731,7 @@ Result<GenerationRequest> ParseRequest(Api api, const Json& body, const RequestL
     RETURN_IF_ERROR(GetBool(*so, "include_usage", &r.include_usage));
   }
   RETURN_IF_ERROR(RefuseUnimplemented(body, api));
+  RETURN_IF_ERROR(GetResponseFormat(body, api, &r));
   RETURN_IF_ERROR(GetSampling(body, api, &r));
   RETURN_IF_ERROR(GetLogprobs(body, api, limits, &r));
   RETURN_IF_ERROR(GetBool(body, "return_tokens_as_token_ids", &r.tokens_as_ids));

@@ -45,6 +45,13 @@ struct RequestLimits {
   int max_top_logprobs = 20;
 };
 
+// Structured output (response_format / output_config.format).
+enum class ResponseFormat {
+  kText,        // free text (the default)
+  kJsonObject,  // any JSON object
+  kJsonSchema,  // JSON valid for `json_schema`
+};
+
 struct GenerationRequest {
   Api api = Api::kChat;
   std::string model;
@@ -66,6 +73,8 @@ struct GenerationRequest {
                                      // Anthropic tool_choice.disable_parallel_tool_use)
   bool thinking = false;             // DeepSeek-V4 thinking mode
   Dsv4ReasoningEffort reasoning_effort = Dsv4ReasoningEffort::kDefault;
+  ResponseFormat response_format = ResponseFormat::kText;
+  nlohmann::ordered_json json_schema;  // kJsonSchema: the schema (not yet compiled)
   // Completions: one text or token-id prompt per entry.
   std::vector<std::string> prompts;
   std::vector<std::vector<int32_t>> prompt_ids;

@@ -24,6 +24,7 @@
 #include "server/ollama_api.h"
 #include "server/responses_api.h"
 #include "server/sse.h"
+#include "server/structured_output.h"
 #include "server/tool_choice.h"
 #include "tokenizer/utf8.h"
 
@@ -634,6 +635,11 @@ struct Server::Impl {
   std::once_flag token_texts_once;
   std::shared_ptr<const TokenTexts> token_texts;
   std::unique_ptr<ResponsesApi> responses;  // /v1/responses
+  // Structured output: the vocabulary's trie, built on the first request that
+  // asks for JSON, and the compiled schemas (with their token masks).
+  std::once_flag structured_once;
+  std::shared_ptr<const StructuredVocabulary> structured_vocab;
+  constrain::SchemaCache schema_cache;
 
   void Routes();
   bool Authorized(const httplib::Request& req) const;
@@ -962,6 +968,20 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
     }
     constraint = MakeToolChoiceConstraint(r, *m.tokenizer, token_texts);
     gen->forced_tool_call = constraint != nullptr && ForcesToolCall(r);
+  }
+  if (r.response_format != ResponseFormat::kText) {
+    // Structured output replaces tool_choice "none"'s ban (its vocabulary
+    // has no markup tokens); a forced tool call with it is refused.
+    if (!m.tokenizer) {
+      return SendError(req, res, 400, "this model has no tokenizer, so it cannot constrain output");
+    }
+    std::call_once(structured_once,
+                   [&] { structured_vocab = BuildStructuredVocabulary(*m.tokenizer); });
+    Result<ConstraintFactory> structured =
+        MakeStructuredOutputConstraint(r, schema_cache, structured_vocab, *m.tokenizer, m.stop_ids,
+                                       r.thinking && parse && format == ChatFormat::kDsv4);
+    if (!structured.ok()) return SendStatus(req, res, structured.status());
+    constraint = *structured;
   }
   for (const auto& p : prompts) {
     for (int j = 0; j < r.n; ++j) {

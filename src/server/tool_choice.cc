@@ -1,7 +1,10 @@
 // tool_choice enforcement by constrained decoding (tool_choice.h).
 #include "server/tool_choice.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <string_view>
 
@@ -58,6 +61,10 @@ ToolCallConstraint::ToolCallConstraint(std::shared_ptr<const TokenTexts> texts, 
     CHECK(!n.empty() && n.find_first_of("\"\n<>") == std::string::npos, "bad tool name '%s'",
           n.c_str());
     first_call_.push_back({InvokeHeader(n), Next::kBody});
+    if (auto it = spec_.arguments.find(n); it != spec_.arguments.end()) {
+      tool_of_header_[InvokeHeader(n)] = static_cast<int32_t>(automata_.size());
+      automata_.push_back(std::make_shared<constrain::JsonAutomaton>(it->second));
+    }
   }
   if (spec_.single_call) {
     after_call_ = {{kToolCallsEnd, Next::kDone}};
@@ -128,6 +135,42 @@ void ToolCallConstraint::Enter(Cursor& c, Next next) const {
   }
 }
 
+bool ToolCallConstraint::FeedArgs(Cursor& c, std::string_view json) const {
+  if (c.tool < 0) return true;
+  return automata_[c.tool]->FeedAll(&c.args, json);
+}
+
+bool ToolCallConstraint::ArgsAccept(const Cursor& c, std::string_view json) const {
+  if (c.tool < 0) return true;
+  constrain::State s = c.args;
+  return automata_[c.tool]->FeedAll(&s, json);
+}
+
+bool ToolCallConstraint::ValueMayEnd(const Cursor& c) const {
+  constrain::State s = c.args;
+  const constrain::JsonAutomaton& a = *automata_[c.tool];
+  return (!c.value_string || a.FeedAll(&s, "\"")) && a.MemberComplete(s);
+}
+
+bool ToolCallConstraint::FeedValueByte(Cursor& c, unsigned char b) const {
+  if (!c.value_string) return FeedArgs(c, std::string_view(reinterpret_cast<char*>(&b), 1));
+  switch (b) {  // the raw text of a string="true" value, as a JSON string's body
+    case '"':
+      return FeedArgs(c, "\\\"");
+    case '\\':
+      return FeedArgs(c, "\\\\");
+    case '\n':
+      return FeedArgs(c, "\\n");
+    case '\r':
+      return FeedArgs(c, "\\r");
+    case '\t':
+      return FeedArgs(c, "\\t");
+    default:
+      if (b < 0x20) return FeedArgs(c, fmt::format("\\u{:04x}", b));
+      return FeedArgs(c, std::string_view(reinterpret_cast<char*>(&b), 1));
+  }
+}
+
 bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
   switch (c.phase) {
     case Phase::kReasoning:
@@ -147,13 +190,47 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
       const auto hi =
           std::partition_point(lo, last, [&](const Candidate& k) { return byte(k) == b; });
       if (lo == hi) return false;
+      // With a tool schema, a marker is refused as soon as it is the only
+      // one left and the arguments cannot take what it means.
+      if (c.tool >= 0 && hi - lo == 1) {
+        if (c.set == Next::kBody && !ArgsAccept(c, lo->next == Next::kAfterCall ? "}"
+                                                   : c.any_param                ? ",\""
+                                                                                : "\"")) {
+          return false;
+        }
+        if (c.set == Next::kKeyType && lo->text.find("true") != std::string::npos &&
+            !ArgsAccept(c, "\"")) {
+          return false;
+        }
+      }
       c.lo = static_cast<uint32_t>(lo - set.begin());
       c.hi = static_cast<uint32_t>(hi - set.begin());
       ++c.pos;
       // No candidate is a prefix of another, so a complete one is alone.
       if (lo->text.size() == c.pos) {
-        if (c.set == Next::kKeyType) c.value_string = lo->text.find("true") != std::string::npos;
-        Enter(c, lo->next);
+        const Next set_done = c.set, next = lo->next;
+        if (set_done == Next::kKeyType) {
+          c.value_string = lo->text.find("true") != std::string::npos;
+        }
+        if ((set_done == Next::kFirstCall || set_done == Next::kAfterCall) && next == Next::kBody) {
+          auto it = tool_of_header_.find(lo->text);  // an invoke begins
+          c.tool = it == tool_of_header_.end() ? -1 : it->second;
+          c.any_param = false;
+          if (c.tool >= 0) {
+            c.args = automata_[c.tool]->Start();
+            if (!FeedArgs(c, "{")) return false;
+          }
+        } else if (set_done == Next::kBody && next == Next::kKey) {
+          if (!FeedArgs(c, c.any_param ? ",\"" : "\"")) return false;
+        } else if (set_done == Next::kBody && next == Next::kAfterCall) {
+          if (!FeedArgs(c, "}")) return false;
+          c.tool = -1;
+        } else if (set_done == Next::kKeyType) {
+          c.any_param = true;
+          c.pending.clear();
+          if (c.value_string && !FeedArgs(c, "\"")) return false;
+        }
+        Enter(c, next);
       }
       return true;
     }
@@ -162,17 +239,48 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
         if (c.key.empty() || std::find(keys_.begin(), keys_.end(), c.key) != keys_.end()) {
           return false;
         }
+        if (!FeedArgs(c, "\":")) return false;  // a property the schema takes
         Enter(c, Next::kKeyType);
         return Step(c, b);
       }
       if (b == '\n' || c.key.size() >= kMaxKeyBytes) return false;
+      if (c.tool >= 0 &&
+          (b < 0x20 ||
+           !FeedArgs(c, b == '\\' ? std::string_view("\\\\")
+                                  : std::string_view(reinterpret_cast<const char*>(&b), 1)))) {
+        return false;
+      }
       c.key.push_back(static_cast<char>(b));
       return !std::string_view(c.key).ends_with(kDsml);
-    case Phase::kValue:
+    case Phase::kValue: {
       ++c.value_len;
-      c.pos = Advance(kParamEnd, c.pos, b);
+      const uint32_t pos = Advance(kParamEnd, c.pos, b);
+      if (c.tool >= 0) {
+        // The bytes before the longest suffix that may begin the end marker
+        // are value for sure.
+        c.pending.push_back(static_cast<char>(b));
+        const size_t sure = c.pending.size() - pos;
+        for (size_t i = 0; i < sure; ++i) {
+          if (!FeedValueByte(c, static_cast<unsigned char>(c.pending[i]))) return false;
+        }
+        c.pending.erase(0, sure);
+        if (pos == kParamEnd.size()) {  // the value ends: it must be complete
+          c.pending.clear();
+          if (c.value_string && !FeedArgs(c, "\"")) return false;
+          if (!automata_[c.tool]->MemberComplete(c.args)) return false;
+        } else if (pos > 0 && !ValueMayEnd(c)) {
+          // The bytes that may begin the end marker must be value should
+          // the marker not follow (a '<' outside a JSON string never is).
+          Cursor probe = c;
+          for (char ch : c.pending) {
+            if (!FeedValueByte(probe, static_cast<unsigned char>(ch))) return false;
+          }
+        }
+      }
+      c.pos = pos;
       if (c.pos == kParamEnd.size()) Enter(c, Next::kParamClose);
       return true;
+    }
     case Phase::kDone:
       return false;
   }
@@ -247,18 +355,86 @@ bool ToolCallConstraint::in_call() const {
 
 bool ToolCallConstraint::stop_strings_apply() const { return cursor_.phase == Phase::kReasoning; }
 
+bool ToolCallConstraint::CompleteArguments(
+    Cursor& c, const std::function<void(std::string_view)>& feed) const {
+  const constrain::JsonAutomaton& a = *automata_[c.tool];
+  switch (c.phase) {
+    case Phase::kChoice:
+      if (c.set == Next::kBody) {
+        // The invoke closes once the schema's required arguments are given.
+        const bool close = ArgsAccept(c, "}");
+        const std::vector<Candidate>& set = Set(c.set);
+        for (uint32_t i = c.lo; i < c.hi; ++i) {
+          if ((set[i].next == Next::kAfterCall) == close) {
+            feed(std::string_view(set[i].text).substr(c.pos));
+            return true;
+          }
+        }
+      } else if (c.set == Next::kKeyType) {
+        // string="false" where it is still open: a JSON value fits any property.
+        const std::vector<Candidate>& set = Set(c.set);
+        uint32_t k = c.lo;
+        for (uint32_t i = c.lo; i < c.hi; ++i) {
+          if (set[i].text.find("false") != std::string::npos) k = i;
+        }
+        feed(std::string_view(set[k].text).substr(c.pos));
+        return true;
+      }
+      return false;
+    case Phase::kKey: {
+      // The rest of the key the schema's completion writes (a required
+      // property first).
+      const std::string rest = a.Completion(c.args);
+      const size_t quote = rest.find('"');
+      std::string suffix = rest.substr(0, quote);
+      if (c.key.empty() && suffix.empty()) suffix = "arg";
+      feed(suffix);
+      feed("\"");
+      return true;
+    }
+    case Phase::kValue: {
+      if (!c.pending.empty()) {
+        if (ValueMayEnd(c)) return false;  // the plain step finishes the end marker
+        feed(" ");  // not the marker after all: its bytes are the value's text
+        return true;
+      }
+      // The value's part of the schema's completion (the string's closing
+      // quote is the end marker's).
+      const std::string rest = a.Completion(c.args);
+      constrain::State st = c.args;
+      std::string value;
+      for (char ch : rest) {
+        if (a.MemberComplete(st)) break;
+        a.FeedAll(&st, std::string_view(&ch, 1));
+        value.push_back(ch);
+      }
+      if (c.value_string && !value.empty() && value.back() == '"') value.pop_back();
+      feed(value);
+      feed(std::string_view(kParamEnd).substr(c.pos));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 std::string ToolCallConstraint::Completion(Cursor c) const {
   std::string out;
-  auto feed = [&](std::string_view piece) {
+  bool failed = false;
+  const std::function<void(std::string_view)> feed = [&](std::string_view piece) {
     for (char ch : piece) {
-      const bool ok = Step(c, static_cast<unsigned char>(ch));
-      DCHECK(ok);
-      (void)ok;
+      if (failed || !Step(c, static_cast<unsigned char>(ch))) {
+        DCHECK(false, "a completion the constraint refuses");
+        failed = true;  // stop rather than write what does not parse
+        return;
+      }
+      out.push_back(ch);
     }
-    out.append(piece);
   };
-  // Each round finishes one marker or field; a call closes in a few dozen.
-  for (int round = 0; round < 64 && c.phase != Phase::kDone; ++round) {
+  // Each round finishes one marker or field; a call closes in a few dozen
+  // (more with many required arguments to add).
+  for (int round = 0; round < 4096 && c.phase != Phase::kDone && !failed; ++round) {
+    if (c.tool >= 0 && CompleteArguments(c, feed)) continue;
     switch (c.phase) {
       case Phase::kReasoning:
         feed(std::string_view(kThinkEnd).substr(c.pos));
@@ -353,6 +529,19 @@ ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
   if (spec.names.empty()) return nullptr;
   spec.thinking = request.thinking;
   spec.eos_id = tokenizer.eos_id();
+  // The arguments of tools whose parameters are an object schema of the
+  // supported subset are checked against it; the others' are free.
+  for (const auto& t : request.tools) {
+    const auto& fn = t["function"];
+    if (!fn.contains("parameters")) continue;
+    const std::string name = fn["name"];
+    if (std::find(spec.names.begin(), spec.names.end(), name) == spec.names.end()) continue;
+    Result<std::shared_ptr<const constrain::Grammar>> g =
+        constrain::CompileJsonSchema(nlohmann::json::parse(fn["parameters"].dump()));
+    if (g.ok() && (*g)->nodes[(*g)->root].kind == constrain::NodeKind::kObject) {
+      spec.arguments[name] = *g;
+    }
+  }
   if (spec.thinking) {
     for (const std::string& n : spec.names) {
       const std::string header = kThinkEnd + kOpenText + InvokeHeader(n);

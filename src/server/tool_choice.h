@@ -27,8 +27,17 @@
 // full header texts, whatever tokenization the model picks: the forced
 // tokens of a named call, the name trie of `required`); KEY is 1..256 bytes
 // without '"', '\n' or `｜DSML｜` and unique within the call; VALUE is free
-// text (argument values are NOT checked against the tools' JSON schemas:
-// out of scope); EOS is refused before the call has a name and inside markup.
+// text; EOS is refused before the call has a name and inside markup.
+//
+// Arguments by schema: for a tool whose `parameters` compile into an object
+// schema (src/constrain's subset; other tools' arguments stay free), the
+// call's parameters are also fed, as the JSON object they become, to that
+// schema's automaton: KEY must be a property (or an additional one where
+// allowed), string="true" only where the property takes a string (its raw
+// VALUE is the string's text, escaped for the check), a string="false" VALUE
+// must be JSON valid for the property, and the invoke closes only once every
+// required property is given; Close completes a cut value and adds the
+// missing required ones (with their smallest values).
 //
 // Thinking on: the reasoning is generated freely (EOS refused, and tokens whose
 // text holds "｜DSML｜", "<think>" or BOS/EOS text, which the parser rejects in
@@ -47,10 +56,13 @@
 #define DSV4_SERVER_TOOL_CHOICE_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "constrain/json_automaton.h"
 #include "engine/engine.h"
 #include "server/request.h"
 #include "tokenizer/tokenizer.h"
@@ -70,6 +82,9 @@ struct ToolCallSpec {
   // Tokens reserved for "</think>" + the call's header: fewer left than this
   // while reasoning forces "</think>". 0: never forced.
   int64_t reserve_tokens = 0;
+  // Tools whose arguments are checked: name -> its `parameters` schema,
+  // compiled (an object at the root). Other tools' arguments are free.
+  std::map<std::string, std::shared_ptr<const constrain::Grammar>> arguments;
 };
 
 class ToolCallConstraint final : public SequenceConstraint {
@@ -117,6 +132,14 @@ class ToolCallConstraint final : public SequenceConstraint {
     std::string key;          // kKey: the parameter name so far
     bool value_string = false;  // kValue: string="true"
     uint32_t value_len = 0;     // kValue: bytes so far (end-marker bytes included)
+    // Arguments checked against the tool's schema: the invoke's automaton
+    // (-1: free), its arguments as a JSON object so far, whether a parameter
+    // was given, and (kValue) the bytes that may begin the end marker, fed
+    // as value once they cannot.
+    int32_t tool = -1;
+    bool any_param = false;
+    std::string pending;
+    constrain::State args;
   };
 
   const std::vector<Candidate>& Set(Next set) const;
@@ -126,12 +149,25 @@ class ToolCallConstraint final : public SequenceConstraint {
   bool EosAllowed(const Cursor& c) const;
   // The text that takes `c` to kDone.
   std::string Completion(Cursor c) const;
+  // The arguments automaton of `c`: feeds JSON bytes (true when no tool
+  // schema applies), or checks them on a copy.
+  bool FeedArgs(Cursor& c, std::string_view json) const;
+  bool ArgsAccept(const Cursor& c, std::string_view json) const;
+  // Whether the end marker may end the current value here (it is complete).
+  bool ValueMayEnd(const Cursor& c) const;
+  // One byte of a parameter's value, as JSON (escaped inside a string="true" value).
+  bool FeedValueByte(Cursor& c, unsigned char b) const;
+  // Completion's step for a call whose arguments are checked (the next
+  // marker, key or value the schema needs); false: the plain step applies.
+  bool CompleteArguments(Cursor& c, const std::function<void(std::string_view)>& feed) const;
 
   std::shared_ptr<const TokenTexts> texts_;
   ToolCallSpec spec_;
   std::vector<Candidate> open_, first_call_, body_, key_type_, param_close_, after_call_,
       think_end_;
   std::vector<std::string> keys_;  // parameter names of the current invoke
+  std::vector<std::shared_ptr<constrain::JsonAutomaton>> automata_;  // per checked tool
+  std::map<std::string, int32_t> tool_of_header_;  // invoke header -> automata_ index
   Cursor cursor_;
   bool forced_think_end_ = false;
   std::string text_;

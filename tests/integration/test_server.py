@@ -168,9 +168,10 @@ BAD_CHAT = [
      400, "context"),
     ("file_path_as_model", {**GOOD, "model": "/etc/passwd"}, 404, "does not exist"),
     # Fields the server does not implement: refused by name, never ignored.
-    ("response_format_json_schema", {**GOOD, "response_format": {
-        "type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, 400,
-     "'response_format.type \"json_schema\"' is not supported"),
+    ("response_format_unsupported_keyword", {**GOOD, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}}, 400,
+     "schema /properties/n/minimum: keyword 'minimum' is not supported"),
     ("legacy_functions", {**GOOD, "functions": [{"name": "f", "parameters": {}}]}, 400,
      "'functions' is not supported"),
     ("audio_modality", {**GOOD, "modalities": ["text", "audio"]}, 400, "modalities"),

@@ -218,3 +218,16 @@ def test_anthropic_tool_choice_errors(echo_server):
             **body})
         assert r.status_code == 400, body
         assert r.json()["type"] == "error"
+
+
+def test_forced_call_arguments_follow_the_tool_schema(echo_server):
+    # "days" is an integer in the schema: the echo model's "three" (a string)
+    # is bent into an integer; "city" passes unchanged.
+    c = chat(echo_server, 'CALL get_weather {"city": "Paris", "days": "three"}',
+             tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    calls = c.choices[0].message.tool_calls
+    assert len(calls) == 1 and calls[0].function.name == "get_weather"
+    args = json.loads(calls[0].function.arguments)
+    assert args["city"] == "Paris"
+    assert isinstance(args.get("days", 0), int)
+    assert set(args) <= {"city", "days"}

@@ -614,9 +614,6 @@ TEST(ParseRequest, LogitBias) {
 TEST(ParseRequest, UnimplementedFieldsAreRefusedByName) {
   const std::string chat = R"("model": "m", "messages": [{"role": "user", "content": "hi"}])";
   const std::pair<std::string, std::string> cases[] = {
-      {R"("response_format": {"type": "json_object"})", "response_format"},
-      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})",
-       "json_schema"},
       {R"("functions": [{"name": "f", "parameters": {}}])", "functions"},
       {R"("function_call": "auto")", "function_call"},
       {R"("audio": {"voice": "alloy", "format": "wav"})", "audio"},
@@ -625,18 +622,62 @@ TEST(ParseRequest, UnimplementedFieldsAreRefusedByName) {
   for (const auto& [field, name] : cases) {
     ExpectError(Api::kChat, "{" + chat + ", " + field + "}", StatusCode::kUnimplemented, name);
   }
-  ExpectError(Api::kCompletion,
-              R"({"model": "m", "prompt": "x", "response_format": {"type": "json_object"}})",
-              StatusCode::kUnimplemented, "response_format");
-  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {}})", StatusCode::kInvalidArgument,
-              "response_format.type");
   EXPECT_TRUE(Parse(Api::kChat, "{" + chat + R"(, "response_format": {"type": "text"},
                                                "modalities": ["text"]})")
                   .ok());
+}
+
+// Structured output: response_format (chat, completions) and Anthropic's
+// output_config.format; the schema is kept for the server to compile.
+TEST(ParseRequest, ResponseFormat) {
+  const std::string chat = R"("model": "m", "messages": [{"role": "user", "content": "hi"}])";
+  Result<GenerationRequest> r =
+      Parse(Api::kChat, "{" + chat + R"(, "response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->response_format, ResponseFormat::kJsonObject);
+  r = Parse(Api::kChat, "{" + chat + R"(, "response_format": {"type": "json_schema",
+      "json_schema": {"name": "x", "strict": true, "schema": {"type": "object"}}}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->response_format, ResponseFormat::kJsonSchema);
+  EXPECT_EQ(r->json_schema.dump(), R"({"type":"object"})");
+  r = Parse(Api::kCompletion,
+            R"({"model": "m", "prompt": "x", "response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->response_format, ResponseFormat::kJsonObject);
+  r = Parse(Api::kMessages,
+            R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
+                "output_config": {"format": {"type": "json_schema", "schema": {"type": "integer"}}}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->response_format, ResponseFormat::kJsonSchema);
+  EXPECT_EQ(r->json_schema.dump(), R"({"type":"integer"})");
+  EXPECT_EQ(Parse(Api::kChat, "{" + chat + "}")->response_format, ResponseFormat::kText);
+
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {}})", StatusCode::kInvalidArgument,
+              "response_format.type");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": "json"})",
+              StatusCode::kInvalidArgument, "response_format");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {"type": "xml"}})",
+              StatusCode::kInvalidArgument, "not \"xml\"");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {"type": "json_schema"}})",
+              StatusCode::kInvalidArgument, "response_format.json_schema");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {"type": "json_schema",
+                  "json_schema": {"schema": {}}}})",
+              StatusCode::kInvalidArgument, "response_format.json_schema.name");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {"type": "json_schema",
+                  "json_schema": {"name": "x", "schema": 5}}})",
+              StatusCode::kInvalidArgument, "response_format.json_schema.schema");
+  ExpectError(Api::kChat, "{" + chat + R"(, "response_format": {"type": "json_schema",
+                  "json_schema": {"name": "x", "strict": "yes"}}})",
+              StatusCode::kInvalidArgument, "response_format.json_schema.strict");
+  const std::string msgs =
+      R"("model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}])";
+  ExpectError(Api::kMessages, "{" + msgs + R"(, "output_config": {"format": {"type": "text"}}})",
+              StatusCode::kInvalidArgument, "output_config.format.type");
   ExpectError(Api::kMessages,
-              R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
-                  "output_config": {"format": {"type": "json_schema", "schema": {}}}})",
-              StatusCode::kUnimplemented, "output_config.format");
+              "{" + msgs + R"(, "output_config": {"format": {"type": "json_schema"}}})",
+              StatusCode::kInvalidArgument, "output_config.format.schema");
+  ExpectError(Api::kMessages, "{" + msgs + R"(, "output_config": 3})", StatusCode::kInvalidArgument,
+              "output_config");
 }
 
 }  // namespace

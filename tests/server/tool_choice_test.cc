@@ -31,14 +31,16 @@ class ToolChoiceTest : public ::testing::Test {
   static const Tokenizer& tok() { return *tokenizer_; }
   static const std::shared_ptr<const TokenTexts>& texts() { return *texts_; }
 
-  static ToolCallConstraint Make(std::vector<std::string> names, bool single, bool thinking,
-                                 int64_t reserve = 0) {
+  static ToolCallConstraint Make(
+      std::vector<std::string> names, bool single, bool thinking, int64_t reserve = 0,
+      std::map<std::string, std::shared_ptr<const constrain::Grammar>> arguments = {}) {
     ToolCallSpec spec;
     spec.names = std::move(names);
     spec.single_call = single;
     spec.thinking = thinking;
     spec.eos_id = tokenizer_->eos_id();
     spec.reserve_tokens = reserve;
+    spec.arguments = std::move(arguments);
     return ToolCallConstraint(texts(), spec);
   }
 
@@ -359,6 +361,99 @@ TEST_F(ToolChoiceTest, FactoryFollowsToolChoice) {
   EXPECT_EQ(ParseDsv4Output(named, Dsv4ThinkingMode::kChat).tool_calls.at(0).name, "b");
   r.api = Api::kCompletion;
   EXPECT_EQ(MakeToolChoiceConstraint(r, tok(), texts()), nullptr);
+}
+
+// Arguments checked against the tool's parameters schema.
+const char* kWeatherSchema = R"({"type":"object","properties":{
+    "city":{"type":"string","maxLength":10},"days":{"type":"integer"},
+    "unit":{"enum":["C","F"]}},"required":["city","days"],"additionalProperties":false})";
+
+std::map<std::string, std::shared_ptr<const constrain::Grammar>> WeatherArguments() {
+  auto g = constrain::CompileJsonSchema(nlohmann::json::parse(kWeatherSchema));
+  EXPECT_TRUE(g.ok());
+  return {{"get_weather", *g}};
+}
+
+// The parsed call's arguments satisfy kWeatherSchema.
+void ExpectWeatherArguments(const std::string& out, int max_tokens) {
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << max_tokens << ": " << out;
+  ASSERT_EQ(p.tool_calls.size(), 1u) << out;
+  const auto args = nlohmann::json::parse(p.tool_calls[0].arguments, nullptr, false);
+  ASSERT_TRUE(args.is_object()) << max_tokens << ": " << p.tool_calls[0].arguments;
+  for (const auto& [key, value] : args.items()) {
+    EXPECT_TRUE(key == "city" || key == "days" || key == "unit") << key << " in " << out;
+  }
+  ASSERT_TRUE(args.contains("city") && args.contains("days")) << out;
+  EXPECT_TRUE(args["city"].is_string() && args["city"].get<std::string>().size() <= 10) << out;
+  EXPECT_TRUE(args["days"].is_number_integer()) << out;
+  if (args.contains("unit")) {
+    EXPECT_TRUE(args["unit"] == "C" || args["unit"] == "F") << out;
+  }
+}
+
+TEST_F(ToolChoiceTest, ValidArgumentsPassUntouched) {
+  const std::string script =
+      Block(Call("get_weather", Param("city", "Paris", true) + Param("days", "3", false) +
+                                    Param("unit", "\"C\"", false)));
+  ToolCallConstraint c = Make({"get_weather"}, true, false, 0, WeatherArguments());
+  int refused = 0;
+  EXPECT_EQ(Drive(c, Ids(script), 300, &refused), script);
+  EXPECT_EQ(refused, 0);
+}
+
+TEST_F(ToolChoiceTest, ArgumentsAreBentIntoTheSchema) {
+  // days as text, an unknown key, a unit outside the enum, city too long.
+  const std::string script =
+      Block(Call("get_weather", Param("town", "Paris", true) + Param("days", "three", true) +
+                                    Param("unit", "\"K\"", false) +
+                                    Param("city", "Llanfairpwllgwyngyll", true)));
+  ToolCallConstraint c = Make({"get_weather"}, true, false, 0, WeatherArguments());
+  int refused = 0;
+  const std::string out = Drive(c, Ids(script), 300, &refused);
+  EXPECT_GT(refused, 0);
+  ExpectWeatherArguments(out, 300);
+}
+
+TEST_F(ToolChoiceTest, MissingRequiredArgumentsAreAddedFromEveryStoppingPoint) {
+  const std::string script =
+      Block(Call("get_weather", Param("city", "Oslo", true) + Param("unit", "\"F\"", false)));
+  for (int max_tokens = 1; max_tokens <= 60; max_tokens += 3) {
+    ToolCallConstraint c = Make({"get_weather"}, true, false, 0, WeatherArguments());
+    ExpectWeatherArguments(Drive(c, Ids(script), max_tokens), max_tokens);
+  }
+}
+
+TEST_F(ToolChoiceTest, FactoryCompilesObjectParameterSchemas) {
+  GenerationRequest r;
+  r.api = Api::kChat;
+  r.tools = nlohmann::ordered_json::parse(std::string(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": )") +
+                                          kWeatherSchema + R"(}},
+      {"type": "function", "function": {"name": "free", "parameters":
+          {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}])");
+  r.tool_choice = "function";
+  r.tool_choice_name = "get_weather";
+  ConstraintFactory f = MakeToolChoiceConstraint(r, tok(), texts());
+  ASSERT_NE(f, nullptr);
+  auto c = f();
+  // "days" as a string is refused at its type marker.
+  int refused = 0;
+  const std::string script =
+      Block(Call("get_weather", Param("city", "Rome", true) + Param("days", "2", true)));
+  std::string out;
+  {
+    ToolCallConstraint& tc = static_cast<ToolCallConstraint&>(*c);
+    out = Drive(tc, Ids(script), 300, &refused);
+  }
+  EXPECT_GT(refused, 0);
+  ExpectWeatherArguments(out, 300);
+  // "free" has a keyword outside the subset: its arguments stay free.
+  r.tool_choice_name = "free";
+  auto free_call = MakeToolChoiceConstraint(r, tok(), texts())();
+  const std::string free_script = Block(Call("free", Param("anything", "x", true)));
+  EXPECT_EQ(Drive(static_cast<ToolCallConstraint&>(*free_call), Ids(free_script), 300, &refused),
+            free_script);
 }
 
 }  // namespace
