@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
   libpcre2-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format clang-tidy libclang-rt-14-dev
+  chromium chromium-driver
 )
 
 missing=()

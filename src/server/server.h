@@ -5,6 +5,7 @@
 //   GET  /v1/models[/{id}]      the served model
 //   GET  /health                {"status": "ok"} (never needs the API key)
 //   GET  /metrics               Prometheus text (metrics.h)
+//   GET  /                      the chat page (web_page.h; needs no API key)
 // HTTP threads parse, validate, build the prompt, tokenize and submit to the
 // Engine; the engine thread generates; the HTTP thread turns engine events
 // into the API's JSON or SSE stream. Errors use each API's error shape
