@@ -33,6 +33,7 @@ const ui = {
 // system prompt, which is taken from the settings at each send).
 let history = [];
 let controller = null;  // the AbortController of the request in flight
+let conversation = 0;  // counts new chats: a request from an older one leaves no trace
 let modelId = null;
 
 // ---- settings ---------------------------------------------------------------
@@ -223,7 +224,6 @@ function clearError() {
 function setBusy(busy) {
   ui.send.disabled = busy;
   ui.stop.hidden = !busy;
-  if (busy) ui.stop.focus();
 }
 
 // ---- talking to the server --------------------------------------------------
@@ -285,8 +285,10 @@ async function send(text) {
   clearError();
   const userNode = addUserMessage(text);
   history.push({ role: "user", content: text });
-  controller = new AbortController();
-  const signal = controller.signal;
+  const mine = new AbortController();
+  const signal = mine.signal;
+  const chat = conversation;
+  controller = mine;
   setBusy(true);
 
   let view = null;
@@ -346,10 +348,12 @@ async function send(text) {
       showError(e.message.startsWith("Error") ? e.message : "Request failed: " + e.message);
     }
   } finally {
-    controller = null;
-    setBusy(false);
-    ui.input.focus();
+    if (controller === mine) {
+      controller = null;
+      setBusy(false);
+    }
   }
+  if (chat !== conversation) return;  // "New chat" was pressed meanwhile
   if (!view) {
     // Nothing came back: the turn is taken back, its text returned to the input.
     history.pop();
@@ -370,7 +374,10 @@ async function send(text) {
 }
 
 function newChat() {
+  conversation += 1;
   if (controller) controller.abort();
+  controller = null;
+  setBusy(false);
   history = [];
   ui.messages.replaceChildren();
   clearError();
@@ -397,6 +404,11 @@ ui.input.addEventListener("keydown", (event) => {
 
 ui.stop.addEventListener("click", () => {
   if (controller) controller.abort();
+});
+
+// Escape stops the answer being streamed, wherever the focus is.
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && controller) controller.abort();
 });
 
 ui.newChat.addEventListener("click", newChat);

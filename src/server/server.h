@@ -19,7 +19,8 @@
 // Connections, timeouts and request framing: http_server.h. Host check (DNS
 // rebinding): requests whose Host is not a loopback name, the bound host or
 // in `allowed_hosts` get 403. CORS headers only for `cors_origins`; a request
-// from any other Origin gets 403.
+// from any other Origin gets 403, except the server's own (an Origin naming a
+// Host that is allowed by name: the chat page's requests).
 //
 // Not here: request validation (request.h), prompts and output parsing
 // (chat_format.h), scheduling (engine/engine.h).

@@ -24,7 +24,9 @@ std::string EscapeRegex(std::string_view s) {
 
 // True when an If-None-Match header value names `etag` (a list, or "*").
 bool EtagMatches(std::string_view if_none_match, std::string_view etag) {
-  if (if_none_match.find('*') != std::string_view::npos) return true;
+  while (!if_none_match.empty() && if_none_match.front() == ' ') if_none_match.remove_prefix(1);
+  while (!if_none_match.empty() && if_none_match.back() == ' ') if_none_match.remove_suffix(1);
+  if (if_none_match == "*") return true;
   size_t at = 0;
   while ((at = if_none_match.find(etag, at)) != std::string_view::npos) {
     const bool open = at > 0 && if_none_match[at - 1] == '"';

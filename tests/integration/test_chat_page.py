@@ -213,6 +213,15 @@ def test_tool_call_is_shown(browser, page_server):
     assert json.loads(args) == {"city": "Paris", "days": 3}
     assert "finish: tool_calls" in msg.find_element(By.CSS_SELECTOR, ".status").text
     assert bodies(browser)[0]["tools"] == TOOLS
+    # The call is part of the conversation that follows.
+    send(browser, "thanks")
+    assert content(wait_answer(browser, 2)) == "Echo: thanks"
+    sent = bodies(browser)[1]["messages"][1]
+    assert sent["role"] == "assistant"
+    [sent_call] = sent["tool_calls"]
+    assert sent_call["id"].startswith("call_")
+    assert sent_call["function"]["name"] == "get_weather"
+    assert json.loads(sent_call["function"]["arguments"]) == {"city": "Paris", "days": 3}
 
 
 def test_stop_cancels_the_generation(browser, page_server):
@@ -244,6 +253,37 @@ def test_stop_cancels_the_generation(browser, page_server):
     messages = bodies(browser)[1]["messages"]
     assert messages[1]["role"] == "assistant" and messages[1]["content"] == shown
     assert messages[2] == {"role": "user", "content": "after the stop"}
+
+
+def wait_running(server, count):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if server.metrics()["dsv4_running_sequences"] == count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"dsv4_running_sequences did not become {count}")
+
+
+def test_escape_stops_and_new_chat_during_a_stream_leaves_no_trace(browser, page_server):
+    open_page(browser, page_server)
+    send(browser, LONG)
+    WebDriverWait(browser, 10).until(lambda d: assistants(d) and len(content(assistants(d)[0])) > 20)
+    browser.find_element(By.ID, "input").send_keys(Keys.ESCAPE)
+    wait_answer(browser, 1, state="stopped", timeout=10)
+    wait_running(page_server, 0)
+    # New chat while the next answer streams: it is cancelled and forgotten.
+    send(browser, LONG)
+    WebDriverWait(browser, 10).until(
+        lambda d: len(assistants(d)) == 2 and len(content(assistants(d)[1])) > 20)
+    browser.find_element(By.ID, "new-chat").click()
+    assert browser.find_elements(By.CSS_SELECTOR, ".msg") == []
+    wait_running(page_server, 0)
+    assert not browser.find_element(By.ID, "stop").is_displayed()
+    assert browser.find_element(By.ID, "input").get_attribute("value") == ""
+    send(browser, "clean slate")
+    assert content(wait_answer(browser, 1)) == "Echo: clean slate"
+    assert bodies(browser)[2]["messages"] == [{"role": "user", "content": "clean slate"}]
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".msg")) == 2
 
 
 def test_conversation_continues_and_new_chat_resets(browser, page_server):

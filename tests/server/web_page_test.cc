@@ -177,6 +177,13 @@ TEST_F(WebPageHttp, MatchingEtagIsNotModified) {
   EXPECT_EQ(res->status, 304);
   EXPECT_TRUE(res->body.empty());
   EXPECT_EQ(res->get_header_value("ETag"), etag);
+  // In a list, weak, or "*".
+  for (const std::string& value :
+       {"\"0000000000000000\", " + etag, "W/" + etag, std::string("*")}) {
+    auto listed = server_->Client().Get("/chat.js", {{"If-None-Match", value}});
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(listed->status, 304) << value;
+  }
   // Another file's ETag does not match.
   auto other = server_->Client().Get(
       "/chat.js", {{"If-None-Match", "\"" + std::string(FindWebAsset("/")->etag) + "\""}});
