@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what dsv4 needs to build and test, and only what is missing.
 # Idempotent; runs unattended as root on a fresh Debian 12 machine.
-#   Debian packages: toolchain, libraries named in docs/architecture.md.
+#   Debian packages: toolchain, libraries named in docs/architecture.md, and
+#   headless Chromium with its driver (the chat page's browser tests).
 #   Python packages the tests need: into the project-local venv .venv/ (never the system).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ APT_PACKAGES=(
   libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
   libpcre2-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format clang-tidy libclang-rt-14-dev
+  chromium chromium-driver
 )
 
 missing=()

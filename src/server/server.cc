@@ -26,6 +26,7 @@
 #include "server/sse.h"
 #include "server/structured_output.h"
 #include "server/tool_choice.h"
+#include "server/web_page.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -643,7 +644,8 @@ struct Server::Impl {
 
   void Routes();
   bool Authorized(const httplib::Request& req) const;
-  bool HostAllowed(const std::string& host) const;
+  // `any_host`: --allowed-hosts '*' counts.
+  bool HostAllowed(const std::string& host, bool any_host = true) const;
   bool OriginAllowed(const std::string& origin) const;
   void Generate(Api api, const httplib::Request& req, httplib::Response& res);
   // Anthropic's /v1/messages/count_tokens: the prompt a Messages request
@@ -703,14 +705,14 @@ bool Server::Impl::Authorized(const httplib::Request& req) const {
 // server with its own name in Host. Loopback names, the bound host and
 // --allowed-hosts pass; so does any IP literal when the server listens on a
 // wildcard address (an IP literal is no rebinding: it needs a name).
-bool Server::Impl::HostAllowed(const std::string& host) const {
+bool Server::Impl::HostAllowed(const std::string& host, bool any_host) const {
   if (host.empty()) return true;  // HTTP/1.0 without Host: not a browser
   const std::string name = HostName(host);
   if (name == "localhost" || name == "127.0.0.1" || name == "::1") return true;
   if (name == HostName(options.host)) return true;
   if (IsWildcard(options.host) && IsIpLiteral(name)) return true;
   for (const std::string& allowed : options.allowed_hosts) {
-    if (allowed == "*" || HostName(allowed) == name) return true;
+    if ((any_host && allowed == "*") || HostName(allowed) == name) return true;
   }
   return false;
 }
@@ -751,8 +753,10 @@ void Server::Impl::Routes() {
                 "host_not_allowed");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.has_header("Origin")) {
-      const std::string origin = req.get_header_value("Origin");
+    // The chat page's own POSTs carry its Origin: same-origin, unless the Host
+    // passed only through --allowed-hosts '*' (a rebinding page's is same-origin too).
+    const std::string origin = req.get_header_value("Origin");
+    if (req.has_header("Origin") && !(IsSameOrigin(origin, host) && HostAllowed(host, false))) {
       if (!OriginAllowed(origin)) {
         SendError(req, res, 403,
                   "Origin '" + origin.substr(0, 200) +
@@ -775,7 +779,7 @@ void Server::Impl::Routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (req.path == "/health" || Authorized(req))
+    if (req.path == "/health" || IsWebPagePath(req.path) || Authorized(req))
       return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     SendError(req, res, 401, "Invalid or missing API key",
@@ -858,6 +862,7 @@ void Server::Impl::Routes() {
     }
     res.set_content(Dump(anthropic ? AnthropicModelJson() : ModelJson()), "application/json");
   });
+  RegisterWebPage(http);
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Generate(Api::kChat, req, res);
   });

@@ -7,6 +7,7 @@
 //   GET  /health                {"status": "ok"} (never needs the API key)
 //   GET  /metrics               Prometheus text (metrics.h)
 //   /api/...                    the Ollama API (ollama_api.h)
+//   GET  /                      the chat page (web_page.h; needs no API key)
 // HTTP threads parse, validate, build the prompt, tokenize and submit to the
 // Engine; the engine thread generates; the HTTP thread turns engine events
 // into the API's JSON or SSE stream. Errors use each API's error shape
@@ -20,7 +21,8 @@
 // Connections, timeouts and request framing: http_server.h. Host check (DNS
 // rebinding): requests whose Host is not a loopback name, the bound host or
 // in `allowed_hosts` get 403. CORS headers only for `cors_origins`; a request
-// from any other Origin gets 403.
+// from any other Origin gets 403, except the server's own (an Origin naming a
+// Host that is allowed by name: the chat page's requests).
 //
 // Not here: request validation (request.h), prompts and output parsing
 // (chat_format.h), scheduling (engine/engine.h).

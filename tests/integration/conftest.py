@@ -122,3 +122,52 @@ def key_server():
     server = Server("--api-key", "sekret", "--max-body-bytes", "4096", "--threads", "1")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def page_server():
+    """The echo model for the chat page: one slot, no queue (a request that
+    is not cancelled keeps the next one out), 15 ms per step (a long answer
+    streams for seconds)."""
+    server = Server("--test-echo-model", "--tokenizer", str(V4_TOKENIZER), "--max-sequences", "1",
+                    "--max-queue", "0", "--test-step-delay-ms", "15")
+    yield server
+    server.stop()
+    assert server.proc.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def page_key_server():
+    """The echo model behind --api-key."""
+    server = Server("--test-echo-model", "--tokenizer", str(V4_TOKENIZER), "--api-key", "sekret")
+    yield server
+    server.stop()
+    assert server.proc.returncode == 0
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium driven by Selenium. Missing browser or driver
+    is a failure (scripts/install-deps.sh installs both), never a skip."""
+    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not os.access(path, os.X_OK):
+            pytest.fail(f"{path} not found: the chat page tests need the Debian package "
+                        f"'{package}' (run scripts/install-deps.sh)", pytrace=False)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=900,700", "--no-first-run", "--disable-extensions",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--metrics-recording-only", "--no-default-browser-check"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
