@@ -34,7 +34,7 @@ int Lsp(LspArgs a) {
   signal(SIGPIPE, SIG_IGN);
   a.server.completion.stop_at_blank_line = !a.no_blank_line_stop;
   a.server.completion.stop_at_block_end = !a.no_block_end_stop;
-  a.server.version = "0.1.0";
+  a.server.version = DSV4_VERSION;
   Result<lsp::FimMode> fim = lsp::ParseFimMode(a.fim);
   if (!fim.ok()) return ReportError(fim.status());
 

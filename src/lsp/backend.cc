@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -101,7 +104,43 @@ class RemoteBackend : public CompletionBackend {
     httplib::Client client(origin_);
     client.set_connection_timeout(5, 0);
     client.set_read_timeout(120, 0);
-    const Json body{{"prompt", prompt.text},
+    // Cancellation closes the connection at once (httplib's stop() shuts the
+    // socket of the request in flight), also while the server is still
+    // prefilling and sends nothing.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread watcher([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!done) {
+        if (cancel.load(std::memory_order_relaxed)) {
+          client.stop();
+          return;
+        }
+        cv.wait_for(lock, 20ms);
+      }
+    });
+    struct StopWatcher {
+      std::mutex& mu;
+      std::condition_variable& cv;
+      bool& done;
+      std::thread& watcher;
+      ~StopWatcher() {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          done = true;
+        }
+        cv.notify_all();
+        watcher.join();
+      }
+    } stop_watcher{mu, cv, done, watcher};
+    if (model_id_.empty()) {
+      const Status st = FetchModelId(client);
+      if (cancel.load(std::memory_order_relaxed)) return Status::Ok();
+      RETURN_IF_ERROR(st);
+    }
+    const Json body{{"model", model_id_},
+                    {"prompt", prompt.text},
                     {"max_tokens", options.n_predict},
                     {"temperature", options.temperature},
                     {"top_k", options.top_k},
@@ -110,8 +149,9 @@ class RemoteBackend : public CompletionBackend {
     httplib::Request req;
     req.method = "POST";
     req.path = base_path_ + "/v1/completions";
-    req.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
-    if (!api_key_.empty()) req.headers.emplace("Authorization", "Bearer " + api_key_);
+    req.headers = Headers();
+    req.headers.emplace("Content-Type", "application/json");
+    req.headers.emplace("Accept", "text/event-stream");
     req.body = body.dump();
 
     int status = 0;
@@ -186,6 +226,39 @@ class RemoteBackend : public CompletionBackend {
   }
 
  private:
+  httplib::Headers Headers() const {
+    httplib::Headers h;
+    if (!api_key_.empty()) h.emplace("Authorization", "Bearer " + api_key_);
+    return h;
+  }
+
+  // The served model's name, which /v1/completions requires: the first of
+  // GET /v1/models (dsv4 serve serves one).
+  Status FetchModelId(httplib::Client& client) {
+    httplib::Result res = client.Get(base_path_ + "/v1/models", Headers());
+    if (!res) {
+      return IoError("cannot complete through the server at " + origin_ + ": " +
+                         httplib::to_string(res.error()),
+                     "check --server (is `dsv4 serve` running there?)");
+    }
+    Json j = Json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    if (res->status != 200) {
+      const std::string message = !j.is_discarded() && j.is_object() && j.contains("error")
+                                      ? ErrorText(j["error"])
+                                      : res->body.substr(0, 200);
+      return InvalidArgument("the server at " + origin_ + " answered HTTP " +
+                                 std::to_string(res->status) + " to GET /v1/models: " + message,
+                             res->status == 401 ? "check --api-key" : "");
+    }
+    if (j.is_discarded() || !j.is_object() || !j.contains("data") || !j["data"].is_array() ||
+        j["data"].empty() || !j["data"][0].is_object() || !j["data"][0].contains("id") ||
+        !j["data"][0]["id"].is_string()) {
+      return InvalidArgument("the server at " + origin_ + " lists no model at GET /v1/models");
+    }
+    model_id_ = j["data"][0]["id"].get<std::string>();
+    return Status::Ok();
+  }
+
   static std::string ErrorText(const Json& e) {
     if (e.is_object() && e.contains("message") && e["message"].is_string()) {
       return e["message"].get<std::string>();
@@ -195,6 +268,7 @@ class RemoteBackend : public CompletionBackend {
 
   const std::string origin_, base_path_, api_key_;
   const bool fim_;
+  std::string model_id_;  // from the server, on the first completion
 };
 
 }  // namespace

@@ -30,8 +30,9 @@ class CompletionBackend {
   virtual bool fim() const = 0;
   // Generates the continuation of `prompt`, handing text to `on_text` as it
   // arrives, until the model stops, n_predict tokens, `on_text` returns false,
-  // or `cancel` is set (seen within a few tens of milliseconds locally; at the
-  // next streamed token remotely). A cancelled or stopped generation returns Ok.
+  // or `cancel` is set (seen within a few tens of milliseconds: the local
+  // sequence is cancelled, the remote HTTP request closed). A cancelled or
+  // stopped generation returns Ok.
   virtual Status Generate(const CompletionPrompt& prompt, const CompletionOptions& options,
                           const std::atomic<bool>& cancel,
                           const std::function<bool(std::string_view)>& on_text) = 0;

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -17,22 +18,23 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.lsp.client import LanguageClient
 
-from conftest import _binary
+from conftest import Server, _binary
 
 URI = "file:///story.txt"
 PROMPT = "Once upon a time"
 N_PREDICT = 24
 
 
-def greedy(server, prompt, n, headers=None):
+def greedy(server, prompt, n, headers=None, cut=True):
     """The server's greedy continuation, cut as `dsv4 lsp` cuts it by default:
     before the first blank line (the document's indentation is 0, so the
-    end-of-block rule never applies)."""
+    end-of-block rule never applies); cut=False: the whole text."""
     r = httpx.post(server.url + "/v1/completions", headers=headers, timeout=60,
-                   json={"prompt": prompt, "max_tokens": n, "temperature": 0})
+                   json={"model": "stories260K", "prompt": prompt, "max_tokens": n,
+                         "temperature": 0})
     assert r.status_code == 200, r.text
     text = r.json()["choices"][0]["text"]
-    m = re.search(r"\n[ \t\r]*\n", text)
+    m = re.search(r"\n[ \t\r]*\n", text) if cut else None
     return text[:m.start()] if m else text
 
 
@@ -142,6 +144,42 @@ def test_remote_mode_completes_through_dsv4_serve(key_server):
     assert isinstance(error, JsonRpcException)
     assert error.code == -32803  # RequestFailed
     assert "401" in str(error)
+
+
+@pytest.fixture(scope="module")
+def slow_llama():
+    """stories260K, 50 ms per engine step: a completion runs long enough to be cancelled."""
+    server = Server("--max-sequences", "4", "--test-step-delay-ms", "50", "--threads", "1")
+    yield server
+    server.stop()
+
+
+def test_remote_cancellation_closes_the_http_request(slow_llama):
+    expected = greedy(slow_llama, PROMPT, 64, cut=False)
+    before = slow_llama.metrics().get("dsv4_sequences_cancelled_total", 0)
+
+    async def go():
+        client, _ = await start("--server", slow_llama.url, "--n-predict", "64",
+                                "--no-stop-at-blank-line")
+        open_doc(client, PROMPT)
+        first = asyncio.ensure_future(inline(client, 0, len(PROMPT)))
+        await asyncio.sleep(0.5)  # the server is generating it (64 steps of at least 50 ms)
+        second = asyncio.ensure_future(inline(client, 0, len(PROMPT)))
+        with pytest.raises(JsonRpcRequestCancelled) as cancelled:
+            await asyncio.wait_for(first, 30)
+        result = await asyncio.wait_for(second, 60)
+        return cancelled.value, result, await stop(client)
+
+    error, result, code = asyncio.run(go())
+    assert error.code == -32800
+    assert insert_text(result) == expected
+    assert code == 0
+    # The closed request made the server cancel the first sequence.
+    deadline = time.monotonic() + 5
+    while (slow_llama.metrics().get("dsv4_sequences_cancelled_total", 0) < before + 1
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
+    assert slow_llama.metrics()["dsv4_sequences_cancelled_total"] >= before + 1
 
 
 def test_remote_mode_without_a_server_fails_the_request():
