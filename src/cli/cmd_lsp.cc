@@ -39,6 +39,10 @@ int Lsp(LspArgs a) {
   if (!fim.ok()) return ReportError(fim.status());
 
   if (!a.remote_url.empty()) {
+    if (!a.load.model_path.empty()) {
+      return ReportError(InvalidArgument("--server and --model are both given",
+                                         "complete through the server or load a model, not both"));
+    }
     if (a.api_key.empty()) {
       if (const char* env = std::getenv("DSV4_API_KEY"); env != nullptr) a.api_key = env;
     }

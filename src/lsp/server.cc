@@ -58,7 +58,7 @@ bool GetPosition(const Json& j, const char* key, Position* out, std::string* err
 
 Json PositionJson(Position p) { return Json{{"line", p.line}, {"character", p.character}}; }
 
-// The message's label in a completion list: its first line, at most 80 bytes
+// A completion item's label: its first line, at most 80 bytes
 // (cut at a character boundary).
 std::string Label(const std::string& text) {
   std::string label = text.substr(0, text.find('\n'));
