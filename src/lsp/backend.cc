@@ -44,6 +44,7 @@ class EngineBackend : public CompletionBackend {
     const Tokenizer& tokenizer = *engine_.model().tokenizer;
     std::vector<int32_t> ids =
         tokenizer.EncodeWithPlainRanges(prompt.text, /*add_bos=*/true, prompt.plain);
+    if (ids.empty()) return Status::Ok();  // an empty document and no BOS: nothing to continue
     // The slot holds prompt + output: a plain prompt keeps its last tokens
     // (after BOS); a FIM prompt cannot lose its start.
     const int64_t room = engine_.ctx_size() - options.n_predict;
@@ -101,6 +102,7 @@ class RemoteBackend : public CompletionBackend {
   Status Generate(const CompletionPrompt& prompt, const CompletionOptions& options,
                   const std::atomic<bool>& cancel,
                   const std::function<bool(std::string_view)>& on_text) override {
+    if (prompt.text.empty()) return Status::Ok();  // at the start of an empty document
     httplib::Client client(origin_);
     client.set_connection_timeout(5, 0);
     client.set_read_timeout(120, 0);

@@ -161,5 +161,21 @@ TEST(RemoteBackend, AnUnreachableServerIsAnError) {
       << st.message();
 }
 
+TEST(RemoteBackend, AnEmptyDocumentAsksNothing) {
+  // Nothing listens on port 1: a request would fail, so none is made.
+  Result<std::unique_ptr<CompletionBackend>> b =
+      MakeRemoteBackend("http://127.0.0.1:1", "", FimMode::kOff);
+  ASSERT_TRUE(b.ok());
+  std::atomic<bool> cancel{false};
+  std::string text;
+  const Status st = (*b)->Generate(BuildCompletionPrompt("", "", false, CompletionOptions{}),
+                                   CompletionOptions{}, cancel, [&text](std::string_view p) {
+                                     text += p;
+                                     return true;
+                                   });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(text, "");
+}
+
 }  // namespace
 }  // namespace dsv4::lsp
