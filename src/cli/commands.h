@@ -23,6 +23,7 @@ void RegisterChatTemplate(CLI::App& app, int& exit_code);
 void RegisterLogits(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);        // DeepSeek-V4 model report
 void RegisterServe(CLI::App& app, int& exit_code);          // HTTP server (src/server)
+void RegisterLsp(CLI::App& app, int& exit_code);            // Language Server (src/lsp)
 void RegisterSynthModel(CLI::App& app, int& exit_code);     // random DeepSeek-V4 checkpoint
 void RegisterConvertLayout(CLI::App& app, int& exit_code);  // seed: SwiGLU <-> CED (S-143)
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterLogits(app, exit_code);
   dsv4::cli::RegisterInspect(app, exit_code);
   dsv4::cli::RegisterServe(app, exit_code);
+  dsv4::cli::RegisterLsp(app, exit_code);
   dsv4::cli::RegisterSynthModel(app, exit_code);
   dsv4::cli::RegisterConvertLayout(app, exit_code);
   try {

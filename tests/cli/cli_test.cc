@@ -70,6 +70,27 @@ TEST(Cli, HelpListsCommands) {
   EXPECT_EQ(RunDsv4("run --help").exit_code, 0);
 }
 
+TEST(Cli, LspFlagErrorsAreOneLine) {
+  Output fim = RunDsv4("lsp --fim sometimes < /dev/null");
+  EXPECT_EQ(fim.exit_code, 2) << fim.out;
+  EXPECT_NE(fim.out.find("dsv4: error: --fim must be auto, on or off"), std::string::npos)
+      << fim.out;
+  Output url = RunDsv4("lsp --server 127.0.0.1:8080 < /dev/null");
+  EXPECT_EQ(url.exit_code, 2) << url.out;
+  EXPECT_NE(url.out.find("--server must be an http:// or https:// URL"), std::string::npos)
+      << url.out;
+  Output both = RunDsv4("lsp --server http://127.0.0.1:1 --model x.gguf < /dev/null");
+  EXPECT_EQ(both.exit_code, 2) << both.out;
+  EXPECT_NE(both.out.find("--server and --model are both given"), std::string::npos) << both.out;
+}
+
+TEST(Cli, LspEndOfInputWithoutShutdownExitsOne) {
+  // The LSP asks for exit code 1 when the server was not shut down first.
+  Output o = RunDsv4("lsp --server http://127.0.0.1:1 < /dev/null");
+  EXPECT_EQ(o.exit_code, 1) << o.out;
+  EXPECT_EQ(o.out, "");  // nothing on stdout without a request
+}
+
 TEST(Cli, PerplexityPrintsOneFinalLine) {
   Output o = RunDsv4(std::string("perplexity --file ") + DSV4_TEST_DATA_DIR +
                      "/text/tinystories_sample.txt");

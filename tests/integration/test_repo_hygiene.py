@@ -2,8 +2,8 @@
 every spec section the code cites exists in docs/specs/, no file refers to
 numbered work periods, README.md and docs/benchmarks.md stay short, and the
 front ends reach concrete models only through the loader (no dynamic_cast to a
-model outside src/engine/loader.cc; the CLI includes only engine/, server/ and
-base/status.h, base/log.h — docs/architecture.md)."""
+model outside src/engine/loader.cc; the CLI includes only engine/, server/, lsp/
+and base/status.h, base/log.h — docs/architecture.md)."""
 import pathlib
 import re
 import subprocess
@@ -51,7 +51,7 @@ def test_only_the_loader_casts_to_concrete_models():
     # constructs the concrete models, is the one place allowed to cast.
     allowed = {ROOT / "src/engine/loader.cc"}
     hits = []
-    for folder in ("src/engine", "src/server", "src/cli"):
+    for folder in ("src/engine", "src/server", "src/lsp", "src/cli"):
         for path in sources(folder):
             if path in allowed:
                 continue
@@ -61,11 +61,11 @@ def test_only_the_loader_casts_to_concrete_models():
     assert not hits, "\n".join(hits)
 
 
-def test_cli_includes_only_engine_server_and_base_status_log():
-    # docs/architecture.md: cli/ includes engine/ and server/ headers, its own
-    # cli/ header, and base/status.h and base/log.h (errors and logging).
+def test_cli_includes_only_engine_server_lsp_and_base_status_log():
+    # docs/architecture.md: cli/ includes engine/, server/ and lsp/ headers, its
+    # own cli/ header, and base/status.h and base/log.h (errors and logging).
     allowed_headers = {"base/status.h", "base/log.h"}
-    allowed_folders = ("engine/", "server/", "cli/")
+    allowed_folders = ("engine/", "server/", "lsp/", "cli/")
     include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
     hits = []
     for path in sources("src/cli"):
