@@ -4,7 +4,7 @@
 # cache dropped before every run (needs root), on a model larger than RAM. Prints each run's
 # decode line and expert-streaming line; compare the medians. Examples (docs/benchmarks.md):
 #   bench/expert_stream_ab.sh /tmp/a/dsv4 build/release/dsv4 /tmp/synth40g 16G 3 192
-#   A_ARGS=--no-expert-read-ahead bench/expert_stream_ab.sh build/release/dsv4 \
+#   B_ARGS=--expert-read-ahead bench/expert_stream_ab.sh build/release/dsv4 \
 #       build/release/dsv4 /tmp/synth40g 16G 3 192
 set -euo pipefail
 A=$1 B=$2 MODEL=$3 BUDGET=$4 ROUNDS=${5:-3} GEN=${6:-192}

@@ -33,9 +33,10 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
             return r.ok() ? std::string() : r.status().message() + " (" + r.status().hint() + ")";
           },
           "SIZE|auto|off"));
-  sub.add_flag("!--no-expert-read-ahead", options.expert_read_ahead,
-               "with --ram-budget streaming: do not read the experts the next layer will likely "
-               "pick while a layer computes (its router applied to this layer's input)");
+  sub.add_flag("--expert-read-ahead", options.expert_read_ahead,
+               "with --ram-budget streaming: read the experts the next layer will likely pick "
+               "(its router applied to this layer's input) while a layer computes; pays where "
+               "the guess is good and the disk has time to spare");
   sub.add_option("--tokenizer", options.tokenizer_path,
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")

@@ -67,8 +67,9 @@ struct LoadOptions {
   int64_t ram_budget = kRamBudgetAuto;
   static constexpr int64_t kRamBudgetAuto = -1;
   // Streamed experts: each layer reads ahead the experts the next one will
-  // likely pick (--no-expert-read-ahead turns it off).
-  bool expert_read_ahead = true;
+  // likely pick (--expert-read-ahead; off by default: where the guess is often
+  // wrong the extra reads cost more disk time than they hide, docs/benchmarks.md).
+  bool expert_read_ahead = false;
 };
 
 struct LoadedModel {

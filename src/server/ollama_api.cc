@@ -793,6 +793,13 @@ class OllamaRoutes {
     seq.stop = r.gen.stop;
     seq.top_logprobs = r.gen.top_logprobs;
     const bool parse = s_.format == ChatFormat::kDsv4 && !r.raw;
+    if (r.gen.response_format != ResponseFormat::kText) {
+      // `format`: the answer is JSON (after the reasoning, when thinking).
+      Result<ConstraintFactory> structured =
+          s_.structured(r.gen, r.gen.thinking && parse, {"format", "format"});
+      if (!structured.ok()) return SendStatus(res, structured.status());
+      seq.constraint = *structured;
+    }
     ex->output = std::make_unique<ChoiceOutput>(parse, r.gen.thinking && parse);
     std::vector<SequenceRequest> seqs;
     seqs.push_back(std::move(seq));
@@ -935,12 +942,14 @@ Result<OllamaRequest> ParseOllamaRequest(OllamaEndpoint endpoint, const Json& bo
     r.gen.stream = v->get<bool>();
   }
   if (const Json* f = Field(body, "format"); f != nullptr && *f != Json("")) {
-    if (!f->is_string() && !f->is_object()) {
+    if (f->is_string() && *f == "json") {
+      r.gen.response_format = ResponseFormat::kJsonObject;
+    } else if (f->is_object()) {
+      r.gen.response_format = ResponseFormat::kJsonSchema;
+      r.gen.json_schema = *f;
+    } else {
       return Bad("format", "must be \"json\" or a JSON schema object");
     }
-    return Refuse("format",
-                  "constrained JSON output is not implemented yet; leave 'format' out "
-                  "and ask for JSON in the prompt");
   }
   if (const Json* k = Field(body, "keep_alive");
       k != nullptr && !k->is_number() && !k->is_string()) {

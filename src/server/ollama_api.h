@@ -32,6 +32,7 @@
 #include "server/chat_format.h"
 #include "server/http_server.h"
 #include "server/request.h"
+#include "server/structured_output.h"
 #include "tokenizer/chat_output_parser.h"
 
 namespace dsv4::server {
@@ -109,7 +110,8 @@ struct OllamaServing {
   ChatFormat format = ChatFormat::kPlain;
   RequestLimits limits;
   bool allow_special_in_content = false;
-  int64_t started = 0;  // Unix time the server started (modified_at)
+  int64_t started = 0;                // Unix time the server started (modified_at)
+  StructuredConstraintFn structured;  // `format`: the JSON constraint
 };
 
 // Registers the routes above on `http`. `serving.engine` and `serving.http`

@@ -373,12 +373,21 @@ Status ParseText(const Json& body, ResponsesRequest* r) {
       const Json* type = f->is_object() ? Field(*f, "type") : nullptr;
       if (type == nullptr || !type->is_string()) return Bad("text.format.type", "is required");
       const std::string t = type->get<std::string>();
-      if (t == "json_object" || t == "json_schema") {
-        return Refuse("text.format", "type \"" + t + "\" is not supported",
-                      "structured output is not implemented yet; use {\"type\": \"text\"} or "
-                      "leave it out, and ask for JSON in the prompt");
+      if (t == "json_object") {
+        r->chat["response_format"] = {{"type", "json_object"}};
+      } else if (t == "json_schema") {
+        // The chat form: {"type": "json_schema", "json_schema": {name, schema, ...}}.
+        Json spec = Json::object();
+        for (const char* key : {"name", "description", "schema", "strict"}) {
+          if (const Json* x = Field(*f, key); x != nullptr) spec[key] = *x;
+        }
+        if (Field(spec, "schema") == nullptr) return Bad("text.format.schema", "is required");
+        r->chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(spec)}};
+      } else if (t != "text") {
+        return Bad("text.format.type", "is '" + utf8::Sanitize(t) + "'",
+                   "use text, json_object or json_schema");
       }
-      if (t != "text") return Bad("text.format.type", "is '" + utf8::Sanitize(t) + "'");
+      echo["format"] = *f;
     }
     // A hint to the model about length; taken and not acted on.
     if (const Json* verbosity = Field(*v, "verbosity"); verbosity != nullptr) {
@@ -1151,6 +1160,16 @@ void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
     s.constraint = MakeToolChoiceConstraint(*gen, *m.tokenizer,
                                             ForcesToolCall(*gen) ? ctx.token_texts() : nullptr);
     run->forced_tool_call = s.constraint != nullptr && ForcesToolCall(*gen);
+  }
+  if (gen->response_format != ResponseFormat::kText) {
+    // text.format: the answer is JSON (after the reasoning, when thinking).
+    Result<ConstraintFactory> structured =
+        ctx.structured(*gen, gen->thinking && parse, {"text.format", "text.format.schema"});
+    if (!structured.ok()) {
+      const bool schema = structured.status().message().starts_with("text.format.schema");
+      return SendStatus(res, structured.status(), schema ? "text.format.schema" : "text.format");
+    }
+    s.constraint = *structured;
   }
   std::vector<SequenceRequest> seqs;
   seqs.push_back(std::move(s));

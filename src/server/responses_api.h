@@ -40,6 +40,7 @@
 #include "server/chat_format.h"
 #include "server/request.h"
 #include "server/responses_store.h"
+#include "server/structured_output.h"
 #include "server/tool_choice.h"
 #include "tokenizer/chat_output_parser.h"
 
@@ -136,6 +137,8 @@ struct ResponsesContext {
   bool allow_special_in_content = false;
   // The token texts for tool_choice constraints, built once on first use.
   std::function<std::shared_ptr<const TokenTexts>()> token_texts;
+  // text.format json_object / json_schema: the JSON constraint.
+  StructuredConstraintFn structured;
   size_t store_max_count = 1000;
   size_t store_max_bytes = size_t{256} << 20;
 };

@@ -642,6 +642,19 @@ struct Server::Impl {
   std::shared_ptr<const StructuredVocabulary> structured_vocab;
   constrain::SchemaCache schema_cache;
 
+  // The constraint of a request's response_format (every API's JSON output).
+  Result<ConstraintFactory> StructuredConstraint(const GenerationRequest& r, bool thinking,
+                                                 const FormatFields& fields = {}) {
+    const LoadedModel& m = engine.model();
+    if (!m.tokenizer) {
+      return InvalidArgument("this model has no tokenizer, so it cannot constrain output");
+    }
+    std::call_once(structured_once,
+                   [&] { structured_vocab = BuildStructuredVocabulary(*m.tokenizer); });
+    return MakeStructuredOutputConstraint(r, schema_cache, structured_vocab, *m.tokenizer,
+                                          m.stop_ids, thinking, fields);
+  }
+
   void Routes();
   bool Authorized(const httplib::Request& req) const;
   // `any_host`: --allowed-hosts '*' counts.
@@ -874,8 +887,14 @@ void Server::Impl::Routes() {
   });
   http.Post("/v1/messages/count_tokens",
             [this](const httplib::Request& req, httplib::Response& res) { CountTokens(req, res); });
-  AddOllamaRoutes(http, OllamaServing{&engine, &http, options.model_id, format, limits,
-                                      options.allow_special_in_content, started});
+  const StructuredConstraintFn structured = [this](const GenerationRequest& r, bool thinking,
+                                                   const FormatFields& fields) {
+    return StructuredConstraint(r, thinking, fields);
+  };
+  OllamaServing ollama{
+      &engine, &http, options.model_id, format, limits, options.allow_special_in_content, started};
+  ollama.structured = structured;
+  AddOllamaRoutes(http, ollama);
 
   ResponsesContext rc;
   rc.engine = &engine;
@@ -889,6 +908,7 @@ void Server::Impl::Routes() {
                    [&] { token_texts = BuildTokenTexts(*engine.model().tokenizer); });
     return token_texts;
   };
+  rc.structured = structured;
   rc.store_max_count = options.responses_store;
   rc.store_max_bytes = options.responses_store_bytes;
   responses = std::make_unique<ResponsesApi>(std::move(rc));
@@ -977,14 +997,8 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   if (r.response_format != ResponseFormat::kText) {
     // Structured output replaces tool_choice "none"'s ban (its vocabulary
     // has no markup tokens); a forced tool call with it is refused.
-    if (!m.tokenizer) {
-      return SendError(req, res, 400, "this model has no tokenizer, so it cannot constrain output");
-    }
-    std::call_once(structured_once,
-                   [&] { structured_vocab = BuildStructuredVocabulary(*m.tokenizer); });
     Result<ConstraintFactory> structured =
-        MakeStructuredOutputConstraint(r, schema_cache, structured_vocab, *m.tokenizer, m.stop_ids,
-                                       r.thinking && parse && format == ChatFormat::kDsv4);
+        StructuredConstraint(r, r.thinking && parse && format == ChatFormat::kDsv4);
     if (!structured.ok()) return SendStatus(req, res, structured.status());
     constraint = *structured;
   }

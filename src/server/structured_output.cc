@@ -132,10 +132,12 @@ std::string StructuredOutputConstraint::Close() {
 Result<ConstraintFactory> MakeStructuredOutputConstraint(
     const GenerationRequest& request, constrain::SchemaCache& cache,
     const std::shared_ptr<const StructuredVocabulary>& vocab, const Tokenizer& tokenizer,
-    std::vector<int32_t> stop_ids, bool thinking) {
+    std::vector<int32_t> stop_ids, bool thinking, const FormatFields& fields) {
   if (request.response_format == ResponseFormat::kText) return ConstraintFactory();
   const bool anthropic = request.api == Api::kMessages;
-  const std::string field = anthropic ? "output_config.format" : "response_format";
+  const std::string field = !fields.format.empty() ? fields.format
+                            : anthropic            ? "output_config.format"
+                                                   : "response_format";
   if (ForcesToolCall(request)) {
     return Unimplemented("'" + field + "' together with a forced tool call is not supported",
                          "leave tool_choice \"auto\" or drop " + field);
@@ -147,8 +149,9 @@ Result<ConstraintFactory> MakeStructuredOutputConstraint(
     const nlohmann::json schema = nlohmann::json::parse(request.json_schema.dump());
     Result<std::shared_ptr<const constrain::Grammar>> g = cache.Get(schema);
     if (!g.ok()) {
-      const std::string where =
-          anthropic ? "output_config.format.schema" : "response_format.json_schema.schema";
+      const std::string where = !fields.schema.empty() ? fields.schema
+                                : anthropic            ? "output_config.format.schema"
+                                                       : "response_format.json_schema.schema";
       return Status(g.status().code(), where + ": " + g.status().message(), g.status().hint());
     }
     grammar = *g;

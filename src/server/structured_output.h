@@ -22,6 +22,7 @@
 #define DSV4_SERVER_STRUCTURED_OUTPUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,14 +82,28 @@ class StructuredOutputConstraint final : public SequenceConstraint {
   uint32_t think_pos_ = 0;  // bytes of "</think>" matched at the end of the reasoning
 };
 
+// The request fields errors name: the format and its schema (empty: the
+// chat's response_format / response_format.json_schema.schema, or Anthropic's
+// output_config.format / output_config.format.schema).
+struct FormatFields {
+  std::string format;
+  std::string schema;
+};
+
 // The factory for `request`'s response format (null for text), with the
 // schema compiled through `cache`. Errors: the schema's (Unimplemented naming
 // the keyword, InvalidArgument) and a response format combined with a forced
-// tool call.
+// tool call, each naming `fields`.
 Result<ConstraintFactory> MakeStructuredOutputConstraint(
     const GenerationRequest& request, constrain::SchemaCache& cache,
     const std::shared_ptr<const StructuredVocabulary>& vocab, const Tokenizer& tokenizer,
-    std::vector<int32_t> stop_ids, bool thinking);
+    std::vector<int32_t> stop_ids, bool thinking, const FormatFields& fields = {});
+
+// The server's MakeStructuredOutputConstraint for a request (its vocabulary
+// and schema cache), as the API front ends other than chat call it; thinking:
+// the model reasons first and only the answer is constrained.
+using StructuredConstraintFn = std::function<Result<ConstraintFactory>(
+    const GenerationRequest& request, bool thinking, const FormatFields& fields)>;
 
 }  // namespace dsv4::server
 

@@ -7,6 +7,7 @@ import socket
 import time
 
 import httpx
+import jsonschema
 import ollama
 import pytest
 
@@ -321,9 +322,9 @@ def test_unknown_model_is_404(echo_server):
 
 
 @pytest.mark.parametrize("path,body,names", [
-    ("/api/chat", {"format": "json"}, "'format'"),
-    ("/api/chat", {"format": {"type": "object"}}, "'format'"),
-    ("/api/generate", {"prompt": "x", "format": "json"}, "'format'"),
+    ("/api/chat", {"format": 3}, "'format'"),
+    ("/api/chat", {"format": {"type": "string", "pattern": "a+"}}, "format: schema /pattern"),
+    ("/api/generate", {"prompt": "x", "format": "yaml"}, "'format'"),
     ("/api/generate", {"prompt": "x", "suffix": "y"}, "'suffix'"),
     ("/api/generate", {"prompt": "x", "template": "{{ .Prompt }}"}, "'template'"),
     ("/api/generate", {"prompt": "x", "images": ["aGVsbG8="]}, "'images'"),
@@ -367,9 +368,43 @@ def test_missing_model_and_bad_json(echo_server):
 
 def test_the_client_sees_the_error(echo_server):
     with pytest.raises(ollama.ResponseError) as e:
-        client(echo_server).chat(model=ECHO, format="json",
+        client(echo_server).chat(model=ECHO, format={"type": "string", "pattern": "a+"},
                                  messages=[{"role": "user", "content": "x"}])
-    assert e.value.status_code == 400 and "'format'" in e.value.error
+    assert e.value.status_code == 400 and "'pattern'" in e.value.error
+
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 12},
+                         "age": {"type": "integer"}}}
+
+
+def test_format_json_constrains_free_text(llama_server):
+    # stories260K writes stories, never JSON, unless constrained.
+    c = client(llama_server)
+    free = c.generate(model="stories260K", prompt="Once upon a time",
+                      options={"num_predict": 24, "seed": 3})
+    with pytest.raises(ValueError):
+        json.loads(free.response)
+    r = c.generate(model="stories260K", prompt="Once upon a time", format="json",
+                   options={"num_predict": 48, "seed": 3})
+    assert isinstance(json.loads(r.response), (dict, list, str, int, float, bool, type(None)))
+
+
+def test_format_schema_streamed_and_not(llama_server):
+    c = client(llama_server)
+    for stream in (False, True):
+        out = c.chat(model="stories260K", messages=[{"role": "user", "content": "Tell me"}],
+                     format=PERSON, stream=stream, options={"num_predict": 64, "seed": 5})
+        text = "".join(p.message.content for p in out) if stream else out.message.content
+        person = json.loads(text)
+        jsonschema.validate(person, PERSON)
+
+
+def test_format_with_thinking_constrains_only_the_answer(echo_server):
+    r = client(echo_server).chat(
+        model=ECHO, think=True, format=PERSON,
+        messages=[{"role": "user", "content": 'REPLY {"name": "Ada", "age": 36}'}])
+    assert json.loads(r.message.content) == {"name": "Ada", "age": 36}
 
 
 def test_plain_model_refuses_tools_and_think(llama_server):
@@ -387,8 +422,9 @@ def test_prompt_longer_than_num_ctx(llama_server):
 
 def test_unknown_api_route_is_404_in_ollama_shape(echo_server):
     assert "/api/pull" in ollama_error(raw_post(echo_server, "/api/pull", {"model": "x"}), 404)
-    # The server does not claim "/" (Ollama answers "Ollama is running" there).
-    assert httpx.get(echo_server.url + "/", timeout=5).status_code == 404
+    # "/" is the chat page (Ollama answers "Ollama is running" there): a probe gets 200.
+    r = httpx.get(echo_server.url + "/", timeout=5)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
 
 
 def test_api_key(key_server):

@@ -9,7 +9,9 @@ import signal
 import time
 
 import httpx
+import jsonschema
 import openai
+import pydantic
 import pytest
 
 from conftest import Server, V4_TOKENIZER
@@ -335,11 +337,12 @@ BAD = [
      "web_search"),
     ({"model": MODEL, "input": "x", "tools": [{"type": "function", "name": "a\"b"}]}, 400,
      "tools[0].name", "quote"),
+    ({"model": MODEL, "input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}},
+     400, "text.format.schema", "required"),
     ({"model": MODEL, "input": "x", "text": {"format": {"type": "json_schema", "name": "s",
-                                                        "schema": {}}}}, 400, "text.format",
-     "json_schema"),
-    ({"model": MODEL, "input": "x", "text": {"format": {"type": "json_object"}}}, 400,
-     "text.format", "json_object"),
+                                                        "schema": {"type": "string",
+                                                                   "pattern": "a+"}}}},
+     400, "text.format.schema", "'pattern'"),
     ({"model": MODEL, "input": "x", "temperature": 5}, 400, "temperature", "temperature"),
     ({"model": MODEL, "input": "x", "max_output_tokens": 0}, 400, "max_output_tokens",
      "max_output_tokens"),
@@ -432,6 +435,42 @@ def test_plain_format_model(llama_server):
     resp = httpx.post(llama_server.url + "/v1/responses", timeout=10, json={
         "model": model, "input": "x", "tools": TOOLS})
     assert resp.status_code == 400
+
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 12},
+                         "age": {"type": "integer"}}}
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+def test_text_format_constrains_the_answer(llama_server):
+    # stories260K writes stories, never JSON, unless constrained.
+    client = openai.OpenAI(base_url=llama_server.url + "/v1", api_key="x", max_retries=0)
+    r = client.responses.create(model="stories260K", input="Tell me", max_output_tokens=64,
+                                text={"format": {"type": "json_schema", "name": "person",
+                                                 "schema": PERSON, "strict": True}})
+    assert r.status == "completed"
+    jsonschema.validate(json.loads(r.output_text), PERSON)
+    assert r.text.format.type == "json_schema"
+    r = client.responses.create(model="stories260K", input="Tell me", max_output_tokens=48,
+                                text={"format": {"type": "json_object"}})
+    json.loads(r.output_text)
+    parsed = client.responses.parse(model="stories260K", input="Tell me", max_output_tokens=64,
+                                    text_format=Person)
+    assert isinstance(parsed.output_parsed, Person)
+
+
+def test_text_format_with_reasoning_streamed(echo_server):
+    with oai(echo_server).responses.stream(
+            model=MODEL, input='REPLY {"name": "Ada", "age": 36}', reasoning={"effort": "high"},
+            text_format=Person) as stream:
+        final = stream.get_final_response()
+    assert [o.type for o in final.output] == ["reasoning", "message"]
+    assert final.output_parsed == Person(name="Ada", age=36)
 
 
 def wait_for(server, name, value, seconds=10.0):

@@ -161,8 +161,13 @@ TEST(OllamaRequest, OptionRangeErrors) {
 }
 
 TEST(OllamaRequest, UnimplementedFieldsAreNamed) {
-  ExpectError(Chat(R"({"model": "m", "format": "json"})"), StatusCode::kUnimplemented, "'format'");
-  ExpectError(Chat(R"({"model": "m", "format": {"type": "object"}})"), StatusCode::kUnimplemented,
+  EXPECT_EQ(Chat(R"({"model": "m", "format": "json"})")->gen.response_format,
+            ResponseFormat::kJsonObject);
+  const auto schema = Chat(R"({"model": "m", "format": {"type": "object"}})");
+  ASSERT_TRUE(schema.ok());
+  EXPECT_EQ(schema->gen.response_format, ResponseFormat::kJsonSchema);
+  EXPECT_EQ(schema->gen.json_schema, nlohmann::ordered_json({{"type", "object"}}));
+  ExpectError(Chat(R"({"model": "m", "format": "yaml"})"), StatusCode::kInvalidArgument,
               "'format'");
   ExpectError(Chat(R"({"model": "m", "format": 3})"), StatusCode::kInvalidArgument, "'format'");
   EXPECT_TRUE(Chat(R"({"model": "m", "format": ""})").ok());

@@ -140,7 +140,7 @@ TEST(ResponsesRequest, BadInputNamesTheParam) {
   ExpectError(R"({"model": "m", "input": "x", "tool_choice": {"type": "web_search_preview"}})",
               C::kUnimplemented, "tool_choice.type");
   ExpectError(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}})",
-              C::kUnimplemented, "text.format");
+              C::kInvalidArgument, "text.format.schema");
   ExpectError(R"({"model": "m", "input": "x", "text": {"format": {"type": "xml"}}})",
               C::kInvalidArgument, "text.format.type");
   ExpectError(R"({"model": "m", "input": "x", "reasoning": {"summary": "long"}})",

@@ -119,7 +119,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   // (the mapped weights again). `read_ahead`: each layer reads ahead the
   // experts the next one will likely pick (ExpertCache::ReadAhead). Errors:
   // ExpertCache::Make's.
-  Status StreamExperts(int64_t budget_bytes, bool read_ahead = true);
+  Status StreamExperts(int64_t budget_bytes, bool read_ahead = false);
   const ExpertCache* expert_cache() const { return expert_cache_.get(); }
   std::optional<ExpertStreamStats> expert_stream_stats() const override {
     if (!expert_cache_) return std::nullopt;
@@ -243,7 +243,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   TraceFn trace_fn_;
   std::optional<ScoredRouterOptions> router_options_;  // ApplyRuntimeOptions
   std::unique_ptr<ExpertCache> expert_cache_;          // StreamExperts
-  bool expert_read_ahead_ = true;                      // StreamExperts
+  bool expert_read_ahead_ = false;                     // StreamExperts
 
   // Scratch for calls of up to scratch_tokens_ tokens, sized once and grown
   // only when a longer prefill chunk arrives; the attention scratch that
