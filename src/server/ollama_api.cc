@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 
+#include "server/api_util.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -32,22 +33,12 @@ constexpr int32_t kDefaultRepeatLastN = 64;
 // compare it to decide which fields they may send (thinking, tool calls).
 constexpr const char* kOllamaVersion = "0.12.6";
 
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 Status Bad(const std::string& field, const std::string& what, std::string hint = {}) {
   return InvalidArgument("'" + field + "' " + what, std::move(hint));
 }
 
 Status Refuse(const std::string& field, const std::string& hint) {
   return Unimplemented("'" + field + "' is not supported by this server", hint);
-}
-
-const Json* Field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
 }
 
 // A string field, "" when absent or null.
@@ -394,34 +385,6 @@ Status GetContext(const Json& body, const OllamaModel& model, std::vector<int32_
 
 // ---- serving ----------------------------------------------------------------
 
-uint64_t RandomSeed() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return rng();
-}
-
-std::string RandomId(std::string_view prefix) {
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id(prefix);
-  for (int i = 0; i < 8; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
-  return id;
-}
-
-int HttpStatusOf(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kUnimplemented:
-      return 400;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kResourceExhausted:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
 void SendError(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   if (status == 503) res.set_header("Retry-After", "1");
@@ -525,7 +488,7 @@ struct Exchange {
     // While generating, the last call may still be growing.
     const size_t complete = done ? calls.size() : (calls.empty() ? 0 : calls.size() - 1);
     if (complete <= tool_calls_sent) return Json::array();
-    while (tool_ids.size() < calls.size()) tool_ids.push_back(RandomId("call_"));
+    while (tool_ids.size() < calls.size()) tool_ids.push_back(RandomId("call_", 8));
     std::vector<Dsv4ToolCall> part(calls.begin() + static_cast<std::ptrdiff_t>(tool_calls_sent),
                                    calls.begin() + static_cast<std::ptrdiff_t>(complete));
     std::vector<std::string> ids(tool_ids.begin() + static_cast<std::ptrdiff_t>(tool_calls_sent),

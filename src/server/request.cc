@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "server/api_util.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -16,13 +17,6 @@ const char* TypeName(const Json& v) { return v.type_name(); }
 
 Status Bad(const std::string& field, const std::string& what, std::string hint = {}) {
   return InvalidArgument("'" + field + "' " + what, std::move(hint));
-}
-
-// The member `key` of `obj` when present and not null, else nullptr.
-const Json* Field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
 }
 
 Status GetBool(const Json& obj, const char* key, bool* out) {

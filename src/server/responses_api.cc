@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "engine/engine.h"
+#include "server/api_util.h"
 #include "server/http_server.h"
 #include "server/sse.h"
 #include "tokenizer/utf8.h"
@@ -20,32 +21,12 @@ namespace {
 using Json = nlohmann::ordered_json;
 using namespace std::chrono_literals;
 
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string RandomId(std::string_view prefix, size_t n = 24) {
-  static constexpr char kAlphabet[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id(prefix);
-  for (size_t i = 0; i < n; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
-  return id;
-}
-
 Status Bad(const std::string& field, const std::string& what, std::string hint = {}) {
   return InvalidArgument("'" + field + "' " + what, std::move(hint));
 }
 
 Status Refuse(const std::string& field, const std::string& what, std::string hint) {
   return Unimplemented("'" + field + "' " + what, std::move(hint));
-}
-
-// The member `key` of `obj` when present and not null, else nullptr.
-const Json* Field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
 }
 
 Status GetString(const Json& obj, const char* key, const std::string& where, std::string* out) {
@@ -861,21 +842,6 @@ void SendError(httplib::Response& res, int status, const std::string& message,
   res.status = status;
   if (status == 503) res.set_header("Retry-After", "1");
   res.set_content(ErrorJson(status, message, param, code), "application/json");
-}
-
-int HttpStatusOf(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kUnimplemented:
-      return 400;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kResourceExhausted:
-      return 503;
-    default:
-      return 500;
-  }
 }
 
 void SendStatus(httplib::Response& res, const Status& s, std::string param = {},

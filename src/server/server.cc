@@ -19,6 +19,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "server/api_util.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/ollama_api.h"
@@ -34,41 +35,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using namespace std::chrono_literals;
-
-// JSON text; strings that are not UTF-8 (never expected: the stream decoder
-// sanitizes) are repaired rather than thrown on.
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string RandomId(std::string_view prefix, size_t n = 24) {
-  static constexpr char kAlphabet[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id(prefix);
-  for (size_t i = 0; i < n; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
-  return id;
-}
-
-uint64_t RandomSeed() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return rng();
-}
-
-int HttpStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kUnimplemented:
-      return 400;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kResourceExhausted:
-      return 503;
-    default:
-      return 500;
-  }
-}
 
 constexpr const char* kShutdownMessage =
     "The server is shutting down and its grace period (--shutdown-grace) ended before this "
@@ -112,7 +78,7 @@ void SendError(const httplib::Request& req, httplib::Response& res, int status,
 void SendStatus(const httplib::Request& req, httplib::Response& res, const Status& s) {
   std::string message = s.message();
   if (!s.hint().empty()) message += " (hint: " + s.hint() + ")";
-  const int status = HttpStatus(s);
+  const int status = HttpStatusOf(s);
   std::string code;
   if (status == 404) code = "model_not_found";
   SendError(req, res, status, message, code);
