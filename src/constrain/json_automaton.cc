@@ -536,7 +536,10 @@ std::string JsonAutomaton::CompletionStep(const Stack& s) const {
     }
     case Phase::kObjAfter: {
       const int r = unseen_required();
-      return r < 0 ? "}" : "," + member(r);
+      if (r < 0) return "}";
+      std::string out = ",";
+      out += member(r);
+      return out;
     }
     case Phase::kObjNeedKey: {
       const int p = first_unseen(0, static_cast<uint32_t>(n.properties.size()));
@@ -552,7 +555,12 @@ std::string JsonAutomaton::CompletionStep(const Stack& s) const {
     case Phase::kObjKey: {
       const int p = first_unseen(f.lo, f.hi);
       const bool exact_seen = f.lo < f.hi && n.properties[f.lo].key.size() == f.count;
-      if (n.additional >= 0 && !f.backslash && !exact_seen) return "\"";
+      // A required property the key can still become is written out: the
+      // object needs it anyway (closing the key as an additional one instead
+      // would leave it to add, and a caller completing key by key would never
+      // get to it).
+      const bool required = p >= 0 && (n.required_mask >> p & 1) != 0;
+      if (n.additional >= 0 && !f.backslash && !exact_seen && !required) return "\"";
       if (p >= 0) return n.properties[p].key.substr(f.count) + "\"";
       return "_";  // a seen name so far: make it another
     }
