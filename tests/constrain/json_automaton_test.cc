@@ -194,6 +194,23 @@ TEST(JsonAutomatonTest, KeyCompletionPrefersAMissingRequiredProperty) {
   EXPECT_EQ(a.Completion(s), R"(":0})");
 }
 
+// A key cut inside an escape or a character goes on as the property's name.
+TEST(JsonAutomatonTest, KeyCompletionInsideAnEscapeOrACharacter) {
+  JsonAutomaton a(Compile(R"({"type":"object","properties":{"q\"uote":{"type":"integer"},
+      "c\u00e9":{"type":"boolean"},"a":{"type":"string"}},"required":["q\"uote","c\u00e9"]})"));
+  const std::string full = "{\"q\\\"uote\":1,\"c\u00e9\":true,\"a\":\"\"}";
+  ASSERT_TRUE(Accepts(a, full));
+  for (size_t k = 1; k < full.size(); ++k) {
+    State s = a.Start();
+    ASSERT_TRUE(a.FeedAll(&s, full.substr(0, k))) << k;
+    const std::string c = a.Completion(s);
+    EXPECT_TRUE(Accepts(a, full.substr(0, k) + c)) << full.substr(0, k) << " + " << c;
+  }
+  State s = a.Start();
+  ASSERT_TRUE(a.FeedAll(&s, "{\"q\\"));
+  EXPECT_EQ(a.Completion(s), "\"uote\":0,\"c\u00e9\":true}");
+}
+
 TEST(JsonAutomatonTest, WhitespaceRunsAreBounded) {
   JsonAutomaton a(JsonObjectGrammar());
   EXPECT_TRUE(Prefix(a, "{" + std::string(kMaxWhitespace, ' ')));

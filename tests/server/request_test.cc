@@ -812,6 +812,15 @@ TEST(LegacyFunctions, HistoryBecomesToolCallsAndResults) {
   EXPECT_EQ(r->messages[0]["tool_call_id"], "call_0");
 }
 
+TEST(LegacyFunctions, PlainFormatRefusesThemByTheirName) {
+  Result<GenerationRequest> r = Parse(Api::kChat, Body(kFunctions));
+  ASSERT_TRUE(r.ok());
+  Result<ChatPrompt> prompt = BuildChatPrompt(*r, ChatFormat::kPlain);
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_TRUE(prompt.status().message().starts_with("'functions' is not supported by this model"))
+      << prompt.status().ToString();
+}
+
 TEST(LegacyFunctions, BadHistoryIsRefusedByField) {
   const auto with = [](std::string_view msg) {
     return R"({"model": "m", "messages": [{"role": "user", "content": "hi"}, )" + std::string(msg) +
