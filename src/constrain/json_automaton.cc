@@ -504,6 +504,21 @@ std::string JsonAutomaton::CompletionStep(const Stack& s) const {
     const uint64_t due = n.required_mask & ~f.seen;
     return due == 0 ? -1 : std::countr_zero(due);
   };
+  if (f.phase == Phase::kObjKey) {
+    // A key goes on as a property's name (byte by byte: inside an escape or
+    // a character too), else closes as an additional one.
+    const bool in_char = f.escape != 0 || f.utf8_due != 0;
+    const int p = first_unseen(f.lo, f.hi);
+    const bool exact_seen = f.lo < f.hi && n.properties[f.lo].key.size() == f.count;
+    // A required property the key can still become is written out: the
+    // object needs it anyway (closing the key as an additional one instead
+    // would leave it to add, and a caller completing key by key would never
+    // get to it).
+    const bool required = p >= 0 && (n.required_mask >> p & 1) != 0;
+    if (n.additional >= 0 && !in_char && !f.backslash && !exact_seen && !required) return "\"";
+    if (p >= 0) return n.properties[p].key.substr(f.count) + "\"";
+    if (!in_char) return "_";  // a seen name so far: make it another
+  }
   if (f.utf8_due > 0) return std::string(1, static_cast<char>(kContLo[f.utf8_class]));
   if (f.escape == 1) return "n";
   if (f.escape >= 2) return "0";
@@ -536,7 +551,10 @@ std::string JsonAutomaton::CompletionStep(const Stack& s) const {
     }
     case Phase::kObjAfter: {
       const int r = unseen_required();
-      return r < 0 ? "}" : "," + member(r);
+      if (r < 0) return "}";
+      std::string out = ",";
+      out += member(r);
+      return out;
     }
     case Phase::kObjNeedKey: {
       const int p = first_unseen(0, static_cast<uint32_t>(n.properties.size()));
@@ -548,13 +566,6 @@ std::string JsonAutomaton::CompletionStep(const Stack& s) const {
         key += "_";
       }
       return "\"" + key + "\":" + grammar_->nodes[n.additional].min_value;
-    }
-    case Phase::kObjKey: {
-      const int p = first_unseen(f.lo, f.hi);
-      const bool exact_seen = f.lo < f.hi && n.properties[f.lo].key.size() == f.count;
-      if (n.additional >= 0 && !f.backslash && !exact_seen) return "\"";
-      if (p >= 0) return n.properties[p].key.substr(f.count) + "\"";
-      return "_";  // a seen name so far: make it another
     }
     case Phase::kObjColon: {
       const int32_t child = f.prop >= 0 ? n.properties[f.prop].node : n.additional;

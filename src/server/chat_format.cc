@@ -200,8 +200,9 @@ Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat 
     return Unwrap(*text, markers);
   }
   if (!request.tools.empty()) {
-    return InvalidArgument("'tools' is not supported by this model (it has no tool-call format)",
-                           "leave 'tools' out, or serve a DeepSeek-V4 model");
+    const std::string field = request.legacy_functions ? "'functions'" : "'tools'";
+    return InvalidArgument(field + " is not supported by this model (it has no tool-call format)",
+                           "leave " + field + " out, or serve a DeepSeek-V4 model");
   }
   ChatPrompt prompt;
   for (const auto& m : request.messages) {

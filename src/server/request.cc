@@ -240,11 +240,11 @@ Status RefuseUnimplemented(const Json& body, Api api) {
     return Unimplemented("'" + field + "' is not supported by this server", hint);
   };
   if (api == Api::kMessages) return Status::Ok();
-  for (const char* legacy : {"functions", "function_call"}) {
-    if (Field(body, legacy) != nullptr) {
-      return refuse(legacy,
-                    "use 'tools' and 'tool_choice' (the legacy function-calling fields "
-                    "are not mapped)");
+  if (api == Api::kCompletion) {
+    for (const char* legacy : {"functions", "function_call"}) {
+      if (Field(body, legacy) != nullptr) {
+        return refuse(legacy, "function calling is part of /v1/chat/completions");
+      }
     }
   }
   if (Field(body, "audio") != nullptr) return refuse("audio", "this server answers in text only");
@@ -270,9 +270,10 @@ Status CheckToolName(const std::string& name, const std::string& where) {
   if (name.empty()) return Bad(where, "must be a non-empty string");
   for (unsigned char c : name) {
     if (c < 0x20 || c == '"' || c == '<' || c == '>' || c == 0x7f) {
-      return Bad(where,
-                 "'" + utf8::Sanitize(name) + "' holds a quote, '<', '>' or a control character",
-                 "use letters, digits, '_' and '-'");
+      std::string what = "'";
+      what += utf8::Sanitize(name);
+      what += "' holds a quote, '<', '>' or a control character";
+      return Bad(where, what, "use letters, digits, '_' and '-'");
     }
   }
   return Status::Ok();
@@ -338,6 +339,85 @@ Status CheckToolChoice(const Json& body, GenerationRequest* r) {
   return Status::Ok();
 }
 
+// OpenAI's legacy function calling: `functions` ([{name, description,
+// parameters}]) become function tools and `function_call` ("none", "auto" or
+// {"name": X}) becomes tool_choice. Neither may be mixed with its successor.
+// The legacy response carries one call, so at most one is made.
+Status GetLegacyFunctions(const Json& body, GenerationRequest* r) {
+  const Json* functions = Field(body, "functions");
+  const Json* call = Field(body, "function_call");
+  if (functions != nullptr && Field(body, "tools") != nullptr) {
+    return Bad("functions", "cannot be sent together with 'tools'",
+               "send either 'tools' or the legacy 'functions'");
+  }
+  if (call != nullptr && Field(body, "tool_choice") != nullptr) {
+    return Bad("function_call", "cannot be sent together with 'tool_choice'",
+               "send either 'tool_choice' or the legacy 'function_call'");
+  }
+  if (call != nullptr && Field(body, "tools") != nullptr) {
+    return Bad("function_call", "goes with 'functions', not with 'tools'",
+               "use 'tool_choice' with 'tools'");
+  }
+  if (functions != nullptr) {
+    if (!functions->is_array()) {
+      return Bad("functions", std::string("must be an array, not ") + TypeName(*functions));
+    }
+    if (functions->empty()) return Bad("functions", "must not be empty", "leave it out");
+    for (size_t i = 0; i < functions->size(); ++i) {
+      const std::string where = "functions[" + std::to_string(i) + "]";
+      const Json& fn = (*functions)[i];
+      if (!fn.is_object()) return Bad(where, "must be an object");
+      const Json* name = Field(fn, "name");
+      if (name == nullptr || !name->is_string()) {
+        return Bad(where + ".name", "must be a non-empty string");
+      }
+      RETURN_IF_ERROR(CheckToolName(name->get<std::string>(), where + ".name"));
+      Json f{{"name", *name}};
+      if (const Json* d = Field(fn, "description"); d != nullptr) {
+        if (!d->is_string()) return Bad(where + ".description", "must be a string");
+        f["description"] = *d;
+      }
+      if (const Json* p = Field(fn, "parameters"); p != nullptr) {
+        if (!p->is_object()) {
+          return Bad(where + ".parameters",
+                     std::string("must be a JSON Schema object, not ") + TypeName(*p));
+        }
+        f["parameters"] = *p;
+      }
+      r->tools.push_back(Json{{"type", "function"}, {"function", std::move(f)}});
+    }
+    r->legacy_functions = true;
+    r->parallel_tool_calls = false;
+  }
+  if (call == nullptr) return Status::Ok();
+  if (call->is_string()) {
+    const std::string c = call->get<std::string>();
+    if (c != "none" && c != "auto") {
+      return Bad("function_call", "is \"" + utf8::Sanitize(c) + "\"",
+                 "use \"none\", \"auto\" or {\"name\": \"NAME\"}");
+    }
+    r->tool_choice = c;
+    return Status::Ok();
+  }
+  if (!call->is_object()) {
+    return Bad("function_call",
+               std::string("must be a string or an object, not ") + TypeName(*call));
+  }
+  const Json* name = Field(*call, "name");
+  if (name == nullptr || !name->is_string()) {
+    return Bad("function_call.name", "must be a string");
+  }
+  const std::string n = name->get<std::string>();
+  bool found = false;
+  for (const Json& t : r->tools) found |= t["function"]["name"] == n;
+  if (!found) {
+    return Bad("function_call", "names '" + utf8::Sanitize(n) + "', which is not in 'functions'");
+  }
+  r->tool_choice = "function";
+  r->tool_choice_name = n;
+  return Status::Ok();
+}
+
 // OpenAI tool_calls of an assistant message.
 Status CheckToolCalls(const Json& calls, const std::string& where) {
   if (!calls.is_array()) return Bad(where, "must be an array");
@@ -366,6 +446,7 @@ Status NormalizeChatMessages(const Json& messages, Json* out) {
     return Bad("messages", std::string("must be an array, not ") + TypeName(messages));
   }
   if (messages.empty()) return Bad("messages", "must not be empty");
+  std::string function_call_id;  // the last legacy function_call's id
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     const Json& m = messages[i];
@@ -374,15 +455,17 @@ Status NormalizeChatMessages(const Json& messages, Json* out) {
     if (role == nullptr) return Bad(where + ".role", "is required");
     if (!role->is_string()) return Bad(where + ".role", "must be a string");
     const std::string r = role->get<std::string>();
-    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool" &&
+        r != "function") {
       return Bad(where + ".role", "is '" + r + "'",
-                 "roles: system, developer, user, assistant, tool");
+                 "roles: system, developer, user, assistant, tool, function");
     }
     Json msg = Json::object();
-    msg["role"] = r;
+    msg["role"] = r == "function" ? "tool" : r;
     const Json* content = Field(m, "content");
     const Json* calls = Field(m, "tool_calls");
-    if (content == nullptr && !(r == "assistant" && calls != nullptr)) {
+    const Json* fcall = r == "assistant" ? Field(m, "function_call") : nullptr;
+    if (content == nullptr && !(r == "assistant" && (calls != nullptr || fcall != nullptr))) {
       if (!m.contains("content")) return Bad(where + ".content", "is required");
     }
     ASSIGN_OR_RETURN(std::string text,
@@ -397,6 +480,37 @@ Status NormalizeChatMessages(const Json& messages, Json* out) {
         RETURN_IF_ERROR(CheckToolCalls(*calls, where + ".tool_calls"));
         msg["tool_calls"] = *calls;
       }
+      if (fcall != nullptr) {
+        // The legacy shape: one call, {name, arguments}.
+        if (calls != nullptr) {
+          return Bad(where + ".function_call", "cannot be sent together with 'tool_calls'");
+        }
+        if (!fcall->is_object()) {
+          return Bad(where + ".function_call", "must be an object with 'name' and 'arguments'");
+        }
+        const Json* name = Field(*fcall, "name");
+        if (name == nullptr || !name->is_string()) {
+          return Bad(where + ".function_call.name", "must be a string");
+        }
+        const Json* args = Field(*fcall, "arguments");
+        if (args != nullptr && !args->is_string() && !args->is_object()) {
+          return Bad(where + ".function_call.arguments", "must be a JSON object text");
+        }
+        function_call_id = "call_" + std::to_string(i);
+        msg["tool_calls"] = Json::array(
+            {Json{{"id", function_call_id},
+                  {"type", "function"},
+                  {"function", {{"name", *name}, {"arguments", args ? *args : Json("{}")}}}}});
+      }
+    }
+    if (r == "function") {
+      // The legacy result of a function_call: {role, name, content}.
+      const Json* name = Field(m, "name");
+      if (name == nullptr || !name->is_string()) {
+        return Bad(where + ".name", "is required for role 'function' and must be a string");
+      }
+      msg["tool_call_id"] =
+          function_call_id.empty() ? "call_" + std::to_string(i) : function_call_id;
     }
     if (r == "tool") {
       const Json* id = Field(m, "tool_call_id");
@@ -740,6 +854,7 @@ Result<GenerationRequest> ParseRequest(Api api, const Json& body, const RequestL
       }
       RETURN_IF_ERROR(CheckToolChoice(body, &r));
       RETURN_IF_ERROR(GetBool(body, "parallel_tool_calls", &r.parallel_tool_calls));
+      RETURN_IF_ERROR(GetLegacyFunctions(body, &r));
       RETURN_IF_ERROR(GetThinking(body, &r));
       RETURN_IF_ERROR(GetMaxTokens(body, "max_tokens", limits, &r.max_tokens));
       RETURN_IF_ERROR(GetMaxTokens(body, "max_completion_tokens", limits, &r.max_tokens));

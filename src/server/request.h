@@ -9,7 +9,10 @@
 //
 // Anthropic messages are converted to the OpenAI message shape (tool_use ->
 // tool_calls, tool_result -> role "tool", thinking -> reasoning_content) so
-// one chat encoder serves both APIs.
+// one chat encoder serves both APIs. OpenAI's legacy function calling maps the
+// same way: `functions` -> function tools, `function_call` ("none", "auto",
+// {"name"}) -> tool_choice, an assistant message's `function_call` -> one
+// tool call, a role "function" message -> a role "tool" message.
 //
 // Used by server.cc; tested by tests/server/request_test.cc; fuzzed by
 // tests/fuzz/fuzz_server_request.cc.
@@ -71,7 +74,12 @@ struct GenerationRequest {
   std::string tool_choice_name;      // tool_choice == "function"
   bool parallel_tool_calls = true;   // false: at most one call (OpenAI parallel_tool_calls,
                                      // Anthropic tool_choice.disable_parallel_tool_use)
-  bool thinking = false;             // DeepSeek-V4 thinking mode
+  // The request used OpenAI's legacy `functions` (mapped to `tools`,
+  // `function_call` to `tool_choice`): the response answers in the legacy
+  // shape, `message.function_call` (the first call) and finish_reason
+  // "function_call".
+  bool legacy_functions = false;
+  bool thinking = false;  // DeepSeek-V4 thinking mode
   Dsv4ReasoningEffort reasoning_effort = Dsv4ReasoningEffort::kDefault;
   ResponseFormat response_format = ResponseFormat::kText;
   nlohmann::ordered_json json_schema;  // kJsonSchema: the schema (not yet compiled)

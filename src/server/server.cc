@@ -107,6 +107,11 @@ std::string FinishReasonOpenAI(const SequenceEvent& ev, bool tool_calls, bool fo
   }
 }
 
+// The legacy `functions` request's finish_reason: "function_call" for "tool_calls".
+std::string LegacyFinishReason(std::string reason, bool legacy) {
+  return legacy && reason == "tool_calls" ? "function_call" : reason;
+}
+
 std::string StopReasonAnthropic(const SequenceEvent& ev, bool tool_calls, bool forced) {
   if (tool_calls && forced) return "tool_use";
   if (ev.finish == FinishReason::kLength) return "max_tokens";
@@ -247,12 +252,20 @@ struct Generation {
         const bool has_tools = !r.tool_calls.empty();
         msg["content"] = has_tools && r.content.empty() ? Json(nullptr) : Json(r.content);
         if (!r.reasoning_content.empty()) msg["reasoning_content"] = r.reasoning_content;
-        if (has_tools) msg["tool_calls"] = ToolCallsJson(i);
+        if (has_tools && request.legacy_functions) {
+          // The legacy shape holds one call.
+          msg["function_call"] =
+              Json{{"name", r.tool_calls[0].name}, {"arguments", r.tool_calls[0].arguments}};
+        } else if (has_tools) {
+          msg["tool_calls"] = ToolCallsJson(i);
+        }
         list.push_back(Json{
             {"index", i},
             {"message", msg},
             {"logprobs", request.top_logprobs >= 0 ? Json{{"content", c.logprobs}} : Json(nullptr)},
-            {"finish_reason", FinishReasonOpenAI(c.final, has_tools, forced_tool_call)}});
+            {"finish_reason",
+             LegacyFinishReason(FinishReasonOpenAI(c.final, has_tools, forced_tool_call),
+                                request.legacy_functions)}});
       } else {
         list.push_back(Json{{"index", i},
                             {"text", r.content},
@@ -391,7 +404,16 @@ struct Generation {
     Json delta = Json::object();
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
-    if (!d.tool_calls.empty()) {
+    if (!d.tool_calls.empty() && request.legacy_functions) {
+      // The legacy shape: delta.function_call pieces of the first call.
+      for (const Dsv4ToolCallDelta& t : d.tool_calls) {
+        if (t.index != 0 || (t.name.empty() && t.arguments.empty())) continue;
+        if (!delta.contains("function_call")) delta["function_call"] = Json::object();
+        Json& fc = delta["function_call"];
+        if (!t.name.empty()) fc["name"] = t.name;
+        fc["arguments"] = fc.value("arguments", std::string()) + t.arguments;
+      }
+    } else if (!d.tool_calls.empty()) {
       Json calls = Json::array();
       for (const Dsv4ToolCallDelta& t : d.tool_calls) {
         if (t.name.empty() && t.arguments.empty()) continue;
@@ -475,7 +497,9 @@ struct Generation {
       }
     }
     choice["finish_reason"] =
-        final ? Json(FinishReasonOpenAI(ev, has_tools, forced_tool_call)) : Json(nullptr);
+        final ? Json(LegacyFinishReason(FinishReasonOpenAI(ev, has_tools, forced_tool_call),
+                                        request.legacy_functions))
+              : Json(nullptr);
     return Chunk(Json::array({choice}));
   }
 

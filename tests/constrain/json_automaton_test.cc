@@ -178,6 +178,39 @@ TEST(JsonAutomatonTest, CompletionClosesEveryPrefix) {
             R"({"p":{"n":0,"tags":["aa","aa"],"when":"2000-01-01T00:00:00Z"},"q":"x"})");
 }
 
+// With additional properties allowed, a key begun where a required property
+// is still missing completes to that property, not to an additional key.
+TEST(JsonAutomatonTest, KeyCompletionPrefersAMissingRequiredProperty) {
+  JsonAutomaton a(Compile(R"({"type":"object","properties":{"name":{"type":"string"},
+      "age":{"type":"integer"}},"required":["name","age"]})"));
+  State s = a.Start();
+  ASSERT_TRUE(a.FeedAll(&s, "{\""));
+  EXPECT_EQ(a.Completion(s), R"(age":0,"name":""})");  // properties in name order
+  ASSERT_TRUE(a.FeedAll(&s, R"(name":"x","a)"));
+  EXPECT_EQ(a.Completion(s), R"(ge":0})");
+  // All required given: a begun key closes as it is (an additional one).
+  s = a.Start();
+  ASSERT_TRUE(a.FeedAll(&s, R"({"name":"x","age":1,"zz)"));
+  EXPECT_EQ(a.Completion(s), R"(":0})");
+}
+
+// A key cut inside an escape or a character goes on as the property's name.
+TEST(JsonAutomatonTest, KeyCompletionInsideAnEscapeOrACharacter) {
+  JsonAutomaton a(Compile(R"({"type":"object","properties":{"q\"uote":{"type":"integer"},
+      "c\u00e9":{"type":"boolean"},"a":{"type":"string"}},"required":["q\"uote","c\u00e9"]})"));
+  const std::string full = "{\"q\\\"uote\":1,\"c\u00e9\":true,\"a\":\"\"}";
+  ASSERT_TRUE(Accepts(a, full));
+  for (size_t k = 1; k < full.size(); ++k) {
+    State s = a.Start();
+    ASSERT_TRUE(a.FeedAll(&s, full.substr(0, k))) << k;
+    const std::string c = a.Completion(s);
+    EXPECT_TRUE(Accepts(a, full.substr(0, k) + c)) << full.substr(0, k) << " + " << c;
+  }
+  State s = a.Start();
+  ASSERT_TRUE(a.FeedAll(&s, "{\"q\\"));
+  EXPECT_EQ(a.Completion(s), "\"uote\":0,\"c\u00e9\":true}");
+}
+
 TEST(JsonAutomatonTest, WhitespaceRunsAreBounded) {
   JsonAutomaton a(JsonObjectGrammar());
   EXPECT_TRUE(Prefix(a, "{" + std::string(kMaxWhitespace, ' ')));

@@ -172,8 +172,9 @@ BAD_CHAT = [
         "type": "json_schema", "json_schema": {"name": "x", "schema": {
             "type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}}, 400,
      "schema /properties/n/minimum: keyword 'minimum' is not supported"),
+    # Legacy functions are tools: this model has no tool-call format.
     ("legacy_functions", {**GOOD, "functions": [{"name": "f", "parameters": {}}]}, 400,
-     "'functions' is not supported"),
+     "'functions' is not supported by this model"),
     ("audio_modality", {**GOOD, "modalities": ["text", "audio"]}, 400, "modalities"),
     ("logit_bias_outside_vocabulary", {**GOOD, "logit_bias": {"100000": 5}}, 400,
      "outside the vocabulary"),

@@ -614,8 +614,6 @@ TEST(ParseRequest, LogitBias) {
 TEST(ParseRequest, UnimplementedFieldsAreRefusedByName) {
   const std::string chat = R"("model": "m", "messages": [{"role": "user", "content": "hi"}])";
   const std::pair<std::string, std::string> cases[] = {
-      {R"("functions": [{"name": "f", "parameters": {}}])", "functions"},
-      {R"("function_call": "auto")", "function_call"},
       {R"("audio": {"voice": "alloy", "format": "wav"})", "audio"},
       {R"("modalities": ["text", "audio"])", "modalities"},
   };
@@ -678,6 +676,169 @@ TEST(ParseRequest, ResponseFormat) {
               StatusCode::kInvalidArgument, "output_config.format.schema");
   ExpectError(Api::kMessages, "{" + msgs + R"(, "output_config": 3})", StatusCode::kInvalidArgument,
               "output_config");
+}
+
+// ---- OpenAI's legacy function calling ----
+
+// The error names `field` first: "'field' ...".
+void ExpectErrorAt(std::string_view body, std::string_view field) {
+  Result<GenerationRequest> r = Parse(Api::kChat, body);
+  ASSERT_FALSE(r.ok()) << body;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_TRUE(r.status().message().starts_with("'" + std::string(field) + "' "))
+      << field << ": " << r.status().ToString();
+}
+
+constexpr std::string_view kUserHi =
+    R"("model": "m", "messages": [{"role": "user", "content": "hi"}])";
+constexpr std::string_view kFunctions =
+    R"("functions": [{"name": "f", "description": "d", "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer"}}, "required": ["a"]}}, {"name": "g"}])";
+
+std::string Body(std::string_view extra) {
+  return "{" + std::string(kUserHi) + (extra.empty() ? "" : ", ") + std::string(extra) + "}";
+}
+
+TEST(LegacyFunctions, FunctionsBecomeTools) {
+  Result<GenerationRequest> r = Parse(Api::kChat, Body(kFunctions));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->legacy_functions);
+  EXPECT_FALSE(r->parallel_tool_calls);  // the legacy shape holds one call
+  EXPECT_EQ(r->tool_choice, "auto");
+  ASSERT_EQ(r->tools.size(), 2u);
+  EXPECT_EQ(r->tools[0], Json::parse(R"({"type": "function", "function": {"name": "f",
+      "description": "d", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer"}}, "required": ["a"]}}})"));
+  EXPECT_EQ(r->tools[1], Json::parse(R"({"type": "function", "function": {"name": "g"}})"));
+  // Without `functions` the response keeps the tools shape.
+  r = Parse(Api::kChat, Body(R"("tools": [{"type": "function", "function": {"name": "f"}}])"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->legacy_functions);
+}
+
+TEST(LegacyFunctions, FunctionCallBecomesToolChoice) {
+  Result<GenerationRequest> r =
+      Parse(Api::kChat, Body(std::string(kFunctions) + R"(, "function_call": {"name": "f"})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tool_choice, "function");
+  EXPECT_EQ(r->tool_choice_name, "f");
+  r = Parse(Api::kChat, Body(std::string(kFunctions) + R"(, "function_call": "auto")"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, "auto");
+  EXPECT_EQ(r->tools.size(), 2u);
+  r = Parse(Api::kChat, Body(std::string(kFunctions) + R"(, "function_call": "none")"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, "none");
+  EXPECT_TRUE(r->tools.empty());  // none: not rendered, as tool_choice none
+  // "none" / "auto" without functions is what they are by default.
+  r = Parse(Api::kChat, Body(R"("function_call": "none")"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, "none");
+  EXPECT_FALSE(r->legacy_functions);
+}
+
+TEST(LegacyFunctions, MixingWithToolsIsRefused) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  ExpectErrorAt(Body(std::string(kFunctions) + ", " + tools), "functions");
+  ExpectErrorAt(
+      Body(std::string(kFunctions) + R"(, "function_call": "auto", "tool_choice": "auto")"),
+      "function_call");
+  ExpectErrorAt(Body(tools + R"(, "function_call": {"name": "f"})"), "function_call");
+  ExpectErrorAt(Body(tools + R"(, "function_call": "auto")"), "function_call");
+  // tool_choice that forces a call has no tools to force with `functions`.
+  ExpectErrorAt(Body(std::string(kFunctions) + R"(, "tool_choice": "required")"), "tool_choice");
+}
+
+TEST(LegacyFunctions, BadFunctionsAreRefusedByField) {
+  ExpectErrorAt(Body(R"("functions": {"name": "f"})"), "functions");
+  ExpectErrorAt(Body(R"("functions": [])"), "functions");
+  ExpectErrorAt(Body(R"("functions": ["f"])"), "functions[0]");
+  ExpectErrorAt(Body(R"("functions": [{"name": "f"}, {"parameters": {}}])"), "functions[1].name");
+  ExpectErrorAt(Body(R"("functions": [{"name": ""}])"), "functions[0].name");
+  ExpectErrorAt(Body(R"("functions": [{"name": "a<b"}])"), "functions[0].name");
+  ExpectErrorAt(Body(R"("functions": [{"name": "f", "description": 1}])"),
+                "functions[0].description");
+  ExpectErrorAt(Body(R"("functions": [{"name": "f", "parameters": "object"}])"),
+                "functions[0].parameters");
+}
+
+TEST(LegacyFunctions, BadFunctionCallIsRefusedByField) {
+  const std::string f(kFunctions);
+  ExpectErrorAt(Body(f + R"(, "function_call": "required")"), "function_call");
+  ExpectErrorAt(Body(f + R"(, "function_call": 3)"), "function_call");
+  ExpectErrorAt(Body(f + R"(, "function_call": {"name": 3})"), "function_call.name");
+  ExpectErrorAt(Body(f + R"(, "function_call": {})"), "function_call.name");
+  ExpectErrorAt(Body(f + R"(, "function_call": {"name": "h"})"), "function_call");
+  ExpectErrorAt(Body(R"("function_call": {"name": "f"})"), "function_call");
+}
+
+TEST(LegacyFunctions, CompletionsRefuseThem) {
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": "x", "functions": [{"name": "f"}]})",
+              StatusCode::kUnimplemented, "'functions'");
+  ExpectError(Api::kCompletion, R"({"model": "m", "prompt": "x", "function_call": "auto"})",
+              StatusCode::kUnimplemented, "'function_call'");
+}
+
+TEST(LegacyFunctions, HistoryBecomesToolCallsAndResults) {
+  Result<GenerationRequest> r = Parse(Api::kChat, R"({"model": "m", "messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null,
+       "function_call": {"name": "f", "arguments": "{\"a\": 1}"}},
+      {"role": "function", "name": "f", "content": "sunny"},
+      {"role": "assistant", "function_call": {"name": "g"}},
+      {"role": "function", "name": "g", "content": null}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->messages.size(), 5u);
+  EXPECT_EQ(r->messages[1], Json::parse(R"({"role": "assistant", "content": "",
+      "tool_calls": [{"id": "call_1", "type": "function",
+                      "function": {"name": "f", "arguments": "{\"a\": 1}"}}]})"));
+  EXPECT_EQ(r->messages[2], Json::parse(R"({"role": "tool", "content": "sunny",
+      "tool_call_id": "call_1"})"));
+  EXPECT_EQ(r->messages[3]["tool_calls"][0]["function"],
+            Json::parse(R"({"name": "g", "arguments": "{}"})"));
+  EXPECT_EQ(r->messages[4], Json::parse(R"({"role": "tool", "content": "",
+      "tool_call_id": "call_3"})"));
+  // The DeepSeek-V4 prompt shows the call and its result.
+  Result<ChatPrompt> prompt = BuildChatPrompt(*r, ChatFormat::kDsv4);
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  EXPECT_NE(prompt->text.find(R"(invoke name="f")"), std::string::npos) << prompt->text;
+  EXPECT_NE(prompt->text.find(R"(parameter name="a" string="false">1<)"), std::string::npos)
+      << prompt->text;
+  EXPECT_NE(prompt->text.find("sunny"), std::string::npos) << prompt->text;
+  // A result with no call before it still gets an id.
+  r = Parse(Api::kChat, R"({"model": "m", "messages": [
+      {"role": "function", "name": "f", "content": "x"}, {"role": "user", "content": "hi"}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->messages[0]["tool_call_id"], "call_0");
+}
+
+TEST(LegacyFunctions, PlainFormatRefusesThemByTheirName) {
+  Result<GenerationRequest> r = Parse(Api::kChat, Body(kFunctions));
+  ASSERT_TRUE(r.ok());
+  Result<ChatPrompt> prompt = BuildChatPrompt(*r, ChatFormat::kPlain);
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_TRUE(prompt.status().message().starts_with("'functions' is not supported by this model"))
+      << prompt.status().ToString();
+}
+
+TEST(LegacyFunctions, BadHistoryIsRefusedByField) {
+  const auto with = [](std::string_view msg) {
+    return R"({"model": "m", "messages": [{"role": "user", "content": "hi"}, )" + std::string(msg) +
+           "]}";
+  };
+  ExpectErrorAt(with(R"({"role": "function", "content": "x"})"), "messages[1].name");
+  ExpectErrorAt(with(R"({"role": "function", "name": 1, "content": "x"})"), "messages[1].name");
+  ExpectErrorAt(with(R"({"role": "function", "name": "f"})"), "messages[1].content");
+  ExpectErrorAt(with(R"({"role": "assistant", "function_call": "f"})"),
+                "messages[1].function_call");
+  ExpectErrorAt(with(R"({"role": "assistant", "function_call": {"arguments": "{}"}})"),
+                "messages[1].function_call.name");
+  ExpectErrorAt(with(R"({"role": "assistant", "function_call": {"name": "f", "arguments": 1}})"),
+                "messages[1].function_call.arguments");
+  ExpectErrorAt(with(R"({"role": "assistant", "function_call": {"name": "f"},
+                         "tool_calls": [{"id": "c", "type": "function",
+                                         "function": {"name": "f", "arguments": "{}"}}]})"),
+                "messages[1].function_call");
 }
 
 }  // namespace

@@ -424,6 +424,30 @@ TEST_F(ToolChoiceTest, MissingRequiredArgumentsAreAddedFromEveryStoppingPoint) {
   }
 }
 
+// A pydantic model's schema: required properties, additional ones allowed
+// (no additionalProperties). Cut inside a parameter's name, Close writes the
+// missing required ones, not made-up additional keys.
+TEST_F(ToolChoiceTest, RequiredArgumentsAreAddedWhereAdditionalOnesAreAllowed) {
+  auto g = constrain::CompileJsonSchema(nlohmann::json::parse(R"({"type": "object",
+      "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+      "required": ["name", "age"]})"));
+  ASSERT_TRUE(g.ok());
+  const std::string script =
+      Block(Call("Person", Param("name", "Ada", true) + Param("age", "36", false)));
+  for (int max_tokens = 1; max_tokens <= 40; ++max_tokens) {
+    ToolCallConstraint c = Make({"Person"}, true, false, 0, {{"Person", *g}});
+    const std::string out = Drive(c, Ids(script), max_tokens);
+    EXPECT_LT(out.size(), 400u) << max_tokens << ": " << out;
+    const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat);
+    ASSERT_FALSE(p.malformed) << p.error << "\n" << max_tokens << ": " << out;
+    ASSERT_EQ(p.tool_calls.size(), 1u) << out;
+    const auto args = nlohmann::json::parse(p.tool_calls[0].arguments, nullptr, false);
+    ASSERT_TRUE(args.is_object()) << max_tokens << ": " << p.tool_calls[0].arguments;
+    EXPECT_TRUE(args.contains("name") && args["name"].is_string()) << out;
+    EXPECT_TRUE(args.contains("age") && args["age"].is_number_integer()) << out;
+  }
+}
+
 TEST_F(ToolChoiceTest, FactoryCompilesObjectParameterSchemas) {
   GenerationRequest r;
   r.api = Api::kChat;
