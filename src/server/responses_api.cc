@@ -1124,7 +1124,7 @@ void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
   s.stop = gen->stop;
   if (parse) {
     s.constraint = MakeToolChoiceConstraint(*gen, *m.tokenizer,
-                                            ForcesToolCall(*gen) ? ctx.token_texts() : nullptr);
+                                            !gen->tools.empty() ? ctx.token_texts() : nullptr);
     run->forced_tool_call = s.constraint != nullptr && ForcesToolCall(*gen);
   }
   if (gen->response_format != ResponseFormat::kText) {

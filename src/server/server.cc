@@ -978,7 +978,7 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   // tool_choice none / required / a named function: constrained decoding.
   ConstraintFactory constraint;
   if (parse) {
-    if (ForcesToolCall(r)) {
+    if (ForcesToolCall(r) || !r.tools.empty()) {
       std::call_once(token_texts_once, [&] { token_texts = BuildTokenTexts(*m.tokenizer); });
     }
     constraint = MakeToolChoiceConstraint(r, *m.tokenizer, token_texts);

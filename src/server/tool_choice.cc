@@ -19,6 +19,7 @@ namespace tok = dsv4_tokens;
 const std::string kDsml(tok::kDsml);
 const std::string kThinkEnd(tok::kThinkEnd);
 const std::string kOpenText = "\n\n<" + kDsml + "tool_calls>\n";
+const std::string kCallsMarker = "<" + kDsml + "tool_calls>\n";  // after content (auto)
 const std::string kInvokeOpen = "<" + kDsml + "invoke name=\"";
 const std::string kInvokeClose = "</" + kDsml + "invoke>\n";
 const std::string kParamOpen = "<" + kDsml + "parameter name=\"";
@@ -84,6 +85,8 @@ ToolCallConstraint::ToolCallConstraint(std::shared_ptr<const TokenTexts> texts, 
   }
   if (spec_.thinking) {
     cursor_.phase = Phase::kReasoning;
+  } else if (spec_.optional) {
+    cursor_.phase = Phase::kContent;
   } else {
     Enter(cursor_, Next::kOpen);
   }
@@ -175,7 +178,18 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
   switch (c.phase) {
     case Phase::kReasoning:
       c.pos = Advance(kThinkEnd, c.pos, b);
-      if (c.pos == kThinkEnd.size()) Enter(c, Next::kOpen);
+      if (c.pos == kThinkEnd.size()) {
+        if (spec_.optional) {
+          c.phase = Phase::kContent;
+          c.pos = 0;
+        } else {
+          Enter(c, Next::kOpen);
+        }
+      }
+      return true;
+    case Phase::kContent:
+      c.pos = Advance(kCallsMarker, c.pos, b);
+      if (c.pos == kCallsMarker.size()) Enter(c, Next::kFirstCall);
       return true;
     case Phase::kChoice: {
       // The candidates in [lo, hi) share their first `pos` bytes and are
@@ -292,6 +306,10 @@ bool ToolCallConstraint::EosAllowed(const Cursor& c) const {
     case Phase::kKey:
     case Phase::kValue:
       return true;
+    case Phase::kReasoning:
+      return spec_.optional;  // auto: the turn may end anywhere outside a call
+    case Phase::kContent:
+      return c.pos == 0;
     case Phase::kChoice:
       return c.pos == 0 && (c.set == Next::kBody || c.set == Next::kAfterCall);
     default:
@@ -349,11 +367,13 @@ void ToolCallConstraint::Accept(int32_t token) {
 bool ToolCallConstraint::done() const { return cursor_.phase == Phase::kDone; }
 
 bool ToolCallConstraint::in_call() const {
-  return !(cursor_.phase == Phase::kReasoning ||
+  return !(cursor_.phase == Phase::kReasoning || cursor_.phase == Phase::kContent ||
            (cursor_.phase == Phase::kChoice && cursor_.set == Next::kThinkEnd));
 }
 
-bool ToolCallConstraint::stop_strings_apply() const { return cursor_.phase == Phase::kReasoning; }
+bool ToolCallConstraint::stop_strings_apply() const {
+  return cursor_.phase == Phase::kReasoning || cursor_.phase == Phase::kContent;
+}
 
 bool ToolCallConstraint::CompleteArguments(
     Cursor& c, const std::function<void(std::string_view)>& feed) const {
@@ -437,8 +457,11 @@ std::string ToolCallConstraint::Completion(Cursor c) const {
     if (c.tool >= 0 && CompleteArguments(c, feed)) continue;
     switch (c.phase) {
       case Phase::kReasoning:
+        if (spec_.optional) return out;  // auto: nothing to complete
         feed(std::string_view(kThinkEnd).substr(c.pos));
         break;
+      case Phase::kContent:
+        return out;  // no call opened (a cut marker stays content)
       case Phase::kChoice: {
         const std::vector<Candidate>& set = Set(c.set);
         uint32_t k = c.lo;
@@ -517,9 +540,13 @@ ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
     if (dsml.size() != 1) return nullptr;  // no DSML token: the format has no tool calls
     return [id = dsml[0]] { return std::make_unique<BanTokensConstraint>(std::vector{id}); };
   }
-  if (!ForcesToolCall(request) || texts == nullptr) return nullptr;
+  if (texts == nullptr || request.tools.empty()) return nullptr;
   ToolCallSpec spec;
-  if (request.tool_choice == "function") {
+  if (!ForcesToolCall(request)) {
+    spec.optional = true;  // auto
+    for (const auto& t : request.tools) spec.names.push_back(t["function"]["name"]);
+    spec.single_call = !request.parallel_tool_calls;
+  } else if (request.tool_choice == "function") {
     spec.names = {request.tool_choice_name};
     spec.single_call = true;
   } else {
@@ -542,7 +569,8 @@ ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
       spec.arguments[name] = *g;
     }
   }
-  if (spec.thinking) {
+  if (spec.optional && spec.arguments.empty()) return nullptr;  // nothing to check
+  if (spec.thinking && !spec.optional) {
     for (const std::string& n : spec.names) {
       const std::string header = kThinkEnd + kOpenText + InvokeHeader(n);
       spec.reserve_tokens = std::max(

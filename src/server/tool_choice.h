@@ -2,7 +2,9 @@
 // Anthropic `tool_choice`): engine SequenceConstraints that make the model's
 // output obey the request by constrained decoding.
 //
-//   auto       nothing enforced (no constraint, no cost)
+//   auto       content, or tool calls where the model opens them; when some
+//              tool's `parameters` compile (below), a call's arguments are
+//              checked as for a forced call (else no constraint, no cost)
 //   none       the tools are not rendered into the prompt (request.cc) and the
 //              `｜DSML｜` token is banned, so the model cannot open a tool call;
 //              the answer is content only
@@ -77,6 +79,7 @@ std::shared_ptr<const TokenTexts> BuildTokenTexts(const Tokenizer& tokenizer);
 struct ToolCallSpec {
   std::vector<std::string> names;  // allowed invoke names (non-empty, deduplicated here)
   bool single_call = false;        // exactly one invoke (a named tool_choice)
+  bool optional = false;           // auto: content first; a call only where the model opens one
   bool thinking = false;           // the output starts with reasoning ended by </think>
   int32_t eos_id = -1;
   // Tokens reserved for "</think>" + the call's header: fewer left than this
@@ -106,7 +109,7 @@ class ToolCallConstraint final : public SequenceConstraint {
   bool in_call() const;
 
  private:
-  enum class Phase : uint8_t { kReasoning, kChoice, kKey, kValue, kDone };
+  enum class Phase : uint8_t { kReasoning, kContent, kChoice, kKey, kValue, kDone };
   // What follows a completed candidate of a choice set.
   enum class Next : uint8_t {
     kThinkEnd,    // "</think>" (forced when out of room)

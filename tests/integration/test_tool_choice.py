@@ -231,3 +231,17 @@ def test_forced_call_arguments_follow_the_tool_schema(echo_server):
     assert args["city"] == "Paris"
     assert isinstance(args.get("days", 0), int)
     assert set(args) <= {"city", "days"}
+
+
+def test_auto_call_arguments_follow_the_tool_schema(echo_server):
+    # tool_choice auto: the model chooses to call; its arguments still follow
+    # the schema ("three" is bent into an integer). A plain answer is untouched.
+    c = chat(echo_server, 'CALL get_weather {"city": "Paris", "days": "three"}')
+    calls = c.choices[0].message.tool_calls
+    assert len(calls) == 1 and calls[0].function.name == "get_weather"
+    args = json.loads(calls[0].function.arguments)
+    assert args["city"] == "Paris" and isinstance(args.get("days", 0), int)
+    assert c.choices[0].finish_reason == "tool_calls"
+    plain = chat(echo_server, "Hello there")
+    assert plain.choices[0].message.tool_calls is None
+    assert plain.choices[0].message.content

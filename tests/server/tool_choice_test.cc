@@ -33,8 +33,10 @@ class ToolChoiceTest : public ::testing::Test {
 
   static ToolCallConstraint Make(
       std::vector<std::string> names, bool single, bool thinking, int64_t reserve = 0,
-      std::map<std::string, std::shared_ptr<const constrain::Grammar>> arguments = {}) {
+      std::map<std::string, std::shared_ptr<const constrain::Grammar>> arguments = {},
+      bool optional = false) {
     ToolCallSpec spec;
+    spec.optional = optional;
     spec.names = std::move(names);
     spec.single_call = single;
     spec.thinking = thinking;
@@ -422,6 +424,43 @@ TEST_F(ToolChoiceTest, MissingRequiredArgumentsAreAddedFromEveryStoppingPoint) {
     ToolCallConstraint c = Make({"get_weather"}, true, false, 0, WeatherArguments());
     ExpectWeatherArguments(Drive(c, Ids(script), max_tokens), max_tokens);
   }
+}
+
+// tool_choice auto: content passes untouched and may end the turn; a call the
+// model opens has its arguments bent into the tool's schema, and a call cut
+// short is completed; EOS is refused inside the call-block marker.
+TEST_F(ToolChoiceTest, AutoLeavesContentAloneAndChecksTheArgumentsOfACall) {
+  {
+    ToolCallConstraint c = Make({"get_weather"}, false, false, 0, WeatherArguments(), true);
+    int refused = 0;
+    EXPECT_EQ(Drive(c, Ids("It is sunny in Paris."), 50, &refused), "It is sunny in Paris.");
+    EXPECT_EQ(refused, 0);
+  }
+  const std::string bad_call =
+      Block(Call("get_weather", Param("town", "Paris", true) + Param("days", "three", true)));
+  for (int max_tokens : {12, 40, 300}) {
+    ToolCallConstraint c = Make({"get_weather"}, false, false, 0, WeatherArguments(), true);
+    int refused = 0;
+    const std::string out = Drive(c, Ids("Let me check." + bad_call), max_tokens, &refused);
+    EXPECT_EQ(out.rfind("Let me check.", 0), 0u) << out;
+    if (max_tokens < 20) continue;  // cut before the call opened: content only
+    EXPECT_GT(refused, 0);
+    ExpectWeatherArguments(out, max_tokens);
+  }
+  {
+    // Reasoning first (thinking), then a valid call: untouched.
+    const std::string script =
+        "weighing it</think>" +
+        Block(Call("get_weather", Param("city", "Oslo", true) + Param("days", "2", false)));
+    ToolCallConstraint c = Make({"get_weather"}, false, true, 0, WeatherArguments(), true);
+    int refused = 0;
+    EXPECT_EQ(Drive(c, Ids(script), 300, &refused), script);
+    EXPECT_EQ(refused, 0);
+  }
+  ToolCallConstraint c = Make({"get_weather"}, false, false, 0, WeatherArguments(), true);
+  for (int32_t id : Ids("Hi <" + kDsml + "tool")) c.Accept(id);
+  EXPECT_FALSE(c.in_call());
+  EXPECT_FALSE(c.Allows(tok().eos_id()));
 }
 
 // A pydantic model's schema: required properties, additional ones allowed
