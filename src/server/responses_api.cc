@@ -622,6 +622,18 @@ std::string ErrorParam(const Status& status) {
 // ---------------------------------------------------------------------------
 // Output items and stream events.
 
+namespace {
+
+// An event about part 0 (`slot`: content_index or summary_index) of item `id`
+// at output `index`, carrying `key` (part, text or delta).
+Json PartEvent(const char* type, const Json& id, int64_t index, const char* slot, const char* key,
+               Json value) {
+  return Json{
+      {"type", type}, {"item_id", id}, {"output_index", index}, {slot, 0}, {key, std::move(value)}};
+}
+
+}  // namespace
+
 ResponseOutputBuilder::ResponseOutputBuilder(bool summary, bool encrypted)
     : summary_(summary), encrypted_(encrypted) {}
 
@@ -654,28 +666,19 @@ void ResponseOutputBuilder::Open(Kind kind, const std::string& name, std::vector
   events->push_back(
       Json{{"type", "response.output_item.added"}, {"output_index", index}, {"item", item}});
   if (kind == Kind::kReasoning) {
-    events->push_back(Json{{"type", "response.content_part.added"},
-                           {"item_id", id},
-                           {"output_index", index},
-                           {"content_index", 0},
-                           {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
+    events->push_back(PartEvent("response.content_part.added", id, index, "content_index", "part",
+                                {{"type", "reasoning_text"}, {"text", ""}}));
     if (summary_) {
-      events->push_back(Json{{"type", "response.reasoning_summary_part.added"},
-                             {"item_id", id},
-                             {"output_index", index},
-                             {"summary_index", 0},
-                             {"part", {{"type", "summary_text"}, {"text", ""}}}});
+      events->push_back(PartEvent("response.reasoning_summary_part.added", id, index,
+                                  "summary_index", "part",
+                                  {{"type", "summary_text"}, {"text", ""}}));
     }
   } else if (kind == Kind::kMessage) {
-    events->push_back(Json{{"type", "response.content_part.added"},
-                           {"item_id", id},
-                           {"output_index", index},
-                           {"content_index", 0},
-                           {"part",
-                            {{"type", "output_text"},
-                             {"annotations", Json::array()},
-                             {"logprobs", Json::array()},
-                             {"text", ""}}}});
+    events->push_back(PartEvent("response.content_part.added", id, index, "content_index", "part",
+                                {{"type", "output_text"},
+                                 {"annotations", Json::array()},
+                                 {"logprobs", Json::array()},
+                                 {"text", ""}}));
   }
   output_.push_back(std::move(item));
   open_ = kind;
@@ -689,29 +692,17 @@ void ResponseOutputBuilder::Close(const std::string& status, std::vector<Json>* 
   const Json id = item["id"];
   if (open_ == Kind::kReasoning) {
     const Json part{{"type", "reasoning_text"}, {"text", text_}};
-    events->push_back(Json{{"type", "response.reasoning_text.done"},
-                           {"item_id", id},
-                           {"output_index", index},
-                           {"content_index", 0},
-                           {"text", text_}});
-    events->push_back(Json{{"type", "response.content_part.done"},
-                           {"item_id", id},
-                           {"output_index", index},
-                           {"content_index", 0},
-                           {"part", part}});
+    events->push_back(
+        PartEvent("response.reasoning_text.done", id, index, "content_index", "text", text_));
+    events->push_back(
+        PartEvent("response.content_part.done", id, index, "content_index", "part", part));
     item["content"] = Json::array({part});
     if (summary_) {
       const Json summary{{"type", "summary_text"}, {"text", text_}};
-      events->push_back(Json{{"type", "response.reasoning_summary_text.done"},
-                             {"item_id", id},
-                             {"output_index", index},
-                             {"summary_index", 0},
-                             {"text", text_}});
-      events->push_back(Json{{"type", "response.reasoning_summary_part.done"},
-                             {"item_id", id},
-                             {"output_index", index},
-                             {"summary_index", 0},
-                             {"part", summary}});
+      events->push_back(PartEvent("response.reasoning_summary_text.done", id, index,
+                                  "summary_index", "text", text_));
+      events->push_back(PartEvent("response.reasoning_summary_part.done", id, index,
+                                  "summary_index", "part", summary));
       item["summary"] = Json::array({summary});
     }
     if (encrypted_) item["encrypted_content"] = text_;
@@ -726,11 +717,8 @@ void ResponseOutputBuilder::Close(const std::string& status, std::vector<Json>* 
                            {"content_index", 0},
                            {"text", text_},
                            {"logprobs", Json::array()}});
-    events->push_back(Json{{"type", "response.content_part.done"},
-                           {"item_id", id},
-                           {"output_index", index},
-                           {"content_index", 0},
-                           {"part", part}});
+    events->push_back(
+        PartEvent("response.content_part.done", id, index, "content_index", "part", part));
     item["content"] = Json::array({part});
     item["status"] = status;
   } else {
@@ -758,17 +746,11 @@ std::vector<Json> ResponseOutputBuilder::Push(const Dsv4OutputDelta& delta) {
       Open(Kind::kReasoning, "", &events);
     }
     text_ += delta.reasoning;
-    events.push_back(Json{{"type", "response.reasoning_text.delta"},
-                          {"item_id", id()},
-                          {"output_index", index()},
-                          {"content_index", 0},
-                          {"delta", delta.reasoning}});
+    events.push_back(PartEvent("response.reasoning_text.delta", id(), index(), "content_index",
+                               "delta", delta.reasoning));
     if (summary_) {
-      events.push_back(Json{{"type", "response.reasoning_summary_text.delta"},
-                            {"item_id", id()},
-                            {"output_index", index()},
-                            {"summary_index", 0},
-                            {"delta", delta.reasoning}});
+      events.push_back(PartEvent("response.reasoning_summary_text.delta", id(), index(),
+                                 "summary_index", "delta", delta.reasoning));
     }
   }
   if (!delta.content.empty()) {
