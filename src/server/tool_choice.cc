@@ -341,6 +341,17 @@ bool ToolCallConstraint::Allows(int32_t token) const {
     }
     return true;
   }
+  if (cursor_.phase == Phase::kContent) {
+    // Free content (every token of an answer without a call): only a token
+    // that completes the call-block marker needs the full check below.
+    uint32_t pos = cursor_.pos;
+    bool opens = false;
+    for (char ch : bytes) {
+      pos = Advance(kCallsMarker, pos, static_cast<unsigned char>(ch));
+      if (pos == kCallsMarker.size()) opens = true;
+    }
+    if (!opens) return true;
+  }
   Cursor c = cursor_;
   for (char ch : bytes) {
     if (!Step(c, static_cast<unsigned char>(ch))) return false;
