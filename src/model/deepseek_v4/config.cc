@@ -488,6 +488,24 @@ Status ReadSchedule(FieldReader& f, const Json& root, const std::string& source,
   return f.status();
 }
 
+// DeepSeek-V4.1's lists (CSA2 roles, Engram) and the defaults that differ
+// from V4: no hash-routed layers, FP8 weights in 32×32 blocks.
+Status ReadV41(FieldReader& f, const Json& root, DeepSeekV4Config& c) {
+  if (auto v = f.IntList({"kv_source_layers", "kv_source_layer_ids"})) c.kv_source_layers = *v;
+  if (auto v = f.IntList({"index_source_layers", "index_source_layer_ids"})) {
+    c.index_source_layers = *v;
+  }
+  if (auto v = f.IntList({"engram_layer_ids"})) c.engram_layer_ids = *v;
+  if (auto v = f.IntList({"engram_num_embeddings"})) c.engram_num_embeddings = *v;
+  if (!c.v41()) return f.status();
+  if (!root.contains("num_hash_layers") && !root.contains("n_hash_layers")) c.num_hash_layers = 0;
+  const Json* q = f.Find({"quantization_config"});
+  if (c.quantization_config.present && (q == nullptr || !q->contains("weight_block_size"))) {
+    c.quantization_config.weight_block_size = {32, 32};
+  }
+  return f.status();
+}
+
 Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& source) {
   Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
@@ -526,6 +544,7 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
   RETURN_IF_ERROR(ReadRouting(f, root, source, c));
   RETURN_IF_ERROR(ReadWeightFormats(f, root, source, c));
   RETURN_IF_ERROR(ReadSchedule(f, root, source, c));
+  RETURN_IF_ERROR(ReadV41(f, root, c));
   return c;
 }
 }  // namespace
@@ -834,9 +853,123 @@ Result<DeepSeekV4Config> DeepSeekV4Config::FromGguf(const GgufFile& file,
   return c;
 }
 
+namespace {
+
+// The last entry of an ascending layer list that is ≤ layer, or −1.
+int64_t LatestAtOrBefore(const std::vector<int64_t>& layers, int64_t layer) {
+  int64_t found = -1;
+  for (int64_t l : layers) {
+    if (l <= layer) found = l;
+  }
+  return found;
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// A layer list: ascending, distinct, main layers only.
+Status CheckLayerList(const char* key, const std::vector<int64_t>& v, int64_t n_layers) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0 || v[i] >= n_layers || (i > 0 && v[i] <= v[i - 1])) {
+      return Field(std::string(key) + "[" + Str(static_cast<int64_t>(i)) + "]", Str(v[i]),
+                   "ascending, distinct main-layer indices in [0, " + Str(n_layers) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// The CSA2 roles and Engram of a DeepSeek-V4.1 config, as the reference's
+// shared runtime needs them: every compressed layer reads the cache of the
+// latest kv source before it (same ratio), every index source scores the index
+// keys of the latest kv source before it (which must own keys: be an index
+// source too), every other compressed layer reuses the latest index source's
+// picks (same ratio), and the index sources after the candidate source choose
+// inside its blocks (same ratio).
+Status ValidateV41(const DeepSeekV4Config& c) {
+  const int64_t L = c.num_hidden_layers;
+  if (c.num_hash_layers != 0) {
+    return Field("num_hash_layers", Str(c.num_hash_layers), "0 (DeepSeek-V4.1 has no hash layers)");
+  }
+  RETURN_IF_ERROR(CheckLayerList("kv_source_layers", c.kv_source_layers, L));
+  RETURN_IF_ERROR(CheckLayerList("index_source_layers", c.index_source_layers, L));
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t r = c.compress_ratio(l);
+    const bool kv_source = Contains(c.kv_source_layers, l);
+    const bool index_source = Contains(c.index_source_layers, l);
+    const std::string at = "layer " + Str(l) + " (compress ratio " + Str(r) + ")";
+    if (r == 0) {
+      if (kv_source || index_source) {
+        return Field(kv_source ? "kv_source_layers" : "index_source_layers", Str(l),
+                     "layers with a compress ratio > 0; " + at + " is window-only");
+      }
+      continue;
+    }
+    const int64_t src = LatestAtOrBefore(c.kv_source_layers, l);
+    if (src < 0 || c.compress_ratio(src) != r) {
+      return Field("kv_source_layers", src < 0 ? "none at or before layer " + Str(l) : Str(src),
+                   "a kv source at or before " + at + " with the same ratio, whose compressed "
+                   "cache it reads");
+    }
+    if (index_source && !Contains(c.index_source_layers, src)) {
+      return Field("index_source_layers", Str(src),
+                   "to include kv source " + Str(src) + ": index source " + Str(l) +
+                       " scores its index keys, which only an index source makes");
+    }
+    const int64_t picks = LatestAtOrBefore(c.index_source_layers, l);
+    if (picks < 0 || c.compress_ratio(picks) != r) {
+      return Field("index_source_layers", picks < 0 ? "none at or before layer " + Str(l) : Str(picks),
+                   "an index source at or before " + at + " with the same ratio, whose picks it "
+                   "attends to");
+    }
+  }
+  if (c.candidate_source_layer >= 0) {
+    const int64_t cs = c.candidate_source_layer;
+    if (cs >= L || !Contains(c.index_source_layers, cs)) {
+      return Field("candidate_source_layer", Str(cs), "an index source layer, or −1 (none)");
+    }
+    if (c.candidate_topk_blocks < 1 || c.candidate_block_size < 1) {
+      return Field(c.candidate_topk_blocks < 1 ? "candidate_topk_blocks" : "candidate_block_size",
+                   Str(c.candidate_topk_blocks < 1 ? c.candidate_topk_blocks
+                                                   : c.candidate_block_size),
+                   "a positive integer when candidate_source_layer is set");
+    }
+    for (int64_t l : c.index_source_layers) {
+      if (l > cs && c.compress_ratio(l) != c.compress_ratio(cs)) {
+        return Field("index_source_layers", Str(l),
+                     "index sources after candidate source " + Str(cs) + " with its ratio " +
+                         Str(c.compress_ratio(cs)) + " (they choose inside its blocks)");
+      }
+    }
+  }
+  RETURN_IF_ERROR(CheckLayerList("engram_layer_ids", c.engram_layer_ids, L));
+  if (!c.engram_layer_ids.empty()) {
+    if (c.engram_num_embeddings.size() != c.engram_layer_ids.size()) {
+      return Field("engram_num_embeddings",
+                   "a list of " + Str(static_cast<int64_t>(c.engram_num_embeddings.size())),
+                   "one table size per engram_layer_ids entry (" +
+                       Str(static_cast<int64_t>(c.engram_layer_ids.size())) + ")");
+    }
+    if (c.engram_max_ngram_size < 2 || c.engram_n_heads < 1 || c.engram_vocab_size < 2 ||
+        c.engram_compressed_vocab_size < 1) {
+      return Field("engram_max_ngram_size", Str(c.engram_max_ngram_size),
+                   "Engram needs engram_max_ngram_size ≥ 2, engram_n_heads ≥ 1, "
+                   "engram_vocab_size ≥ 2 and engram_compressed_vocab_size ≥ 1");
+    }
+    if (c.engram_head_dim < 32 || c.engram_head_dim % 32 != 0) {
+      return Field("engram_head_dim", Str(c.engram_head_dim),
+                   "a multiple of 32 (the tables' FP8 rows carry one scale per 32 values)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status DeepSeekV4Config::Validate() const {
-  if (model_type != "deepseek_v4") {
-    return Field("model_type", "\"" + model_type + "\"", "\"deepseek_v4\"");
+  if (model_type != "deepseek_v4" && model_type != "deepseek_v41") {
+    return Field("model_type", "\"" + model_type + "\"",
+                 "\"deepseek_v4\" or \"deepseek_v41\" (DeepSeek-V4.1)");
   }
   // The integer ranges of the field table.
   Status range = Status::Ok();
@@ -920,10 +1053,12 @@ Status DeepSeekV4Config::Validate() const {
       return Field("quantization_config.scale_fmt", "\"" + q.scale_fmt + "\"",
                    "\"ue8m0\" or absent (f32 scales)");
     }
-    if (q.weight_block_size != std::vector<int64_t>{128, 128}) {
+    const std::vector<int64_t> block = {v41() ? 32 : 128, v41() ? 32 : 128};
+    if (q.weight_block_size != block) {
       std::string shown;
       for (int64_t b : q.weight_block_size) shown += (shown.empty() ? "" : ", ") + Str(b);
-      return Field("quantization_config.weight_block_size", "[" + shown + "]", "[128, 128]");
+      return Field("quantization_config.weight_block_size", "[" + shown + "]",
+                   v41() ? "[32, 32] (DeepSeek-V4.1)" : "[128, 128]");
     }
     if (q.activation_scheme != "dynamic") {
       return Field("quantization_config.activation_scheme", "\"" + q.activation_scheme + "\"",
@@ -977,6 +1112,7 @@ Status DeepSeekV4Config::Validate() const {
                    "an id in [0, vocab_size)");
     }
   }
+  if (v41()) RETURN_IF_ERROR(ValidateV41(*this));
   return Status::Ok();
 }
 

@@ -122,6 +122,32 @@ struct DeepSeekV4Config {
   std::vector<int64_t> dspark_target_layer_ids;  // main layers feeding the draft, ascending
   int64_t dspark_markov_rank = 256;              // r: the Markov head's rank
 
+  // ---- DeepSeek-V4.1 (model_type "deepseek_v41"; spec: the V4.1 reference inference/model.py) ----
+  // CSA2, cross-layer KV sharing: compress_ratios take 0, 1 or 2; only the
+  // kv_source_layers own a compressor and a compressed cache, every later
+  // layer with a ratio reads the latest source's cache. Only the
+  // index_source_layers run the indexer (its keys come from the kv source's
+  // latent); the other compressed layers reuse the latest index source's picks.
+  // The candidate source picks candidate_topk_blocks blocks of
+  // candidate_block_size entries; index sources after it choose inside them.
+  std::vector<int64_t> kv_source_layers;
+  std::vector<int64_t> index_source_layers;
+  int64_t candidate_source_layer = -1;  // −1: no candidate pre-filtering
+  int64_t candidate_topk_blocks = 0;
+  int64_t candidate_block_size = 0;
+  // Engram: n-gram hash rows added into the residual stream before these layers.
+  std::vector<int64_t> engram_layer_ids;
+  std::vector<int64_t> engram_num_embeddings;  // table rows per Engram layer
+  int64_t engram_max_ngram_size = 1;           // n-grams of 2 .. this size
+  int64_t engram_vocab_size = 0;               // where each (n, head)'s prime search starts
+  int64_t engram_n_heads = 0;
+  int64_t engram_head_dim = 0;
+  int32_t engram_pad_id = 2;                   // fills n-gram slots before the sequence start
+  int64_t engram_compressed_vocab_size = 0;    // the tokenizer-normalised id space
+  // The DSpark draft's own MoE (0: the main model's expert counts).
+  int64_t dspark_n_routed_experts = 0;
+  int64_t dspark_n_activated_experts = 0;
+
   // ---- weight formats ----
   ExpertDType expert_dtype = ExpertDType::kDefault;
   QuantizationConfig quantization_config;
@@ -135,6 +161,7 @@ struct DeepSeekV4Config {
   bool qat_simulation = false;
 
   // ---- derived ----
+  bool v41() const { return model_type == "deepseek_v41"; }
   bool dspark() const { return dspark_block_size > 0; }
   // The draft layers after the main stack: the DSpark stages, else the NextN MTP layers.
   int64_t n_draft_layers() const {
@@ -278,6 +305,21 @@ void VisitConfigFields(Config& c, Visitor&& v) {
     c.dspark_block_size);
   v(ConfigField{"dspark_noise_token_id", nullptr}, c.dspark_noise_token_id);
   v(ConfigField{"dspark_markov_rank", nullptr, {}, 1, int64_t{1} << 16}, c.dspark_markov_rank);
+  // ---- DeepSeek-V4.1 ----
+  v(ConfigField{"candidate_source_layer", nullptr, {}, -1, 1023}, c.candidate_source_layer);
+  v(ConfigField{"candidate_topk_blocks", nullptr, {}, 0, int64_t{1} << 24}, c.candidate_topk_blocks);
+  v(ConfigField{"candidate_block_size", nullptr, {}, 0, int64_t{1} << 20}, c.candidate_block_size);
+  v(ConfigField{"engram_max_ngram_size", nullptr, {}, 1, 16}, c.engram_max_ngram_size);
+  v(ConfigField{"engram_vocab_size", nullptr, {}, 0, int64_t{1} << 40}, c.engram_vocab_size);
+  v(ConfigField{"engram_n_heads", nullptr, {}, 0, 1024}, c.engram_n_heads);
+  v(ConfigField{"engram_head_dim", nullptr, {}, 0, int64_t{1} << 14}, c.engram_head_dim);
+  v(ConfigField{"engram_pad_id", nullptr}, c.engram_pad_id);
+  v(ConfigField{"engram_compressed_vocab_size", nullptr, {}, 0, int64_t{1} << 24},
+    c.engram_compressed_vocab_size);
+  v(ConfigField{"dspark_n_routed_experts", nullptr, {}, 0, int64_t{1} << 14},
+    c.dspark_n_routed_experts);
+  v(ConfigField{"dspark_n_activated_experts", nullptr, {}, 0, int64_t{1} << 14},
+    c.dspark_n_activated_experts);
   v(ConfigField{"bos_token_id", "tokenizer.ggml.bos_token_id"}, c.bos_token_id);
   v(ConfigField{"tie_word_embeddings", nullptr}, c.tie_word_embeddings);
   v(ConfigField{"torch_dtype", nullptr}, c.torch_dtype);

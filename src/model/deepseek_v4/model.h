@@ -31,6 +31,7 @@
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/csa2.h"
 #include "model/deepseek_v4/expert_cache.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
@@ -52,6 +53,13 @@ struct LoadOptions {
   int threads = 1;
   int64_t max_context = 0;   // 0: max_position_embeddings
   RollbackOptions rollback;  // how Truncate stays exact (cache.h)
+  // DeepSeek-V4.1: which index keys an index source scores (csa2.h).
+  IndexKeyReading index_key_reading = IndexKeyReading::kReference;
+  // DeepSeek-V4.1 Engram: token id → compressed id over the tokenizer's
+  // vocabulary and the number of compressed ids (tokenizer/token_map.h; the
+  // engine builds it). Empty: a model with Engram layers does not load.
+  std::vector<int32_t> engram_token_map;
+  int32_t engram_token_count = 0;
 };
 
 class DeepSeekV4Model final : public Model, public DraftModel {

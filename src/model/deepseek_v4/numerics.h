@@ -35,6 +35,8 @@ struct NumericsOptions {
   // FP8 e4m3 activation quantisation (block 128 along K, power-of-two scales)
   // of the input of every FP8/FP4 linear, as the reference `linear()` does.
   bool act_quant = false;
+  // Its block along K: 128 in V4, 32 in DeepSeek-V4.1.
+  int64_t act_block = 128;
   // FP8 QAT simulation of the kv "nope" dims (block 64) after RoPE, for the
   // window kv and the compressed entries (spec §4.1, §4.4).
   bool kv_quant = false;
@@ -128,7 +130,7 @@ inline const float* LinearInput(ThreadPool& pool, const float* x, int64_t n_toke
       [&](int64_t t0, int64_t t1, int) {
         std::copy(x + t0 * k, x + t1 * k, scratch.data() + t0 * k);
         for (int64_t t = t0; t < t1; ++t) {
-          ops::QuantizeDequantizeFp8(scratch.data() + t * k, k, 128);
+          ops::QuantizeDequantizeFp8(scratch.data() + t * k, k, opts.act_block);
         }
       },
       8);

@@ -21,6 +21,21 @@ enum class AttentionKind {
   kWindow,  // compress ratio 0: the sliding window only
   kCsa,     // ratio 4: window + overlapping compressed entries chosen by the indexer
   kHca,     // other ratios: window + every compressed entry (non-overlapping pools)
+  kCsa2,    // DeepSeek-V4.1, ratio > 0: window + picked entries of a shared compressed cache
+};
+
+// A DeepSeek-V4.1 layer's part in CSA2's cross-layer sharing (the reference
+// names them "full", "reindex" and "reuse"), decided from kv_source_layers and
+// index_source_layers. −1: not applicable (window layers, V4).
+struct Csa2Roles {
+  bool kv_source = false;       // owns a compressor and the compressed cache (full)
+  bool index_source = false;    // runs the indexer over the shared index keys (full, reindex)
+  bool owns_index_keys = false;  // kv source and index source: makes the index keys
+  bool candidate_source = false;  // picks the candidate blocks (level one of the top-k)
+  bool uses_candidates = false;   // an index source after it: picks inside them (level two)
+  int64_t kv_from = -1;           // the kv source whose compressed cache this layer reads
+  int64_t keys_from = -1;         // index sources: the owner of the keys they score
+  int64_t picks_from = -1;        // the index source whose picks this layer attends to
 };
 enum class RouterKind {
   kHash,    // experts = tid2eid[token id] (the first num_hash_layers layers)
@@ -57,6 +72,11 @@ struct LayerPlan {
   AttentionKind attention = AttentionKind::kWindow;
   int64_t compress_ratio = 0;
   bool has_indexer = false;  // CSA only
+  Csa2Roles csa2;            // DeepSeek-V4.1 compressed layers
+  int64_t engram = -1;       // DeepSeek-V4.1: index into engram_layer_ids, −1 without Engram
+  // DeepSeek-V4.1: the sublayers' mHC mixes are lagged by one (each computes
+  // the collapse weights the next sublayer uses) and there is no hc_head.
+  bool lagged_hc = false;
   RouterKind router = RouterKind::kScored;
   bool hyper_connection = true;  // mHC pre/post around both sublayers (always on in V4)
   // RoPE of this layer (spec §4.2): ratio-0 layers use rope_theta without YaRN;

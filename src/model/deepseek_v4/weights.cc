@@ -34,12 +34,15 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
   top("embed.weight", {V, D}, K::kMatrix, /*per_token=*/false);  // one row is read per token
   top("head.weight", {V, D}, K::kMatrix);
   top("norm.weight", {D}, K::kVector);
-  top("hc_head_fn", {C, C * D}, K::kMatrix);
-  top("hc_head_base", {C}, K::kF32Param);
-  top("hc_head_scale", {1}, K::kF32Param);
+  if (!c.v41()) {  // V4.1: the last FFN's lagged mix collapses the streams
+    top("hc_head_fn", {C, C * D}, K::kMatrix);
+    top("hc_head_base", {C}, K::kF32Param);
+    top("hc_head_scale", {1}, K::kF32Param);
+  }
 
   for (const LayerPlan& p : plans) {
     const bool mtp = p.role == LayerRole::kMtp;
+    if (mtp && c.v41()) continue;  // the V4.1 DSpark stages are not run
     auto add = [&](const std::string& rel, std::vector<int64_t> shape, K kind,
                    int64_t expert = -1) {
       fn(WeightDecl{.name = p.prefix + rel,
@@ -102,6 +105,34 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
       add("attn.compressor.ape", {r, cf * A}, K::kF32Param);
       add("attn.compressor.norm.weight", {A}, K::kVector);
     }
+    if (p.attention == AttentionKind::kCsa2) {  // V4.1 reference Compressor, Indexer
+      const Csa2Roles& r = p.csa2;
+      if (r.kv_source) {
+        add("attn.compressor.wkv.weight", {A, D}, K::kMatrix);
+        if (p.compress_ratio > 1) add("attn.compressor.wgate.weight", {A, D}, K::kMatrix);
+        add("attn.compressor.norm.weight", {A}, K::kVector);
+      }
+      if (r.index_source) {
+        add("attn.indexer.wq_b.weight", {IH * ID, Q}, K::kLinear);
+        add("attn.indexer.weights_proj.weight", {IH, D}, K::kMatrix);
+      }
+      if (r.owns_index_keys) {
+        add("attn.indexer.wk.weight", {ID, A}, K::kMatrix);
+        add("attn.indexer.k_norm.weight", {ID}, K::kVector);
+      }
+    }
+    if (p.engram >= 0) {  // V4.1 reference Engram
+      const int64_t rows = c.engram_num_embeddings[p.engram], Dh = c.engram_head_dim;
+      const int64_t cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
+      fn(WeightDecl{.name = p.prefix + "engram.embed.weight",
+                    .shape = {rows, Dh},
+                    .kind = K::kEngramTable,
+                    .layer = p.layer,
+                    .per_token = false});
+      add("engram.wkv.weight", {(C + 1) * D, cols * Dh}, K::kLinear);
+      add("engram.q_weight", {C, D}, K::kF32Param);
+      add("engram.k_weight", {C, D}, K::kF32Param);
+    }
     if (p.has_indexer) {  // spec §4.5
       add("attn.indexer.wq_b.weight", {IH * ID, Q}, K::kLinear);
       add("attn.indexer.weights_proj.weight", {IH, D}, K::kMatrix);
@@ -145,6 +176,8 @@ DType PredictedDType(const DeepSeekV4Config& c, WeightKind kind) {
       return DType::kF32;
     case WeightKind::kIndexTable:
       return DType::kI64;
+    case WeightKind::kEngramTable:
+      return DType::kFp8E4m3;
   }
   return DType::kBF16;
 }
@@ -317,6 +350,8 @@ const char* KindExpectation(WeightKind kind) {
       return "f32 (bf16/f16 and ggml quant types accepted)";
     case WeightKind::kIndexTable:
       return "i64 or i32";
+    case WeightKind::kEngramTable:
+      return "fp8_e4m3 with an e8m0 `.scale` [rows, Dh/32], or f32/bf16/f16";
   }
   return "?";
 }
@@ -398,6 +433,15 @@ class Binder {
         case WeightKind::kIndexTable:
           ok = Expect(d, *info, info->dtype == DType::kI64 || info->dtype == DType::kI32);
           if (ok) ok = CopyIndexTable(d, *info, b);
+          break;
+        case WeightKind::kEngramTable:
+          ok = Expect(d, *info, IsFloatDType(info->dtype) || info->dtype == DType::kFp8E4m3);
+          if (ok) {
+            b.view = info->view();
+            if (info->dtype == DType::kFp8E4m3) {
+              ok = BindScale(d, *info, {d.shape[0], d.shape[1] / 32}, true, b);
+            }
+          }
           break;
       }
     }
@@ -698,6 +742,33 @@ LayerWeights TakeLayer(Binder& binder, const DeepSeekV4Config& c, const LayerPla
   a.wo_b = TakeLinear(binder, x + "attn.wo_b.weight");
   a.attn_sink = std::move(binder.Get(x + "attn.attn_sink").f32);
   if (p.compress_ratio > 0) a.compressor = TakeCompressor(binder, x + "attn.compressor.");
+  if (p.attention == AttentionKind::kCsa2) {
+    const Csa2Roles& r = p.csa2;
+    if (r.kv_source) {
+      a.compressor.wkv = binder.Get(x + "attn.compressor.wkv.weight").view;
+      if (p.compress_ratio > 1) {
+        a.compressor.wgate = binder.Get(x + "attn.compressor.wgate.weight").view;
+      }
+      a.compressor.norm = std::move(binder.Get(x + "attn.compressor.norm.weight").f32);
+    }
+    if (r.index_source) {
+      a.indexer.wq_b = TakeLinear(binder, x + "attn.indexer.wq_b.weight");
+      a.indexer.weights_proj = binder.Get(x + "attn.indexer.weights_proj.weight").view;
+    }
+    if (r.owns_index_keys) {
+      a.indexer.wk = binder.Get(x + "attn.indexer.wk.weight").view;
+      a.indexer.k_norm = std::move(binder.Get(x + "attn.indexer.k_norm.weight").f32);
+    }
+  }
+  if (p.engram >= 0) {
+    Bound& t = binder.Get(x + "engram.embed.weight");
+    l.engram.embed = t.view;
+    l.engram.embed_scale = t.scale;
+    l.engram.wkv = TakeLinear(binder, x + "engram.wkv.weight");
+    l.engram.qk = std::move(binder.Get(x + "engram.q_weight").f32);
+    const std::vector<float>& kw = binder.Get(x + "engram.k_weight").f32;
+    for (size_t i = 0; i < l.engram.qk.size(); ++i) l.engram.qk[i] *= kw[i];
+  }
   if (p.has_indexer) {
     a.indexer.wq_b = TakeLinear(binder, x + "attn.indexer.wq_b.weight");
     a.indexer.weights_proj = binder.Get(x + "attn.indexer.weights_proj.weight").view;
@@ -749,7 +820,7 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
   std::vector<bool> bind_mtp(plans.size(), false);
   const bool dspark = c.dspark() && present("mtp.0.main_proj.weight");
   for (size_t i = 0; i < plans.size(); ++i) {
-    if (plans[i].role != LayerRole::kMtp) continue;
+    if (plans[i].role != LayerRole::kMtp || c.v41()) continue;  // V4.1 DSpark: not run
     bind_mtp[i] = c.dspark() ? dspark : present(plans[i].prefix + "e_proj.weight");
   }
   // Draft tensors of a kind this config does not describe (e.g. a DSpark
@@ -779,7 +850,7 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
   w.embed = binder.Get("embed.weight").view;
   w.head = binder.Get("head.weight").view;
   w.norm = std::move(binder.Get("norm.weight").f32);
-  w.hc_head = TakeHc(binder, "hc_head_fn", "hc_head_base", "hc_head_scale");
+  if (!c.v41()) w.hc_head = TakeHc(binder, "hc_head_fn", "hc_head_base", "hc_head_scale");
   for (size_t i = 0; i < plans.size(); ++i) {
     const LayerPlan& p = plans[i];
     if (p.role == LayerRole::kMain) {

@@ -47,6 +47,7 @@ enum class WeightKind {
   kF32Param,      // stored f32 (bf16/f16, GGUF ggml quants accepted), copied to f32 (mHC,
                   // sinks, biases, ape)
   kIndexTable,    // i64 or i32 token → expert table, copied to int32 and range-checked
+  kEngramTable,   // FP8 e4m3 [rows, Dh] + `.scale` [rows, Dh/32] e8m0 (or f32/bf16/f16), a view
 };
 
 struct WeightDecl {
@@ -138,11 +139,23 @@ struct CompressorWeights {
   std::vector<float> norm;  // [Wd] RMSNorm of each new entry
 };
 
-// The lightning indexer of a CSA layer (spec §4.5).
+// The lightning indexer of a CSA layer (spec §4.5), or of a DeepSeek-V4.1
+// index source, whose keys come from its kv source's compressed latent.
 struct IndexerWeights {
   LinearWeight wq_b;             // [IH·ID, Q]
   TensorView weights_proj;       // [IH, D] per-head score weights (unquantized)
-  CompressorWeights compressor;  // index keys: wkv/wgate [2·ID, D], ape [r, 2·ID], norm [ID]
+  CompressorWeights compressor;  // V4: index keys: wkv/wgate [2·ID, D], ape [r, 2·ID], norm [ID]
+  TensorView wk;                 // V4.1 key owners: [ID, A] latent → index key (unquantized)
+  std::vector<float> k_norm;     // V4.1 key owners: [ID]
+};
+
+// DeepSeek-V4.1 Engram of one layer (engram.h): the n-gram hash table and the
+// projection of the looked-up rows into one key per stream plus a shared value.
+struct EngramWeights {
+  TensorView embed;        // embed.weight [rows, Dh] fp8 e4m3 (or float), a few rows per token
+  TensorView embed_scale;  // embed.scale [rows, Dh/32] e8m0; empty for a float table
+  LinearWeight wkv;        // [(C + 1)·D, n_cols·Dh], n_cols = (max_ngram − 1)·heads
+  std::vector<float> qk;   // [C·D] q_weight · k_weight (the reference uses only the product)
 };
 
 struct AttentionWeights {
@@ -179,6 +192,7 @@ struct LayerWeights {
   HyperConnectionWeights hc_ffn;
   AttentionWeights attn;
   MoeWeights moe;
+  EngramWeights engram;  // DeepSeek-V4.1 Engram layers only
 };
 
 // A multi-token-prediction layer (spec §6.3): its own projections, norms and

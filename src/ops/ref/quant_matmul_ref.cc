@@ -174,4 +174,19 @@ void QuantizeDequantizeFp4(float* x, int64_t n, int64_t block) {
   }
 }
 
+void QuantizeDequantizeFp4E4m3Scale(float* x, int64_t n, int64_t block) {
+  CHECK(block > 0 && n % block == 0, "FP4 act quant (e4m3 scales): %lld values, block %lld",
+        static_cast<long long>(n), static_cast<long long>(block));
+  const float kMinAmax = 6.0f * std::ldexp(1.0f, -9);  // keeps an all-zero group's scale nonzero
+  for (int64_t b = 0; b < n; b += block) {
+    float amax = kMinAmax;
+    for (int64_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float s = Fp8E4m3ToF32(F32ToFp8E4m3(std::min(amax / 6.0f, 448.0f)));
+    for (int64_t i = b; i < b + block; ++i) {
+      const float q = std::clamp(x[i] / s, -6.0f, 6.0f);
+      x[i] = Fp4E2m1ToF32(F32ToFp4E2m1(q)) * s;
+    }
+  }
+}
+
 }  // namespace dsv4::ops::ref

@@ -55,6 +55,10 @@ void QuantizeDequantizeFp8(float* x, int64_t n, int64_t block);
 // FP4 activation quantisation, simulated in place (reference `fp4_act_quant`):
 // s = Pow2Ceil(max(amax, 6·2^-126) / 6), x ← e2m1(clamp(x / s, ±6)) · s.
 void QuantizeDequantizeFp4(float* x, int64_t n, int64_t block);
+// The same with an FP8 e4m3 scale per `block` values instead of a power of two
+// (DeepSeek-V4.1's compressed KV entries, block 16): s = e4m3(max(amax, 6·2⁻⁹) / 6),
+// x = e2m1(clamp(x / s, ±6)) · s.
+void QuantizeDequantizeFp4E4m3Scale(float* x, int64_t n, int64_t block);
 
 }  // namespace dsv4::ops::ref
 

@@ -1,0 +1,144 @@
+// DeepSeekV41Model: the DeepSeek-V4.1 forward pass behind the engine's Model
+// interface. It reads like the reference's Transformer.forward:
+//
+//   X = expand(Embed(tokens)); pre = one-hot   // [T, C, D]; the first layer collapses stream 0
+//   for each layer:
+//     X = X + Engram(X, n-gram hashes)         // Engram layers only (engram.h)
+//     (pre_a, post_a, comb_a) = mixes(X)       // this attention's mixes ...
+//     X = post_a·Attn(norm(Σ pre·X)) + comb_aᵀX   // ... but the collapse uses the previous pre
+//     (pre_f, post_f, comb_f) = mixes(X)
+//     X = post_f·MoE(norm(Σ pre_a·X)) + comb_fᵀX  // lagged by one sublayer
+//     pre = pre_f
+//   logits = head · norm(Σ pre·X)               // no hc_head: the last FFN's mix collapses
+//
+// Attention is CSA2 (csa2.h); the MoE, mHC mixes, RoPE and weights are V4's.
+// The DSpark stages and the vision tower of the release are not run.
+//
+// Dimensions: T tokens in a call, D hidden, C hc_mult, V vocab.
+#ifndef DSV4_MODEL_DEEPSEEK_V4_V41_MODEL_H_
+#define DSV4_MODEL_DEEPSEEK_V4_V41_MODEL_H_
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "io/checkpoint.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/csa2.h"
+#include "model/deepseek_v4/engram.h"
+#include "model/deepseek_v4/hyper_connection.h"
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/moe.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/plan.h"
+#include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v4/weights.h"
+#include "model/model.h"
+
+namespace dsv4::deepseek_v4 {
+
+// One sequence's DeepSeek-V4.1 state: every main layer's CSA2 stores, the
+// token ids (Engram's n-gram history; replays after a deep truncation) and the
+// reference's index-key slot after each call.
+class DeepSeekV41Cache final : public SequenceCache {
+ public:
+  DeepSeekV41Cache(const void* owner, const DeepSeekV4Config& c, std::span<const LayerPlan> plans,
+                   int64_t history, int64_t max_tokens);
+  int64_t length() const override { return static_cast<int64_t>(tokens_.size()); }
+  // In place when every layer still holds what position n needs, else the
+  // stores restart and the next Forward re-runs the first n tokens.
+  void Truncate(int64_t n) override;
+  int64_t KeepablePrefix(int64_t n) const override;
+
+  const void* owner() const { return owner_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  int64_t computed() const { return computed_; }
+  std::span<const int32_t> tokens() const { return tokens_; }
+  std::span<Csa2LayerState> layers() { return layers_; }
+  int64_t key_slot() const { return key_slot_; }
+  // The layers now hold the first n tokens (one call ended there), with the
+  // index-key slot as the call left it.
+  void Computed(int64_t n, int64_t key_slot);
+  void Append(std::span<const int32_t> t) { tokens_.insert(tokens_.end(), t.begin(), t.end()); }
+  int64_t allocated_bytes() const;
+  // The n-gram history of the Engram layers (empty without them).
+  std::optional<EngramSequence>& engram() { return engram_; }
+
+ private:
+  // The slot as single-token calls up to position n would leave it (a
+  // truncation inside a call): the last owner whose group completed.
+  int64_t SlotAfterSteps(int64_t n) const;
+
+  const void* owner_;
+  int64_t max_tokens_;
+  std::vector<LayerPlan> plans_;
+  std::vector<Csa2LayerState> layers_;   // [L]
+  std::vector<int32_t> tokens_;          // [length]
+  int64_t computed_ = 0;                 // tokens the layers hold
+  int64_t key_slot_ = -1;                // the index-key slot after the last call
+  std::vector<std::pair<int64_t, int64_t>> slot_log_;  // (end of a call, slot after it)
+  std::optional<EngramSequence> engram_;
+};
+
+// Engram table rows and bytes read (all calls so far).
+struct EngramCounters {
+  int64_t rows = 0;
+  int64_t bytes = 0;
+};
+
+class DeepSeekV41Model final : public Model {
+ public:
+  static Result<std::unique_ptr<DeepSeekV41Model>> Load(
+      std::shared_ptr<const CheckpointReader> reader, const DeepSeekV4Config& config,
+      const LoadOptions& options = {});
+
+  const ModelInfo& info() const override { return info_; }
+  const DeepSeekV4Config& config() const { return config_; }
+  const std::vector<LayerPlan>& plans() const { return plans_; }
+  const NumericsOptions& numerics() const { return numerics_; }
+  std::unique_ptr<SequenceCache> NewCache(int64_t max_tokens) const override;
+  Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
+                 bool all_logits) override;
+  void SetThreads(int n_threads) override;
+  std::optional<WeightWork> weight_work_per_token() const override;
+  int64_t routed_experts_run() const override { return moe_scratch_.experts_run; }
+  // Engram rows and bytes read so far (all calls), for bench and inspect.
+  const EngramCounters& engram_counters() const { return engram_counters_; }
+  // Intermediates by golden-dump name (tests); null: off.
+  void SetTrace(TraceFn fn) { trace_fn_ = std::move(fn); }
+
+ private:
+  DeepSeekV41Model() = default;
+  // Runs T tokens at pos0 on `cache`; logits of rows [first_logit, T) into `logits`.
+  void Run(std::span<const int32_t> tokens, int64_t pos0, DeepSeekV41Cache& cache,
+           int64_t first_logit, float* logits);
+
+  DeepSeekV4Config config_;
+  std::vector<LayerPlan> plans_;
+  NumericsOptions numerics_;
+  IndexKeyReading reading_ = IndexKeyReading::kReference;
+  int64_t history_ = 16;
+  std::shared_ptr<const CheckpointReader> reader_;
+  ModelWeights weights_;
+  std::vector<RopeFrequencies> rope_;  // [L] per layer
+  HcParams hc_;
+  EngramHasher engram_;
+  EngramCounters engram_counters_;
+  ModelInfo info_;
+  std::unique_ptr<ThreadPool> pool_;
+  TraceFn trace_fn_;
+  // scratch
+  std::vector<float> x_, u_, h_, y_, mix_, pre_a_, post_a_, comb_a_, pre_f_, post_f_, comb_f_,
+      pre_mix_;
+  std::vector<int64_t> hashes_;
+  Csa2Shared shared_;
+  Csa2Scratch attn_scratch_;
+  MoeScratch moe_scratch_;
+  EngramScratch engram_scratch_;
+};
+
+}  // namespace dsv4::deepseek_v4
+
+#endif  // DSV4_MODEL_DEEPSEEK_V4_V41_MODEL_H_
