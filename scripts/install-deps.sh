@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache git python3 python3-venv
   libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
-  libpcre2-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libicu-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format clang-tidy libclang-rt-14-dev
   chromium chromium-driver
 )

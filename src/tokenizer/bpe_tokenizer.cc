@@ -52,8 +52,8 @@ const ByteLevelTables& Tables() {
   return tables;
 }
 
-// "Ġthe" -> " the". Characters outside the byte-level alphabet (in added
-// tokens such as "<｜User｜>") are kept as their UTF-8 bytes.
+}  // namespace
+
 std::string ByteLevelDecode(std::string_view text) {
   const ByteLevelTables& t = Tables();
   std::string out;
@@ -90,6 +90,8 @@ std::string ByteLevelDecode(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 
 std::string QuoteForRegex(std::string_view literal) {
   std::string out;

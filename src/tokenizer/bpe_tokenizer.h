@@ -166,6 +166,11 @@ class BpeTokenizer final : public Tokenizer {
 Result<std::unique_ptr<BpeTokenizer>> LoadTokenizerJson(const std::string& path,
                                                         const std::string& config_path = "");
 
+// The GPT-2 byte-level decoder: "Ġthe" -> " the". Characters outside the
+// byte-level alphabet (in added tokens such as "<｜User｜>") are kept as their
+// UTF-8 bytes. The result may be ill-formed UTF-8.
+std::string ByteLevelDecode(std::string_view text);
+
 // Reads a file; when its name ends in ".gz" it is gunzipped (zlib). Errors
 // name the path and what failed.
 Result<std::string> ReadFileMaybeGzip(const std::string& path);
