@@ -144,13 +144,7 @@ class EngramSequence {
   std::vector<int32_t> compressed_;
 };
 
-// One Engram layer's weights, as bound from layers.{i}.engram.*.
-struct EngramWeights {
-  TensorView embed;        // embed.weight [rows, head_dim] fp8_e4m3
-  TensorView embed_scale;  // embed.scale [rows, head_dim / 32] e8m0 (or f32)
-  LinearWeight wkv;        // wkv [(hc + 1)·dim, n_cols·head_dim]
-  std::vector<float> qk;   // [hc·dim] q_weight · k_weight (EngramGateWeight)
-};
+// One Engram layer's weights: EngramWeights (weights.h), bound from layers.{i}.engram.*.
 
 // q_weight · k_weight elementwise in fp32 (the reference only uses the
 // product), from [hc, dim] f32/bf16/f16 tensors. InvalidArgument when the

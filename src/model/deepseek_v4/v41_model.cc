@@ -126,16 +126,18 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
     ep.head_dim = static_cast<int32_t>(c.engram_head_dim);
     ep.pad_id = c.engram_pad_id;
     ep.compressed_vocab_size = c.engram_compressed_vocab_size;
-    ASSIGN_OR_RETURN(EngramLayout layout, MakeEngramLayout(ep), _.WithContext(reader->path()));
+    Result<EngramLayout> made = MakeEngramLayout(ep);
+    if (!made.ok()) return made.status().WithContext(reader->path());
+    const EngramLayout layout = std::move(made).value();
     if (options.engram_token_map.empty()) {
       return InvalidArgument(reader->path() +
                                  ": the Engram layers need the tokenizer's compressed token map",
                              "load the model with its tokenizer (tokenizer.json beside it)");
     }
-    ASSIGN_OR_RETURN(m->engram_,
-                     EngramHasher::Make(layout, options.engram_token_map,
-                                        options.engram_token_count),
-                     _.WithContext(reader->path()));
+    Result<EngramHasher> hasher =
+        EngramHasher::Make(layout, options.engram_token_map, options.engram_token_count);
+    if (!hasher.ok()) return hasher.status().WithContext(reader->path());
+    m->engram_ = std::move(hasher).value();
     for (const LayerPlan& p : m->plans_) {
       if (p.engram < 0) continue;
       RETURN_IF_ERROR(CheckEngramWeights(m->weights_.layers[p.layer].engram, layout,
