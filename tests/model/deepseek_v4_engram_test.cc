@@ -409,7 +409,7 @@ double MaxRelErr(const std::vector<float>& got, const std::vector<float>& want) 
 TEST(EngramForward, MatchesReferenceBlock) {
   Block b = LoadBlock();
   ASSERT_TRUE(CheckEngramWeights(b.w, b.layout, 1, b.hc, b.dim, "layers.5.engram.").ok());
-  ThreadPool pool(1);
+  ThreadPool pool(3);  // more threads than the split needs: chunks of 4 tokens
   EngramScratch scratch;
   EngramReadStats stats;
   const int64_t n_cols = b.layout.n_cols();
@@ -438,6 +438,13 @@ TEST(EngramForward, MatchesReferenceBlock) {
   EngramForward(pool, h_bad.data(), b.ids.data(), n_cols, nullptr, b.n_tokens, q_only, b.layout,
                 b.hc, b.dim, 1e-20f, true, scratch, nullptr);
   EXPECT_GT(MaxRelErr(h_bad, b.y), 1e-3);
+
+  // One decoded token alone: the same as its row of the batch.
+  const int64_t per_tok = b.hc * b.dim;
+  std::vector<float> one(b.x.begin() + 2 * per_tok, b.x.begin() + 3 * per_tok);
+  EngramForward(pool, one.data(), b.ids.data() + 2 * n_cols, n_cols, nullptr, 1, b.w, b.layout,
+                b.hc, b.dim, 1e-20f, true, scratch, nullptr);
+  EXPECT_TRUE(std::equal(one.begin(), one.end(), h.begin() + 2 * per_tok));
 
   // A dead token passes through untouched.
   std::vector<float> hm = b.x;

@@ -263,9 +263,8 @@ def write_engram_block(engram, model, out):
         "x": x[0].contiguous(), "y": y[0].contiguous(), "y_masked": y_masked[0].contiguous(),
         "token_mask": token_mask[0].to(torch.int32).contiguous(),
     }
-    save_file(tensors, os.path.join(out, "engram_block.safetensors"),
-              metadata={"dim": str(args.dim), "hc_mult": str(args.hc_mult), "norm_eps": repr(args.norm_eps),
-                        "n_cols": str(n_cols), "head_dim": str(args.engram_head_dim)})
+    # no metadata: its order in the header is not reproducible (the shapes are in the README)
+    save_file(tensors, os.path.join(out, "engram_block.safetensors"))
 
 
 def main():

@@ -401,14 +401,35 @@ void EngramForward(ThreadPool& pool, float* h, const int64_t* ids, int64_t ids_s
         "engram weights do not match the layout (CheckEngramWeights)");
   scratch.rows.resize(static_cast<size_t>(n_tokens * k));
   scratch.kv.resize(static_cast<size_t>(n_tokens * (hc + 1) * dim));
-  EngramGatherRows(w, ids, ids_stride, n_tokens, n_cols, scratch.rows.data(), stats);
-  if (act_quant) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      ops::QuantizeDequantizeFp8(scratch.rows.data() + t * k, k, kScaleBlock);
-    }
+  float* rows = scratch.rows.data();
+  const float* kv = scratch.kv.data();
+  // Tokens are independent in the gather and the gate: split them over the
+  // pool (a decoded token stays on the caller).
+  pool.ParallelFor(
+      n_tokens,
+      [&](int64_t t0, int64_t t1, int) {
+        EngramGatherRows(w, ids + t0 * ids_stride, ids_stride, t1 - t0, n_cols, rows + t0 * k,
+                         nullptr);
+        if (act_quant) {
+          for (int64_t t = t0; t < t1; ++t)
+            ops::QuantizeDequantizeFp8(rows + t * k, k, kScaleBlock);
+        }
+      },
+      4);
+  if (stats != nullptr) {
+    const int64_t scale_bytes = w.embed_scale.dtype == DType::kF32 ? 4 : 1;
+    stats->rows += n_tokens * n_cols;
+    stats->bytes +=
+        n_tokens * n_cols * (layout.head_dim + layout.head_dim / kScaleBlock * scale_bytes);
   }
-  Linear(pool, scratch.kv.data(), scratch.rows.data(), w.wkv, n_tokens);
-  EngramGate(h, scratch.kv.data(), w.qk.data(), live, n_tokens, hc, dim, eps);
+  Linear(pool, scratch.kv.data(), rows, w.wkv, n_tokens);
+  pool.ParallelFor(
+      n_tokens,
+      [&](int64_t t0, int64_t t1, int) {
+        EngramGate(h + t0 * hc * dim, kv + t0 * (hc + 1) * dim, w.qk.data(),
+                   live == nullptr ? nullptr : live + t0, t1 - t0, hc, dim, eps);
+      },
+      4);
 }
 
 }  // namespace dsv4::deepseek_v4
