@@ -21,6 +21,14 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                "that serve reuses any common prompt prefix of a slot (more memory per token; "
                "default: rows for a cut of 16 tokens and a checkpoint every 16384)");
   sub.add_option_function<std::string>(
+         "--v41-index-keys",
+         [&options](const std::string& v) { options.v41_owner_index_keys = v == "owner"; },
+         "DeepSeek-V4.1: the index keys an index source scores: reference (default) as "
+         "DeepSeek's code publishes them, refilled only when a compression group completes, "
+         "so some decode steps score a later layer's keys; owner: its own kv source's keys "
+         "(the architectural reading, a different model)")
+      ->check(CLI::IsMember({"reference", "owner"}));
+  sub.add_option_function<std::string>(
          "--ram-budget",
          [&options](const std::string& v) { options.ram_budget = ParseRamBudget(v).value(); },
          "RAM the model may take: a DeepSeek-V4 model whose weight files are larger streams "

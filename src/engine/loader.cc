@@ -17,12 +17,14 @@
 #include "io/gguf.h"
 #include "io/llama2c.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/v41_model.h"
 #include "model/llama/llama_model.h"
 #include "model/seed/model.h"
 
 #include <nlohmann/json.hpp>
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/token_map.h"
 
 namespace dsv4 {
 namespace fs = std::filesystem;
@@ -305,6 +307,34 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
     lo.o_bf16 = o.wo_a_bf16;
     if (o.swa_full) lo.rollback.horizon = deepseek_v4::RollbackOptions::kAll;
     ASSIGN_OR_RETURN(m.model, LoadDeepSeekV4(o.model_path, lo));
+  } else if (type == "deepseek_v41") {
+    // The Engram hash runs over the tokenizer's compressed token map, so the
+    // tokenizer comes first.
+    const std::string tok = !o.tokenizer_path.empty() ? o.tokenizer_path : o.model_path;
+    if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "tokenizer.json.gz") ||
+        !o.tokenizer_path.empty()) {
+      ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok));
+    }
+    deepseek_v4::LoadOptions lo;
+    lo.threads = threads;
+    if (o.swa_full) lo.rollback.horizon = deepseek_v4::RollbackOptions::kAll;
+    lo.index_key_reading = o.v41_owner_index_keys ? deepseek_v4::IndexKeyReading::kOwner
+                                                  : deepseek_v4::IndexKeyReading::kReference;
+    if (config.contains("engram_layer_ids") && config["engram_layer_ids"].is_array() &&
+        !config["engram_layer_ids"].empty()) {
+      const auto* bpe = dynamic_cast<const BpeTokenizer*>(m.tokenizer.get());
+      if (bpe == nullptr) {
+        return InvalidArgument(config_path +
+                                   ": the Engram layers hash n-grams over the compressed ids of "
+                                   "the model's byte-level BPE tokenizer, and none was found",
+                               "put the release's tokenizer.json beside config.json or pass "
+                               "--tokenizer");
+      }
+      ASSIGN_OR_RETURN(CompressedTokenMap map, BuildCompressedTokenMap(*bpe));
+      lo.engram_token_map = std::move(map.ids);
+      lo.engram_token_count = map.count;
+    }
+    ASSIGN_OR_RETURN(m.model, LoadDeepSeekV41(o.model_path, lo));
   } else if (type == seed::kSeedModelType) {
     // The seed-article family (docs/seed-mechanisms.md); tokenizer: tokenizer.json or a
     // llama2.c tokenizer tok<V>.bin / tok512.bin beside the config.
@@ -320,9 +350,9 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
       }
     }
   } else {
-    return Unimplemented(
-        config_path + ": model_type '" + type + "' is not supported",
-        "supported checkpoint directories: deepseek_v4, " + std::string(seed::kSeedModelType));
+    return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
+                         "supported checkpoint directories: deepseek_v4, deepseek_v41, " +
+                             std::string(seed::kSeedModelType));
   }
   const std::string tok_path = !o.tokenizer_path.empty() ? o.tokenizer_path : o.model_path;
   if (!m.tokenizer && (!o.tokenizer_path.empty() || fs::exists(dir / "tokenizer.json") ||
@@ -392,6 +422,7 @@ uint64_t LoadHash(const LoadOptions& o, const LoadedModel& m) {
   h.UpdatePod(static_cast<int>(o.kquant_activations));
   h.UpdatePod(static_cast<int>(o.cache_type_k)).UpdatePod(static_cast<int>(o.cache_type_v));
   h.UpdatePod(o.wo_a_bf16.has_value() ? (*o.wo_a_bf16 ? 2 : 1) : 0).UpdatePod(o.swa_full);
+  h.UpdatePod(o.v41_owner_index_keys);
   return h.digest();
 }
 

@@ -58,6 +58,11 @@ struct LoadOptions {
   // token: the window kv and compressor rows). Default: the last 16 tokens'
   // rows beyond what the next token needs, and a checkpoint every 16384.
   bool swa_full = false;
+  // DeepSeek-V4.1: the index keys an index source scores (--v41-index-keys):
+  // the reference's shared slot (false, the default: what DeepSeek's code
+  // computes) or each layer's own kv source's keys (true: the architectural
+  // reading, a different model; model/deepseek_v4/csa2.h).
+  bool v41_owner_index_keys = false;
   // The RAM the model may take (--ram-budget): when its weight files are
   // larger, a DeepSeek-V4 model streams its routed experts from them through
   // a cache (model/deepseek_v4/expert_cache.h) sized to what the budget

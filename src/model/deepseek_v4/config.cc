@@ -519,8 +519,13 @@ Result<DeepSeekV4Config> ParseConfig(std::string_view text, const std::string& s
   FieldReader f(root, source);
 
   if (!f.String({"model_type"}, c.model_type)) {
-    return InvalidArgument(source + ": 'model_type' is missing",
-                           "a DeepSeek-V4 config.json has \"model_type\": \"deepseek_v4\"");
+    // The reference's inference/config.json (ModelArgs keys) names no type:
+    // V4.1's has the CSA2 source lists.
+    if (!root.contains("n_layers") || !root.contains("dim")) {
+      return InvalidArgument(source + ": 'model_type' is missing",
+                             "a DeepSeek-V4 config.json has \"model_type\": \"deepseek_v4\"");
+    }
+    c.model_type = root.contains("kv_source_layers") ? "deepseek_v41" : "deepseek_v4";
   }
   // Every scalar field of the table, under its key or an alias.
   VisitConfigFields(c, [&](const ConfigField& field, auto& value) { f.Read(field, value); });
@@ -908,8 +913,9 @@ Status ValidateV41(const DeepSeekV4Config& c) {
     const int64_t src = LatestAtOrBefore(c.kv_source_layers, l);
     if (src < 0 || c.compress_ratio(src) != r) {
       return Field("kv_source_layers", src < 0 ? "none at or before layer " + Str(l) : Str(src),
-                   "a kv source at or before " + at + " with the same ratio, whose compressed "
-                   "cache it reads");
+                   "a kv source at or before " + at +
+                       " with the same ratio, whose compressed "
+                       "cache it reads");
     }
     if (index_source && !Contains(c.index_source_layers, src)) {
       return Field("index_source_layers", Str(src),
@@ -918,9 +924,11 @@ Status ValidateV41(const DeepSeekV4Config& c) {
     }
     const int64_t picks = LatestAtOrBefore(c.index_source_layers, l);
     if (picks < 0 || c.compress_ratio(picks) != r) {
-      return Field("index_source_layers", picks < 0 ? "none at or before layer " + Str(l) : Str(picks),
-                   "an index source at or before " + at + " with the same ratio, whose picks it "
-                   "attends to");
+      return Field("index_source_layers",
+                   picks < 0 ? "none at or before layer " + Str(l) : Str(picks),
+                   "an index source at or before " + at +
+                       " with the same ratio, whose picks it "
+                       "attends to");
     }
   }
   if (c.candidate_source_layer >= 0) {
@@ -929,10 +937,10 @@ Status ValidateV41(const DeepSeekV4Config& c) {
       return Field("candidate_source_layer", Str(cs), "an index source layer, or −1 (none)");
     }
     if (c.candidate_topk_blocks < 1 || c.candidate_block_size < 1) {
-      return Field(c.candidate_topk_blocks < 1 ? "candidate_topk_blocks" : "candidate_block_size",
-                   Str(c.candidate_topk_blocks < 1 ? c.candidate_topk_blocks
-                                                   : c.candidate_block_size),
-                   "a positive integer when candidate_source_layer is set");
+      return Field(
+          c.candidate_topk_blocks < 1 ? "candidate_topk_blocks" : "candidate_block_size",
+          Str(c.candidate_topk_blocks < 1 ? c.candidate_topk_blocks : c.candidate_block_size),
+          "a positive integer when candidate_source_layer is set");
     }
     for (int64_t l : c.index_source_layers) {
       if (l > cs && c.compress_ratio(l) != c.compress_ratio(cs)) {

@@ -122,14 +122,13 @@ struct DeepSeekV4Config {
   std::vector<int64_t> dspark_target_layer_ids;  // main layers feeding the draft, ascending
   int64_t dspark_markov_rank = 256;              // r: the Markov head's rank
 
-  // ---- DeepSeek-V4.1 (model_type "deepseek_v41"; spec: the V4.1 reference inference/model.py) ----
-  // CSA2, cross-layer KV sharing: compress_ratios take 0, 1 or 2; only the
-  // kv_source_layers own a compressor and a compressed cache, every later
-  // layer with a ratio reads the latest source's cache. Only the
-  // index_source_layers run the indexer (its keys come from the kv source's
-  // latent); the other compressed layers reuse the latest index source's picks.
-  // The candidate source picks candidate_topk_blocks blocks of
-  // candidate_block_size entries; index sources after it choose inside them.
+  // ---- DeepSeek-V4.1 (model_type "deepseek_v41"; spec: the V4.1 reference inference/model.py)
+  // ---- CSA2, cross-layer KV sharing: compress_ratios take 0, 1 or 2; only the kv_source_layers
+  // own a compressor and a compressed cache, every later layer with a ratio reads the latest
+  // source's cache. Only the index_source_layers run the indexer (its keys come from the kv
+  // source's latent); the other compressed layers reuse the latest index source's picks. The
+  // candidate source picks candidate_topk_blocks blocks of candidate_block_size entries; index
+  // sources after it choose inside them.
   std::vector<int64_t> kv_source_layers;
   std::vector<int64_t> index_source_layers;
   int64_t candidate_source_layer = -1;  // −1: no candidate pre-filtering
@@ -142,8 +141,8 @@ struct DeepSeekV4Config {
   int64_t engram_vocab_size = 0;               // where each (n, head)'s prime search starts
   int64_t engram_n_heads = 0;
   int64_t engram_head_dim = 0;
-  int32_t engram_pad_id = 2;                   // fills n-gram slots before the sequence start
-  int64_t engram_compressed_vocab_size = 0;    // the tokenizer-normalised id space
+  int32_t engram_pad_id = 2;                 // fills n-gram slots before the sequence start
+  int64_t engram_compressed_vocab_size = 0;  // the tokenizer-normalised id space
   // The DSpark draft's own MoE (0: the main model's expert counts).
   int64_t dspark_n_routed_experts = 0;
   int64_t dspark_n_activated_experts = 0;
@@ -307,7 +306,8 @@ void VisitConfigFields(Config& c, Visitor&& v) {
   v(ConfigField{"dspark_markov_rank", nullptr, {}, 1, int64_t{1} << 16}, c.dspark_markov_rank);
   // ---- DeepSeek-V4.1 ----
   v(ConfigField{"candidate_source_layer", nullptr, {}, -1, 1023}, c.candidate_source_layer);
-  v(ConfigField{"candidate_topk_blocks", nullptr, {}, 0, int64_t{1} << 24}, c.candidate_topk_blocks);
+  v(ConfigField{"candidate_topk_blocks", nullptr, {}, 0, int64_t{1} << 24},
+    c.candidate_topk_blocks);
   v(ConfigField{"candidate_block_size", nullptr, {}, 0, int64_t{1} << 20}, c.candidate_block_size);
   v(ConfigField{"engram_max_ngram_size", nullptr, {}, 1, 16}, c.engram_max_ngram_size);
   v(ConfigField{"engram_vocab_size", nullptr, {}, 0, int64_t{1} << 40}, c.engram_vocab_size);

@@ -82,8 +82,8 @@ int64_t Csa2LayerState::allocated_bytes() const {
 // The sublayer
 // ---------------------------------------------------------------------------
 
-void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const float* x,
-                   int64_t T, int64_t pos0, std::span<Csa2LayerState> states, Csa2Shared& shared,
+void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const float* x, int64_t T,
+                   int64_t pos0, std::span<Csa2LayerState> states, Csa2Shared& shared,
                    IndexKeyReading reading, Csa2Scratch& s, float* out) {
   ThreadPool& pool = ctx.pool;
   const DeepSeekV4Config& c = ctx.config;
@@ -139,16 +139,24 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
       if (r == 1) {
         std::copy(&s.ckv[(g - pos0) * A], &s.ckv[(g - pos0 + 1) * A], lat);
       } else {
+        // this call's rows from the scratch (the ring may have wrapped past
+        // them), earlier ones from the pending store
+        auto kv_row = [&](int64_t p) {
+          return p >= pos0 ? &s.ckv[(p - pos0) * A] : own.pending_kv.Row(p);
+        };
+        auto gate_row = [&](int64_t p) {
+          return p >= pos0 ? &s.cgate[(p - pos0) * A] : own.pending_gate.Row(p);
+        };
         // softmax over the group's r rows of each channel, in fp32
         for (int64_t a = 0; a < A; ++a) {
           float m = kNegInf;
-          for (int64_t i = 0; i < r; ++i) m = std::max(m, own.pending_gate.Row(g * r + i)[a]);
+          for (int64_t i = 0; i < r; ++i) m = std::max(m, gate_row(g * r + i)[a]);
           float sum = 0.0f;
-          for (int64_t i = 0; i < r; ++i) sum += std::exp(own.pending_gate.Row(g * r + i)[a] - m);
+          for (int64_t i = 0; i < r; ++i) sum += std::exp(gate_row(g * r + i)[a] - m);
           float acc = 0.0f;
           for (int64_t i = 0; i < r; ++i) {
-            const float p = std::exp(own.pending_gate.Row(g * r + i)[a] - m) / sum;
-            acc += own.pending_kv.Row(g * r + i)[a] * p;
+            const float p = std::exp(gate_row(g * r + i)[a] - m) / sum;
+            acc += kv_row(g * r + i)[a] * p;
           }
           lat[a] = acc;
         }
@@ -183,8 +191,10 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
                                 ? roles.keys_from
                                 : shared.key_slot;
       const RowHistory& keys = states[owner].index_keys;
-      CHECK(keys.Holds(0, n_entries), "layer %lld: index keys of layer %lld hold [%lld, %lld), "
-            "need [0, %lld)", static_cast<long long>(plan.layer), static_cast<long long>(owner),
+      CHECK(keys.Holds(0, n_entries),
+            "layer %lld: index keys of layer %lld hold [%lld, %lld), "
+            "need [0, %lld)",
+            static_cast<long long>(plan.layer), static_cast<long long>(owner),
             static_cast<long long>(keys.begin()), static_cast<long long>(keys.end()),
             static_cast<long long>(n_entries));
       const IndexerWeights& iw = w.indexer;
@@ -249,7 +259,8 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
             uint8_t* keep = &shared.candidates[t * n_entries];
             for (int64_t i = 0; i < kb; ++i) {
               if (block[bo[i]] == kNegInf) continue;
-              for (int64_t e = bo[i] * B; e < std::min(n_entries, (bo[i] + 1) * B); ++e) keep[e] = 1;
+              for (int64_t e = bo[i] * B; e < std::min(n_entries, (bo[i] + 1) * B); ++e)
+                keep[e] = 1;
             }
           } else if (roles.uses_candidates) {
             const uint8_t* keep = &shared.candidates[t * n_entries];
@@ -259,10 +270,9 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
           }
           // level two: the k best, in position order; unreachable ones −1
           for (int64_t e = 0; e < n_entries; ++e) order[e] = e;
-          std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                            [&](int64_t a, int64_t b) {
-                              return sc[a] > sc[b] || (sc[a] == sc[b] && a < b);
-                            });
+          std::partial_sort(
+              order.begin(), order.begin() + k, order.end(),
+              [&](int64_t a, int64_t b) { return sc[a] > sc[b] || (sc[a] == sc[b] && a < b); });
           std::sort(order.begin(), order.begin() + k);
           int32_t* pk = &shared.picks[t * k];
           for (int64_t i = 0; i < k; ++i) {
@@ -288,7 +298,9 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
     for (int64_t th = b; th < e; ++th) {
       const int64_t t = th / H, h = th % H, p = pos0 + t;
       keys.clear();
-      for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) keys.push_back(own.window.Row(j));
+      for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+        keys.push_back(j >= pos0 ? &s.kv[(j - pos0) * A] : own.window.Row(j));
+      }
       if (src != nullptr && k > 0) {
         const int32_t* pk = &shared.picks[t * k];
         for (int64_t i = 0; i < k; ++i) {
@@ -319,7 +331,8 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
     }
   });
 
-  // ---- grouped output: z [T, G·O], group g = wo_a rows g·O.. on heads g·H/G..; out = wo_b · z ----
+  // ---- grouped output: z [T, G·O], group g = wo_a rows g·O.. on heads g·H/G..; out = wo_b · z
+  // ----
   Grow(s.z, T * G * O);
   Grow(s.o_group, T * HG * A);
   for (int64_t g = 0; g < G; ++g) {

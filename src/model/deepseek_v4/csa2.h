@@ -71,9 +71,9 @@ struct Csa2LayerState {
 // reference's SharedAttentionRuntime), plus the index-key slot, which outlives
 // calls (the sequence cache keeps it).
 struct Csa2Shared {
-  int64_t key_slot = -1;        // the key owner whose keys the slot holds; −1: none yet
-  std::vector<int32_t> picks;   // [T, k] the latest index source's picks (−1: none)
-  int64_t picks_width = 0;      // k of `picks`
+  int64_t key_slot = -1;            // the key owner whose keys the slot holds; −1: none yet
+  std::vector<int32_t> picks;       // [T, k] the latest index source's picks (−1: none)
+  int64_t picks_width = 0;          // k of `picks`
   std::vector<uint8_t> candidates;  // [T, n] the candidate source's kept entries
   int64_t candidates_width = 0;     // n of `candidates`
 };

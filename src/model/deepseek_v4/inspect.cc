@@ -99,6 +99,12 @@ std::string KvTable(const DeepSeekV4Config& c, const std::vector<int64_t>& conte
 }  // namespace
 
 std::string DescribeRelease(const DeepSeekV4Config& c) {
+  if (c.v41()) {
+    const std::string size = c.hidden_size == 5120 && c.num_hidden_layers == 40
+                                 ? "V4.1-Flash (2026-09-10)"
+                                 : "a DeepSeek-V4.1";
+    return size + (c.dspark() ? " with its DSpark draft module (not run by dsv4)" : "");
+  }
   std::string size = c.hidden_size == 4096 && c.num_hidden_layers == 43   ? "V4-Flash"
                      : c.hidden_size == 7168 && c.num_hidden_layers == 61 ? "V4-Pro"
                                                                           : "a DeepSeek-V4";
@@ -135,6 +141,11 @@ ParameterCounts CountParameters(const DeepSeekV4Config& c, const CheckpointReade
       out.total += n;
       if (d.expert >= 0) {
         expert_elems += n;
+        out.experts += n;
+      } else if (d.kind == WeightKind::kEngramTable) {
+        // n_cols rows of the table per token
+        out.engram += n;
+        out.engram_active += (c.engram_max_ngram_size - 1) * c.engram_n_heads * d.shape[1];
       } else if (d.per_token) {
         out.active += n;
       }
@@ -145,14 +156,15 @@ ParameterCounts CountParameters(const DeepSeekV4Config& c, const CheckpointReade
       if (dt == DType::kFp8E4m3 || dt == DType::kFp4E2m1) {
         const DType st = PredictedScaleDType(c, d.kind);
         const int64_t rows = d.shape[0], cols = d.shape[1];
-        const int64_t n_scales = dt == DType::kFp4E2m1
+        const int64_t blk = c.v41() ? 32 : 128;  // FP8 scale tiles
+        const int64_t n_scales = dt == DType::kFp4E2m1 || d.kind == WeightKind::kEngramTable
                                      ? rows * (cols / 32)
-                                     : ((rows + 127) / 128) * ((cols + 127) / 128);
+                                     : ((rows + blk - 1) / blk) * ((cols + blk - 1) / blk);
         out.bytes_by_dtype[std::string(DTypeName(st))] += DTypeBytes(st, n_scales);
       }
     }
   });
-  out.active += expert_elems / c.n_routed_experts * c.num_experts_per_tok;
+  out.active += expert_elems / c.n_routed_experts * c.num_experts_per_tok + out.engram_active;
   if (reader != nullptr) {
     out.measured = true;
     for (const TensorInfo& t : reader->tensors()) {
@@ -214,6 +226,22 @@ std::string KvCacheReport(const DeepSeekV4Config& c, const std::vector<int64_t>&
       "KV cache per sequence, spec §4.9 layout (bf16 values, fp32 compressor "
       "state; B/token = growth per token):\n";
   r += KvTable(c, contexts, /*reference=*/true, rb);
+  // The compressed entries and index keys as the release stores them, per
+  // token: V4's entries FP8 with the RoPE dims in bf16, V4.1's FP4 with an e4m3
+  // scale per 16 (4.5 bits a value); index keys FP4 with an e8m0 scale per 32.
+  double stored = 0.0;
+  for (const LayerPlan& p : BuildLayerPlans(c)) {
+    if (p.role != LayerRole::kMain || p.cache.compress_ratio == 0) continue;
+    const double per_entry =
+        (c.v41() ? p.cache.head_dim * 4.5 / 8
+                 : (p.cache.head_dim - c.qk_rope_head_dim) + 2.0 * c.qk_rope_head_dim) +
+        p.cache.indexer_head_dim * 4.25 / 8;
+    stored += per_entry / static_cast<double>(p.cache.compress_ratio);
+  }
+  r +=
+      Fmt("  as the release stores them (%s entries, FP4 index keys): %.0f B/token of "
+          "compressed entries and keys\n",
+          c.v41() ? "FP4" : "FP8 + bf16 RoPE dims", stored);
   r +=
       Fmt("this engine (fp32 values; Truncate in place over the last %lld tokens, "
           "checkpoints every %lld tokens; the MTP cache keeps every row):\n",
@@ -239,7 +267,7 @@ Status CheckContexts(const std::vector<int64_t>& contexts) {
 std::string Report(const DeepSeekV4Config& c, const ParameterCounts& n,
                    const std::string& bytes_heading, const std::string& source) {
   std::string r;
-  r += "DeepSeek-V4 model: " + source + "\n";
+  r += (c.v41() ? "DeepSeek-V4.1 model: " : "DeepSeek-V4 model: ") + source + "\n";
   r += "release: " + DescribeRelease(c) + "\n";
   r += "config:\n";
   r +=
@@ -275,19 +303,55 @@ std::string Report(const DeepSeekV4Config& c, const ParameterCounts& n,
   const QuantizationConfig& q = c.quantization_config;
   r += "  weights: dense " +
        (q.present ? "fp8 " + q.fmt + " (" + (q.scale_fmt.empty() ? "f32" : q.scale_fmt) +
-                        " scales per 128x128)"
+                        (c.v41() ? " scales per 32x32)" : " scales per 128x128)")
                   : std::string("unquantized")) +
        ", routed experts " + std::string(ExpertDTypeName(c.expert_dtype)) + ", torch_dtype " +
        c.torch_dtype + "\n";
   // What DeepSeekV4Model::Load picks unless told (--wo-a-input overrides the last).
   const NumericsOptions nd = DefaultNumerics(c.qat_simulation);
   const auto on_off = [](bool on) { return on ? std::string("on") : std::string("off"); };
-  r += std::string("  numerics: ") +
-       (c.qat_simulation ? "the release's (qat_simulation)"
-                         : "no QAT simulations (qat_simulation false)") +
-       ": FP8 activation quantisation " + on_off(nd.act_quant) + ", kv FP8 simulation " +
-       on_off(nd.kv_quant) + ", indexer FP4 simulation " + on_off(nd.index_quant) +
-       ", wo_a input " + (nd.o_bf16 ? "bf16" : "f32") + " (--wo-a-input)\n";
+  if (c.v41()) {
+    r += std::string("  numerics: ") +
+         (c.qat_simulation
+              ? "the reference's QAT roundings (qat_simulation): FP8 activations before FP8/FP4 "
+                "linears (blocks of 32), window kv FP8 (blocks of 32), compressed kv FP4 (e4m3 "
+                "scale per 16), index queries and keys FP4 (power-of-two scale per 32)"
+              : "no QAT roundings (qat_simulation false)") +
+         "\n";
+    std::string kv, ix, eg;
+    for (int64_t l : c.kv_source_layers) kv += (kv.empty() ? "" : ", ") + std::to_string(l);
+    for (int64_t l : c.index_source_layers) ix += (ix.empty() ? "" : ", ") + std::to_string(l);
+    for (int64_t l : c.engram_layer_ids) eg += (eg.empty() ? "" : ", ") + std::to_string(l);
+    r += "  CSA2: kv sources [" + kv + "], index sources [" + ix + "]";
+    if (c.candidate_source_layer >= 0) {
+      r += Fmt(", candidate source %lld (%lld blocks of %lld entries)",
+               (long long)c.candidate_source_layer, (long long)c.candidate_topk_blocks,
+               (long long)c.candidate_block_size);
+    }
+    r += "\n";
+    if (!c.engram_layer_ids.empty()) {
+      const int64_t cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
+      const int64_t row_bytes = c.engram_head_dim + c.engram_head_dim / 32;  // fp8 + e8m0
+      const int64_t n_layers = static_cast<int64_t>(c.engram_layer_ids.size());
+      r += Fmt(
+          "  Engram: layers [%s], %lld-grams down to 2-grams x %lld heads: %lld rows of %lld "
+          "per layer and token, %lld B read per token (fp8 rows + e8m0 scales) of tables "
+          "of",
+          eg.c_str(), (long long)c.engram_max_ngram_size, (long long)c.engram_n_heads,
+          (long long)cols, (long long)c.engram_head_dim, (long long)(n_layers * cols * row_bytes));
+      for (int64_t rows : c.engram_num_embeddings) {
+        r += Fmt(" %lld", (long long)rows);
+      }
+      r += " rows\n";
+    }
+  } else {
+    r += std::string("  numerics: ") +
+         (c.qat_simulation ? "the release's (qat_simulation)"
+                           : "no QAT simulations (qat_simulation false)") +
+         ": FP8 activation quantisation " + on_off(nd.act_quant) + ", kv FP8 simulation " +
+         on_off(nd.kv_quant) + ", indexer FP4 simulation " + on_off(nd.index_quant) +
+         ", wo_a input " + (nd.o_bf16 ? "bf16" : "f32") + " (--wo-a-input)\n";
+  }
   r += Fmt("  bos %d, eos %d\n", c.bos_token_id, c.eos_token_id);
   // Every scalar field of the table (config.h), as read.
   std::string line = "  fields:";
@@ -322,9 +386,24 @@ std::string Report(const DeepSeekV4Config& c, const ParameterCounts& n,
     n_hca += p.attention == AttentionKind::kHca;
     n_hash += p.router == RouterKind::kHash;
   }
-  r += Fmt("  main layers: %lld window, %lld CSA, %lld HCA; %lld hash-routed, %lld scored\n",
-           (long long)n_window, (long long)n_csa, (long long)n_hca, (long long)n_hash,
-           (long long)(c.num_hidden_layers - n_hash));
+  if (c.v41()) {
+    int64_t full = 0, reindex = 0, reuse = 0;
+    for (const LayerPlan& p : plans) {
+      if (p.role != LayerRole::kMain || p.attention != AttentionKind::kCsa2) continue;
+      full += p.csa2.kv_source;
+      reindex += !p.csa2.kv_source && p.csa2.index_source;
+      reuse += !p.csa2.index_source;
+    }
+    r +=
+        Fmt("  main layers: %lld window, %lld CSA2 (%lld full, %lld reindex, %lld reuse); all "
+            "scored\n",
+            (long long)n_window, (long long)(full + reindex + reuse), (long long)full,
+            (long long)reindex, (long long)reuse);
+  } else {
+    r += Fmt("  main layers: %lld window, %lld CSA, %lld HCA; %lld hash-routed, %lld scored\n",
+             (long long)n_window, (long long)n_csa, (long long)n_hca, (long long)n_hash,
+             (long long)(c.num_hidden_layers - n_hash));
+  }
   if (Status s = c.CheckForwardSupported(); !s.ok()) {
     r += "  forward: not runnable yet — " + s.message() + "\n";
   } else {
@@ -338,6 +417,15 @@ std::string Report(const DeepSeekV4Config& c, const ParameterCounts& n,
           "excluded\n",
           HumanCount(n.active).c_str(), (long long)n.active, (long long)c.num_experts_per_tok,
           (long long)c.n_routed_experts);
+  if (n.experts > 0 || n.engram > 0) {
+    r += Fmt("  of the total: backbone %s, routed experts %s",
+             HumanCount(n.total - n.experts - n.engram).c_str(), HumanCount(n.experts).c_str());
+    if (n.engram > 0) {
+      r += Fmt(", Engram tables %s (%s read per token)", HumanCount(n.engram).c_str(),
+               HumanCount(n.engram_active).c_str());
+    }
+    r += "\n";
+  }
   r += Fmt("  draft module (%s) %s (%lld), not in the total\n", c.dspark() ? "DSpark" : "NextN MTP",
            HumanCount(n.mtp).c_str(), (long long)n.mtp);
   if (c.dspark()) {

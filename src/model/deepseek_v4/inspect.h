@@ -25,11 +25,14 @@
 namespace dsv4::deepseek_v4 {
 
 struct ParameterCounts {
-  int64_t total = 0;        // main model parameters (logical elements)
-  int64_t active = 0;       // per token (see the header comment)
-  int64_t mtp = 0;          // draft layers (NextN MTP or DSpark), not in total
-  int64_t draft_bytes = 0;  // measured: the checkpoint's mtp.* tensors
-  int64_t n_tensors = 0;    // declared tensors incl. MTP (scales not counted)
+  int64_t total = 0;          // main model parameters (logical elements)
+  int64_t active = 0;         // per token (see the header comment)
+  int64_t mtp = 0;            // draft layers (NextN MTP or DSpark), not in total
+  int64_t experts = 0;        // of total: the routed experts
+  int64_t engram = 0;         // of total: the Engram tables (DeepSeek-V4.1)
+  int64_t engram_active = 0;  // of active: the Engram rows one token reads
+  int64_t draft_bytes = 0;    // measured: the checkpoint's mtp.* tensors
+  int64_t n_tensors = 0;      // declared tensors incl. MTP (scales not counted)
   // Bytes by stored dtype name ("bf16", "fp8_e4m3", "e8m0", ...), scales
   // included: measured from the checkpoint when `reader` is given, else predicted.
   std::map<std::string, int64_t> bytes_by_dtype;

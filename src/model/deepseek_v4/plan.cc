@@ -64,7 +64,8 @@ void SetV41Roles(const DeepSeekV4Config& c, LayerPlan& p) {
   r.index_source = Contains(c.index_source_layers, l);
   r.owns_index_keys = r.kv_source && r.index_source;
   r.candidate_source = l == c.candidate_source_layer;
-  r.uses_candidates = r.index_source && c.candidate_source_layer >= 0 && c.candidate_source_layer < l;
+  r.uses_candidates =
+      r.index_source && c.candidate_source_layer >= 0 && c.candidate_source_layer < l;
   r.kv_from = LatestAtOrBefore(c.kv_source_layers, l);
   r.keys_from = r.index_source ? r.kv_from : -1;
   r.picks_from = LatestAtOrBefore(c.index_source_layers, l);
@@ -118,7 +119,9 @@ std::string DescribeLayerPlan(const LayerPlan& p) {
   if (p.has_indexer) attention += " +indexer";
   if (p.attention == AttentionKind::kCsa2) {
     const Csa2Roles& r = p.csa2;
-    attention += r.kv_source ? (r.index_source ? " full" : " kv") : r.index_source ? " reindex" : " reuse";
+    attention += r.kv_source      ? (r.index_source ? " full" : " kv")
+                 : r.index_source ? " reindex"
+                                  : " reuse";
     if (r.candidate_source) attention += " +cand";
     if (r.uses_candidates) attention += " in-cand";
     if (!r.kv_source) attention += " kv<" + std::to_string(r.kv_from);
@@ -127,7 +130,10 @@ std::string DescribeLayerPlan(const LayerPlan& p) {
   if (p.engram >= 0) attention += " +engram";
   std::snprintf(buf, sizeof(buf), "%-4s %-10s %-34s router %-6s %s rope theta %g%s",
                 p.role == LayerRole::kMtp ? "mtp" : "main", p.prefix.c_str(), attention.c_str(),
-                std::string(RouterKindName(p.router)).c_str(), p.lagged_hc ? "mHC-lag" : p.hyper_connection ? "mHC" : "   ",
+                std::string(RouterKindName(p.router)).c_str(),
+                p.lagged_hc          ? "mHC-lag"
+                : p.hyper_connection ? "mHC"
+                                     : "   ",
                 p.rope_theta, p.rope_yarn ? " +yarn" : "");
   return buf;
 }

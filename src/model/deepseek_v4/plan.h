@@ -28,9 +28,9 @@ enum class AttentionKind {
 // names them "full", "reindex" and "reuse"), decided from kv_source_layers and
 // index_source_layers. −1: not applicable (window layers, V4).
 struct Csa2Roles {
-  bool kv_source = false;       // owns a compressor and the compressed cache (full)
-  bool index_source = false;    // runs the indexer over the shared index keys (full, reindex)
-  bool owns_index_keys = false;  // kv source and index source: makes the index keys
+  bool kv_source = false;         // owns a compressor and the compressed cache (full)
+  bool index_source = false;      // runs the indexer over the shared index keys (full, reindex)
+  bool owns_index_keys = false;   // kv source and index source: makes the index keys
   bool candidate_source = false;  // picks the candidate blocks (level one of the top-k)
   bool uses_candidates = false;   // an index source after it: picks inside them (level two)
   int64_t kv_from = -1;           // the kv source whose compressed cache this layer reads

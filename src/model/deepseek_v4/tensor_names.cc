@@ -58,6 +58,15 @@ constexpr TensorNameRow kTable[] = {
   {S::kLayer, "attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight", "indexer_compressor_gate.weight"},
   {S::kLayer, "attn.indexer.compressor.ape",          "self_attn.compressor.indexer.position_bias",    "indexer_compressor_ape.weight"},
   {S::kLayer, "attn.indexer.compressor.norm.weight",  "self_attn.compressor.indexer.kv_norm.weight",   "indexer_compressor_norm.weight"},
+  // DeepSeek-V4.1 (official names only): the key owner's index-key projection, Engram
+  {S::kLayer, "attn.indexer.wk.weight",     "", ""},
+  {S::kLayer, "attn.indexer.k_norm.weight", "", ""},
+  {S::kLayer, "engram.embed.weight",        "", ""},
+  {S::kLayer, "engram.embed.scale",         "", ""},
+  {S::kLayer, "engram.wkv.weight",          "", ""},
+  {S::kLayer, "engram.wkv.scale",           "", ""},
+  {S::kLayer, "engram.q_weight",            "", ""},
+  {S::kLayer, "engram.k_weight",            "", ""},
 
   // MoE
   {S::kLayer, "ffn.gate.weight",  "mlp.gate.weight",                   "ffn_gate_inp.weight"},

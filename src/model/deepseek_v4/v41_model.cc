@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "io/safetensors.h"
 #include "ops/matmul.h"
 #include "tensor/dtype.h"
 
@@ -67,7 +68,7 @@ void DeepSeekV41Cache::Truncate(int64_t n) {
   computed_ = n;
   while (!slot_log_.empty() && slot_log_.back().first > n) slot_log_.pop_back();
   key_slot_ = !slot_log_.empty() && slot_log_.back().first == n ? slot_log_.back().second
-                                                                 : SlotAfterSteps(n);
+                                                                : SlotAfterSteps(n);
 }
 
 int64_t DeepSeekV41Cache::allocated_bytes() const {
@@ -85,9 +86,9 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
     const LoadOptions& options) {
   RETURN_IF_ERROR(c.Validate().WithContext(reader->path()));
   if (!c.v41()) {
-    return InvalidArgument(reader->path() + ": model_type \"" + c.model_type +
-                               "\" is not DeepSeek-V4.1",
-                           "load it as a DeepSeek-V4 model");
+    return InvalidArgument(
+        reader->path() + ": model_type \"" + c.model_type + "\" is not DeepSeek-V4.1",
+        "load it as a DeepSeek-V4 model");
   }
   NumericsOptions numerics = options.numerics.value_or(DefaultNumerics(c.qat_simulation));
   numerics.act_block = 32;
@@ -95,9 +96,13 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
   const std::string off_hint =
       "set \"qat_simulation\": false in config.json (the model was not trained with the "
       "reference's roundings)";
-  if (numerics.act_quant || numerics.kv_quant || numerics.index_quant) {
-    const int64_t widths[] = {c.hidden_size, c.q_lora_rank, c.o_groups * c.o_lora_rank,
-                              c.moe_intermediate_size, c.head_dim, c.index_head_dim};
+  std::vector<int64_t> widths;  // what each rounding splits into blocks of 32
+  if (numerics.act_quant && (c.dense_fp8() || c.expert_dtype != ExpertDType::kDefault)) {
+    widths = {c.hidden_size, c.q_lora_rank, c.o_groups * c.o_lora_rank, c.moe_intermediate_size};
+  }
+  if (numerics.kv_quant) widths.push_back(c.head_dim);
+  if (numerics.index_quant) widths.push_back(c.index_head_dim);
+  {
     for (int64_t k : widths) {
       if (k % 32 != 0) {
         return InvalidArgument(reader->path() +
@@ -130,9 +135,9 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
     if (!made.ok()) return made.status().WithContext(reader->path());
     const EngramLayout layout = std::move(made).value();
     if (options.engram_token_map.empty()) {
-      return InvalidArgument(reader->path() +
-                                 ": the Engram layers need the tokenizer's compressed token map",
-                             "load the model with its tokenizer (tokenizer.json beside it)");
+      return InvalidArgument(
+          reader->path() + ": the Engram layers need the tokenizer's compressed token map",
+          "load the model with its tokenizer (tokenizer.json beside it)");
     }
     Result<EngramHasher> hasher =
         EngramHasher::Make(layout, options.engram_token_map, options.engram_token_count);
@@ -141,8 +146,8 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
     for (const LayerPlan& p : m->plans_) {
       if (p.engram < 0) continue;
       RETURN_IF_ERROR(CheckEngramWeights(m->weights_.layers[p.layer].engram, layout,
-                                         static_cast<int32_t>(p.engram), c.hc_mult,
-                                         c.hidden_size, p.prefix + "engram.")
+                                         static_cast<int32_t>(p.engram), c.hc_mult, c.hidden_size,
+                                         p.prefix + "engram.")
                           .WithContext(reader->path()));
     }
   }
@@ -186,9 +191,7 @@ std::unique_ptr<SequenceCache> DeepSeekV41Model::NewCache(int64_t max_tokens) co
   return cache;
 }
 
-std::optional<WeightWork> DeepSeekV41Model::weight_work_per_token() const {
-  return std::nullopt;
-}
+std::optional<WeightWork> DeepSeekV41Model::weight_work_per_token() const { return std::nullopt; }
 
 Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
                                  std::span<float> logits, bool all_logits) {
@@ -201,8 +204,7 @@ Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache&
   if (T == 0) return InvalidArgument("DeepSeek-V4.1 Forward: no tokens");
   if (cache->length() + T > cache->max_tokens()) {
     return OutOfRange("DeepSeek-V4.1 context full: " + std::to_string(cache->length()) + " + " +
-                          std::to_string(T) + " tokens > " +
-                          std::to_string(cache->max_tokens()),
+                          std::to_string(T) + " tokens > " + std::to_string(cache->max_tokens()),
                       "start a new sequence or raise the context size");
   }
   if (static_cast<int64_t>(logits.size()) < (all_logits ? T : 1) * V) {
@@ -216,8 +218,7 @@ Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache&
   }
   // After a truncation the stores could not keep: re-run the kept tokens first.
   if (cache->computed() < cache->length()) {
-    std::vector<int32_t> replay(cache->tokens().begin() + cache->computed(),
-                                cache->tokens().end());
+    std::vector<int32_t> replay(cache->tokens().begin() + cache->computed(), cache->tokens().end());
     Run(replay, cache->computed(), *cache, static_cast<int64_t>(replay.size()), nullptr);
   }
   cache->Append(tokens);
@@ -325,3 +326,17 @@ void DeepSeekV41Model::Run(std::span<const int32_t> tokens, int64_t pos0, DeepSe
 }
 
 }  // namespace dsv4::deepseek_v4
+
+namespace dsv4 {
+
+Result<std::unique_ptr<Model>> LoadDeepSeekV41(const std::string& dir,
+                                               const deepseek_v4::LoadOptions& options) {
+  using deepseek_v4::DeepSeekV4Config;
+  ASSIGN_OR_RETURN(DeepSeekV4Config config, DeepSeekV4Config::FromFile(dir + "/config.json"));
+  ASSIGN_OR_RETURN(auto reader, OpenCheckpointDir(dir));
+  std::shared_ptr<const CheckpointReader> shared(std::move(reader));
+  ASSIGN_OR_RETURN(auto model, deepseek_v4::DeepSeekV41Model::Load(shared, config, options));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace dsv4

@@ -74,10 +74,10 @@ class DeepSeekV41Cache final : public SequenceCache {
   const void* owner_;
   int64_t max_tokens_;
   std::vector<LayerPlan> plans_;
-  std::vector<Csa2LayerState> layers_;   // [L]
-  std::vector<int32_t> tokens_;          // [length]
-  int64_t computed_ = 0;                 // tokens the layers hold
-  int64_t key_slot_ = -1;                // the index-key slot after the last call
+  std::vector<Csa2LayerState> layers_;                 // [L]
+  std::vector<int32_t> tokens_;                        // [length]
+  int64_t computed_ = 0;                               // tokens the layers hold
+  int64_t key_slot_ = -1;                              // the index-key slot after the last call
   std::vector<std::pair<int64_t, int64_t>> slot_log_;  // (end of a call, slot after it)
   std::optional<EngramSequence> engram_;
 };
@@ -140,5 +140,12 @@ class DeepSeekV41Model final : public Model {
 };
 
 }  // namespace dsv4::deepseek_v4
+
+namespace dsv4 {
+// A DeepSeek-V4.1 checkpoint directory: config.json (model_type deepseek_v41)
+// and safetensors in the official naming.
+Result<std::unique_ptr<Model>> LoadDeepSeekV41(const std::string& dir,
+                                               const deepseek_v4::LoadOptions& options);
+}  // namespace dsv4
 
 #endif  // DSV4_MODEL_DEEPSEEK_V4_V41_MODEL_H_

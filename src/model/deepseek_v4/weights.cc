@@ -42,7 +42,10 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
 
   for (const LayerPlan& p : plans) {
     const bool mtp = p.role == LayerRole::kMtp;
-    if (mtp && c.v41()) continue;  // the V4.1 DSpark stages are not run
+    // The V4.1 DSpark stages (declared for the counts; not bound: not run)
+    // have their own expert count.
+    const int64_t El =
+        mtp && c.v41() && c.dspark_n_routed_experts > 0 ? c.dspark_n_routed_experts : E;
     auto add = [&](const std::string& rel, std::vector<int64_t> shape, K kind,
                    int64_t expert = -1) {
       fn(WeightDecl{.name = p.prefix + rel,
@@ -53,7 +56,21 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
                     .expert = expert,
                     .per_token = expert < 0});
     };
-    if (mtp && c.dspark()) {  // spec §13.3
+    if (mtp && c.v41()) {  // the V4.1 reference DSparkBlock
+      const int64_t stage = p.layer - c.num_hidden_layers, n_stages = c.n_draft_layers();
+      const int64_t nT = static_cast<int64_t>(c.dspark_target_layer_ids.size());
+      const int64_t r = c.dspark_markov_rank;
+      if (stage == 0) {
+        add("main_proj.weight", {D, nT * D}, K::kLinear);
+        add("main_norm.weight", {D}, K::kVector);
+      }
+      if (stage == n_stages - 1) {
+        add("norm.weight", {D}, K::kVector);
+        add("markov_head.embed.weight", {V, r}, K::kMatrix);
+        add("markov_head.head.weight", {V, r}, K::kMatrix);
+        add("confidence_head.proj.weight", {1, D + r}, K::kVector);
+      }
+    } else if (mtp && c.dspark()) {  // spec §13.3
       const int64_t stage = p.layer - c.num_hidden_layers, n_stages = c.n_draft_layers();
       const int64_t nT = static_cast<int64_t>(c.dspark_target_layer_ids.size());
       const int64_t r = c.dspark_markov_rank;
@@ -98,7 +115,7 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
     add("attn.wo_a.weight", {G * O, H / G * A}, K::kLinear);
     add("attn.wo_b.weight", {D, G * O}, K::kLinear);
     add("attn.attn_sink", {H}, K::kF32Param);
-    if (p.compress_ratio > 0) {  // spec §4.4
+    if (p.compress_ratio > 0 && p.attention != AttentionKind::kCsa2) {  // spec §4.4
       const int64_t r = p.compress_ratio, cf = r == 4 ? 2 : 1;
       add("attn.compressor.wkv.weight", {cf * A, D}, K::kMatrix);
       add("attn.compressor.wgate.weight", {cf * A, D}, K::kMatrix);
@@ -143,13 +160,13 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
     }
 
     // MoE (spec §5).
-    add("ffn.gate.weight", {E, D}, K::kMatrix);
+    add("ffn.gate.weight", {El, D}, K::kMatrix);
     if (p.router == RouterKind::kHash) {
       add("ffn.gate.tid2eid", {V, k}, K::kIndexTable);
     } else {
-      add("ffn.gate.bias", {E}, K::kF32Param);
+      add("ffn.gate.bias", {El}, K::kF32Param);
     }
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = 0; e < El; ++e) {
       const std::string x = "ffn.experts." + std::to_string(e) + ".";
       add(x + "w1.weight", {F, D}, K::kExpertLinear, e);
       add(x + "w2.weight", {D, F}, K::kExpertLinear, e);
@@ -741,7 +758,9 @@ LayerWeights TakeLayer(Binder& binder, const DeepSeekV4Config& c, const LayerPla
   a.wo_a = TakeLinear(binder, x + "attn.wo_a.weight");
   a.wo_b = TakeLinear(binder, x + "attn.wo_b.weight");
   a.attn_sink = std::move(binder.Get(x + "attn.attn_sink").f32);
-  if (p.compress_ratio > 0) a.compressor = TakeCompressor(binder, x + "attn.compressor.");
+  if (p.compress_ratio > 0 && p.attention != AttentionKind::kCsa2) {
+    a.compressor = TakeCompressor(binder, x + "attn.compressor.");
+  }
   if (p.attention == AttentionKind::kCsa2) {
     const Csa2Roles& r = p.csa2;
     if (r.kv_source) {
