@@ -49,6 +49,18 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
                   "scored routers favour low expert ids by a selection bias of −S·ln(1+e), a "
                   "Zipf-like skew for expert-streaming benchmarks (default 0: uniform)")
       ->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--arch", o->arch,
+                  "v4 (default) or v4.1: DeepSeek-V4.1's structure (CSA2 roles on ratios 2 and "
+                  "1, Engram tables, lagged mHC, FP8 in 32x32 blocks), the release's schedule "
+                  "scaled to --layers; use --vocab 129280 with the default tokenizer")
+      ->check(CLI::IsMember({"v4", "v4.1"}));
+  sub->add_option("--tokenizer", o->tokenizer_path,
+                  "v4.1: the tokenizer.json(.gz) copied beside the weights, whose compressed "
+                  "token map the Engram hash uses (default: the DeepSeek-V4 tokenizer of the "
+                  "source tree)");
+  sub->add_option("--engram-vocab", o->engram_vocab,
+                  "v4.1: engram_vocab_size, the rows of each of the 24 hash buckets per Engram "
+                  "layer (default 20000; the release: 16000000)");
   sub->callback([o, &exit_code] {
     auto r = WriteSyntheticDeepSeekV4(*o);
     if (!r.ok()) {

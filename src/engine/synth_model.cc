@@ -14,7 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/timer.h"
+#include "engine/loader.h"
 #include "io/safetensors_writer.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/token_map.h"
 
 namespace dsv4 {
 namespace {
@@ -46,6 +49,8 @@ struct Planned {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+bool EndsWithGz(const std::string& s) { return s.size() >= 3 && s.compare(s.size() - 3, 3, ".gz") == 0; }
+
 class Planner {
  public:
   explicit Planner(const SynthModelOptions& o) : o_(o) {}
@@ -56,10 +61,11 @@ class Planner {
     p.bytes = *SafetensorsEntryBytes(p.entry);
     out_.push_back(std::move(p));
   }
-  // FP8 linear [n, k] + its 128×128 e8m0 scale.
+  // FP8 linear [n, k] + its e8m0 scale per 128×128 tile (V4.1: 32×32).
   void Fp8(const std::string& prefix, int64_t n, int64_t k) {
+    const int64_t b = o_.arch == "v4.1" ? 32 : 128;
     Add(prefix + ".weight", "F8_E4M3", {n, k}, Fill::kFp8, k);
-    Add(prefix + ".scale", "F8_E8M0", {CeilDiv(n, 128), CeilDiv(k, 128)}, Fill::kFp8Scale, k);
+    Add(prefix + ".scale", "F8_E8M0", {CeilDiv(n, b), CeilDiv(k, b)}, Fill::kFp8Scale, k);
   }
   // FP4 linear [n, k] as I8 [n, k/2] + per-32 e8m0 scale [n, k/32].
   void Fp4(const std::string& prefix, int64_t n, int64_t k) {
@@ -172,6 +178,68 @@ class Planner {
     Layer(p, /*ratio=*/0, /*hash=*/false, n_experts);
   }
 
+  // A DeepSeek-V4.1 layer (the reference's Block): V4's attention and MoE
+  // tensors, wo_a in bf16, the CSA2 compressor and indexer of its roles, Engram.
+  void V41Layer(int64_t l, const V41Schedule& sc, int64_t n_experts,
+                const std::vector<int64_t>& engram_rows) {
+    const SynthModelOptions& o = o_;
+    const int64_t D = o.d_model, hc = 4, mix = (2 + hc) * hc, A = o.head_dim;
+    const int64_t ID = o.index_head_dim, IH = o.index_n_heads;
+    const std::string p = "layers." + std::to_string(l) + ".";
+    auto has = [](const std::vector<int64_t>& v, int64_t x) {
+      return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    Norm(p + "attn_norm.weight", D);
+    Norm(p + "ffn_norm.weight", D);
+    for (const char* site : {"hc_attn", "hc_ffn"}) {
+      Add(p + site + "_fn", "F32", {mix, hc * D}, Fill::kF32Rand, hc * D);
+      Add(p + site + "_base", "F32", {mix}, Fill::kF32Zero);
+      Add(p + site + "_scale", "F32", {3}, Fill::kF32One);
+    }
+    Fp8(p + "attn.wq_a", o.q_lora_rank, D);
+    Norm(p + "attn.q_norm.weight", o.q_lora_rank);
+    Fp8(p + "attn.wq_b", o.n_heads * A, o.q_lora_rank);
+    Fp8(p + "attn.wkv", A, D);
+    Norm(p + "attn.kv_norm.weight", A);
+    Bf16(p + "attn.wo_a.weight", o.o_groups * o.o_lora_rank, o.n_heads * A / o.o_groups);
+    Fp8(p + "attn.wo_b", D, o.o_groups * o.o_lora_rank);
+    Add(p + "attn.attn_sink", "F32", {o.n_heads}, Fill::kF32Zero);
+    const int64_t ratio = sc.compress_ratios[l];
+    if (has(sc.kv_sources, l)) {
+      Bf16(p + "attn.compressor.wkv.weight", A, D);
+      if (ratio > 1) Bf16(p + "attn.compressor.wgate.weight", A, D);
+      Norm(p + "attn.compressor.norm.weight", A);
+    }
+    if (has(sc.index_sources, l)) {
+      Fp8(p + "attn.indexer.wq_b", IH * ID, o.q_lora_rank);
+      Bf16(p + "attn.indexer.weights_proj.weight", IH, D);
+      if (has(sc.kv_sources, l)) {
+        Bf16(p + "attn.indexer.wk.weight", ID, A);
+        Norm(p + "attn.indexer.k_norm.weight", ID);
+      }
+    }
+    for (size_t i = 0; i < sc.engram_layers.size(); ++i) {
+      if (sc.engram_layers[i] != l) continue;
+      const int64_t Dh = 256, cols = 3 * 8;  // 4-grams down to 2-grams, 8 heads (the release's)
+      Add(p + "engram.embed.weight", "F8_E4M3", {engram_rows[i], Dh}, Fill::kFp8, Dh);
+      Add(p + "engram.embed.scale", "F8_E8M0", {engram_rows[i], Dh / 32}, Fill::kFp4Scale, Dh);
+      Fp8(p + "engram.wkv", (hc + 1) * D, cols * Dh);
+      Add(p + "engram.q_weight", "BF16", {hc, D}, Fill::kBf16One);
+      Add(p + "engram.k_weight", "BF16", {hc, D}, Fill::kBf16One);
+    }
+    Bf16(p + "ffn.gate.weight", n_experts, D);
+    Add(p + "ffn.gate.bias", "F32", {n_experts}, Fill::kRouterBias);
+    for (int64_t e = 0; e < n_experts; ++e) {
+      const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
+      Fp4(x + "w1", o.moe_inter, D);
+      Fp4(x + "w2", D, o.moe_inter);
+      Fp4(x + "w3", o.moe_inter, D);
+    }
+    Fp8(p + "ffn.shared_experts.w1", o.moe_inter, D);
+    Fp8(p + "ffn.shared_experts.w2", D, o.moe_inter);
+    Fp8(p + "ffn.shared_experts.w3", o.moe_inter, D);
+  }
+
   std::vector<Planned>& planned() { return out_; }
 
  private:
@@ -190,8 +258,46 @@ std::vector<int64_t> CompressRatios(int64_t n_layers) {
   return r;
 }
 
+// The Engram tables' rows: each layer's 24 prime-sized buckets from
+// engram_vocab (the reference's EngramLayout: distinct primes, in order).
+std::vector<int64_t> EngramRows(const SynthModelOptions& o, const V41Schedule& sc) {
+  auto prime = [](int64_t n) {
+    if (n < 2) return false;
+    for (int64_t d = 2; d * d <= n; ++d) {
+      if (n % d == 0) return false;
+    }
+    return true;
+  };
+  std::vector<int64_t> rows;
+  int64_t last = 0;  // primes are never reused: each search starts past the last one handed out
+  for (size_t i = 0; i < sc.engram_layers.size(); ++i) {
+    int64_t sum = 0;
+    for (int n = 0; n < 3; ++n) {
+      int64_t cur = o.engram_vocab - 1;
+      for (int h = 0; h < 8; ++h) {
+        cur = std::max(cur, last) + 1;
+        while (!prime(cur)) ++cur;
+        last = cur;
+        sum += cur;
+      }
+    }
+    rows.push_back(sum);
+  }
+  return rows;
+}
+
 std::vector<Planned> Plan(const SynthModelOptions& o, int64_t n_experts) {
   Planner p(o);
+  if (o.arch == "v4.1") {
+    const int64_t D = o.d_model;
+    p.Add("embed.weight", "BF16", {o.vocab, D}, Fill::kBf16Rand, 1);
+    p.Bf16("head.weight", o.vocab, D);
+    p.Norm("norm.weight", D);
+    const V41Schedule sc = MakeV41Schedule(o.n_layers);
+    const std::vector<int64_t> rows = EngramRows(o, sc);
+    for (int64_t l = 0; l < o.n_layers; ++l) p.V41Layer(l, sc, n_experts, rows);
+    return std::move(p.planned());
+  }
   p.Top();
   const std::vector<int64_t> ratios = CompressRatios(o.n_layers);
   for (int64_t l = 0; l < o.n_layers; ++l) {
@@ -264,7 +370,78 @@ Status CheckOptions(const SynthModelOptions& o) {
   }
   if (o.dspark_block < 1 || o.dspark_block > 64)
     return bad("dspark-block", o.dspark_block, "in 1..64");
+  if (o.arch != "v4" && o.arch != "v4.1") {
+    return InvalidArgument("synth-model: --arch " + o.arch + " is not v4 or v4.1");
+  }
+  if (o.arch == "v4.1") {
+    if (o.mtp_layers > 0 || o.dspark_stages > 0 || o.n_hash_layers > 1) {
+      return InvalidArgument(
+          "synth-model --arch v4.1: no hash layers and no draft blocks (the V4.1 DSpark "
+          "stages are not run)",
+          "drop --hash-layers, --mtp-layers and --dspark-stages");
+    }
+    if (o.engram_vocab < 2 || o.engram_vocab > (int64_t{1} << 30)) {
+      return bad("engram-vocab", o.engram_vocab, "in 2..2^30");
+    }
+  }
   return Status::Ok();
+}
+
+// A V4.1 config.json with the inference ModelArgs keys, as the release's.
+nlohmann::ordered_json ConfigV41(const SynthModelOptions& o, int64_t n_experts,
+                                 int64_t compressed_vocab) {
+  const V41Schedule sc = MakeV41Schedule(o.n_layers);
+  nlohmann::ordered_json c;
+  c["model_type"] = "deepseek_v41";
+  c["vocab_size"] = o.vocab;
+  c["dim"] = o.d_model;
+  c["moe_inter_dim"] = o.moe_inter;
+  c["n_layers"] = o.n_layers;
+  c["n_mtp_layers"] = 0;
+  c["n_heads"] = o.n_heads;
+  c["n_routed_experts"] = n_experts;
+  c["n_shared_experts"] = 1;
+  c["n_activated_experts"] = o.top_k;
+  c["score_func"] = "sqrtsoftplus";
+  c["route_scale"] = 1.5;
+  c["swiglu_limit"] = 10.0;
+  c["q_lora_rank"] = o.q_lora_rank;
+  c["head_dim"] = o.head_dim;
+  c["rope_head_dim"] = 64;
+  c["norm_eps"] = 1e-20;
+  c["o_groups"] = o.o_groups;
+  c["o_lora_rank"] = o.o_lora_rank;
+  c["window_size"] = o.sliding_window;
+  c["kv_source_layers"] = sc.kv_sources;
+  c["index_source_layers"] = sc.index_sources;
+  c["original_seq_len"] = 65536;
+  c["rope_theta"] = 10000;
+  c["rope_factor"] = 16;
+  c["beta_fast"] = 32;
+  c["beta_slow"] = 1;
+  c["index_n_heads"] = o.index_n_heads;
+  c["index_head_dim"] = o.index_head_dim;
+  c["index_topk"] = o.index_topk;
+  c["candidate_source_layer"] = sc.candidate_source;
+  c["candidate_topk_blocks"] = 2048;
+  c["candidate_block_size"] = 8;
+  c["hc_mult"] = 4;
+  c["hc_sinkhorn_iters"] = 20;
+  c["hc_eps"] = 1e-6;
+  c["engram_layer_ids"] = sc.engram_layers;
+  c["engram_vocab_size"] = o.engram_vocab;
+  c["engram_num_embeddings"] = EngramRows(o, sc);
+  c["engram_max_ngram_size"] = 4;
+  c["engram_pad_id"] = 2;
+  c["engram_compressed_vocab_size"] = compressed_vocab;
+  c["engram_n_heads"] = 8;
+  c["engram_head_dim"] = 256;
+  c["dtype"] = "fp8";
+  c["expert_dtype"] = "fp4";
+  c["compress_rope_theta"] = 160000;
+  c["compress_ratios"] = sc.compress_ratios;
+  c["synthetic"] = "random weights written by dsv4 synth-model (not a trained model)";
+  return c;
 }
 
 nlohmann::ordered_json Config(const SynthModelOptions& o, int64_t n_experts,
@@ -471,6 +648,36 @@ std::array<uint8_t, 256> Fp8Lut() {
 
 }  // namespace
 
+V41Schedule MakeV41Schedule(int64_t L) {
+  V41Schedule sc;
+  const int64_t n_window = L >= 4 ? 2 : 1, rest = L - n_window;
+  const int64_t n2 = rest - rest / 2;  // ratio-2 layers first, then ratio 1
+  sc.compress_ratios.assign(L, 0);
+  std::vector<int64_t> r2_sources;
+  for (int64_t l = n_window; l < L; ++l) {
+    const bool two = l < n_window + n2;
+    sc.compress_ratios[l] = two ? 2 : 1;
+    const int64_t i = two ? l - n_window : l - n_window - n2;
+    if (two && i % 6 == 0) {
+      sc.kv_sources.push_back(l);
+      sc.index_sources.push_back(l);
+      r2_sources.push_back(l);
+    } else if (!two && i == 0) {
+      sc.kv_sources.push_back(l);
+      sc.index_sources.push_back(l);
+      sc.candidate_source = l;
+    } else if (!two && i % 4 == 0) {
+      sc.index_sources.push_back(l);
+    }
+  }
+  if (L > 1) sc.engram_layers.push_back(1);
+  if (!r2_sources.empty()) {
+    const int64_t e = r2_sources[std::min<size_t>(2, r2_sources.size() - 1)];
+    if (e != 1) sc.engram_layers.push_back(e);
+  }
+  return sc;
+}
+
 Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
   const Timer timer;
   RETURN_IF_ERROR(CheckOptions(o));
@@ -483,7 +690,30 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
     n_experts = std::clamp<int64_t>(n_experts, o.top_k, 16384);
   }
   std::vector<Planned> plan = Plan(o, n_experts);
-  const std::vector<int64_t> ratios = CompressRatios(o.n_layers);
+  const bool v41 = o.arch == "v4.1";
+  const std::vector<int64_t> ratios =
+      v41 ? MakeV41Schedule(o.n_layers).compress_ratios : CompressRatios(o.n_layers);
+  // V4.1: the tokenizer goes beside the weights; its compressed token map's
+  // size is a config field (the Engram hash multipliers derive from it).
+  int64_t compressed_vocab = 0;
+  std::string tokenizer_src = o.tokenizer_path;
+  if (v41) {
+    if (tokenizer_src.empty()) {
+      tokenizer_src =
+          (fs::path(DSV4_SOURCE_DIR) / "tests/data/tokenizer/deepseek_v4_tokenizer.json.gz").string();
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, LoadTokenizer(tokenizer_src));
+    const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get());
+    if (bpe == nullptr || bpe->vocab_size() > o.vocab) {
+      return InvalidArgument("synth-model --arch v4.1: " + tokenizer_src +
+                                 " is not a byte-level BPE tokenizer.json of at most --vocab " +
+                                 std::to_string(o.vocab) + " tokens",
+                             "pass --tokenizer with the model's tokenizer.json (the release's "
+                             "has 129280 tokens: --vocab 129280)");
+    }
+    ASSIGN_OR_RETURN(CompressedTokenMap map, BuildCompressedTokenMap(*bpe));
+    compressed_vocab = map.count;
+  }
 
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
@@ -517,8 +747,19 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
 
   {
     std::ofstream cfg(fs::path(o.out_dir) / "config.json");
-    cfg << Config(o, n_experts, ratios).dump(2) << "\n";
+    cfg << (v41 ? ConfigV41(o, n_experts, compressed_vocab) : Config(o, n_experts, ratios)).dump(2)
+        << "\n";
     if (!cfg.good()) return IoError("synth-model: cannot write " + o.out_dir + "/config.json");
+  }
+  if (v41) {
+    const std::string name =
+        EndsWithGz(tokenizer_src) ? "tokenizer.json.gz" : "tokenizer.json";
+    fs::copy_file(tokenizer_src, fs::path(o.out_dir) / name, fs::copy_options::overwrite_existing,
+                  ec);
+    if (ec) {
+      return IoError("synth-model: cannot copy " + tokenizer_src + " into " + o.out_dir + ": " +
+                     ec.message());
+    }
   }
   if (n_shards > 1) {
     nlohmann::ordered_json index;

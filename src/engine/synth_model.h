@@ -49,7 +49,25 @@ struct SynthModelOptions {
   // routes uniformly; larger values concentrate the picks on low ids, a
   // Zipf-like skew (expert streaming benchmarks). Hash layers stay uniform.
   double router_skew = 0.0;
+  // "v4" or "v4.1": DeepSeek-V4.1's structure (CSA2 roles on ratios 2 and 1,
+  // Engram, lagged mHC, FP8 in 32×32 blocks), the schedule of the release
+  // scaled to `n_layers` (V41Schedule). V4.1 needs its tokenizer (the Engram
+  // hash runs over its compressed token map): `tokenizer_path` (default the
+  // DeepSeek-V4 tokenizer of the source tree), copied beside the weights.
+  std::string arch = "v4";
+  std::string tokenizer_path;
+  int64_t engram_vocab = 20000;  // engram_vocab_size: rows per (n-gram, head) bucket
 };
+
+// DeepSeek-V4.1's layer roles for L layers, after the release's 40: two
+// window layers, then ratio-2 layers (a kv + index source every 6) and
+// ratio-1 layers (the first a kv, index and candidate source, then an index
+// source every 4); Engram before layer 1 and the third ratio-2 source.
+struct V41Schedule {
+  std::vector<int64_t> compress_ratios, kv_sources, index_sources, engram_layers;
+  int64_t candidate_source = -1;
+};
+V41Schedule MakeV41Schedule(int64_t n_layers);
 
 struct SynthModelReport {
   int64_t total_bytes = 0;  // tensor data written
