@@ -447,7 +447,7 @@ void ExpectQuantiserBits(const std::vector<float>& x, int64_t block,
 
 TEST(SimdVec, QuantizeDequantizeFp8BitForBit) {
   ForEachTarget([] {
-    for (int64_t block : {64, 128, 24, 7}) {
+    for (int64_t block : {64, 128, 32, 24, 7}) {
       for (int64_t n_blocks : {1, 3}) {
         const int64_t n = block * n_blocks;
         std::vector<float> x = WideRange(n, 0x1234567ull + static_cast<uint64_t>(block), 40, -30);
