@@ -14,6 +14,8 @@
 // DeepSeek-V4's wo_a and head see them) instead of bf16-exact values;
 // DSV4_BENCH_X_OFFSET=F starts x F floats past a 64-byte boundary, in decode
 // and prefill (a model's activations are 16-byte aligned).
+// DSV4_BENCH_FP8_BLOCK=32 gives fp8_e4m3 weights 32×32 scale tiles (as
+// DeepSeek-V4.1-Flash's dense weights) instead of 128×128.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +39,12 @@ namespace {
 using dsv4::DType;
 using dsv4::TensorView;
 
+// The FP8 weights' scale tile (DSV4_BENCH_FP8_BLOCK): 128 or 32.
+int64_t Fp8Block() {
+  const char* env = std::getenv("DSV4_BENCH_FP8_BLOCK");
+  return env != nullptr && std::string(env) == "32" ? 32 : 128;
+}
+
 // The weights on 2 MiB pages, as a model's mapped checkpoint is read
 // (base/mapped_file.h): on 4 KiB pages the kernels' rates differ.
 struct Weight {
@@ -48,7 +56,8 @@ struct Weight {
   TensorView view() const { return TensorView::Contiguous(bytes.data(), dtype, {n, k}); }
   TensorView scale_view() const {
     if (dtype == DType::kFp8E4m3) {
-      return TensorView::Contiguous(scale.data(), DType::kE8m0, {(n + 127) / 128, (k + 127) / 128});
+      const int64_t b = Fp8Block();
+      return TensorView::Contiguous(scale.data(), DType::kE8m0, {(n + b - 1) / b, (k + b - 1) / b});
     }
     return TensorView::Contiguous(scale.data(), DType::kE8m0, {n, k / 32});
   }
@@ -158,9 +167,10 @@ double RunMedian(dsv4::ThreadPool& pool, const Weight& w, const float* x, std::v
       const TensorView v = w.view().Slice(r0, r1);
       float* o = out.data() + r0 * t;
       if (w.dtype == DType::kFp8E4m3) {
-        // Scale rows follow the 128-row blocks (chunks are multiples of 128).
-        const TensorView s = w.scale_view().Slice(r0 / 128, (r1 + 127) / 128);
-        dsv4::ops::MatMulFp8Block(pool, o, x, v, s, t);
+        // Scale rows follow the b-row blocks (chunks are multiples of 128).
+        const int64_t b = Fp8Block();
+        const TensorView s = w.scale_view().Slice(r0 / b, (r1 + b - 1) / b);
+        dsv4::ops::MatMulFp8Block(pool, o, x, v, s, t, b);
       } else if (w.dtype == DType::kFp4E2m1) {
         dsv4::ops::MatMulFp4Block(pool, o, x, v, w.scale_view().Slice(r0, r1), t);
       } else {
@@ -218,11 +228,11 @@ int main(int argc, char** argv) {
       dsv4::ops::simd::ActiveTargetName(), threads, bw.gb_per_s, repeat, peak.gflops,
       dot_peak.gflops, int8_peak.gflops);
   for (DType dt :
-       {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kFp8E4m3, DType::kFp4E2m1,
-        DType::kQ4_K, DType::kQ6_K, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-        DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ5_K, DType::kIQ4_XS,
-        DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S,
-        DType::kIQ1_S, DType::kIQ1_M, DType::kMXFP4}) {
+       {DType::kF32,     DType::kBF16,   DType::kF16,     DType::kQ8_0,   DType::kFp8E4m3,
+        DType::kFp4E2m1, DType::kQ4_K,   DType::kQ6_K,    DType::kQ4_0,   DType::kQ4_1,
+        DType::kQ5_0,    DType::kQ5_1,   DType::kIQ4_NL,  DType::kQ2_K,   DType::kQ3_K,
+        DType::kQ5_K,    DType::kIQ4_XS, DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S,
+        DType::kIQ3_XXS, DType::kIQ3_S,  DType::kIQ1_S,   DType::kIQ1_M,  DType::kMXFP4}) {
     if (!only.empty() && only != dsv4::DTypeName(dt)) continue;
     // Decode: a [N, 4096] matrix of decode_mb MB.
     const int64_t row_bytes = dsv4::DTypeBytes(dt, k);

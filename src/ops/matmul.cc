@@ -20,13 +20,16 @@ void CheckDense(const TensorView& w) {
         w.ShapeString().c_str());
 }
 
-void CheckFp8(const TensorView& w, const TensorView& scale) {
+void CheckFp8(const TensorView& w, const TensorView& scale, int64_t block) {
+  CHECK(ref::IsFp8WeightBlock(block), "FP8 weight block must be 128 or 32, got %lld",
+        static_cast<long long>(block));
   CHECK(w.rank == 2 && w.dtype == DType::kFp8E4m3 && w.strides[1] == 1,
         "FP8 weight must be a row-major [N, K] fp8_e4m3 matrix, got %s", w.ShapeString().c_str());
-  const int64_t n_blocks = (w.sizes[0] + ref::kFp8WeightBlock - 1) / ref::kFp8WeightBlock;
-  const int64_t k_blocks = (w.sizes[1] + ref::kFp8WeightBlock - 1) / ref::kFp8WeightBlock;
+  const int64_t n_blocks = (w.sizes[0] + block - 1) / block;
+  const int64_t k_blocks = (w.sizes[1] + block - 1) / block;
   CHECK(scale.rank == 2 && scale.sizes[0] == n_blocks && scale.sizes[1] == k_blocks,
-        "FP8 scale for %s must be [%lld, %lld], got %s", w.ShapeString().c_str(),
+        "FP8 scale for %s (%lldx%lld blocks) must be [%lld, %lld], got %s", w.ShapeString().c_str(),
+        static_cast<long long>(block), static_cast<long long>(block),
         static_cast<long long>(n_blocks), static_cast<long long>(k_blocks),
         scale.ShapeString().c_str());
 }
@@ -50,9 +53,10 @@ void CheckRows(const TensorView& w, int64_t row_begin, int64_t row_end) {
 }
 
 simd::MatMulArgs Args(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                      const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                      int64_t row_end) {
+                      const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                      int64_t fp8_block = ref::kFp8WeightBlock) {
   simd::MatMulArgs a;
+  a.fp8_block = fp8_block;
   a.out = out;
   a.out_stride = out_stride;
   a.x = x;
@@ -71,7 +75,8 @@ simd::MatMulArgs Args(float* out, int64_t out_stride, const float* x, const Tens
 // tokens share its call, so the results do not change.
 void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, const TensorView& w,
               const TensorView& scale, int64_t n_tokens,
-              const PreparedActivations* prepared = nullptr) {
+              const PreparedActivations* prepared = nullptr,
+              int64_t fp8_block = ref::kFp8WeightBlock) {
   const auto* xq = static_cast<const uint8_t*>(prepared ? prepared->For(x, n_tokens, w) : nullptr);
   const int64_t n_out = w.sizes[0], k_size = w.sizes[1];
   const int64_t threads = pool.size();
@@ -86,8 +91,8 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
   }
   if (threads > 1 && n_out < threads * grain && n_tokens >= 4 * threads) {
     pool.ParallelFor(n_tokens, [&](int64_t begin, int64_t end, int) {
-      simd::MatMulArgs a =
-          Args(out + begin * n_out, n_out, x + begin * k_size, w, scale, end - begin, 0, n_out);
+      simd::MatMulArgs a = Args(out + begin * n_out, n_out, x + begin * k_size, w, scale,
+                                end - begin, 0, n_out, fp8_block);
       if (xq != nullptr) a.xq = xq + begin * prepared->token_bytes();
       fn(a);
     });
@@ -96,7 +101,7 @@ void RunSplit(ThreadPool& pool, simd::MatMulFn fn, float* out, const float* x, c
   pool.ParallelFor(
       n_out,
       [&](int64_t begin, int64_t end, int) {
-        simd::MatMulArgs a = Args(out + begin, n_out, x, w, scale, n_tokens, begin, end);
+        simd::MatMulArgs a = Args(out + begin, n_out, x, w, scale, n_tokens, begin, end, fp8_block);
         a.xq = xq;
         fn(a);
       },
@@ -334,9 +339,9 @@ void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
 }
 
 void MatMulFp8Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens) {
-  CheckFp8(w, scale);
-  RunSplit(pool, &Fp8Kernel, out, x, w, scale, n_tokens);
+                    const TensorView& scale, int64_t n_tokens, int64_t fp8_block) {
+  CheckFp8(w, scale, fp8_block);
+  RunSplit(pool, &Fp8Kernel, out, x, w, scale, n_tokens, nullptr, fp8_block);
 }
 
 void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
@@ -362,10 +367,10 @@ void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView
 
 void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
                         const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                        int64_t row_end) {
-  CheckFp8(w, scale);
+                        int64_t row_end, int64_t fp8_block) {
+  CheckFp8(w, scale, fp8_block);
   CheckRows(w, row_begin, row_end);
-  Fp8Kernel(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end));
+  Fp8Kernel(Args(out, out_stride, x, w, scale, n_tokens, row_begin, row_end, fp8_block));
 }
 
 void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,

@@ -76,9 +76,10 @@ void MatMul(ThreadPool& pool, float* out, const float* x, const TensorView& w, i
 
 // The same for block-scaled weights as DeepSeek-V4 ships them (see
 // ops/ref/quant_matmul_ref.h for the formats): FP8 e4m3 with a
-// [ceil(N/128), ceil(K/128)] scale, FP4 e2m1 with a [N, K/32] scale.
+// [ceil(N/b), ceil(K/b)] scale for b × b weight tiles (fp8_block b: 128, or
+// 32 for DeepSeek-V4.1-Flash), FP4 e2m1 with a [N, K/32] scale.
 void MatMulFp8Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens);
+                    const TensorView& scale, int64_t n_tokens, int64_t fp8_block = 128);
 void MatMulFp4Block(ThreadPool& pool, float* out, const float* x, const TensorView& w,
                     const TensorView& scale, int64_t n_tokens);
 
@@ -90,7 +91,7 @@ void MatMulRows(float* out, int64_t out_stride, const float* x, const TensorView
                 const PreparedActivations* prepared = nullptr);
 void MatMulFp8BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
                         const TensorView& scale, int64_t n_tokens, int64_t row_begin,
-                        int64_t row_end);
+                        int64_t row_end, int64_t fp8_block = 128);
 void MatMulFp4BlockRows(float* out, int64_t out_stride, const float* x, const TensorView& w,
                         const TensorView& scale, int64_t n_tokens, int64_t row_begin,
                         int64_t row_end);

@@ -104,6 +104,7 @@ struct Weight {
   DType scale_dtype = DType::kE8m0;
   std::vector<uint8_t> scale_bytes;
   int64_t scale_rows = 0, scale_cols = 0;
+  int64_t fp8_block = 128;  // FP8: the weight tile one scale covers (128 or 32)
 
   TensorView view() const { return TensorView::Contiguous(bytes.data() + offset, dtype, {n, k}); }
   TensorView scale() const {
@@ -125,6 +126,7 @@ inline ops::simd::MatMulArgs KernelArgs(const Weight& w, float* out, int64_t out
   a.scale = w.scale();
   a.row_begin = row_begin;
   a.row_end = row_end;
+  a.fp8_block = w.fp8_block;
   return a;
 }
 
@@ -149,11 +151,14 @@ inline void FillScales(Weight& w, int64_t rows, int64_t cols, DType dtype, std::
   }
 }
 
+// fp8_block: an FP8 weight's scale tile, 128 × 128 or 32 × 32 (scale
+// [ceil(N/b), ceil(K/b)]).
 inline Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed, size_t offset = 0,
-                         DType scale_dtype = DType::kE8m0) {
+                         DType scale_dtype = DType::kE8m0, int64_t fp8_block = 128) {
   std::mt19937 rng(seed);
   Weight w;
   w.dtype = dtype;
+  w.fp8_block = fp8_block;
   w.n = n;
   w.k = k;
   w.offset = offset;
@@ -192,7 +197,8 @@ inline Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed, size_
         if ((c & 0x7f) == 0x7f) c &= 0xfe;  // no NaN codes: a NaN weight is a bug upstream
         p[i] = c;
       }
-      FillScales(w, (n + 127) / 128, (k + 127) / 128, scale_dtype, rng);
+      FillScales(w, (n + fp8_block - 1) / fp8_block, (k + fp8_block - 1) / fp8_block, scale_dtype,
+                 rng);
       break;
     case DType::kFp4E2m1:
       for (int64_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(byte(rng));

@@ -1,19 +1,25 @@
 // DeepSeek-V4 weight binding: the name table (official ↔ HF ↔ GGUF), the
 // declaration visitor, native FP8/FP4 binding (views into the checkpoint, no
-// expansion), HF-named checkpoints loading like official ones, and one test
+// expansion; FP8 with 128×128 or 32×32 scale tiles, read off the scale's
+// shape), HF-named checkpoints loading like official ones, and one test
 // per bad checkpoint: missing tensors reported together, wrong shapes/dtypes
 // naming the tensor with expected and found, missing/mis-shaped scales,
 // out-of-range tid2eid, corrupt and missing files.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
+#include <vector>
 
+#include "base/thread_pool.h"
 #include "deepseek_v4_test_util.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/tensor_names.h"
 #include "model/deepseek_v4/weights.h"
+#include "ops/ref/quant_matmul_ref.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -189,6 +195,43 @@ TEST(DeepSeekV4Weights, BindsFp8AndPackedFp4Natively) {
   EXPECT_TRUE(e.scale.SameShape({128, 4}));
 }
 
+// DeepSeek-V4.1-Flash's FP8 weights carry one scale per 32×32 tile: the
+// binding reads the tiling off each scale's shape ([ceil(N/32), ceil(K/32)]
+// instead of [ceil(N/128), ceil(K/128)]), and Linear multiplies with it (the
+// fast kernels against the scalar twin with 32×32 tiles).
+TEST(DeepSeekV4Weights, Fp8BlockFromScaleShape) {
+  auto ckpt = TinyCheckpoint(SynthFormat::kFp8Fp4);
+  const std::vector<int64_t> shape = ckpt->Find("layers.1.attn.wq_b.weight")->shape;
+  ASSERT_EQ(shape.size(), 2u);
+  const int64_t sn = (shape[0] + 31) / 32, sk = (shape[1] + 31) / 32;
+  std::vector<uint8_t> codes(static_cast<size_t>(sn * sk));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(118 + i % 17);
+  ckpt->Add("layers.1.attn.wq_b.scale", DType::kE8m0, {sn, sk}, codes);
+  auto w = BindWeights(*ckpt, TinyQuantConfig(), BuildLayerPlans(TinyQuantConfig()));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const LinearWeight& small = w->layers[1].attn.wq_b;
+  EXPECT_EQ(small.format, LinearFormat::kFp8Block);
+  EXPECT_EQ(small.fp8_block, 32);
+  EXPECT_TRUE(small.scale.SameShape({sn, sk}));
+  EXPECT_EQ(w->layers[0].attn.wq_b.fp8_block, 128);
+  EXPECT_EQ(w->layers[1].attn.wo_b.fp8_block, 128);
+
+  const int64_t t = 3, n = small.rows(), k = small.cols();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(t * k), got(t * n), want(t * n);
+  for (float& v : x) v = normal(rng);
+  ThreadPool pool(2);
+  for (const int64_t tokens : {int64_t{1}, t}) {
+    Linear(pool, got.data(), x.data(), small, tokens);
+    ops::ref::MatMulFp8Block(want.data(), n, x.data(), small.weight, small.scale, tokens, 0, n, 32);
+    for (int64_t i = 0; i < tokens * n; ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4f * (std::fabs(want[i]) + 1.0f))
+          << "T=" << tokens << " " << i;
+    }
+  }
+}
+
 TEST(DeepSeekV4WeightsBad, MissingTensorsAreReportedTogether) {
   auto ckpt = TinyCheckpoint(SynthFormat::kBf16);
   ckpt->Remove("layers.0.attn.wq_a.weight");
@@ -243,8 +286,10 @@ TEST(DeepSeekV4WeightsBad, Fp8ScaleWrongShape) {
   ckpt->Add("layers.1.attn.wo_b.scale", DType::kE8m0, {2, 2}, std::vector<uint8_t>(4, 127));
   Status s = BindStatus(*ckpt, TinyQuantConfig());
   ASSERT_FALSE(s.ok());
+  // Both tilings named: wo_b is [128, 128].
   EXPECT_NE(s.message().find("scale 'layers.1.attn.wo_b.scale' of 'layers.1.attn.wo_b.weight' "
-                             "is [2, 2] e8m0, expected [1, 1]"),
+                             "is [2, 2] e8m0, expected [1, 1] (one per 128x128) or [4, 4] (one "
+                             "per 32x32), e8m0 or f32"),
             std::string::npos)
       << s.message();
 }

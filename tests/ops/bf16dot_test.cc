@@ -8,7 +8,8 @@
 // decode (T = 1) equal bit for bit to each token of a multi-token call;
 // declining (and writing nothing) for inputs that are not exactly bf16 or K
 // not a multiple of 128; and ops::MatMulFp8Block / Fp4Block taking them for
-// bf16-exact inputs and the fp32 kernels otherwise.
+// bf16-exact inputs and the fp32 kernels otherwise. FP8 weights with both
+// scale tiles, 128 × 128 and 32 × 32 (Fp8Blocks).
 //
 // The kernels exist only on x86-64 CPUs with AVX512-BF16 and AVX512-VBMI;
 // elsewhere the kernel tests are reported as skipped (with the reason) and the
@@ -58,16 +59,25 @@ simd::TryMatMulFn KernelFor(DType dtype) {
 void RefRows(const Weight& w, float* out, int64_t out_stride, const float* x, int64_t n_tokens,
              int64_t row_begin, int64_t row_end) {
   if (w.dtype == DType::kFp8E4m3) {
-    ops::ref::MatMulFp8Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
+    ops::ref::MatMulFp8Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end,
+                             w.fp8_block);
   } else {
     ops::ref::MatMulFp4Block(out, out_stride, x, w.view(), w.scale(), n_tokens, row_begin, row_end);
   }
 }
 
 std::string Describe(const Weight& w, int64_t t, const std::string& extra = "") {
+  const std::string block =
+      w.dtype == DType::kFp8E4m3 ? ", block " + std::to_string(w.fp8_block) : "";
   return std::string(DTypeName(w.dtype)) + " (" + std::string(DTypeName(w.scale_dtype)) +
-         " scales) N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) +
+         " scales" + block + ") N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) +
          " T=" + std::to_string(t) + extra;
+}
+
+// The scale tiles a weight of dtype dt comes in: FP8 128 × 128 (DeepSeek-V4)
+// and 32 × 32 (V4.1-Flash); FP4 one layout (128: ignored).
+std::vector<int64_t> Fp8Blocks(DType dt) {
+  return dt == DType::kFp8E4m3 ? std::vector<int64_t>{128, 32} : std::vector<int64_t>{128};
 }
 
 bool Available() {
@@ -107,11 +117,14 @@ TEST(BF16Dot, NotAStreamOnlyBuild) { EXPECT_FALSE(ops::StreamOnlyBuild()); }
 TEST(BF16Dot, MatchesRefAndDecodeEqualsPrefill) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
-    for (int64_t k : {128, 256, 640, 2048}) {
-      for (int64_t n : {1, 3, 4, 7, 130}) {
-        const Weight w = MakeWeight(dt, n, k, static_cast<uint32_t>(k * 7 + n));
-        for (int64_t t : {1, 2, 5, 8, 9, 13, 17})
-          CheckCase(w, t, static_cast<uint32_t>(t * 13 + k));
+    for (int64_t block : Fp8Blocks(dt)) {
+      for (int64_t k : {128, 256, 640, 2048}) {
+        for (int64_t n : {1, 3, 4, 7, 33, 70, 130}) {
+          const Weight w =
+              MakeWeight(dt, n, k, static_cast<uint32_t>(k * 7 + n), 0, DType::kE8m0, block);
+          for (int64_t t : {1, 2, 5, 8, 9, 13, 17})
+            CheckCase(w, t, static_cast<uint32_t>(t * 13 + k));
+        }
       }
     }
   }
@@ -122,15 +135,17 @@ TEST(BF16Dot, MisalignedWeightsAndInputs) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
     for (size_t offset : {size_t{1}, size_t{3}, size_t{33}}) {
-      const Weight w = MakeWeight(dt, 37, 384, 7, offset);
-      for (int64_t t : {1, 12}) {
-        const std::vector<float> xs = QuantizedX(t, w.k, 5);
-        std::vector<float> xbuf(xs.size() + 1);
-        std::copy(xs.begin(), xs.end(), xbuf.begin() + 1);  // x one float off
-        std::vector<float> want(t * w.n), got(t * w.n);
-        RefRows(w, want.data(), w.n, xs.data(), t, 0, w.n);
-        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, xbuf.data() + 1, t, 0, w.n)));
-        ExpectMatMulClose(got, want, Describe(w, t, " offset " + std::to_string(offset)));
+      for (int64_t block : Fp8Blocks(dt)) {
+        const Weight w = MakeWeight(dt, 37, 384, 7, offset, DType::kE8m0, block);
+        for (int64_t t : {1, 12}) {
+          const std::vector<float> xs = QuantizedX(t, w.k, 5);
+          std::vector<float> xbuf(xs.size() + 1);
+          std::copy(xs.begin(), xs.end(), xbuf.begin() + 1);  // x one float off
+          std::vector<float> want(t * w.n), got(t * w.n);
+          RefRows(w, want.data(), w.n, xs.data(), t, 0, w.n);
+          ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, xbuf.data() + 1, t, 0, w.n)));
+          ExpectMatMulClose(got, want, Describe(w, t, " offset " + std::to_string(offset)));
+        }
       }
     }
   }
@@ -140,8 +155,10 @@ TEST(BF16Dot, ScaleDtypes) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
     for (DType sd : {DType::kF32, DType::kBF16}) {
-      const Weight w = MakeWeight(dt, 131, 384, 5, 0, sd);
-      for (int64_t t : {1, 4, 11}) CheckCase(w, t, 17);
+      for (int64_t block : Fp8Blocks(dt)) {
+        const Weight w = MakeWeight(dt, 131, 384, 5, 0, sd, block);
+        for (int64_t t : {1, 4, 11}) CheckCase(w, t, 17);
+      }
     }
   }
 }
@@ -152,22 +169,24 @@ TEST(BF16Dot, ExtremeScales) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
     for (uint8_t code : {uint8_t{0}, uint8_t{1}, uint8_t{240}}) {
-      Weight w = MakeWeight(dt, 8, 256, 3);
-      // Keep products finite: x of about 2^-100 under a 2^113 scale.
-      for (auto& b : w.scale_bytes) b = code;
-      const simd::TryMatMulFn kernel = KernelFor(dt);
-      std::vector<float> x = QuantizedX(1, w.k, 9);
-      const float shift = code == 240 ? std::ldexp(1.0f, -100) : 1.0f;
-      for (float& v : x) v *= shift;
-      std::vector<float> want(w.n), got(w.n);
-      RefRows(w, want.data(), w.n, x.data(), 1, 0, w.n);
-      ASSERT_TRUE(kernel(KernelArgs(w, got.data(), w.n, x.data(), 1, 0, w.n)));
-      if (code == 0) {
-        // Products of 2^-127-scaled weights are subnormal: the kernel flushes
-        // them, as the fp32 path would not. Both are within 1e-35 of zero.
-        for (int64_t i = 0; i < w.n; ++i) EXPECT_LE(std::fabs(got[i] - want[i]), 1e-35f);
-      } else {
-        ExpectMatMulClose(got, want, Describe(w, 1, " scale code " + std::to_string(code)));
+      for (int64_t block : Fp8Blocks(dt)) {
+        Weight w = MakeWeight(dt, 40, 256, 3, 0, DType::kE8m0, block);
+        // Keep products finite: x of about 2^-100 under a 2^113 scale.
+        for (auto& b : w.scale_bytes) b = code;
+        const simd::TryMatMulFn kernel = KernelFor(dt);
+        std::vector<float> x = QuantizedX(1, w.k, 9);
+        const float shift = code == 240 ? std::ldexp(1.0f, -100) : 1.0f;
+        for (float& v : x) v *= shift;
+        std::vector<float> want(w.n), got(w.n);
+        RefRows(w, want.data(), w.n, x.data(), 1, 0, w.n);
+        ASSERT_TRUE(kernel(KernelArgs(w, got.data(), w.n, x.data(), 1, 0, w.n)));
+        if (code == 0) {
+          // Products of 2^-127-scaled weights are subnormal: the kernel flushes
+          // them, as the fp32 path would not. Both are within 1e-35 of zero.
+          for (int64_t i = 0; i < w.n; ++i) EXPECT_LE(std::fabs(got[i] - want[i]), 1e-35f);
+        } else {
+          ExpectMatMulClose(got, want, Describe(w, 1, " scale code " + std::to_string(code)));
+        }
       }
     }
   }
@@ -214,17 +233,24 @@ TEST(BF16Dot, Fp4PairsWithSpecialScaleCodes) {
 TEST(BF16Dot, FoldedAndUnfoldedRowsMix) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
-    Weight w = MakeWeight(dt, 300, 512, 41);
-    for (int64_t r = 0; r < w.scale_rows; ++r) {
-      // FP4: rows 3, 4 (a pair), 9 and every 7th from 40; FP8: block 1 of 3.
-      const bool out_of_range =
-          dt == DType::kFp8E4m3 ? r == 1 : r == 3 || r == 4 || r == 9 || (r >= 40 && r % 7 == 0);
-      if (!out_of_range) continue;
-      for (int64_t c = 0; c < w.scale_cols; ++c) {
-        w.scale_bytes[r * w.scale_cols + c] = static_cast<uint8_t>(r % 2 == 0 ? 87 : 167);
+    for (int64_t block : Fp8Blocks(dt)) {
+      Weight w = MakeWeight(dt, 300, 512, 41, 0, DType::kE8m0, block);
+      const bool fp8_32 = dt == DType::kFp8E4m3 && block == 32;
+      for (int64_t r = 0; r < w.scale_rows; ++r) {
+        // FP4: rows 3, 4 (a pair), 9 and every 7th from 40; FP8: block 1 of
+        // 3; FP8 32 × 32: 32-row blocks 1, 4 and 5 (5: one of its 16 scales).
+        const bool out_of_range = fp8_32 ? r == 1 || r == 4 || r == 5
+                                  : dt == DType::kFp8E4m3
+                                      ? r == 1
+                                      : r == 3 || r == 4 || r == 9 || (r >= 40 && r % 7 == 0);
+        if (!out_of_range) continue;
+        for (int64_t c = 0; c < w.scale_cols; ++c) {
+          if (fp8_32 && r == 5 && c != 6) continue;
+          w.scale_bytes[r * w.scale_cols + c] = static_cast<uint8_t>(r % 2 == 0 ? 87 : 167);
+        }
       }
+      for (int64_t t : {1, 10, 13}) CheckCase(w, t, static_cast<uint32_t>(t + 3));
     }
-    for (int64_t t : {1, 10, 13}) CheckCase(w, t, static_cast<uint32_t>(t + 3));
   }
 }
 
@@ -257,20 +283,22 @@ TEST(BF16Dot, LongCallsGoBlockByBlock) {
 TEST(BF16Dot, RowRangeAndStride) {
   DSV4_REQUIRE_BF16DOT();
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
-    const Weight w = MakeWeight(dt, 40, 256, 11);
-    const int64_t begin = 5, end = 37, stride = 45;
-    for (int64_t t : {1, 6, 10}) {
-      const std::vector<float> x = QuantizedX(t, w.k, 4);
-      std::vector<float> want(t * stride, -3.0f), got(t * stride, -3.0f);
-      RefRows(w, want.data(), stride, x.data(), t, begin, end);
-      ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), stride, x.data(), t, begin, end)));
-      for (int64_t tok = 0; tok < t; ++tok) {
-        for (int64_t i = 0; i < stride; ++i) {
-          const float g = got[tok * stride + i], r = want[tok * stride + i];
-          if (i >= end - begin) {
-            EXPECT_EQ(g, -3.0f) << "wrote past the row range at " << i;
-          } else {
-            EXPECT_NEAR(g, r, 1e-4 * std::fabs(r) + 1e-4) << Describe(w, t) << " row " << i;
+    for (int64_t block : Fp8Blocks(dt)) {
+      const Weight w = MakeWeight(dt, 40, 256, 11, 0, DType::kE8m0, block);
+      const int64_t begin = 5, end = 37, stride = 45;
+      for (int64_t t : {1, 6, 10}) {
+        const std::vector<float> x = QuantizedX(t, w.k, 4);
+        std::vector<float> want(t * stride, -3.0f), got(t * stride, -3.0f);
+        RefRows(w, want.data(), stride, x.data(), t, begin, end);
+        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), stride, x.data(), t, begin, end)));
+        for (int64_t tok = 0; tok < t; ++tok) {
+          for (int64_t i = 0; i < stride; ++i) {
+            const float g = got[tok * stride + i], r = want[tok * stride + i];
+            if (i >= end - begin) {
+              EXPECT_EQ(g, -3.0f) << "wrote past the row range at " << i;
+            } else {
+              EXPECT_NEAR(g, r, 1e-4 * std::fabs(r) + 1e-4) << Describe(w, t) << " row " << i;
+            }
           }
         }
       }
@@ -298,22 +326,23 @@ TEST(BF16Dot, RowRangesEqualSingleRows) {
       {261, 512, 29, 8, {{0, 261}, {1, 261}, {120, 250}}},
   };
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1})
-    for (const Case& c : cases) {
-      const Weight w = MakeWeight(dt, c.n, c.k, c.w_seed);
-      const std::vector<float> x = QuantizedX(1, w.k, c.x_seed);
-      for (const auto& [begin, end] : c.ranges) {
-        std::vector<float> got(end - begin, -5.0f);
-        ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, x.data(), 1, begin, end)));
-        for (int64_t n = begin; n < end; ++n) {
-          float one = -6.0f;
-          ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, &one, w.n, x.data(), 1, n, n + 1)));
-          EXPECT_EQ(0, std::memcmp(&one, &got[n - begin], 4))
-              << Describe(w, 1,
-                          " rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                              "): row " + std::to_string(n) + " differs from a one-row call");
+    for (int64_t block : Fp8Blocks(dt))
+      for (const Case& c : cases) {
+        const Weight w = MakeWeight(dt, c.n, c.k, c.w_seed, 0, DType::kE8m0, block);
+        const std::vector<float> x = QuantizedX(1, w.k, c.x_seed);
+        for (const auto& [begin, end] : c.ranges) {
+          std::vector<float> got(end - begin, -5.0f);
+          ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, got.data(), w.n, x.data(), 1, begin, end)));
+          for (int64_t n = begin; n < end; ++n) {
+            float one = -6.0f;
+            ASSERT_TRUE(KernelFor(dt)(KernelArgs(w, &one, w.n, x.data(), 1, n, n + 1)));
+            EXPECT_EQ(0, std::memcmp(&one, &got[n - begin], 4))
+                << Describe(w, 1,
+                            " rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                "): row " + std::to_string(n) + " differs from a one-row call");
+          }
         }
       }
-    }
 }
 
 // Not exactly bf16 (a low mantissa bit, a subnormal), or K % 128 != 0: the
@@ -335,11 +364,19 @@ TEST(BF16Dot, Declines) {
       }
       for (float v : out) EXPECT_EQ(v, -5.0f);
     }
-    const Weight odd = MakeWeight(dt, 4, dt == DType::kFp8E4m3 ? 200 : 96, 3);
-    const std::vector<float> x = QuantizedX(1, 256, 1);
-    std::vector<float> out(odd.n, -5.0f);
-    EXPECT_FALSE(KernelFor(dt)(KernelArgs(odd, out.data(), odd.n, x.data(), 1, 0, odd.n)));
-    for (float v : out) EXPECT_EQ(v, -5.0f);
+    for (int64_t block : Fp8Blocks(dt)) {
+      // K % 128 != 0 (FP8 with 32 × 32 tiles: K = 96 and 160, whole tiles).
+      for (int64_t k : dt == DType::kFp4E2m1 ? std::vector<int64_t>{96}
+                       : block == 32         ? std::vector<int64_t>{96, 160}
+                                             : std::vector<int64_t>{200}) {
+        const Weight odd = MakeWeight(dt, 4, k, 3, 0, DType::kE8m0, block);
+        const std::vector<float> x = QuantizedX(1, 256, 1);
+        std::vector<float> out(odd.n, -5.0f);
+        EXPECT_FALSE(KernelFor(dt)(KernelArgs(odd, out.data(), odd.n, x.data(), 1, 0, odd.n)))
+            << Describe(odd, 1);
+        for (float v : out) EXPECT_EQ(v, -5.0f);
+      }
+    }
   }
 }
 
@@ -348,35 +385,38 @@ TEST(BF16Dot, Declines) {
 TEST(BF16Dot, OpsDispatch) {
   ThreadPool pool(2);
   for (DType dt : {DType::kFp8E4m3, DType::kFp4E2m1}) {
-    const Weight w = MakeWeight(dt, 300, 512, 6);
-    const simd::MatMulFn fp32 =
-        dt == DType::kFp8E4m3 ? simd::Fp8BlockMatMulKernel() : simd::Fp4BlockMatMulKernel();
-    for (bool exact : {true, false}) {
-      for (int64_t t : {1, 3}) {
-        const std::vector<float> x =
-            exact ? QuantizedX(t, w.k, 21) : RandomFloats(static_cast<size_t>(t * w.k), 21);
-        std::vector<float> ops_out(t * w.n), want(t * w.n);
-        if (dt == DType::kFp8E4m3) {
-          ops::MatMulFp8BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n);
-        } else {
-          ops::MatMulFp4BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n);
+    for (int64_t block : Fp8Blocks(dt)) {
+      const Weight w = MakeWeight(dt, 300, 512, 6, 0, DType::kE8m0, block);
+      const simd::MatMulFn fp32 =
+          dt == DType::kFp8E4m3 ? simd::Fp8BlockMatMulKernel() : simd::Fp4BlockMatMulKernel();
+      for (bool exact : {true, false}) {
+        for (int64_t t : {1, 3}) {
+          const std::vector<float> x =
+              exact ? QuantizedX(t, w.k, 21) : RandomFloats(static_cast<size_t>(t * w.k), 21);
+          std::vector<float> ops_out(t * w.n), want(t * w.n);
+          if (dt == DType::kFp8E4m3) {
+            ops::MatMulFp8BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n,
+                                    block);
+          } else {
+            ops::MatMulFp4BlockRows(ops_out.data(), w.n, x.data(), w.view(), w.scale(), t, 0, w.n);
+          }
+          const simd::TryMatMulFn dot = KernelFor(dt);
+          const simd::MatMulArgs a = KernelArgs(w, want.data(), w.n, x.data(), t, 0, w.n);
+          const bool took = dot != nullptr && dot(a);
+          EXPECT_EQ(took, exact && Available()) << Describe(w, t);
+          if (!took) fp32(a);
+          EXPECT_EQ(0, std::memcmp(ops_out.data(), want.data(), 4 * want.size()))
+              << Describe(w, t, exact ? " exact x" : " fp32 x");
+          // The pooled entry point splits rows over threads: the same values.
+          std::vector<float> pooled(t * w.n);
+          if (dt == DType::kFp8E4m3) {
+            ops::MatMulFp8Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t, block);
+          } else {
+            ops::MatMulFp4Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
+          }
+          EXPECT_EQ(0, std::memcmp(pooled.data(), want.data(), 4 * want.size()))
+              << Describe(w, t, " pooled");
         }
-        const simd::TryMatMulFn dot = KernelFor(dt);
-        const simd::MatMulArgs a = KernelArgs(w, want.data(), w.n, x.data(), t, 0, w.n);
-        const bool took = dot != nullptr && dot(a);
-        EXPECT_EQ(took, exact && Available()) << Describe(w, t);
-        if (!took) fp32(a);
-        EXPECT_EQ(0, std::memcmp(ops_out.data(), want.data(), 4 * want.size()))
-            << Describe(w, t, exact ? " exact x" : " fp32 x");
-        // The pooled entry point splits rows over threads: the same values.
-        std::vector<float> pooled(t * w.n);
-        if (dt == DType::kFp8E4m3) {
-          ops::MatMulFp8Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
-        } else {
-          ops::MatMulFp4Block(pool, pooled.data(), x.data(), w.view(), w.scale(), t);
-        }
-        EXPECT_EQ(0, std::memcmp(pooled.data(), want.data(), 4 * want.size()))
-            << Describe(w, t, " pooled");
       }
     }
   }

@@ -219,7 +219,8 @@ void LinearRowsHere(float* out, int64_t out_stride, const float* x, const Linear
       ops::MatMulRows(out, out_stride, x, w.weight, n_tokens, row_begin, row_end, prepared);
       return;
     case LinearFormat::kFp8Block:
-      ops::MatMulFp8BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin, row_end);
+      ops::MatMulFp8BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin, row_end,
+                              w.fp8_block);
       return;
     case LinearFormat::kFp4Block:
       ops::MatMulFp4BlockRows(out, out_stride, x, w.weight, w.scale, n_tokens, row_begin, row_end);
@@ -378,6 +379,7 @@ struct Bound {
   TensorView view;
   TensorView scale;
   LinearFormat format = LinearFormat::kDense;
+  int64_t fp8_block = 128;  // LinearWeight::fp8_block
   std::vector<float> f32;
   std::vector<int32_t> i32;
 };
@@ -543,9 +545,11 @@ class Binder {
     }
   }
 
-  // Finds the `.scale` companion of a quantized weight and checks it.
-  bool BindScale(const WeightDecl& d, const TensorInfo& info, const std::vector<int64_t>& want,
-                 bool fp4, Bound& b) {
+  // Finds the `.scale` companion of a quantized weight and checks it: its
+  // shape one of `wants` (*which: the index of the first it equals).
+  bool BindScale(const WeightDecl& d, const TensorInfo& info,
+                 const std::vector<std::vector<int64_t>>& wants, bool fp4, Bound& b,
+                 size_t* which = nullptr) {
     std::string official = d.name;
     official.replace(official.size() - std::string(".weight").size(), std::string::npos, ".scale");
     const TensorInfo* s = nullptr;
@@ -565,12 +569,20 @@ class Binder {
     }
     const bool dtype_ok =
         s->dtype == DType::kE8m0 || (!fp4 && (s->dtype == DType::kF32 || s->dtype == DType::kBF16));
-    if (!dtype_ok || s->shape != want) {
+    const auto match = std::find(wants.begin(), wants.end(), s->shape);
+    if (!dtype_ok || match == wants.end()) {
+      std::string expected;
+      if (fp4) {
+        expected = Shape(wants[0]) + " e8m0 (one per 32 inputs)";
+      } else {  // FP8: wants are the 128×128 and 32×32 tilings
+        expected = Shape(wants[0]) + " (one per 128x128) or " + Shape(wants[1]) +
+                   " (one per 32x32), e8m0 or f32";
+      }
       problems_.push_back("scale '" + s->name + "' of '" + info.name + "' is " + Shape(s->shape) +
-                          " " + std::string(DTypeName(s->dtype)) + ", expected " + Shape(want) +
-                          (fp4 ? " e8m0 (one per 32 inputs)" : " e8m0 or f32 (one per 128x128)"));
+                          " " + std::string(DTypeName(s->dtype)) + ", expected " + expected);
       return false;
     }
+    if (which != nullptr) *which = static_cast<size_t>(match - wants.begin());
     b.scale = s->view();
     return true;
   }
@@ -587,8 +599,17 @@ class Binder {
       if (!Expect(d, info, true)) return false;
       b.view = info.view();
       b.format = LinearFormat::kFp8Block;
-      const int64_t blk = ops::ref::kFp8WeightBlock;
-      return BindScale(d, info, {(n + blk - 1) / blk, (k + blk - 1) / blk}, false, b);
+      // The scale's shape says the tiling: [ceil(N/128), ceil(K/128)] or
+      // [ceil(N/32), ceil(K/32)] (DeepSeek-V4.1-Flash). Where the two are
+      // the same (N, K ≤ 32: one scale) they give the same products; 128.
+      const std::vector<int64_t> blocks = {ops::ref::kFp8WeightBlock,
+                                           ops::ref::kFp8SmallWeightBlock};
+      std::vector<std::vector<int64_t>> wants;
+      for (const int64_t blk : blocks) wants.push_back({(n + blk - 1) / blk, (k + blk - 1) / blk});
+      size_t which = 0;
+      if (!BindScale(d, info, wants, false, b, &which)) return false;
+      b.fp8_block = blocks[which];
+      return true;
     }
     // FP4 e2m1, two per byte: stored as I8 [N, K/2] in the official checkpoints
     // (torch float4_e2m1fn_x2), or already typed fp4 with the logical shape.
@@ -603,7 +624,7 @@ class Binder {
       }
       b.view = TensorView::Contiguous(info.data, DType::kFp4E2m1, {n, k});
       b.format = LinearFormat::kFp4Block;
-      return BindScale(d, info, {n, k / ops::ref::kFp4WeightBlock}, true, b);
+      return BindScale(d, info, {{n, k / ops::ref::kFp4WeightBlock}}, true, b);
     }
     return Expect(d, info, false);
   }
@@ -725,7 +746,8 @@ class Binder {
 
 LinearWeight TakeLinear(Binder& b, const std::string& name) {
   Bound& x = b.Get(name);
-  return LinearWeight{.weight = x.view, .scale = x.scale, .format = x.format};
+  return LinearWeight{
+      .weight = x.view, .scale = x.scale, .format = x.format, .fp8_block = x.fp8_block};
 }
 
 HyperConnectionWeights TakeHc(Binder& b, const std::string& fn, const std::string& base,

@@ -82,8 +82,11 @@ enum class LinearFormat { kDense, kFp8Block, kFp4Block };
 // A linear layer's weight W [N, K] (out = x · Wᵀ) in its stored format.
 struct LinearWeight {
   TensorView weight;  // [N, K]; f32/bf16/f16, fp8_e4m3, or fp4_e2m1 (logical elements)
-  TensorView scale;   // FP8: [ceil(N/128), ceil(K/128)]; FP4: [N, K/32]; empty when dense
+  TensorView scale;   // FP8: [ceil(N/b), ceil(K/b)]; FP4: [N, K/32]; empty when dense
   LinearFormat format = LinearFormat::kDense;
+  // FP8: b, the weight tile one scale covers (b × b): 128 (DeepSeek-V4) or 32
+  // (V4.1-Flash), as the binding reads it off the scale's shape.
+  int64_t fp8_block = 128;
 
   int64_t rows() const { return weight.sizes[0]; }  // N
   int64_t cols() const { return weight.sizes[1]; }  // K

@@ -47,13 +47,16 @@ const Fp8Table& Fp8Values() {
   return table;
 }
 
-void CheckFp8(const TensorView& w, const TensorView& scale) {
+void CheckFp8(const TensorView& w, const TensorView& scale, int64_t block) {
+  CHECK(IsFp8WeightBlock(block), "FP8 weight block must be 128 or 32, got %lld",
+        static_cast<long long>(block));
   CHECK(w.rank == 2 && w.dtype == DType::kFp8E4m3 && w.strides[1] == 1,
         "FP8 weight must be a row-major [N, K] fp8_e4m3 matrix, got %s", w.ShapeString().c_str());
-  const int64_t n_blocks = (w.sizes[0] + kFp8WeightBlock - 1) / kFp8WeightBlock;
-  const int64_t k_blocks = (w.sizes[1] + kFp8WeightBlock - 1) / kFp8WeightBlock;
+  const int64_t n_blocks = (w.sizes[0] + block - 1) / block;
+  const int64_t k_blocks = (w.sizes[1] + block - 1) / block;
   CHECK(scale.rank == 2 && scale.sizes[0] == n_blocks && scale.sizes[1] == k_blocks,
-        "FP8 scale for %s must be [%lld, %lld], got %s", w.ShapeString().c_str(),
+        "FP8 scale for %s (%lldx%lld blocks) must be [%lld, %lld], got %s", w.ShapeString().c_str(),
+        static_cast<long long>(block), static_cast<long long>(block),
         static_cast<long long>(n_blocks), static_cast<long long>(k_blocks),
         scale.ShapeString().c_str());
 }
@@ -72,16 +75,26 @@ void CheckFp4(const TensorView& w, const TensorView& scale) {
 
 }  // namespace
 
-void DequantizeFp8BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out) {
-  CheckFp8(w, scale);
+bool IsFp8WeightBlock(int64_t b) { return b == kFp8WeightBlock || b == kFp8SmallWeightBlock; }
+
+int64_t Fp8WeightBlockOf(int64_t n, int64_t k, int64_t sn, int64_t sk) {
+  for (const int64_t b : {kFp8WeightBlock, kFp8SmallWeightBlock}) {
+    if (sn == (n + b - 1) / b && sk == (k + b - 1) / b) return b;
+  }
+  return 0;
+}
+
+void DequantizeFp8BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out,
+                           int64_t block) {
+  CheckFp8(w, scale, block);
   CHECK(n >= 0 && n < w.sizes[0]);
   const int64_t k_size = w.sizes[1];
   const uint8_t* row = static_cast<const uint8_t*>(w.data) + n * w.strides[0];
   const float* lut = Fp8Values().v;
-  for (int64_t kb = 0; kb * kFp8WeightBlock < k_size; ++kb) {
-    const float s = ScaleAt(scale, n / kFp8WeightBlock, kb);
-    const int64_t end = std::min(k_size, (kb + 1) * kFp8WeightBlock);
-    for (int64_t k = kb * kFp8WeightBlock; k < end; ++k) out[k] = lut[row[k]] * s;
+  for (int64_t kb = 0; kb * block < k_size; ++kb) {
+    const float s = ScaleAt(scale, n / block, kb);
+    const int64_t end = std::min(k_size, (kb + 1) * block);
+    for (int64_t k = kb * block; k < end; ++k) out[k] = lut[row[k]] * s;
   }
 }
 
@@ -123,11 +136,12 @@ void BlockMatMul(float* out, int64_t out_stride, const float* x, int64_t k_size,
 }  // namespace
 
 void MatMulFp8Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
-  CheckFp8(w, scale);
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                    int64_t block) {
+  CheckFp8(w, scale, block);
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.sizes[0]);
   BlockMatMul(out, out_stride, x, w.sizes[1], n_tokens, row_begin, row_end,
-              [&](int64_t n, float* row) { DequantizeFp8BlockRow(w, scale, n, row); });
+              [&](int64_t n, float* row) { DequantizeFp8BlockRow(w, scale, n, row, block); });
 }
 
 void MatMulFp4Block(float* out, int64_t out_stride, const float* x, const TensorView& w,

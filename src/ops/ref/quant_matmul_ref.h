@@ -1,7 +1,9 @@
 // ops::ref quantized matmuls — the scalar twins for block-scaled weights as
 // DeepSeek-V4 ships them (spec deepseek-v4.md §7.4):
-//   FP8: w [N, K] e4m3fn, scale [ceil(N/128), ceil(K/128)] e8m0 (or f32 in the
-//        -Base checkpoints); W[n, k] = fp8(w[n, k]) · scale[n / 128, k / 128].
+//   FP8: w [N, K] e4m3fn, scale [ceil(N/b), ceil(K/b)] e8m0 (or f32 in the
+//        -Base checkpoints); W[n, k] = fp8(w[n, k]) · scale[n / b, k / b],
+//        with b × b weight tiles sharing a scale: b = 128 (DeepSeek-V4) or
+//        b = 32 (DeepSeek-V4.1-Flash's dense weights).
 //   FP4: w [N, K] e2m1 packed two per byte (element 2j in the LOW nibble of
 //        byte j), scale [N, K / 32] e8m0; W[n, k] = fp4(w[n, k]) · scale[n, k / 32].
 // Weights are read in their stored format (views into the mmap'd checkpoint);
@@ -21,25 +23,39 @@
 
 namespace dsv4::ops::ref {
 
-inline constexpr int64_t kFp8WeightBlock = 128;  // 128×128 weight tiles share one scale
-inline constexpr int64_t kFp4WeightBlock = 32;   // 32 inputs along K share one scale
+inline constexpr int64_t kFp8WeightBlock = 128;      // 128×128 weight tiles share one scale (V4)
+inline constexpr int64_t kFp8SmallWeightBlock = 32;  // 32×32 tiles (V4.1-Flash)
+inline constexpr int64_t kFp4WeightBlock = 32;       // 32 inputs along K share one scale
+
+// Whether b is an FP8 weight block these kernels take: 128 or 32.
+bool IsFp8WeightBlock(int64_t b);
+// The FP8 weight block of a weight [n, k] whose scale is [sn, sk]: the b in
+// {128, 32} with sn = ceil(n/b) and sk = ceil(k/b); 0 when neither fits.
+// Where both fit (n ≤ 32 and k ≤ 32: one scale for the whole matrix) the two
+// give the same products; 128 is returned.
+int64_t Fp8WeightBlockOf(int64_t n, int64_t k, int64_t sn, int64_t sk);
 
 // One element of a block-scale tensor as f32: scales are e8m0 in the released
 // checkpoints, f32 or bf16 in others.
 float ScaleAt(const TensorView& scale, int64_t row, int64_t col);
 
-// Dequantizes row n of an FP8 block-scaled weight into out[K]. Exact: an e4m3
-// value times a power of two is representable in f32. scale may be e8m0, f32 or bf16.
-void DequantizeFp8BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out);
+// Dequantizes row n of an FP8 block-scaled weight with block × block scale
+// tiles (block: 128 or 32; scale [ceil(N/block), ceil(K/block)]) into out[K].
+// Exact: an e4m3 value times a power of two is representable in f32. scale
+// may be e8m0, f32 or bf16.
+void DequantizeFp8BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out,
+                           int64_t block = kFp8WeightBlock);
 // Dequantizes row n of an FP4 block-scaled weight into out[K] (exact).
 void DequantizeFp4BlockRow(const TensorView& w, const TensorView& scale, int64_t n, float* out);
 
 // out[t, n - row_begin] (row stride out_stride) = Σ_k x[t, k] · W[n, k] for the
 // output features n in [row_begin, row_end) of an FP8 block-scaled weight, fp32
 // accumulation in k order. x: [T, K] contiguous. Callers split rows across
-// threads or pick a group of rows (the grouped output projection).
+// threads or pick a group of rows (the grouped output projection). block: the
+// weight's scale tile, 128 or 32 (as DequantizeFp8BlockRow).
 void MatMulFp8Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
-                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end);
+                    const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                    int64_t block = kFp8WeightBlock);
 // The same for an FP4 block-scaled weight.
 void MatMulFp4Block(float* out, int64_t out_stride, const float* x, const TensorView& w,
                     const TensorView& scale, int64_t n_tokens, int64_t row_begin, int64_t row_end);

@@ -27,9 +27,13 @@
 // inputs, a fresh fp32 vector t takes the group's four bf16 vector pairs in
 // order (vdpbf16ps), then acc = t · scale + acc (FMA; FP4: lane i gets the
 // scale of block i / 4 of the group, FP8 the block's one scale); the result is
-// the horizontal sum of acc by a fixed tree (ReduceTree). The prefill tiles
-// fold e8m0 scales into the weights and add t, which is the same sum exactly
-// (see "Folded scales").
+// the horizontal sum of acc by a fixed tree (ReduceTree). FP8 with 32×32
+// scale tiles (args.fp8_block 32, Format::kFp8Small) instead takes each half
+// of the group (inputs 64h … 64h + 63) on its own: t from its two vector
+// pairs, then acc = t · scale + acc, lanes 0–7 with the scale of its first
+// 32 inputs and lanes 8–15 of its second (where the byte unpacks put them).
+// The prefill tiles fold e8m0 scales into the weights and add t, which is the
+// same sum exactly (see "Folded scales").
 //
 // The weights' order within a group is what the byte unpacks give (they work
 // within 128-bit lanes); x is permuted to match once per call (InputOf).
@@ -84,7 +88,10 @@ inline constexpr int64_t kMinTileTokens = 6;
 // Scratch for one block of x as bf16 (per thread); longer calls go block by block.
 inline constexpr int64_t kXBlockBytes = int64_t{4} << 20;
 
-enum class Format { kFp8, kFp4 };
+// kFp8Small: FP8 weights with 32×32 scale tiles (DeepSeek-V4.1-Flash), which
+// decode as kFp8 (DecodeAs) and differ in their scales; kFp8: 128×128 tiles.
+enum class Format { kFp8, kFp4, kFp8Small };
+constexpr Format DecodeAs(Format f) { return f == Format::kFp8Small ? Format::kFp8 : f; }
 
 // The input (offset within its group) that word w ∈ [0, 128) of a group's
 // four bf16 vectors holds: vector w / 32, 128-bit lane L, word j in the lane.
@@ -136,6 +143,9 @@ struct Tables {
   alignas(64) uint8_t even_bytes[64];
   alignas(64) uint8_t odd_bytes[64];
   alignas(64) uint8_t fp4_lane_byte[64];
+  // kFp8Small, for the vectors of half h of a group: byte indices that put
+  // scale byte 2h + L / 2 in word j of lane L.
+  alignas(64) uint8_t fp8s_lane_byte[2][64];
 };
 
 uint16_t Bf16Bits(float f) {
@@ -159,6 +169,7 @@ const Tables& GetTables() {
       t.even_bytes[j] = static_cast<uint8_t>(2 * j);
       t.odd_bytes[j] = static_cast<uint8_t>(2 * j + 1);
       t.fp4_lane_byte[j] = static_cast<uint8_t>(j / 16);  // byte j is in word j / 2, lane j / 16
+      for (int h = 0; h < 2; ++h) t.fp8s_lane_byte[h][j] = static_cast<uint8_t>(2 * h + j / 32);
     }
     for (int c = 0; c < 32; ++c)
       t.fp4_words[c] = Bf16Bits(Fp4E2m1ToF32(static_cast<uint8_t>(c & 15)));
@@ -267,11 +278,17 @@ inline bool E8m0Rows(const TensorView& scale) {
   return scale.dtype == DType::kE8m0 && scale.strides[1] == 1;
 }
 
-// The block scales of row n as f32: FP8 one per group (its 128-row block's
-// row of the scale tensor), FP4 four per group (one per 32 inputs).
+// The row of the scale tensor that holds row n's scales: FP8 its 128-row
+// (kFp8Small: 32-row) block's, FP4 its own.
+constexpr int64_t ScaleRowOf(Format f, int64_t n) {
+  return f == Format::kFp8 ? n / 128 : f == Format::kFp8Small ? n / 32 : n;
+}
+
+// The block scales of row n as f32: FP8 one per group, FP4 and kFp8Small
+// four per group (one per 32 inputs).
 DSV4_BF16DOT_TARGET void RowScales(Format f, const TensorView& scale, int64_t n, int64_t groups,
                                    float* dst) {
-  const int64_t row = f == Format::kFp8 ? n / 128 : n;
+  const int64_t row = ScaleRowOf(f, n);
   const int64_t count = f == Format::kFp8 ? groups : 4 * groups;
   if (E8m0Rows(scale)) {
     E8m0Row(static_cast<const uint8_t*>(scale.data) + row * scale.strides[0], count, dst);
@@ -291,6 +308,38 @@ DSV4_BF16DOT_TARGET inline __m512 ScaleVector(const float* s, int64_t g) {
     const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(s + 4 * g)));
   }
+}
+
+// kFp8Small, for the prefill tiles: the scale vectors of each half of each
+// group (RowScales' four per group at s4, two vectors per group at dst,
+// 64-byte aligned): vector
+// 2g + h has the scale of block 4g + 2h in lanes 0–7 and of 4g + 2h + 1 in
+// lanes 8–15, the lanes vdpbf16ps sums those blocks' products into.
+DSV4_BF16DOT_TARGET void HalfScaleVectors(const float* s4, int64_t groups, float* dst) {
+  const __m512i lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m512 q = _mm512_castps128_ps512(_mm_loadu_ps(s4 + 4 * g));
+    _mm512_store_ps(dst + 32 * g, _mm512_permutexvar_ps(lo, q));
+    _mm512_store_ps(dst + 32 * g + 16, _mm512_permutexvar_ps(hi, q));
+  }
+}
+
+// The same vector from RowScales' floats, by two broadcasts and a blend: the
+// decode path's (from the 4 floats per group, where HalfScaleVectors' 128
+// bytes per group, two rows' worth beside x, crowded the one-token matvec's
+// weight streams out of L1: `DSV4_BENCH_FP8_BLOCK=32 matmul_bench 1 256 9
+// fp8_e4m3 4096 decode`).
+DSV4_BF16DOT_TARGET inline __m512 HalfScale(const float* s4, int64_t g, int h) {
+  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s4[4 * g + 2 * h]),
+                              _mm512_set1_ps(s4[4 * g + 2 * h + 1]));
+}
+
+// kFp8Small: the dot products of half h of a group (its vector pairs 2h and
+// 2h + 1), from zero, in order.
+DSV4_BF16DOT_TARGET inline __m512 HalfDot(const __m512i w[4], const __m512i x[4], int h) {
+  const __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(w[2 * h]), AsBh(x[2 * h]));
+  return _mm512_dpbf16_ps(t, AsBh(w[2 * h + 1]), AsBh(x[2 * h + 1]));
 }
 
 // Whether every byte of p[0, n) lies in [lo, hi].
@@ -316,11 +365,11 @@ DSV4_BF16DOT_TARGET __attribute__((always_inline)) inline __m512 E8m0Quad(const 
   return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
 }
 
-// Rows with the same key have the same scale vectors: FP8's 128-row blocks
-// share one scale row.
+// Rows with the same key have the same scale vectors: FP8's 128-row (32-row)
+// blocks share one scale row.
 template <Format F>
 inline int64_t ScaleKey(int64_t n) {
-  return F == Format::kFp8 ? n / 128 : n;
+  return ScaleRowOf(F, n);
 }
 
 // Per-thread scratch, grown to the largest need (steady-state calls do not
@@ -345,7 +394,7 @@ T* Grow(std::vector<T>& v, int64_t n) {
 template <Format F>
 DSV4_BF16DOT_TARGET inline void LoadTables(__m512i tab[4]) {
   const Tables& tb = GetTables();
-  if constexpr (F == Format::kFp8) {
+  if constexpr (DecodeAs(F) == Format::kFp8) {
     tab[0] = _mm512_load_si512(tb.fp8_hi);
     tab[1] = _mm512_load_si512(tb.fp8_hi + 64);
     tab[2] = _mm512_load_si512(tb.fp8_lo);
@@ -357,7 +406,7 @@ DSV4_BF16DOT_TARGET inline void LoadTables(__m512i tab[4]) {
 
 template <Format F>
 DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], __m512i w[4]) {
-  if constexpr (F == Format::kFp8) {
+  if constexpr (DecodeAs(F) == Format::kFp8) {
     DecodeFp8(p, tab, w);
   } else {
     DecodeFp4(p, tab, w);
@@ -366,7 +415,7 @@ DSV4_BF16DOT_TARGET inline void Decode(const uint8_t* p, const __m512i tab[4], _
 
 // Bytes of one group of one row.
 template <Format F>
-inline constexpr int64_t kGroupBytes = F == Format::kFp8 ? kGroup : kGroup / 2;
+inline constexpr int64_t kGroupBytes = DecodeAs(F) == Format::kFp8 ? kGroup : kGroup / 2;
 
 using x86::ReduceTree;
 using x86::Tree16;
@@ -465,9 +514,9 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // prefetcher alone; the gain is largest when memory is fast.
 // s0, s1: room for one row's f32 scales each. Returns the row the single-row
 // path goes on from (the odd one left, if any).
+template <Format F>
 DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
                                         const __m512i tab[4], float* s0, float* s1) {
-  constexpr Format F = Format::kFp8;
   const auto [groups, row_bytes, half, base] = PairedRows(a);
   int64_t key0 = -1, key1 = -1;
   float* out = a.out;
@@ -489,8 +538,15 @@ DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
       for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xb + g * kGroup + 32 * v);
       Decode<F>(row0 + off, tab, w0);
       Decode<F>(row1 + off, tab, w1);
-      acc0 = _mm512_fmadd_ps(GroupDot(w0, x), _mm512_set1_ps(s0[g]), acc0);
-      acc1 = _mm512_fmadd_ps(GroupDot(w1, x), _mm512_set1_ps(s1[g]), acc1);
+      if constexpr (F == Format::kFp8Small) {
+        for (int h = 0; h < 2; ++h) {
+          acc0 = _mm512_fmadd_ps(HalfDot(w0, x, h), HalfScale(s0, g, h), acc0);
+          acc1 = _mm512_fmadd_ps(HalfDot(w1, x, h), HalfScale(s1, g, h), acc1);
+        }
+      } else {
+        acc0 = _mm512_fmadd_ps(GroupDot(w0, x), _mm512_set1_ps(s0[g]), acc0);
+        acc1 = _mm512_fmadd_ps(GroupDot(w1, x), _mm512_set1_ps(s1[g]), acc1);
+      }
     }
     out[n - a.row_begin] = ReduceTree(acc0);
     out[n + half - a.row_begin] = ReduceTree(acc1);
@@ -524,6 +580,17 @@ DSV4_BF16DOT_TARGET inline void RowTokens(const uint8_t* row, int64_t groups, co
   for (int64_t g = 0; g < groups; ++g) {
     __m512i w[4];
     Decode<F>(row + g * kGroupBytes<F>, tab, w);
+    if constexpr (F == Format::kFp8Small) {
+      const __m512 s0 = HalfScale(sbuf, g, 0), s1 = HalfScale(sbuf, g, 1);
+      for (int t = 0; t < NT; ++t) {
+        __m512i x[4];
+        const uint16_t* xt = o.x + t * o.k_size + g * kGroup;
+        for (int v = 0; v < 4; ++v) x[v] = _mm512_load_si512(xt + 32 * v);
+        acc[t] = _mm512_fmadd_ps(HalfDot(w, x, 0), s0, acc[t]);
+        acc[t] = _mm512_fmadd_ps(HalfDot(w, x, 1), s1, acc[t]);
+      }
+      continue;
+    }
     const __m512 scale = ScaleVector<F>(sbuf, g);
     for (int t = 0; t < NT; ++t) {
       __m512i x[4];
@@ -548,10 +615,9 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   if constexpr (x86::kStreamOnly) {
     if (a.n_tokens == 1) {
-      // The rows' scales: FP4 a row each, FP8 a row per 128-row block.
+      // The rows' scales: FP4 a row each, FP8 a row per 128-row (32-row) block.
       const int64_t srow = DTypeBytes(a.scale.dtype, a.scale.strides[0]);
-      const int64_t s0 = F == Format::kFp4 ? a.row_begin : a.row_begin / 128;
-      const int64_t s1 = F == Format::kFp4 ? a.row_end : (a.row_end + 127) / 128;
+      const int64_t s0 = ScaleRowOf(F, a.row_begin), s1 = ScaleRowOf(F, a.row_end - 1) + 1;
       x86::StreamOnly(base + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes,
                       static_cast<const uint8_t*>(a.scale.data) + s0 * srow, (s1 - s0) * srow,
                       /*ahead=*/0, a.out, a.row_end - a.row_begin);
@@ -583,7 +649,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
     if constexpr (F == Format::kFp4) {
       n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
     } else {
-      n = Fp8RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
+      n = Fp8RowPairs<F>(a, xb, tab, sbuf, sbuf + groups * 4);
     }
   }
   for (; n < a.row_end; ++n) {
@@ -594,7 +660,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
                    _MM_HINT_T0);
     }
     if (ScaleKey<F>(n) != key) {
-      if constexpr (F == Format::kFp8) {  // the next 128-row block's scales (only prefetched)
+      if constexpr (F != Format::kFp4) {  // the next row block's scales (only prefetched)
         const int64_t next = (ScaleKey<F>(n) + 1) * scale_row_bytes;
         _mm_prefetch(reinterpret_cast<const char*>(scale_rows + static_cast<uintptr_t>(next)),
                      _MM_HINT_T0);
@@ -680,6 +746,24 @@ DSV4_BF16DOT_TARGET inline void FoldFp4(const uint8_t* e4, __m512i lane_byte, __
   }
 }
 
+// kFp8Small: decoded weights w times their blocks' scales, the four e8m0
+// bytes at e4 (vectors 2h and 2h + 1 hold blocks 2h in 128-bit lanes 0, 1
+// and 2h + 1 in lanes 2, 3), as FoldFp4. lane_bytes: Tables::fp8s_lane_byte.
+DSV4_BF16DOT_TARGET inline void FoldFp8Small(const uint8_t* e4, const __m512i lane_bytes[2],
+                                             __m512i w[4]) {
+  uint32_t u;
+  std::memcpy(&u, e4, 4);
+  const __m512i mag = _mm512_set1_epi16(0x7fff);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i words = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, lane_bytes[h],
+                                                        _mm512_set1_epi32(static_cast<int>(u)));
+    const __m512i off = _mm512_slli_epi16(_mm512_sub_epi16(words, _mm512_set1_epi16(127)), 7);
+    for (int v = 2 * h; v < 2 * h + 2; ++v) {
+      w[v] = _mm512_mask_add_epi16(w[v], _mm512_test_epi16_mask(w[v], mag), w[v], off);
+    }
+  }
+}
+
 // Prefill path (T ≥ kMinTileTokens), cache-blocked:
 //   for each panel of kPanelRows rows: decode it once (bf16, [P, K], L2) —
 //   scales folded in where they fold, scale vectors beside it where not;
@@ -689,7 +773,8 @@ DSV4_BF16DOT_TARGET inline void FoldFp4(const uint8_t* e4, __m512i lane_byte, __
 //         2 rows × MT tokens, per group the pair's 8 weight vectors in
 //         registers and each token's 4 x vectors loaded: t = the four dot
 //         products from zero, acc = acc + t (both rows folded) or the decode
-//         path's FMA (a folded row's scale vector is 1); accumulators carried
+//         path's FMA (a folded row's scale vector is 1; kFp8Small: per half
+//         group, as the decode path); accumulators carried
 //         from K-block to K-block in scratch;
 //       then Tree16 sums 16 outputs at a time.
 // Storing and reloading an accumulator is exact, so every output takes the
@@ -713,7 +798,9 @@ class LinePrefetch {
   int64_t lines_, steps_, step_ = 0, done_ = 0;
 };
 
-template <int MT, bool kFolded>
+// kHalves (kFp8Small): t and the scale vectors per half group (s0p, s1p:
+// two vectors per group).
+template <int MT, bool kFolded, bool kHalves>
 DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w1p,
                                           const float* s0p, const float* s1p, int64_t ng,
                                           const uint16_t* xp, int64_t x_stride, float* accp,
@@ -736,7 +823,19 @@ DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w
       for (int v = 0; v < 4; ++v) {
         x[v] = _mm512_load_si512(xp + t * x_stride + g * kGroup + 32 * v);
       }
-      if constexpr (kFolded) {
+      if constexpr (kHalves) {
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (kFolded) {
+            acc[0][t] = _mm512_add_ps(acc[0][t], HalfDot(w0, x, h));
+            acc[1][t] = _mm512_add_ps(acc[1][t], HalfDot(w1, x, h));
+          } else {
+            acc[0][t] = _mm512_fmadd_ps(HalfDot(w0, x, h), _mm512_load_ps(s0p + (2 * g + h) * 16),
+                                        acc[0][t]);
+            acc[1][t] = _mm512_fmadd_ps(HalfDot(w1, x, h), _mm512_load_ps(s1p + (2 * g + h) * 16),
+                                        acc[1][t]);
+          }
+        }
+      } else if constexpr (kFolded) {
         acc[0][t] = _mm512_add_ps(acc[0][t], GroupDot(w0, x));
         acc[1][t] = _mm512_add_ps(acc[1][t], GroupDot(w1, x));
       } else {
@@ -750,22 +849,23 @@ DSV4_BF16DOT_TARGET inline void MicroTile(const uint16_t* w0p, const uint16_t* w
   }
 }
 
-template <int MT, bool kFolded>
+template <int MT, bool kFolded, bool kHalves>
 DSV4_BF16DOT_TARGET void MicroTileN(int mt, const uint16_t* w0p, const uint16_t* w1p,
                                     const float* s0p, const float* s1p, int64_t ng,
                                     const uint16_t* xp, int64_t x_stride, float* accp, bool first) {
   if constexpr (MT > 1) {
     if (mt < MT) {
-      return MicroTileN<MT - 1, kFolded>(mt, w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
+      return MicroTileN<MT - 1, kFolded, kHalves>(mt, w0p, w1p, s0p, s1p, ng, xp, x_stride, accp,
+                                                  first);
     }
   }
-  MicroTile<MT, kFolded>(w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
+  MicroTile<MT, kFolded, kHalves>(w0p, w1p, s0p, s1p, ng, xp, x_stride, accp, first);
 }
 
 // Scratch of the tile path (floats and bf16 words), per thread.
 struct TileScratch {
   uint16_t* w;    // [kPanelRows, K] decoded weights
-  float* sv;      // [kPanelRows, groups, 16] scale vectors (1 where folded)
+  float* sv;      // [kPanelRows, groups, 16] scale vectors (1 where folded; kFp8Small: 2 per group)
   float* sf;      // [groups · 4] one row's f32 scales
   float* acc;     // [kTileTokens, kPanelRows, 16] accumulators
   __m512i* ftab;  // [groups, 4] FP8's folded tables of one 128-row block
@@ -778,9 +878,13 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   const bool can_fold = a.scale.dtype == DType::kE8m0 && a.scale.strides[1] == 1;
   constexpr int kMT = bf16dot::kTileTokens;
+  constexpr bool kHalves = F == Format::kFp8Small;
+  constexpr int64_t kSv = kHalves ? 32 : 16;  // scale vector floats per group
   __m512i tab[4];
   LoadTables<F>(tab);
   const __m512i lane_byte = _mm512_load_si512(GetTables().fp4_lane_byte);
+  const __m512i fp8s_lane_bytes[2] = {_mm512_load_si512(GetTables().fp8s_lane_byte[0]),
+                                      _mm512_load_si512(GetTables().fp8s_lane_byte[1])};
   int64_t ftab_key = -1;  // FP8: the 128-row block whose folded tables ftab holds
   for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += kPanelRows) {
     const int64_t rows_here = std::min<int64_t>(kPanelRows, a.row_end - n0);
@@ -797,12 +901,25 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
         ftab_key = ScaleKey<F>(n);
       }
       if (!folded[r]) RowScales(F, a.scale, n, groups, ts.sf);
+      if (kHalves) {
+        if (folded[r]) {
+          std::fill_n(ts.sv + r * groups * kSv, groups * kSv, 1.0f);
+        } else {
+          HalfScaleVectors(ts.sf, groups, ts.sv + r * groups * kSv);
+        }
+      }
       for (int64_t g = 0; g < groups; ++g) {
         const __m512 one = _mm512_set1_ps(1.0f);
-        _mm512_store_ps(ts.sv + (r * groups + g) * 16, folded[r] ? one : ScaleVector<F>(ts.sf, g));
+        if (!kHalves) {
+          _mm512_store_ps(ts.sv + (r * groups + g) * kSv,
+                          folded[r] ? one : ScaleVector<F>(ts.sf, g));
+        }
         __m512i w[4];
         if constexpr (F == Format::kFp8) {
           Decode<F>(row + g * kGroupBytes<F>, folded[r] ? ts.ftab + 4 * g : tab, w);
+        } else if constexpr (F == Format::kFp8Small) {
+          Decode<F>(row + g * kGroupBytes<F>, tab, w);
+          if (folded[r]) FoldFp8Small(e + 4 * g, fp8s_lane_bytes, w);
         } else {
           Decode<F>(row + g * kGroupBytes<F>, tab, w);
           if (folded[r]) FoldFp4(e + 4 * g, lane_byte, w);
@@ -827,15 +944,15 @@ DSV4_BF16DOT_TARGET void Tiles(const MatMulArgs& a, const uint16_t* xb, const Ti
           next.Step();
           const int64_t r0 = 2 * pr;
           const uint16_t* w0 = ts.w + r0 * k_size + g0 * kGroup;
-          const float* s0 = ts.sv + (r0 * groups + g0) * 16;
+          const float* s0 = ts.sv + (r0 * groups + g0) * kSv;
           const uint16_t* x = xb + t0 * k_size + g0 * kGroup;
           float* acc = ts.acc + r0 * 16;
           if (folded[r0] && folded[r0 + 1]) {
-            MicroTileN<kMT, true>(mt, w0, w0 + k_size, s0, s0 + groups * 16, ng, x, k_size, acc,
-                                  g0 == 0);
+            MicroTileN<kMT, true, kHalves>(mt, w0, w0 + k_size, s0, s0 + groups * kSv, ng, x,
+                                           k_size, acc, g0 == 0);
           } else {
-            MicroTileN<kMT, false>(mt, w0, w0 + k_size, s0, s0 + groups * 16, ng, x, k_size, acc,
-                                   g0 == 0);
+            MicroTileN<kMT, false, kHalves>(mt, w0, w0 + k_size, s0, s0 + groups * kSv, ng, x,
+                                            k_size, acc, g0 == 0);
           }
         }
       }
@@ -887,12 +1004,12 @@ bool TryMatMul(const MatMulArgs& a) {
     b.out = a.out + t0 * a.out_stride;
     b.n_tokens = std::min(block, a.n_tokens - t0);
     for (int64_t t = 0; t < b.n_tokens; ++t) {
-      ConvertX(F, b.x + t * k_size, k_size, xb + t * k_size);
+      ConvertX(DecodeAs(F), b.x + t * k_size, k_size, xb + t * k_size);
     }
     if (b.n_tokens < bf16dot::kMinTileTokens) {
       MatVec<F>(b, xb, Grow(s.s, groups * 8));  // two rows' f32 scales
     } else {
-      const int64_t sv_floats = kPanelRows * groups * 16;
+      const int64_t sv_floats = kPanelRows * groups * (F == Format::kFp8Small ? 32 : 16);
       const int64_t sf_floats = (groups * 4 + 15) / 16 * 16, ftab_floats = groups * 4 * 16;
       const int64_t acc_floats = bf16dot::kTileTokens * kPanelRows * 16;
       float* f = Grow(s.s, sv_floats + sf_floats + ftab_floats + acc_floats);
@@ -931,9 +1048,14 @@ bool Enabled() {
   return on;
 }
 
+// FP8 by its scale tiles: 128×128, or 32×32 (args.fp8_block).
+bool TryMatMulFp8(const MatMulArgs& a) {
+  return a.fp8_block == 32 ? TryMatMul<Format::kFp8Small>(a) : TryMatMul<Format::kFp8>(a);
+}
+
 }  // namespace
 
-TryMatMulFn Fp8Bf16DotKernel() { return Enabled() ? &TryMatMul<Format::kFp8> : nullptr; }
+TryMatMulFn Fp8Bf16DotKernel() { return Enabled() ? &TryMatMulFp8 : nullptr; }
 TryMatMulFn Fp4Bf16DotKernel() { return Enabled() ? &TryMatMul<Format::kFp4> : nullptr; }
 
 float Bf16DotLoop(int64_t macs, int64_t* done) {

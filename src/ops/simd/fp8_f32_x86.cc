@@ -7,7 +7,8 @@
 // a token's result still does not depend on how many tokens share its call
 // (the tile path sums in that order too). That order, per output row:
 //   - rows go four at a time from row_begin; a quad whose rows share their
-//     128-row block's scales takes x·(s·256) once per 128-input block;
+//     b-row block's scales takes x·(s·256) once per b-input block (b =
+//     args.fp8_block, the weight tile a scale covers: 128, or 32);
 //   - lane i of one accumulator takes, in k order, the products of inputs
 //     k ≡ i (mod 16): per 32 inputs j…j+31, FMA(w[j+i]/256, xs[j+i]) then
 //     FMA(w[j+16+i]/256, xs[j+16+i]);
@@ -21,7 +22,7 @@
 // x86::PrefetchWeights): the table decoding alone leaves the kernel waiting
 // on memory, and a prefetch into L1 holds the stream to L1's lines in flight
 // (`DSV4_BENCH_X=f32 matmul_bench 1 128 5 fp8_e4m3 2048 decode:8`).
-// Quads whose rows straddle two 128-row blocks, or whose block has a NaN
+// Quads whose rows straddle two b-row blocks, or whose block has a NaN
 // scale (e8m0 255), run on the Highway kernel itself.
 //
 // Shapes, outermost first: K input features, N output features.
@@ -54,7 +55,7 @@ namespace {
 
 #define DSV4_FP8F32_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi")))
 
-constexpr int64_t kBlock = 128;  // FP8 scale block (rows and inputs)
+constexpr int64_t kStep = 64;  // inputs per step of Quad
 // How far ahead of the quad being read its rows are prefetched: the next quad
 // (8 KiB) is too close for the misses to overlap; 24 and 32 KiB measured best
 // (`DSV4_BENCH_X=f32 matmul_bench 1 256 3 fp8_e4m3 2048 decode`).
@@ -101,7 +102,7 @@ DSV4_FP8F32_TARGET inline void Decode(const uint8_t* p, const __m512i tab[5], __
   w[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, w1));
 }
 
-// Outputs of rows [n0, n0 + rows) (rows ≤ 4, one 128-row block) from xs =
+// Outputs of rows [n0, n0 + rows) (rows ≤ 4, one b-row block) from xs =
 // x·(s·256) per input; [next, next + next_bytes): where the prefetch stream
 // runs (an address, not a pointer: it may lie past the weights, unread).
 DSV4_FP8F32_TARGET void Quad(const uint8_t* base, int64_t row_bytes, int64_t n0, int rows,
@@ -111,7 +112,7 @@ DSV4_FP8F32_TARGET void Quad(const uint8_t* base, int64_t row_bytes, int64_t n0,
                    _mm512_setzero_ps()};
   const uint8_t* row[4];
   for (int r = 0; r < 4; ++r) row[r] = base + (n0 + std::min(r, rows - 1)) * row_bytes;
-  for (int64_t k = 0; k < k_size; k += 64) {
+  for (int64_t k = 0; k < k_size; k += kStep) {
     // The rows' bytes kAheadBytes on, fetched along as one stream at this
     // pace (a non-temporal hint left 4 rows side by side much slower).
     for (int64_t off = 4 * k; off < std::min(next_bytes, 4 * k + 256); off += 64) {
@@ -138,13 +139,14 @@ struct Scratch {
 
 DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const int64_t k_size = a.w.sizes[1];
-  if (a.n_tokens != 1 || k_size % kBlock != 0 || k_size == 0 || a.scale.dtype != DType::kE8m0 ||
-      a.scale.strides[1] != 1) {
+  const int64_t tile = a.fp8_block;  // FP8 scale block (rows and inputs): 128 or 32
+  if (a.n_tokens != 1 || (tile != 128 && tile != 32) || k_size % tile != 0 || k_size % kStep != 0 ||
+      k_size == 0 || a.scale.dtype != DType::kE8m0 || a.scale.strides[1] != 1) {
     return false;
   }
   if (a.row_end <= a.row_begin) return true;
   if constexpr (x86::kStreamOnly) {
-    const int64_t b0 = a.row_begin / kBlock, b1 = (a.row_end + kBlock - 1) / kBlock;
+    const int64_t b0 = a.row_begin / tile, b1 = (a.row_end + tile - 1) / tile;
     x86::StreamOnly(static_cast<const uint8_t*>(a.w.data) + a.row_begin * a.w.strides[0],
                     (a.row_end - a.row_begin) * a.w.strides[0],
                     static_cast<const uint8_t*>(a.scale.data) + b0 * a.scale.strides[0],
@@ -166,14 +168,14 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
   const int64_t row_bytes = a.w.strides[0];  // fp8: one byte per element
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
   const uint8_t* scales = static_cast<const uint8_t*>(a.scale.data);
-  const int64_t k_blocks = k_size / kBlock;
+  const int64_t k_blocks = k_size / tile;
   int64_t xs_block = -1;  // whose scales xs holds; -2: that block has a NaN scale
   const MatMulFn highway = Fp8BlockMatMulKernel();
   for (int64_t n0 = a.row_begin; n0 < a.row_end; n0 += 4) {
     const int rows = static_cast<int>(std::min<int64_t>(4, a.row_end - n0));
-    const int64_t block = n0 / kBlock;
+    const int64_t block = n0 / tile;
     float* out = a.out + (n0 - a.row_begin);
-    const bool straddles = (n0 + rows - 1) / kBlock != block;
+    const bool straddles = (n0 + rows - 1) / tile != block;
     if (!straddles && block != xs_block && xs_block != -2 - block) {
       // xs = x · (s · 256), as the Highway matvec scales x for a quad.
       const uint8_t* e = scales + block * a.scale.strides[0];
@@ -181,14 +183,14 @@ DSV4_FP8F32_TARGET bool TryMatVec(const MatMulArgs& a) {
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
         nan |= e[kb] == 255;
         const __m512 vs = _mm512_set1_ps(E8m0ToF32(e[kb]) * 256.0f);
-        for (int64_t k = kb * kBlock; k < (kb + 1) * kBlock; k += 16) {
+        for (int64_t k = kb * tile; k < (kb + 1) * tile; k += 16) {
           _mm512_storeu_ps(xs + k, _mm512_mul_ps(_mm512_loadu_ps(a.x + k), vs));
         }
       }
       xs_block = nan ? -2 - block : block;
     }
     if (straddles || xs_block != block) {
-      // Rows in two 128-row blocks, or a NaN scale: the Highway kernel's own
+      // Rows in two b-row blocks, or a NaN scale: the Highway kernel's own
       // quad (it compares the rows' scales per input block).
       MatMulArgs q = a;
       q.row_begin = n0;

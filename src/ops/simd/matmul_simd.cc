@@ -1,6 +1,6 @@
 // ops/simd matmul kernels: one copy per Highway target (foreach_target), picked
 // at run time (HWY_DYNAMIC_DISPATCH). Weight formats: f32, f16, bf16, GGUF q8_0,
-// FP8 e4m3 with 128×128 block scales, FP4 e2m1 with per-32 block scales.
+// FP8 e4m3 with 128×128 or 32×32 block scales, FP4 e2m1 with per-32 block scales.
 //
 // Two paths per format, chosen by the number of tokens:
 //   - matvec (T = 1, decode): four weight rows at a time, each weight vector
@@ -40,6 +40,7 @@
 namespace dsv4::ops::simd::detail {
 
 inline constexpr int64_t kFp8Block = 128;         // FP8: 128×128 weights share a scale
+inline constexpr int64_t kFp8SmallBlock = 32;     // or 32×32 (DeepSeek-V4.1-Flash)
 inline constexpr int64_t kFp4Block = 32;          // FP4: 32 inputs of a row share a scale
 inline constexpr int64_t kQ8Block = 32;           // GGUF q8_0 block
 inline constexpr int64_t kMaxScaleBlocks = 4096;  // scale blocks per row on the stack
@@ -186,8 +187,10 @@ constexpr bool kFp8Wide = true;
 constexpr bool kFp8Wide = false;
 #endif
 
-struct Fp8Fmt {
-  static constexpr int64_t kBlock = detail::kFp8Block;
+// kB: the weight tile a scale covers (kB × kB), 128 or 32.
+template <int64_t kB>
+struct Fp8FmtB {
+  static constexpr int64_t kBlock = kB;
   static constexpr bool kPairs = false;
   static constexpr bool kWide = kFp8Wide;
   static constexpr float kScaleAdjust = 256.0f;
@@ -222,6 +225,12 @@ struct Fp8Fmt {
     return Fp8E4m3ToF32(row[k]) * (1.0f / kScaleAdjust);
   }
 };
+using Fp8Fmt = Fp8FmtB<detail::kFp8Block>;
+using Fp8SmallFmt = Fp8FmtB<detail::kFp8SmallBlock>;
+template <class Fmt>
+inline constexpr bool kIsFp8 = false;
+template <int64_t kB>
+inline constexpr bool kIsFp8<Fp8FmtB<kB>> = true;
 
 // e2m1 nibbles through a 16-entry table of 2·value: a lane permute on AVX-512
 // (16 f32 lanes), a byte shuffle elsewhere, a scalar table on HWY_SCALAR.
@@ -291,9 +300,9 @@ template <class Fmt>
 HWY_INLINE const float* RowScales(const MatMulArgs& a, int64_t n, const uint8_t* row, float* buf) {
   const int64_t k_size = a.w.sizes[1];
   int64_t count = 0;
-  if constexpr (std::is_same_v<Fmt, Fp8Fmt>) {
-    count = (k_size + detail::kFp8Block - 1) / detail::kFp8Block;
-    detail::ConvertScaleRow(a.scale, n / detail::kFp8Block, count, buf);
+  if constexpr (kIsFp8<Fmt>) {
+    count = (k_size + Fmt::kBlock - 1) / Fmt::kBlock;
+    detail::ConvertScaleRow(a.scale, n / Fmt::kBlock, count, buf);
   } else if constexpr (std::is_same_v<Fmt, Fp4Fmt>) {
     count = k_size / detail::kFp4Block;
     if (a.scale.dtype == DType::kE8m0 && a.scale.strides[1] == 1) {
@@ -475,8 +484,8 @@ HWY_INLINE void Dot4(DF d, const uint8_t* const rows[4], const float* const scal
         }
       }
     }
-    if constexpr (std::is_same_v<Fmt, Fp8Fmt>) {
-      // The four rows share the block's scale (one 128-row block): scale x
+    if constexpr (kIsFp8<Fmt>) {
+      // The four rows share the block's scale (one 128- or 32-row block): scale x
       // instead of each row's weights. s is a power of two, so w·(x·s) and
       // (w·s)·x are the same exact product (the tile path's), barring
       // subnormals.
@@ -809,7 +818,7 @@ void TileRows(const MatMulArgs& a) {
   const int64_t k_vec = k_size / step * step;
   const int64_t row_bytes = detail::RowBytes(a.w);
   const uint8_t* base = static_cast<const uint8_t*>(a.w.data);
-  // Scale blocks per row: FP8 ceil(K/128), FP4 and q8_0 K/32.
+  // Scale blocks per row: FP8 ceil(K/128) or ceil(K/32), FP4 and q8_0 K/32.
   const int64_t scale_count = Fmt::kBlock > 0 ? k_size / 32 + 1 : 0;
   // x as the micro-tiles read it: pairs formats from the deinterleaved copy.
   const int64_t x_stride = Fmt::kPairs ? k_vec + kPackedXPad : k_size;
@@ -949,7 +958,13 @@ void MatMulF32(const MatMulArgs& a) { MatMulRowsT<F32Fmt>(a); }
 void MatMulBf16(const MatMulArgs& a) { MatMulRowsT<Bf16Fmt>(a); }
 void MatMulF16(const MatMulArgs& a) { MatMulRowsT<F16Fmt>(a); }
 void MatMulQ8_0(const MatMulArgs& a) { MatMulRowsT<Q8Fmt>(a); }
-void MatMulFp8Block(const MatMulArgs& a) { MatMulRowsT<Fp8Fmt>(a); }
+void MatMulFp8Block(const MatMulArgs& a) {
+  if (a.fp8_block == detail::kFp8SmallBlock) {
+    MatMulRowsT<Fp8SmallFmt>(a);
+  } else {
+    MatMulRowsT<Fp8Fmt>(a);
+  }
+}
 void MatMulFp4Block(const MatMulArgs& a) { MatMulRowsT<Fp4Fmt>(a); }
 
 int64_t TargetBit() { return HWY_TARGET; }

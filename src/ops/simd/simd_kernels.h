@@ -33,8 +33,9 @@ struct MatMulArgs {
   int64_t out_stride = 0;
   const float* x = nullptr;  // [T, K] contiguous
   int64_t n_tokens = 0;
-  TensorView w;      // [N, K], rows contiguous (strides[1] == 1)
-  TensorView scale;  // block scales of FP8 [ceil(N/128), ceil(K/128)] / FP4 [N, K/32]
+  TensorView w;             // [N, K], rows contiguous (strides[1] == 1)
+  TensorView scale;         // block scales of FP8 [ceil(N/b), ceil(K/b)] / FP4 [N, K/32]
+  int64_t fp8_block = 128;  // FP8: b, the weight tile a scale covers (b × b): 128 or 32
   int64_t row_begin = 0;
   int64_t row_end = 0;
   // The tokens' activations already quantised for a GGUF quant weight
@@ -53,7 +54,8 @@ void ChooseTarget();
 // The kernel for a weight stored as f32, f16, bf16 or GGUF q8_0 (no separate
 // scale tensor); nullptr for any other dtype.
 MatMulFn DenseMatMulKernel(DType w_dtype);
-// FP8 e4m3 weight with 128×128 block scales (e8m0, f32 or bf16).
+// FP8 e4m3 weight with b × b block scales (e8m0, f32 or bf16), b =
+// args.fp8_block: 128 or 32.
 MatMulFn Fp8BlockMatMulKernel();
 // FP4 e2m1 weight (two per byte, low nibble first) with per-32 e8m0/f32/bf16 scales.
 MatMulFn Fp4BlockMatMulKernel();
@@ -120,7 +122,8 @@ TryMatMulFn Fp4Bf16DotKernel();
 // FP8 × f32 matvec (one token) on AVX-512 with VBMI (ops/simd/fp8_f32_x86.cc):
 // bit for bit Fp8BlockMatMulKernel's, with the weights decoded by byte table
 // lookups instead of through f16. Declines (false, nothing written) unless
-// n_tokens == 1, K % 128 == 0 and the scales are e8m0; the caller then runs
+// n_tokens == 1, K is a multiple of 64 and of the block (128 or 32) and the
+// scales are e8m0; the caller then runs
 // Fp8BlockMatMulKernel. nullptr when the CPU lacks the instructions.
 TryMatMulFn Fp8F32MatVecKernel();
 // bf16 × f32 matvec (one token) on AVX-512 (ops/simd/bf16_f32_x86.cc): bit for
