@@ -458,7 +458,7 @@ class Binder {
           if (ok) {
             b.view = info->view();
             if (info->dtype == DType::kFp8E4m3) {
-              ok = BindScale(d, *info, {d.shape[0], d.shape[1] / 32}, true, b);
+              ok = BindScale(d, *info, {{d.shape[0], d.shape[1] / 32}}, true, b);
             }
           }
           break;
