@@ -310,8 +310,9 @@ DSV4_BF16DOT_TARGET inline __m512 ScaleVector(const float* s, int64_t g) {
   }
 }
 
-// kFp8Small: the scale vectors of each half of each group (RowScales' four
-// per group at s4, two vectors per group at dst, 64-byte aligned): vector
+// kFp8Small, for the prefill tiles: the scale vectors of each half of each
+// group (RowScales' four per group at s4, two vectors per group at dst,
+// 64-byte aligned): vector
 // 2g + h has the scale of block 4g + 2h in lanes 0–7 and of 4g + 2h + 1 in
 // lanes 8–15, the lanes vdpbf16ps sums those blocks' products into.
 DSV4_BF16DOT_TARGET void HalfScaleVectors(const float* s4, int64_t groups, float* dst) {
@@ -324,18 +325,14 @@ DSV4_BF16DOT_TARGET void HalfScaleVectors(const float* s4, int64_t groups, float
   }
 }
 
-// Row n's scales as the decode path reads them: RowScales' floats, or for
-// kFp8Small its half scale vectors (32 floats per group; tmp: room for
-// RowScales' 4 per group).
-template <Format F>
-DSV4_BF16DOT_TARGET void LoadRowScales(const TensorView& scale, int64_t n, int64_t groups,
-                                       float* dst, float* tmp) {
-  if constexpr (F == Format::kFp8Small) {
-    RowScales(F, scale, n, groups, tmp);
-    HalfScaleVectors(tmp, groups, dst);
-  } else {
-    RowScales(F, scale, n, groups, dst);
-  }
+// The same vector from RowScales' floats, by two broadcasts and a blend: the
+// decode path's (from the 4 floats per group, where HalfScaleVectors' 128
+// bytes per group, two rows' worth beside x, crowded the one-token matvec's
+// weight streams out of L1: `DSV4_BENCH_FP8_BLOCK=32 matmul_bench 1 256 9
+// fp8_e4m3 4096 decode`).
+DSV4_BF16DOT_TARGET inline __m512 HalfScale(const float* s4, int64_t g, int h) {
+  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s4[4 * g + 2 * h]),
+                              _mm512_set1_ps(s4[4 * g + 2 * h + 1]));
 }
 
 // kFp8Small: the dot products of half h of a group (its vector pairs 2h and
@@ -515,12 +512,11 @@ DSV4_BF16DOT_TARGET int64_t Fp4RowPairs(const MatMulArgs& a, const uint16_t* xb,
 // memory: two sequential streams per thread keep more lines in flight than
 // one, where FP8's decoding leaves the loads too sparse for the hardware
 // prefetcher alone; the gain is largest when memory is fast.
-// s0, s1: room for one row's scales each (LoadRowScales), tmp for its
-// scratch. Returns the row the single-row path goes on from (the odd one
-// left, if any).
+// s0, s1: room for one row's f32 scales each. Returns the row the single-row
+// path goes on from (the odd one left, if any).
 template <Format F>
 DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
-                                        const __m512i tab[4], float* s0, float* s1, float* tmp) {
+                                        const __m512i tab[4], float* s0, float* s1) {
   const auto [groups, row_bytes, half, base] = PairedRows(a);
   int64_t key0 = -1, key1 = -1;
   float* out = a.out;
@@ -528,11 +524,11 @@ DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
     const uint8_t* row0 = base + n * row_bytes;
     const uint8_t* row1 = row0 + half * row_bytes;
     if (ScaleKey<F>(n) != key0) {
-      LoadRowScales<F>(a.scale, n, groups, s0, tmp);
+      RowScales(F, a.scale, n, groups, s0);
       key0 = ScaleKey<F>(n);
     }
     if (ScaleKey<F>(n + half) != key1) {
-      LoadRowScales<F>(a.scale, n + half, groups, s1, tmp);
+      RowScales(F, a.scale, n + half, groups, s1);
       key1 = ScaleKey<F>(n + half);
     }
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -544,8 +540,8 @@ DSV4_BF16DOT_TARGET int64_t Fp8RowPairs(const MatMulArgs& a, const uint16_t* xb,
       Decode<F>(row1 + off, tab, w1);
       if constexpr (F == Format::kFp8Small) {
         for (int h = 0; h < 2; ++h) {
-          acc0 = _mm512_fmadd_ps(HalfDot(w0, x, h), _mm512_load_ps(s0 + 32 * g + 16 * h), acc0);
-          acc1 = _mm512_fmadd_ps(HalfDot(w1, x, h), _mm512_load_ps(s1 + 32 * g + 16 * h), acc1);
+          acc0 = _mm512_fmadd_ps(HalfDot(w0, x, h), HalfScale(s0, g, h), acc0);
+          acc1 = _mm512_fmadd_ps(HalfDot(w1, x, h), HalfScale(s1, g, h), acc1);
         }
       } else {
         acc0 = _mm512_fmadd_ps(GroupDot(w0, x), _mm512_set1_ps(s0[g]), acc0);
@@ -584,8 +580,8 @@ DSV4_BF16DOT_TARGET inline void RowTokens(const uint8_t* row, int64_t groups, co
   for (int64_t g = 0; g < groups; ++g) {
     __m512i w[4];
     Decode<F>(row + g * kGroupBytes<F>, tab, w);
-    if constexpr (F == Format::kFp8Small) {  // sbuf: the half scale vectors
-      const __m512 s0 = _mm512_load_ps(sbuf + 32 * g), s1 = _mm512_load_ps(sbuf + 32 * g + 16);
+    if constexpr (F == Format::kFp8Small) {
+      const __m512 s0 = HalfScale(sbuf, g, 0), s1 = HalfScale(sbuf, g, 1);
       for (int t = 0; t < NT; ++t) {
         __m512i x[4];
         const uint16_t* xt = o.x + t * o.k_size + g * kGroup;
@@ -612,12 +608,6 @@ DSV4_BF16DOT_TARGET inline void RowTokens(const uint8_t* row, int64_t groups, co
 // through memory in order — one stream per thread (two for row pairs) — which
 // the hardware prefetcher follows better than four rows side by side; x
 // (bf16, ≤ 16 KiB) stays in L1 for every row.
-// sbuf: room for two rows' scales (LoadRowScales) and its scratch
-// (MatVecScaleFloats).
-template <Format F>
-inline int64_t MatVecScaleFloats(int64_t groups) {
-  return F == Format::kFp8Small ? groups * 68 : groups * 8;
-}
 template <Format F>
 DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* sbuf) {
   const int64_t k_size = a.w.sizes[1], groups = k_size / kGroup;
@@ -654,15 +644,12 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
       }
     }
   }
-  // Two rows' scales (one for RowTokens) and LoadRowScales' scratch.
-  const int64_t row_floats = F == Format::kFp8Small ? groups * 32 : groups * 4;
-  float* tmp = sbuf + 2 * row_floats;
   int64_t n = a.row_begin;
   if (a.n_tokens == 1) {
     if constexpr (F == Format::kFp4) {
-      n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + row_floats);
+      n = Fp4RowPairs(a, xb, tab, sbuf, sbuf + groups * 4);
     } else {
-      n = Fp8RowPairs<F>(a, xb, tab, sbuf, sbuf + row_floats, tmp);
+      n = Fp8RowPairs<F>(a, xb, tab, sbuf, sbuf + groups * 4);
     }
   }
   for (; n < a.row_end; ++n) {
@@ -678,7 +665,7 @@ DSV4_BF16DOT_TARGET void MatVec(const MatMulArgs& a, const uint16_t* xb, float* 
         _mm_prefetch(reinterpret_cast<const char*>(scale_rows + static_cast<uintptr_t>(next)),
                      _MM_HINT_T0);
       }
-      LoadRowScales<F>(a.scale, n, groups, sbuf, tmp);
+      RowScales(F, a.scale, n, groups, sbuf);
       key = ScaleKey<F>(n);
     }
     for (int64_t t = 0; t < a.n_tokens; t += kSharedDecodeTokens) {
@@ -1020,7 +1007,7 @@ bool TryMatMul(const MatMulArgs& a) {
       ConvertX(DecodeAs(F), b.x + t * k_size, k_size, xb + t * k_size);
     }
     if (b.n_tokens < bf16dot::kMinTileTokens) {
-      MatVec<F>(b, xb, Grow(s.s, MatVecScaleFloats<F>(groups)));
+      MatVec<F>(b, xb, Grow(s.s, groups * 8));  // two rows' f32 scales
     } else {
       const int64_t sv_floats = kPanelRows * groups * (F == Format::kFp8Small ? 32 : 16);
       const int64_t sf_floats = (groups * 4 + 15) / 16 * 16, ftab_floats = groups * 4 * 16;
