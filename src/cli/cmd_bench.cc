@@ -72,6 +72,12 @@ void PrintSpeed(const LoadedModel& m, const BenchOptions& o, const BenchReport& 
     }
     std::printf("\n");
   }
+  if (r.table_rows_per_token >= 0) {
+    std::printf(
+        "Engram: %.1f table rows, %.0f bytes read per decoded token (the tables stay "
+        "mapped: only those rows are paged in)\n",
+        r.table_rows_per_token, r.table_bytes_per_token);
+  }
   if (r.decode_major_faults > 0) {
     // Each one waited for a disk read (milliseconds): decode speed then says
     // as much about the page cache as about the engine.

@@ -148,10 +148,12 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
   }
   const bool streaming = model.expert_stream_stats().has_value();
   ExpertStreamStats streamed;  // summed over the decode runs
+  TableReads table;            // likewise
   double decode_seconds = 0.0;
   for (int i = 0; i < o.repeat; ++i) {
     if (i > 0) RETURN_IF_ERROR(prefill());
     const ExpertStreamStats before = model.expert_stream_stats().value_or(ExpertStreamStats{});
+    const TableReads table_before = model.table_reads().value_or(TableReads{});
     Timer t;
     const int64_t faults_before = MajorPageFaults();
     int32_t next = prompt.back();
@@ -163,6 +165,10 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     const double seconds = t.Seconds();
     decode_seconds += seconds;
     r.decode_tps.push_back(static_cast<double>(o.gen) / seconds);
+    if (const std::optional<TableReads> after = model.table_reads()) {
+      table.rows += after->rows - table_before.rows;
+      table.bytes += after->bytes - table_before.bytes;
+    }
     if (streaming) {
       const ExpertStreamStats after = *model.expert_stream_stats();
       streamed.hits += after.hits - before.hits;
@@ -180,6 +186,11 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     }
   }
   if (o.probe_mib == 0) r.peak_rss_mb = PeakRssMiB();
+  if (model.table_reads().has_value() && o.gen > 0 && o.repeat > 0) {
+    const double tokens = static_cast<double>(o.gen) * o.repeat;
+    r.table_rows_per_token = static_cast<double>(table.rows) / tokens;
+    r.table_bytes_per_token = static_cast<double>(table.bytes) / tokens;
+  }
   if (streaming) {
     const ExpertStreamStats st = *model.expert_stream_stats();
     ExpertStreamReport& e = r.experts.emplace();

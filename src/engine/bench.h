@@ -173,7 +173,11 @@ struct BenchReport {
   double prefill_tps_median = 0.0;
   double decode_tps_median = 0.0;
   int64_t decode_major_faults = 0;  // page faults read from disk, all decode runs
-  double peak_rss_mb = 0.0;         // of the model runs, before the probe's buffer
+  // Hash-table rows and bytes read per decoded token (DeepSeek-V4.1's Engram);
+  // −1 when the model has no such tables.
+  double table_rows_per_token = -1.0;
+  double table_bytes_per_token = -1.0;
+  double peak_rss_mb = 0.0;  // of the model runs, before the probe's buffer
   int64_t weight_bytes_per_token = 0;
   std::string weight_bytes_unknown;  // why weight_bytes_per_token is 0
   std::optional<SpeculativeBench> speculative;

@@ -49,7 +49,9 @@ struct Planned {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-bool EndsWithGz(const std::string& s) { return s.size() >= 3 && s.compare(s.size() - 3, 3, ".gz") == 0; }
+bool EndsWithGz(const std::string& s) {
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, ".gz") == 0;
+}
 
 class Planner {
  public:
@@ -666,7 +668,7 @@ V41Schedule MakeV41Schedule(int64_t L) {
       sc.kv_sources.push_back(l);
       sc.index_sources.push_back(l);
       sc.candidate_source = l;
-    } else if (!two && i % 4 == 0) {
+    } else if (!two && i % (L - n_window - n2 >= 8 ? 4 : 2) == 0) {
       sc.index_sources.push_back(l);
     }
   }
@@ -700,7 +702,8 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
   if (v41) {
     if (tokenizer_src.empty()) {
       tokenizer_src =
-          (fs::path(DSV4_SOURCE_DIR) / "tests/data/tokenizer/deepseek_v4_tokenizer.json.gz").string();
+          (fs::path(DSV4_SOURCE_DIR) / "tests/data/tokenizer/deepseek_v4_tokenizer.json.gz")
+              .string();
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, LoadTokenizer(tokenizer_src));
     const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get());
@@ -752,8 +755,7 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
     if (!cfg.good()) return IoError("synth-model: cannot write " + o.out_dir + "/config.json");
   }
   if (v41) {
-    const std::string name =
-        EndsWithGz(tokenizer_src) ? "tokenizer.json.gz" : "tokenizer.json";
+    const std::string name = EndsWithGz(tokenizer_src) ? "tokenizer.json.gz" : "tokenizer.json";
     fs::copy_file(tokenizer_src, fs::path(o.out_dir) / name, fs::copy_options::overwrite_existing,
                   ec);
     if (ec) {

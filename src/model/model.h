@@ -125,6 +125,13 @@ struct ExpertStreamStats {
   }
 };
 
+// Rows read from a model's large hash tables (DeepSeek-V4.1's Engram), all
+// calls so far.
+struct TableReads {
+  int64_t rows = 0;
+  int64_t bytes = 0;
+};
+
 // One sequence's share of a batched step (Model::ForwardBatch): its new
 // tokens, its cache (distinct per entry) and where its logits go — [T, V] when
 // all_logits, else the last token's [V].
@@ -185,6 +192,8 @@ class Model {
   // The expert cache's counters when the model streams its routed experts
   // (--ram-budget); nullopt otherwise.
   virtual std::optional<ExpertStreamStats> expert_stream_stats() const { return std::nullopt; }
+  // Hash-table rows read so far (Engram); nullopt when the model has none.
+  virtual std::optional<TableReads> table_reads() const { return std::nullopt; }
   // KV usage of `cache` (made by this model) for models whose caches can evict
   // entries; nullopt for others.
   virtual std::optional<KvUsage> kv_usage(const SequenceCache& cache) const {

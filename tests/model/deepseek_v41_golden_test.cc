@@ -118,11 +118,12 @@ TEST_P(V41Golden, IndexerPicksAndCandidatesMatch) {
   auto m = Load(f, true, IndexKeyReading::kReference);
   ASSERT_NE(m, nullptr);
   std::map<std::string, std::vector<float>> got;
-  m->SetTrace([&](std::string_view name, int64_t, const float* data, std::span<const int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    got[std::string(name)] = std::vector<float>(data, data + n);
-  });
+  m->SetTrace(
+      [&](std::string_view name, int64_t, const float* data, std::span<const int64_t> shape) {
+        int64_t n = 1;
+        for (int64_t s : shape) n *= s;
+        got[std::string(name)] = std::vector<float>(data, data + n);
+      });
   auto cache = m->NewCache(T);
   std::vector<float> logits(V);
   ASSERT_TRUE(m->Forward(f.ids, *cache, logits, false).ok());
@@ -184,10 +185,10 @@ TEST_P(V41Golden, DecodeMatchesTheReferenceSlot) {
       got.insert(got.end(), step.begin(), step.end());
     }
     const bool ref = reading == IndexKeyReading::kReference;
-    ExpectClose(got,
-                ReadF32File(Dir(GetParam()) +
-                            (ref ? "/decode_logits.f32" : "/decode_logits_owner.f32")),
-                V, 2e-3f, ref ? "decode (reference slot)" : "decode (owner keys)");
+    ExpectClose(
+        got,
+        ReadF32File(Dir(GetParam()) + (ref ? "/decode_logits.f32" : "/decode_logits_owner.f32")), V,
+        2e-3f, ref ? "decode (reference slot)" : "decode (owner keys)");
   }
 }
 

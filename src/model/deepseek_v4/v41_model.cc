@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "io/safetensors.h"
+#include "model/deepseek_v4/work_counts.h"
 #include "ops/matmul.h"
 #include "tensor/dtype.h"
 
@@ -191,7 +192,17 @@ std::unique_ptr<SequenceCache> DeepSeekV41Model::NewCache(int64_t max_tokens) co
   return cache;
 }
 
-std::optional<WeightWork> DeepSeekV41Model::weight_work_per_token() const { return std::nullopt; }
+std::optional<WeightWork> DeepSeekV41Model::weight_work_per_token() const {
+  // The Engram tables are read a few rows a token: counted as those rows.
+  std::vector<TensorInfo> tensors;
+  for (const TensorInfo& t : reader_->tensors()) {
+    if (t.name.find(".engram.embed.") == std::string::npos) tensors.push_back(t);
+  }
+  WeightWork w =
+      CountWeightWork(tensors, config_.n_routed_experts, config_.num_experts_per_tok, numerics_);
+  w.bytes += engram_.layout().n_layers() * engram_.layout().BytesPerTokenPerLayer();
+  return w;
+}
 
 Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache& seq,
                                  std::span<float> logits, bool all_logits) {
@@ -285,8 +296,8 @@ void DeepSeekV41Model::Run(std::span<const int32_t> tokens, int64_t pos0, DeepSe
       EngramForward(pool, x, hashes_.data() + plan.engram * n_cols, n_eng * n_cols, nullptr, T,
                     lw.engram, engram_.layout(), C, D, eps, numerics_.act_quant, engram_scratch_,
                     &stats);
-      engram_counters_.rows += stats.rows;
-      engram_counters_.bytes += stats.bytes;
+      engram_reads_.rows += stats.rows;
+      engram_reads_.bytes += stats.bytes;
       trace("engram_out", l, x, {T, C, D});
     }
     // attention: its own mixes, the collapse by the previous sublayer's pre

@@ -82,12 +82,6 @@ class DeepSeekV41Cache final : public SequenceCache {
   std::optional<EngramSequence> engram_;
 };
 
-// Engram table rows and bytes read (all calls so far).
-struct EngramCounters {
-  int64_t rows = 0;
-  int64_t bytes = 0;
-};
-
 class DeepSeekV41Model final : public Model {
  public:
   static Result<std::unique_ptr<DeepSeekV41Model>> Load(
@@ -104,8 +98,11 @@ class DeepSeekV41Model final : public Model {
   void SetThreads(int n_threads) override;
   std::optional<WeightWork> weight_work_per_token() const override;
   int64_t routed_experts_run() const override { return moe_scratch_.experts_run; }
-  // Engram rows and bytes read so far (all calls), for bench and inspect.
-  const EngramCounters& engram_counters() const { return engram_counters_; }
+  // Engram rows and bytes read so far (all calls); nullopt without Engram.
+  std::optional<TableReads> table_reads() const override {
+    if (engram_.layout().n_layers() == 0) return std::nullopt;
+    return engram_reads_;
+  }
   // Intermediates by golden-dump name (tests); null: off.
   void SetTrace(TraceFn fn) { trace_fn_ = std::move(fn); }
 
@@ -125,7 +122,7 @@ class DeepSeekV41Model final : public Model {
   std::vector<RopeFrequencies> rope_;  // [L] per layer
   HcParams hc_;
   EngramHasher engram_;
-  EngramCounters engram_counters_;
+  TableReads engram_reads_;
   ModelInfo info_;
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
