@@ -320,8 +320,34 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
     if (o.swa_full) lo.rollback.horizon = deepseek_v4::RollbackOptions::kAll;
     lo.index_key_reading = o.v41_owner_index_keys ? deepseek_v4::IndexKeyReading::kOwner
                                                   : deepseek_v4::IndexKeyReading::kReference;
-    if (config.contains("engram_layer_ids") && config["engram_layer_ids"].is_array() &&
-        !config["engram_layer_ids"].empty()) {
+    const bool engram = config.contains("engram_layer_ids") &&
+                        config["engram_layer_ids"].is_array() &&
+                        !config["engram_layer_ids"].empty();
+    if (engram && !m.tokenizer && fs::exists(dir / "engram_token_map.i32")) {
+      // A model without its tokenizer (token-id prompts only) may carry the
+      // map itself: int32 [vocab] compressed ids, in order of first appearance.
+      ASSIGN_OR_RETURN(std::string bytes,
+                       ReadFileToString((dir / "engram_token_map.i32").string()));
+      if (bytes.empty() || bytes.size() % 4 != 0) {
+        return InvalidArgument((dir / "engram_token_map.i32").string() + ": " +
+                                   std::to_string(bytes.size()) + " bytes, not int32 ids",
+                               "write one little-endian int32 compressed id per token id");
+      }
+      lo.engram_token_map.resize(bytes.size() / 4);
+      std::memcpy(lo.engram_token_map.data(), bytes.data(), bytes.size());
+      int32_t next = 0;  // ids are handed out in order of first appearance
+      for (size_t i = 0; i < lo.engram_token_map.size(); ++i) {
+        const int32_t id = lo.engram_token_map[i];
+        if (id < 0 || id > next) {
+          return InvalidArgument((dir / "engram_token_map.i32").string() + ": token " +
+                                     std::to_string(i) + " maps to " + std::to_string(id) +
+                                     ", expected an id in [0, " + std::to_string(next) + "]",
+                                 "compressed ids are numbered in order of first appearance");
+        }
+        if (id == next) ++next;
+      }
+      lo.engram_token_count = next;
+    } else if (engram) {
       const auto* bpe = dynamic_cast<const BpeTokenizer*>(m.tokenizer.get());
       if (bpe == nullptr) {
         return InvalidArgument(config_path +

@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <functional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -108,29 +108,38 @@ TEST(DeepSeekV41Config, RejectsBrokenRoles) {
     const char* field;
   };
   const std::vector<Case> cases = {
-      {"kv source on a window layer", [](Json& j) { j["kv_source_layers"] = {1, 2, 8, 14, 20}; },
+      {"kv source on a window layer",
+       [](Json& j) {
+         j["kv_source_layers"] = {1, 2, 8, 14, 20};
+       },
        "kv_source_layers"},
       {"a ratio-1 layer without a ratio-1 source",
-       [](Json& j) { j["kv_source_layers"] = {2, 8, 14}; }, "kv_source_layers"},
+       [](Json& j) {
+         j["kv_source_layers"] = {2, 8, 14};
+       },
+       "kv_source_layers"},
       {"reindex layer whose kv source makes no keys",
        [](Json& j) { j["index_source_layers"] = {2, 8, 14, 24, 28, 32, 36}; },
        "index_source_layers"},
       {"candidate source not an index source", [](Json& j) { j["candidate_source_layer"] = 21; },
        "candidate_source_layer"},
       {"index source after the candidate source with another ratio",
+       [](Json& j) { j["compress_ratios"][36] = 2; }, "kv_source_layers"},
+      {"unsorted kv sources",
        [](Json& j) {
-         j["compress_ratios"][36] = 2;
+         j["kv_source_layers"] = {8, 2, 14, 20};
        },
-       "kv_source_layers"},
-      {"unsorted kv sources", [](Json& j) { j["kv_source_layers"] = {8, 2, 14, 20}; },
        "kv_source_layers[1]"},
       {"engram table sizes", [](Json& j) { j["engram_num_embeddings"] = {1}; },
        "engram_num_embeddings"},
       {"engram head dim", [](Json& j) { j["engram_head_dim"] = 48; }, "engram_head_dim"},
       {"hash layers", [](Json& j) { j["n_hash_layers"] = 2; }, "num_hash_layers"},
-      {"V4's FP8 tiles", [](Json& j) {
-         j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
-                                     {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}},
+      {"V4's FP8 tiles",
+       [](Json& j) {
+         j["quantization_config"] = {{"quant_method", "fp8"},
+                                     {"fmt", "e4m3"},
+                                     {"scale_fmt", "ue8m0"},
+                                     {"weight_block_size", {128, 128}},
                                      {"activation_scheme", "dynamic"}};
        },
        "weight_block_size"},
