@@ -461,33 +461,43 @@ Status ApplyRamBudget(const LoadOptions& o, const std::vector<std::string>& file
   std::error_code ec;
   for (const std::string& f : files) total += static_cast<int64_t>(fs::file_size(f, ec));
   if (total <= budget) return Status::Ok();
+  // DeepSeek-V4 and V4.1 stream their routed experts. V4.1's Engram tables
+  // are read a few rows a token and stay on disk: the budget is for the rest.
   auto* v4 = dynamic_cast<deepseek_v4::DeepSeekV4Model*>(m.model.get());
-  if (v4 == nullptr) {
+  auto* v41 = dynamic_cast<deepseek_v4::DeepSeekV41Model*>(m.model.get());
+  if (v41 != nullptr) {
+    total -= v41->engram_table_bytes();
+    if (total <= budget) return Status::Ok();
+  }
+  if (v4 == nullptr && v41 == nullptr) {
     if (o.ram_budget == LoadOptions::kRamBudgetAuto) return Status::Ok();  // paged by the kernel
     return Unimplemented(o.model_path + ": " + std::to_string(total >> 20) +
                              " MiB of weights exceed --ram-budget, and only DeepSeek-V4 models "
                              "stream their experts",
                          "raise --ram-budget or pass --ram-budget off");
   }
-  const int64_t experts = v4->routed_expert_bytes();
+  const int64_t experts = v4 != nullptr ? v4->routed_expert_bytes() : v41->routed_expert_bytes();
   const int64_t reserve = std::max<int64_t>(int64_t{256} << 20, budget / 8);
   const int64_t cache = budget - (total - experts) - reserve;
   if (cache <= 0) {
     return ResourceExhausted(o.model_path + ": --ram-budget " + std::to_string(budget >> 20) +
                                  " MiB does not hold the " +
                                  std::to_string((total - experts) >> 20) +
-                                 " MiB of weights other than the routed experts, and a reserve "
-                                 "of " +
-                                 std::to_string(reserve >> 20) + " MiB",
+                                 " MiB of weights other than the routed experts" +
+                                 (v41 != nullptr ? " and the Engram tables" : "") +
+                                 ", and a reserve of " + std::to_string(reserve >> 20) + " MiB",
                              "raise --ram-budget");
   }
-  RETURN_IF_ERROR(v4->StreamExperts(cache, o.expert_read_ahead).WithContext("--ram-budget"));
-  m.expert_cache_bytes = v4->expert_cache()->stats().slots * v4->expert_cache()->stats().slot_bytes;
+  RETURN_IF_ERROR(
+      (v4 != nullptr ? v4->StreamExperts(cache, o.expert_read_ahead) : v41->StreamExperts(cache))
+          .WithContext("--ram-budget"));
+  const ExpertStreamStats st = *m.model->expert_stream_stats();
+  m.expert_cache_bytes = st.slots * st.slot_bytes;
   LOG_INFO(
       "--ram-budget {} MiB: routed experts ({} MiB) streamed through a {} MiB cache ({} "
       "experts{})",
-      budget >> 20, experts >> 20, m.expert_cache_bytes >> 20, v4->expert_cache()->stats().slots,
-      v4->expert_cache()->stats().direct_io ? ", direct I/O" : "");
+      budget >> 20, experts >> 20, m.expert_cache_bytes >> 20, st.slots,
+      st.direct_io ? ", direct I/O" : "");
   return Status::Ok();
 }
 

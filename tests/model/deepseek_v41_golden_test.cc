@@ -221,3 +221,30 @@ INSTANTIATE_TEST_SUITE_P(Configs, V41Golden, ::testing::Values("csa2_bf16", "csa
 
 }  // namespace
 }  // namespace dsv4::deepseek_v4
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+// Routed experts streamed through a cache of a few slots (--ram-budget) give
+// the resident model's logits bit for bit.
+TEST(V41Streaming, StreamedExpertsEqualResident) {
+  const Fixture f = Open("csa2_fp8");
+  const int64_t T = static_cast<int64_t>(f.ids.size()), V = f.config.vocab_size;
+  auto resident = Load(f, true, IndexKeyReading::kReference);
+  auto streamed = Load(f, true, IndexKeyReading::kReference);
+  ASSERT_NE(resident, nullptr);
+  ASSERT_NE(streamed, nullptr);
+  ASSERT_GT(streamed->routed_expert_bytes(), 0);
+  const Status s = streamed->StreamExperts(int64_t{3} << 20);  // a few slots of 64 experts
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(streamed->expert_stream_stats().has_value());
+  std::vector<float> a(T * V), b(T * V);
+  auto ca = resident->NewCache(T), cb = streamed->NewCache(T);
+  ASSERT_TRUE(resident->Forward(f.ids, *ca, a, true).ok());
+  ASSERT_TRUE(streamed->Forward(f.ids, *cb, b, true).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_GT(streamed->expert_stream_stats()->misses, 0);
+}
+
+}  // namespace
+}  // namespace dsv4::deepseek_v4

@@ -192,6 +192,38 @@ std::unique_ptr<SequenceCache> DeepSeekV41Model::NewCache(int64_t max_tokens) co
   return cache;
 }
 
+Status DeepSeekV41Model::StreamExperts(int64_t budget_bytes) {
+  expert_cache_.reset();
+  if (budget_bytes <= 0) return Status::Ok();
+  std::vector<const MoeWeights*> layers;
+  for (const LayerWeights& lw : weights_.layers) layers.push_back(&lw.moe);
+  ASSIGN_OR_RETURN(expert_cache_,
+                   ExpertCache::Make(layers, budget_bytes, config_.num_experts_per_tok));
+  return Status::Ok();
+}
+
+int64_t DeepSeekV41Model::routed_expert_bytes() const {
+  int64_t n = 0;
+  for (const LayerWeights& lw : weights_.layers) {
+    for (const ExpertWeights& e : lw.moe.experts) {
+      for (const LinearWeight* w : {&e.w1, &e.w3, &e.w2}) {
+        n += w->weight.nbytes() + (w->scale.data != nullptr ? w->scale.nbytes() : 0);
+      }
+    }
+  }
+  return n;
+}
+
+int64_t DeepSeekV41Model::engram_table_bytes() const {
+  int64_t n = 0;
+  for (const LayerWeights& lw : weights_.layers) {
+    if (lw.engram.embed.data == nullptr) continue;
+    n += lw.engram.embed.nbytes() +
+         (lw.engram.embed_scale.data != nullptr ? lw.engram.embed_scale.nbytes() : 0);
+  }
+  return n;
+}
+
 std::optional<WeightWork> DeepSeekV41Model::weight_work_per_token() const {
   // The Engram tables are read a few rows a token: counted as those rows.
   std::vector<TensorInfo> tensors;
@@ -290,7 +322,8 @@ void DeepSeekV41Model::Run(std::span<const int32_t> tokens, int64_t pos0, DeepSe
                            .plan = plan,
                            .rope = rope_[l],
                            .numerics = numerics_,
-                           .trace = trace};
+                           .trace = trace,
+                           .expert_cache = expert_cache_.get()};
     if (plan.engram >= 0) {
       EngramReadStats stats;
       EngramForward(pool, x, hashes_.data() + plan.engram * n_cols, n_eng * n_cols, nullptr, T,

@@ -28,6 +28,7 @@
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/csa2.h"
 #include "model/deepseek_v4/engram.h"
+#include "model/deepseek_v4/expert_cache.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
@@ -103,6 +104,15 @@ class DeepSeekV41Model final : public Model {
     if (engram_.layout().n_layers() == 0) return std::nullopt;
     return engram_reads_;
   }
+  // ---- Expert streaming (expert_cache.h; --ram-budget), as V4's ----
+  Status StreamExperts(int64_t budget_bytes);
+  std::optional<ExpertStreamStats> expert_stream_stats() const override {
+    if (!expert_cache_) return std::nullopt;
+    return expert_cache_->stats();
+  }
+  int64_t routed_expert_bytes() const;
+  // The Engram tables' bytes (read a few rows a token; they stay on disk).
+  int64_t engram_table_bytes() const;
   // Intermediates by golden-dump name (tests); null: off.
   void SetTrace(TraceFn fn) { trace_fn_ = std::move(fn); }
 
@@ -126,6 +136,7 @@ class DeepSeekV41Model final : public Model {
   ModelInfo info_;
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
+  std::unique_ptr<ExpertCache> expert_cache_;  // StreamExperts
   // scratch
   std::vector<float> x_, u_, h_, y_, mix_, pre_a_, post_a_, comb_a_, pre_f_, post_f_, comb_f_,
       pre_mix_;
