@@ -73,25 +73,32 @@ std::unique_ptr<DeepSeekV41Model> Load(const Fixture& f, bool qat, IndexKeyReadi
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-// Max |a − b| over rows [row0, row0 + n) of [*, V] arrays, and the rows whose argmax differs.
+// Every row within `tol`, and 90% of them within `typical`: with the QAT
+// roundings on, a value computed 1e-7 away in fp32 (another summation order)
+// can round to the neighbouring FP8/FP4 grid point, which moves that row's
+// logits by ~1e-3 (tests/data/deepseek_v41/README.md); such crossings stay
+// isolated. Argmax agrees everywhere.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, int64_t V,
-                 float tol, const std::string& what) {
+                 float tol, const std::string& what, float typical = 1e-4f) {
   ASSERT_EQ(got.size(), want.size()) << what;
+  const int64_t rows = static_cast<int64_t>(got.size()) / V;
   float worst = 0.0f;
-  int64_t worst_row = -1, argmax_diff = 0;
-  for (size_t r = 0; r * V < got.size(); ++r) {
+  int64_t worst_row = -1, argmax_diff = 0, typical_rows = 0;
+  for (int64_t r = 0; r < rows; ++r) {
     const float* g = &got[r * V];
     const float* w = &want[r * V];
-    for (int64_t v = 0; v < V; ++v) {
-      const float d = std::fabs(g[v] - w[v]);
-      if (!(d <= worst)) {
-        worst = d;
-        worst_row = static_cast<int64_t>(r);
-      }
+    float row_worst = 0.0f;
+    for (int64_t v = 0; v < V; ++v) row_worst = std::max(row_worst, std::fabs(g[v] - w[v]));
+    if (!(row_worst <= worst)) {
+      worst = row_worst;
+      worst_row = r;
     }
+    typical_rows += row_worst <= typical;
     argmax_diff += std::max_element(g, g + V) - g != std::max_element(w, w + V) - w;
   }
   EXPECT_LE(worst, tol) << what << ": worst row " << worst_row;
+  EXPECT_GE(typical_rows * 10, rows * 9) << what << ": only " << typical_rows << " of " << rows
+                                         << " rows within " << typical;
   EXPECT_EQ(argmax_diff, 0) << what;
 }
 
@@ -107,7 +114,7 @@ TEST_P(V41Golden, PrefillMatchesTheReference) {
     std::vector<float> logits(T * V);
     ASSERT_TRUE(m->Forward(f.ids, *cache, logits, true).ok());
     ExpectClose(logits, ReadF32File(Dir(GetParam()) + (qat ? "/logits.f32" : "/logits_noqat.f32")),
-                V, 2e-3f, qat ? "prefill, QAT on" : "prefill, QAT off");
+                V, qat ? 1e-2f : 1e-4f, qat ? "prefill, QAT on" : "prefill, QAT off");
   }
 }
 
@@ -165,7 +172,7 @@ TEST_P(V41Golden, ChunkedPrefillEqualsOneCall) {
     ASSERT_TRUE(m->Forward(std::span<const int32_t>(f.ids).subspan(b, n), *cache, out, true).ok());
     b += n;
   }
-  ExpectClose(logits, ReadF32File(Dir(GetParam()) + "/logits.f32"), V, 2e-3f, "chunked prefill");
+  ExpectClose(logits, ReadF32File(Dir(GetParam()) + "/logits.f32"), V, 1e-2f, "chunked prefill");
 }
 
 // Prefill of P tokens, then one token per call: the reference's decode, where an
@@ -188,7 +195,7 @@ TEST_P(V41Golden, DecodeMatchesTheReferenceSlot) {
     ExpectClose(
         got,
         ReadF32File(Dir(GetParam()) + (ref ? "/decode_logits.f32" : "/decode_logits_owner.f32")), V,
-        2e-3f, ref ? "decode (reference slot)" : "decode (owner keys)");
+        1e-2f, ref ? "decode (reference slot)" : "decode (owner keys)");
   }
 }
 
@@ -213,7 +220,7 @@ TEST_P(V41Golden, TruncateAndRerunDecodeAgain) {
     ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *cache, step, false).ok());
     std::vector<float> want(golden.begin() + (p - f.prefill_len) * V,
                             golden.begin() + (p - f.prefill_len + 1) * V);
-    ExpectClose(step, want, V, 2e-3f, "after truncation, position " + std::to_string(p));
+    ExpectClose(step, want, V, 1e-2f, "after truncation, position " + std::to_string(p));
   }
 }
 

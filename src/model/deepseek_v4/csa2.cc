@@ -9,6 +9,7 @@
 #include "model/deepseek_v4/numerics.h"
 #include "ops/matmul.h"
 #include "ops/ref/quant_matmul_ref.h"
+#include "ops/vec_ops.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
@@ -215,7 +216,8 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
             static_cast<long long>(plan.layer), static_cast<long long>(shared.candidates_width),
             static_cast<long long>(n_entries));
       pool.ParallelFor(T, [&](int64_t t0, int64_t t1, int) {
-        std::vector<float> block;
+        std::vector<float> block, dots;
+        std::vector<const float*> rows;
         std::vector<int64_t> order(n_entries);
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t p = pos0 + t;
@@ -228,20 +230,18 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
           }
           const int64_t visible = (p + 1) / r;
           float* sc = &s.scores[t * n_entries];
-          for (int64_t e = 0; e < n_entries; ++e) {
-            if (e >= visible) {
-              sc[e] = kNegInf;
-              continue;
-            }
-            const float* kr = keys.Row(e);
+          // Σ_h relu(q_h · k_e) · w_h over the visible entries, −inf past them
+          const int64_t nv = std::min(visible, n_entries);
+          rows.resize(nv);
+          dots.resize(IH * nv);
+          for (int64_t e = 0; e < nv; ++e) rows[e] = keys.Row(e);
+          ops::DotMany(q, IH, ID, rows.data(), nv, ID, dots.data());
+          for (int64_t e = 0; e < nv; ++e) {
             float acc = 0.0f;
-            for (int64_t h = 0; h < IH; ++h) {
-              float d = 0.0f;
-              for (int64_t i = 0; i < ID; ++i) d += q[h * ID + i] * kr[i];
-              acc += std::max(d, 0.0f) * wt[h];
-            }
+            for (int64_t h = 0; h < IH; ++h) acc += std::max(dots[h * nv + e], 0.0f) * wt[h];
             sc[e] = acc;
           }
+          for (int64_t e = nv; e < n_entries; ++e) sc[e] = kNegInf;
           if (roles.candidate_source) {
             // level one: the candidate_topk_blocks best blocks by their best
             // entry, the block of the newest visible entry always kept
@@ -292,11 +292,14 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
   const Csa2LayerState* src = r > 0 ? &states[roles.kv_from] : nullptr;
   const int64_t k = r > 0 ? shared.picks_width : 0;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(A)));
-  pool.ParallelFor(T * H, [&](int64_t b, int64_t e, int) {
+  // Work items: (token, head range); a short call splits each token's heads.
+  const int64_t splits = T >= pool.size() ? 1 : std::min<int64_t>(H, pool.size());
+  pool.ParallelFor(T * splits, [&](int64_t b, int64_t e, int) {
     std::vector<const float*> keys;
     std::vector<float> logit;
-    for (int64_t th = b; th < e; ++th) {
-      const int64_t t = th / H, h = th % H, p = pos0 + t;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t t = item / splits, part = item % splits, p = pos0 + t;
+      const int64_t h0 = H * part / splits, h1 = H * (part + 1) / splits, nh = h1 - h0;
       keys.clear();
       for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
         keys.push_back(j >= pos0 ? &s.kv[(j - pos0) * A] : own.window.Row(j));
@@ -307,27 +310,29 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
           if (pk[i] >= 0) keys.push_back(src->entries.Row(pk[i]));
         }
       }
-      const float* q = &s.q[(t * H + h) * A];
-      logit.resize(keys.size());
-      float m = w.attn_sink[h];
-      for (size_t i = 0; i < keys.size(); ++i) {
-        float d = 0.0f;
-        for (int64_t a = 0; a < A; ++a) d += q[a] * keys[i][a];
-        logit[i] = d * scale;
-        m = std::max(m, logit[i]);
+      const int64_t nk = static_cast<int64_t>(keys.size());
+      logit.resize(nh * nk);
+      const float* q = &s.q[(t * H + h0) * A];
+      ops::DotMany(q, nh, A, keys.data(), nk, A, logit.data());
+      for (int64_t h = 0; h < nh; ++h) {
+        float* l = &logit[h * nk];
+        const float sink = w.attn_sink[h0 + h];
+        float m = sink;
+        for (int64_t i = 0; i < nk; ++i) {
+          l[i] *= scale;
+          m = std::max(m, l[i]);
+        }
+        float den = std::exp(sink - m);
+        for (int64_t i = 0; i < nk; ++i) {
+          l[i] = std::exp(l[i] - m);
+          den += l[i];
+        }
+        for (int64_t i = 0; i < nk; ++i) l[i] /= den;
       }
-      float den = std::exp(w.attn_sink[h] - m);
-      for (size_t i = 0; i < keys.size(); ++i) {
-        logit[i] = std::exp(logit[i] - m);
-        den += logit[i];
-      }
-      float* o = &s.o[(t * H + h) * A];
-      std::fill(o, o + A, 0.0f);
-      for (size_t i = 0; i < keys.size(); ++i) {
-        const float pw = logit[i] / den;
-        for (int64_t a = 0; a < A; ++a) o[a] += pw * keys[i][a];
-      }
-      rope.Rotate(o + A - R, p, true);
+      float* o = &s.o[(t * H + h0) * A];
+      std::fill(o, o + nh * A, 0.0f);
+      ops::AxpyMany(o, nh, A, logit.data(), keys.data(), nk, A);
+      for (int64_t h = 0; h < nh; ++h) rope.Rotate(o + h * A + A - R, p, true);
     }
   });
 
