@@ -97,8 +97,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
     argmax_diff += std::max_element(g, g + V) - g != std::max_element(w, w + V) - w;
   }
   EXPECT_LE(worst, tol) << what << ": worst row " << worst_row;
-  EXPECT_GE(typical_rows * 10, rows * 9) << what << ": only " << typical_rows << " of " << rows
-                                         << " rows within " << typical;
+  EXPECT_GE(typical_rows * 10, rows * 9)
+      << what << ": only " << typical_rows << " of " << rows << " rows within " << typical;
   EXPECT_EQ(argmax_diff, 0) << what;
 }
 
