@@ -39,11 +39,11 @@ const char* ChatFormatName(ChatFormat format);
 Result<ChatFormat> ParseChatFormat(std::string_view name);
 // A model whose architecture (ModelInfo::architecture) is "deepseek_v41" gets
 // kDsv41. Otherwise the model file's chat template (GGUF
-// `tokenizer.chat_template`), when it has one, decides: kDsv4 for DeepSeek-V4's (llama.cpp's converter writes its Jinja
-// rendering of the V4 encoding: the "<｜User｜>", "<｜Assistant｜>" and "｜DSML｜"
-// markers), kPlain for any other (dsv4 renders no Jinja). Without one: kDsv4
-// when `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain.
-// (IsDeepSeekV4ChatTemplate: tokenizer/chat_dsv4.h.)
+// `tokenizer.chat_template`), when it has one, decides: kDsv4 for DeepSeek-V4's (llama.cpp's
+// converter writes its Jinja rendering of the V4 encoding: the "<｜User｜>", "<｜Assistant｜>" and
+// "｜DSML｜" markers), kPlain for any other (dsv4 renders no Jinja). Without one: kDsv4 when
+// `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain. (IsDeepSeekV4ChatTemplate:
+// tokenizer/chat_dsv4.h.)
 ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template = {},
                             std::string_view architecture = {});
 

@@ -1086,8 +1086,7 @@ void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
 
   const bool parse = IsDeepSeekFormat(ctx.format);
   auto run = std::make_shared<ResponseRun>(parse, gen->thinking && parse, DsmlDialectOf(ctx.format),
-                                           parsed->reasoning_summary,
-                                           parsed->encrypted_reasoning);
+                                           parsed->reasoning_summary, parsed->encrypted_reasoning);
   run->request = std::move(parsed).value();
   run->items = std::move(items);
   run->id = RandomId("resp_");

@@ -680,11 +680,11 @@ Server::Server(Engine& engine, const ServerOptions& options)
   s.limits.max_top_logprobs = engine.options().max_top_logprobs;
   const Tokenizer* tok = engine.model().tokenizer.get();
   s.format = options.chat_format ? *options.chat_format
-             : tok != nullptr    ? DetectChatFormat(*tok, engine.model().chat_template,
-                                                    engine.model().model
-                                                           ? engine.model().model->info().architecture
-                                                           : std::string())
-                                 : ChatFormat::kPlain;
+             : tok != nullptr
+                 ? DetectChatFormat(*tok, engine.model().chat_template,
+                                    engine.model().model ? engine.model().model->info().architecture
+                                                         : std::string())
+                 : ChatFormat::kPlain;
   const std::string& chat_template = engine.model().chat_template;
   if (!options.chat_format && s.format != ChatFormat::kDsv41 && !chat_template.empty() &&
       !IsDeepSeekV4ChatTemplate(chat_template)) {
@@ -998,8 +998,7 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   if (r.response_format != ResponseFormat::kText) {
     // Structured output replaces tool_choice "none"'s ban (its vocabulary
     // has no markup tokens); a forced tool call with it is refused.
-    Result<ConstraintFactory> structured =
-        StructuredConstraint(r, r.thinking && parse);
+    Result<ConstraintFactory> structured = StructuredConstraint(r, r.thinking && parse);
     if (!structured.ok()) return SendStatus(req, res, structured.status());
     constraint = *structured;
   }

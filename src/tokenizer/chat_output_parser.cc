@@ -264,8 +264,9 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
     }
     case State::kParamValue: {
       size_t end = buf.find(tags_.param_end);
-      size_t stop =
-          end == std::string_view::npos ? (at_end ? buf.size() : SafeEnd(buf, {tags_.param_end})) : end;
+      size_t stop = end == std::string_view::npos
+                        ? (at_end ? buf.size() : SafeEnd(buf, {tags_.param_end}))
+                        : end;
       std::string_view value = buf.substr(0, stop);
       EmitArguments(param_is_string_ ? JsonEscapeBody(value) : std::string(value), delta);
       consume(stop);
