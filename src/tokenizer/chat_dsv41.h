@@ -32,7 +32,10 @@
 // included: V4.1's image blocks are not supported here), unknown roles (the
 // reference silently drops some), malformed tools / tool calls, invalid tasks
 // or reasoning efforts and ill-formed UTF-8 are InvalidArgument errors naming
-// the message index and field.
+// the message index and field. A tool message whose content is a list renders
+// its non-text parts as "[Unsupported TYPE]" (the reference drops them), and
+// text holding "<｜deepseek_image｜>" is not refused (servers tokenize client
+// text as plain text, chat_format.h).
 //
 // Not here: tokenization, parsing model output (chat_output_parser.h with
 // DsmlDialect::kV41).
