@@ -12,6 +12,7 @@
 #include <random>
 
 #include "server/api_util.h"
+#include "tokenizer/chat_dsv41.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -250,6 +251,8 @@ Status GetThink(const Json& body, const OllamaModel& model, GenerationRequest* r
     // OpenAI's reasoning_effort does on the other routes.
     r->thinking = true;
     r->reasoning_effort = Dsv4ReasoningEffort::kHigh;
+    // DeepSeek-V4.1's numeric effort: low 50, medium and high 75.
+    r->reasoning_budget = *t == "low" ? kDsv41EffortLow : kDsv41EffortHigh;
   } else {
     return InvalidArgument("invalid think value: " + t->dump() +
                            " (must be \"high\", \"medium\", \"low\", true, or false)");
