@@ -1,5 +1,5 @@
 // `dsv4 chat-template`: renders a conversation into the exact prompt text the
-// model sees (DeepSeek-V4 encoding, encoding_dsv4.py semantics), without a
+// model sees (the DeepSeek-V4 or V4.1 encoding), without a
 // trailing newline.
 #include <cstdio>
 #include <memory>
@@ -33,7 +33,9 @@ void RegisterChatTemplate(CLI::App& app, int& exit_code) {
       ->required();
   sub->add_option("--mode", args->request.mode, "chat | thinking (default thinking)");
   sub->add_option("--reasoning-effort", args->request.reasoning_effort,
-                  "high | max (default high)");
+                  "high | max (default high); DeepSeek-V4.1: low | high | max | 1..100");
+  sub->add_option("--encoding", args->request.encoding,
+                  "dsv4 | dsv41 (default: the --model's, else dsv4)");
   sub->add_flag("--no-drop-thinking", args->no_drop_thinking,
                 "keep reasoning of turns before the last user message");
   sub->add_option("--model", args->request.model_dir,

@@ -287,8 +287,8 @@ void RegisterServe(CLI::App& app, int& exit_code) {
                 "tokenize special-token text in message content as special tokens (default: "
                 "as plain text, so content cannot forge chat-template markers)");
   sub->add_option("--chat-format", args->chat_format,
-                  "auto (default: dsv4 when the tokenizer has the DeepSeek-V4 specials), dsv4, "
-                  "plain");
+                  "auto (default: dsv41 for a deepseek_v41 model, else dsv4 when the tokenizer "
+                  "has the DeepSeek-V4 specials), dsv4, dsv41, plain");
   sub->add_flag("--test-echo-model", args->test_echo_model,
                 "TEST ONLY: serve the scripted echo model (engine/echo_model.h) over --tokenizer "
                 "instead of a real model");

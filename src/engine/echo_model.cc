@@ -33,9 +33,10 @@ class EchoCache : public SequenceCache {
 
 class EchoModel : public Model {
  public:
-  EchoModel(const Tokenizer& tokenizer, int32_t assistant_id, int64_t max_context)
+  EchoModel(const Tokenizer& tokenizer, int32_t assistant_id, int64_t max_context,
+            const std::string& architecture)
       : tokenizer_(tokenizer), assistant_id_(assistant_id) {
-    info_.architecture = "test_echo";
+    info_.architecture = architecture;
     info_.vocab_size = tokenizer.vocab_size();
     info_.max_context = max_context;
     info_.bos_id = tokenizer.bos_id();
@@ -82,7 +83,9 @@ class EchoModel : public Model {
     if (k < 0) return eos;
     if (cache.script_at_ != a) {
       const std::span<const int32_t> prompt(cache.tokens_.data(), a + 2);
-      cache.script_ = tokenizer_.Encode(EchoModelReply(DecodeTokens(tokenizer_, prompt)), false);
+      cache.script_ = tokenizer_.Encode(
+          EchoModelReply(DecodeTokens(tokenizer_, prompt), info_.architecture == "deepseek_v41"),
+          false);
       cache.script_at_ = a;
     }
     return k < static_cast<int64_t>(cache.script_.size()) ? cache.script_[k] : eos;
@@ -101,7 +104,7 @@ std::string Trim(std::string_view s) {
 
 }  // namespace
 
-std::string EchoModelReply(std::string_view prompt) {
+std::string EchoModelReply(std::string_view prompt, bool v41_dsml) {
   std::string reply;
   if (prompt.ends_with(tok::kThinkStart))
     reply = "Thinking about it." + std::string(tok::kThinkEnd);
@@ -122,6 +125,14 @@ std::string EchoModelReply(std::string_view prompt) {
     results += turn.substr(begin, end - begin);
   }
   if (!results.empty()) return reply + "Tool results: " + results;
+  // EFFORT?: the V4.1 reasoning-effort line's number.
+  if (Trim(turn) == "EFFORT?") {
+    constexpr std::string_view kEffort = "Reasoning Effort: ";
+    const size_t at = prompt.find(kEffort);
+    if (at == std::string_view::npos) return reply + "Effort: none";
+    std::string_view n = prompt.substr(at + kEffort.size());
+    return reply + "Effort: " + std::string(n.substr(0, n.find(' ')));
+  }
   // REPLY TEXT: TEXT verbatim.
   if (const std::string t = Trim(turn); t.starts_with("REPLY ")) return reply + t.substr(6);
   // CALL NAME {json}
@@ -134,22 +145,26 @@ std::string EchoModelReply(std::string_view prompt) {
     const auto obj = nlohmann::ordered_json::parse(args, nullptr, /*allow_exceptions=*/false);
     if (!name.empty() && obj.is_object()) {
       const std::string dsml(tok::kDsml);
+      const std::string calls = v41_dsml ? " calls" : "tool_calls";
+      const std::string invoke = v41_dsml ? " invoke" : "invoke";
+      const std::string param = v41_dsml ? " parameter" : "parameter";
       std::string params;
       for (auto it = obj.begin(); it != obj.end(); ++it) {
         const bool is_string = it.value().is_string();
-        params += "<" + dsml + "parameter name=\"" + it.key() + "\" string=\"" +
+        params += "<" + dsml + param + " name=\"" + it.key() + "\" string=\"" +
                   (is_string ? "true" : "false") + "\">" +
                   (is_string ? it.value().get<std::string>() : PythonJsonDumps(it.value())) + "</" +
-                  dsml + "parameter>\n";
+                  dsml + param + ">\n";
       }
-      return reply + "\n\n<" + dsml + "tool_calls>\n<" + dsml + "invoke name=\"" + name + "\">\n" +
-             params + "</" + dsml + "invoke>\n</" + dsml + "tool_calls>";
+      return reply + "\n\n<" + dsml + calls + ">\n<" + dsml + invoke + " name=\"" + name + "\">\n" +
+             params + "</" + dsml + invoke + ">\n</" + dsml + calls + ">";
     }
   }
   return reply + "Echo: " + Trim(turn);
 }
 
-Result<LoadedModel> LoadEchoModel(const std::string& tokenizer_path, int64_t max_context) {
+Result<LoadedModel> LoadEchoModel(const std::string& tokenizer_path, int64_t max_context,
+                                  const std::string& architecture) {
   if (tokenizer_path.empty()) {
     return InvalidArgument("--test-echo-model needs --tokenizer",
                            "pass a DeepSeek-V4 tokenizer.json(.gz)");
@@ -163,7 +178,7 @@ Result<LoadedModel> LoadEchoModel(const std::string& tokenizer_path, int64_t max
   }
   LoadedModel m;
   m.stop_ids = {tokenizer->eos_id()};
-  m.model = std::make_unique<EchoModel>(*tokenizer, ids[0], max_context);
+  m.model = std::make_unique<EchoModel>(*tokenizer, ids[0], max_context, architecture);
   m.tokenizer = std::move(tokenizer);
   m.path = "test-echo-model";
   m.format = "test-echo";

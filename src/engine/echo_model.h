@@ -8,7 +8,11 @@
 //   the last user turn starts with "REPLY ": the rest of it, verbatim;
 //   the last user turn contains "CALL NAME {JSON object}": no text, then a DSML
 //     tool-call block invoking NAME with the object's members as parameters;
+//   the last user turn is "EFFORT?": "Effort: N" (the prompt's DeepSeek-V4.1
+//     "Reasoning Effort: N" line) or "Effort: none";
 //   otherwise: "Echo: " + the last user turn's text.
+// Its tool-call blocks use the DeepSeek-V4.1 DSML tags when its architecture
+// is "deepseek_v41" (a V4.1 stand-in), else V4's.
 // Without an "<｜Assistant｜>" token in the sequence it emits EOS at once.
 // It needs a tokenizer with the V4 special tokens (e.g. the DeepSeek-V4
 // tokenizer.json). Never used for real inference.
@@ -28,12 +32,15 @@ namespace dsv4 {
 
 // The reply the echo model gives to `prompt` (the decoded prompt text, ending
 // after "<｜Assistant｜>" and "<think>" or "</think>"), EOS text excluded.
-std::string EchoModelReply(std::string_view prompt);
+// `v41_dsml`: write tool calls with the V4.1 tags.
+std::string EchoModelReply(std::string_view prompt, bool v41_dsml = false);
 
 // A LoadedModel holding an EchoModel over the tokenizer at `tokenizer_path`
 // (any format LoadTokenizer reads). NotFound / InvalidArgument when the
-// tokenizer is missing or lacks the V4 special tokens.
-Result<LoadedModel> LoadEchoModel(const std::string& tokenizer_path, int64_t max_context = 4096);
+// tokenizer is missing or lacks the V4 special tokens. `architecture` is what
+// its ModelInfo reports ("deepseek_v41": serve it with the V4.1 chat format).
+Result<LoadedModel> LoadEchoModel(const std::string& tokenizer_path, int64_t max_context = 4096,
+                                  const std::string& architecture = "test_echo");
 
 }  // namespace dsv4
 

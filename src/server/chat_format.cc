@@ -5,20 +5,33 @@
 
 #include <random>
 
+#include "tokenizer/chat_dsv41.h"
+
 namespace dsv4::server {
 
 const char* ChatFormatName(ChatFormat format) {
-  return format == ChatFormat::kDsv4 ? "dsv4" : "plain";
+  switch (format) {
+    case ChatFormat::kDsv4:
+      return "dsv4";
+    case ChatFormat::kDsv41:
+      return "dsv41";
+    case ChatFormat::kPlain:
+      break;
+  }
+  return "plain";
 }
 
 Result<ChatFormat> ParseChatFormat(std::string_view name) {
   if (name == "dsv4") return ChatFormat::kDsv4;
+  if (name == "dsv41") return ChatFormat::kDsv41;
   if (name == "plain") return ChatFormat::kPlain;
   return InvalidArgument("unknown chat format '" + std::string(name) + "'",
-                         "use auto, dsv4 or plain");
+                         "use auto, dsv4, dsv41 or plain");
 }
 
-ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template) {
+ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template,
+                            std::string_view architecture) {
+  if (architecture == "deepseek_v41") return ChatFormat::kDsv41;
   if (!chat_template.empty()) {
     return IsDeepSeekV4ChatTemplate(chat_template) ? ChatFormat::kDsv4 : ChatFormat::kPlain;
   }
@@ -160,7 +173,7 @@ ChatPrompt Unwrap(const std::string& text, const Markers& m) {
 }  // namespace
 
 Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat format) {
-  if (format == ChatFormat::kDsv4) {
+  if (IsDeepSeekFormat(format)) {
     const Markers markers = MakeMarkers();
     Json messages = request.messages;
     for (Json& msg : messages) WrapMessage(msg, markers);
@@ -171,7 +184,7 @@ Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat 
       req["tools"] = std::move(tools);
     }
     if (request.response_format != ResponseFormat::kText) {
-      // The V4 encoding renders a system message's response_format after its
+      // The V4 / V4.1 encodings render a system message's response_format after its
       // text ("## Response Format: ..."), so the model sees the schema.
       Json rf = {{"type", "json_object"}};
       if (request.response_format == ResponseFormat::kJsonSchema) {
@@ -187,11 +200,16 @@ Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat 
       }
       msgs[0]["response_format"] = WrapEverything(rf, markers);
     }
-    Dsv4ChatOptions options;
-    options.thinking_mode =
+    const Dsv4ThinkingMode mode =
         request.thinking ? Dsv4ThinkingMode::kThinking : Dsv4ThinkingMode::kChat;
+    Dsv41ChatOptions options41;
+    options41.thinking_mode = mode;
+    if (request.reasoning_budget != 0) options41.reasoning_effort = request.reasoning_budget;
+    Dsv4ChatOptions options;
+    options.thinking_mode = mode;
     options.reasoning_effort = request.reasoning_effort;
-    Result<std::string> text = EncodeChatDsv4(req, options);
+    Result<std::string> text = format == ChatFormat::kDsv41 ? EncodeChatDsv41(req, options41)
+                                                            : EncodeChatDsv4(req, options);
     if (!text.ok()) {
       // Error messages quote client text: without the markers.
       Status s = text.status();
@@ -227,8 +245,10 @@ std::vector<int32_t> TokenizePrompt(const Tokenizer& tokenizer, const ChatPrompt
   return tokenizer.EncodeWithPlainRanges(prompt.text, add_bos, prompt.content);
 }
 
-ChoiceOutput::ChoiceOutput(bool parse, bool thinking) {
-  if (parse) parser_.emplace(thinking ? Dsv4ThinkingMode::kThinking : Dsv4ThinkingMode::kChat);
+ChoiceOutput::ChoiceOutput(bool parse, bool thinking, DsmlDialect dialect) {
+  if (parse) {
+    parser_.emplace(thinking ? Dsv4ThinkingMode::kThinking : Dsv4ThinkingMode::kChat, dialect);
+  }
 }
 
 Dsv4OutputDelta ChoiceOutput::Push(std::string_view text) {

@@ -3,6 +3,10 @@
 // calls.
 //   kDsv4   the DeepSeek-V4 chat encoding (tokenizer/chat_dsv4.h) and its
 //           output parser; chosen when the tokenizer has the V4 special tokens
+//   kDsv41  the DeepSeek-V4.1 chat encoding (tokenizer/chat_dsv41.h) and the
+//           parser's V4.1 DSML dialect; chosen for models whose architecture
+//           is "deepseek_v41" (config.json model_type): V4.1 has the same
+//           special tokens as V4, so the tokenizer cannot tell them apart
 //   kPlain  Llama-family models without a chat template: the message contents
 //           joined by "\n" after BOS, the model continues the text; no tools,
 //           no reasoning
@@ -22,18 +26,26 @@
 
 namespace dsv4::server {
 
-enum class ChatFormat { kDsv4, kPlain };
+enum class ChatFormat { kDsv4, kDsv41, kPlain };
+
+// The DeepSeek formats: DSML tool calls, reasoning, the output parser.
+inline bool IsDeepSeekFormat(ChatFormat f) { return f != ChatFormat::kPlain; }
+inline DsmlDialect DsmlDialectOf(ChatFormat f) {
+  return f == ChatFormat::kDsv41 ? DsmlDialect::kV41 : DsmlDialect::kV4;
+}
 
 const char* ChatFormatName(ChatFormat format);
-// Parses "dsv4" / "plain"; InvalidArgument otherwise.
+// Parses "dsv4" / "dsv41" / "plain"; InvalidArgument otherwise.
 Result<ChatFormat> ParseChatFormat(std::string_view name);
-// The model file's chat template (GGUF `tokenizer.chat_template`), when it has
-// one, decides: kDsv4 for DeepSeek-V4's (llama.cpp's converter writes its Jinja
-// rendering of the V4 encoding: the "<｜User｜>", "<｜Assistant｜>" and "｜DSML｜"
-// markers), kPlain for any other (dsv4 renders no Jinja). Without one: kDsv4
-// when `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain.
-// (IsDeepSeekV4ChatTemplate: tokenizer/chat_dsv4.h.)
-ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template = {});
+// A model whose architecture (ModelInfo::architecture) is "deepseek_v41" gets
+// kDsv41. Otherwise the model file's chat template (GGUF
+// `tokenizer.chat_template`), when it has one, decides: kDsv4 for DeepSeek-V4's (llama.cpp's
+// converter writes its Jinja rendering of the V4 encoding: the "<｜User｜>", "<｜Assistant｜>" and
+// "｜DSML｜" markers), kPlain for any other (dsv4 renders no Jinja). Without one: kDsv4 when
+// `tokenizer` encodes "<｜Assistant｜>" as one token, else kPlain. (IsDeepSeekV4ChatTemplate:
+// tokenizer/chat_dsv4.h.)
+ChatFormat DetectChatFormat(const Tokenizer& tokenizer, std::string_view chat_template = {},
+                            std::string_view architecture = {});
 
 // A chat prompt: its text, and the byte ranges of it that the client wrote
 // (message text, reasoning, tool-call arguments' strings, tool descriptions),
@@ -43,7 +55,8 @@ struct ChatPrompt {
   std::vector<TextRange> content;  // ascending, disjoint
 };
 
-// The prompt of a chat or messages request. kPlain rejects tools
+// The prompt of a chat or messages request. kDsv41 renders the request's
+// reasoning_budget (thinking mode) and rejects an out-of-range one. kPlain rejects tools
 // (InvalidArgument: the format has no tool calls).
 Result<ChatPrompt> BuildChatPrompt(const GenerationRequest& request, ChatFormat format);
 // The prompt ids: kDsv4 text already holds BOS; kPlain adds the tokenizer's
@@ -56,8 +69,9 @@ std::vector<int32_t> TokenizePrompt(const Tokenizer& tokenizer, const ChatPrompt
 // content (kPlain, and raw completions).
 class ChoiceOutput {
  public:
-  // `parse`: run the V4 output parser (chat / messages on a kDsv4 model).
-  ChoiceOutput(bool parse, bool thinking);
+  // `parse`: run the output parser (chat / messages on a DeepSeek model), in
+  // the model's DSML dialect.
+  ChoiceOutput(bool parse, bool thinking, DsmlDialect dialect = DsmlDialect::kV4);
   Dsv4OutputDelta Push(std::string_view text);
   Dsv4OutputDelta Finish();
   // Final after Finish().

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "server/api_util.h"
+#include "tokenizer/chat_dsv41.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -250,6 +251,8 @@ Status GetThink(const Json& body, const OllamaModel& model, GenerationRequest* r
     // OpenAI's reasoning_effort does on the other routes.
     r->thinking = true;
     r->reasoning_effort = Dsv4ReasoningEffort::kHigh;
+    // DeepSeek-V4.1's numeric effort: low 50, medium and high 75.
+    r->reasoning_budget = *t == "low" ? kDsv41EffortLow : kDsv41EffortHigh;
   } else {
     return InvalidArgument("invalid think value: " + t->dump() +
                            " (must be \"high\", \"medium\", \"low\", true, or false)");
@@ -574,8 +577,8 @@ class OllamaRoutes {
     const LoadedModel& m = s.engine->model();
     model_.limits = s.limits;
     model_.vocab_size = m.model ? m.model->info().vocab_size : 0;
-    model_.tools = s.format == ChatFormat::kDsv4;
-    model_.thinking = s.format == ChatFormat::kDsv4;
+    model_.tools = IsDeepSeekFormat(s.format);
+    model_.thinking = IsDeepSeekFormat(s.format);
   }
 
   // The handlers share `self` (this object), so it lives as long as `http`'s routes.
@@ -743,7 +746,7 @@ class OllamaRoutes {
     }
     ex->prompt_tokens = static_cast<int64_t>(prompt->size());
     if (endpoint == OllamaEndpoint::kGenerate) ex->context = *prompt;
-    if (s_.format == ChatFormat::kDsv4 && !r.raw && m.model) ex->eos_id = m.model->info().eos_id;
+    if (IsDeepSeekFormat(s_.format) && !r.raw && m.model) ex->eos_id = m.model->info().eos_id;
 
     SequenceRequest seq;
     seq.prompt = std::move(prompt).value();
@@ -755,7 +758,7 @@ class OllamaRoutes {
     if (!r.gen.has_seed) seq.sampling.seed = RandomSeed();
     seq.stop = r.gen.stop;
     seq.top_logprobs = r.gen.top_logprobs;
-    const bool parse = s_.format == ChatFormat::kDsv4 && !r.raw;
+    const bool parse = IsDeepSeekFormat(s_.format) && !r.raw;
     if (r.gen.response_format != ResponseFormat::kText) {
       // `format`: the answer is JSON (after the reasoning, when thinking).
       Result<ConstraintFactory> structured =
@@ -763,7 +766,8 @@ class OllamaRoutes {
       if (!structured.ok()) return SendStatus(res, structured.status());
       seq.constraint = *structured;
     }
-    ex->output = std::make_unique<ChoiceOutput>(parse, r.gen.thinking && parse);
+    ex->output =
+        std::make_unique<ChoiceOutput>(parse, r.gen.thinking && parse, DsmlDialectOf(s_.format));
     std::vector<SequenceRequest> seqs;
     seqs.push_back(std::move(seq));
     ex->submitted = Clock::now();

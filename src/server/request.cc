@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "server/api_util.h"
+#include "tokenizer/chat_dsv41.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::server {
@@ -683,18 +684,31 @@ Status GetThinking(const Json& body, GenerationRequest* r) {
     }
   }
   if (const Json* e = Field(body, "reasoning_effort"); e != nullptr) {
-    if (!e->is_string()) return Bad("reasoning_effort", "must be a string");
+    constexpr const char* kHint =
+        "use none, low, medium, high, max, or (DeepSeek-V4.1) an integer from 1 to 100";
+    if (e->is_number_integer()) {
+      // DeepSeek-V4.1's numeric budget; on V4 models, 100 is max, the rest high.
+      const int64_t n = e->get<int64_t>();
+      if (n < 1 || n > 100) return Bad("reasoning_effort", "is " + std::to_string(n), kHint);
+      r->thinking = true;
+      r->reasoning_budget = static_cast<int>(n);
+      r->reasoning_effort = n == 100 ? Dsv4ReasoningEffort::kMax : Dsv4ReasoningEffort::kHigh;
+      return Status::Ok();
+    }
+    if (!e->is_string()) return Bad("reasoning_effort", "must be a string or an integer", kHint);
     const std::string v = e->get<std::string>();
     if (v == "none") {
       r->thinking = false;
     } else if (v == "minimal" || v == "low" || v == "medium" || v == "high") {
       r->thinking = true;
       r->reasoning_effort = Dsv4ReasoningEffort::kHigh;
+      r->reasoning_budget = v == "minimal" || v == "low" ? kDsv41EffortLow : kDsv41EffortHigh;
     } else if (v == "max" || v == "xhigh") {
       r->thinking = true;
       r->reasoning_effort = Dsv4ReasoningEffort::kMax;
+      r->reasoning_budget = kDsv41EffortMax;
     } else {
-      return Bad("reasoning_effort", "is '" + v + "'", "use none, low, medium, high or max");
+      return Bad("reasoning_effort", "is '" + v + "'", kHint);
     }
   }
   return Status::Ok();
@@ -776,8 +790,12 @@ Result<std::string> ContentText(const Json& content, const std::string& where) {
     const Json* type = part.is_object() ? Field(part, "type") : nullptr;
     if (type == nullptr || !type->is_string()) return Bad(w + ".type", "is required");
     if (type->get<std::string>() != "text") {
-      return Unimplemented("'" + w + ".type' \"" + type->get<std::string>() + "\" is not supported",
-                           "only text content is supported");
+      const std::string& t = type->get<std::string>();
+      const bool image = t == "image_url" || t == "input_image" || t == "image";
+      return Unimplemented("'" + w + ".type' \"" + t + "\" is not supported",
+                           image ? "dsv4 takes no image input (DeepSeek-V4.1's included): send "
+                                   "text parts only"
+                                 : "only text content is supported");
     }
     const Json* t = Field(part, "text");
     if (t == nullptr || !t->is_string()) return Bad(w + ".text", "must be a string");

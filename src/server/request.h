@@ -81,6 +81,10 @@ struct GenerationRequest {
   bool legacy_functions = false;
   bool thinking = false;  // DeepSeek-V4 thinking mode
   Dsv4ReasoningEffort reasoning_effort = Dsv4ReasoningEffort::kDefault;
+  // DeepSeek-V4.1's numeric reasoning effort, 1..100 (0: not given, the
+  // encoding's default, high = 75): `reasoning_effort` low / minimal -> 50,
+  // medium / high -> 75, max / xhigh -> 100, or an integer 1..100.
+  int reasoning_budget = 0;
   ResponseFormat response_format = ResponseFormat::kText;
   nlohmann::ordered_json json_schema;  // kJsonSchema: the schema (not yet compiled)
   // Completions: one text or token-id prompt per entry.

@@ -849,8 +849,8 @@ void SendNotFound(httplib::Response& res, const std::string& id, const std::stri
 
 // One POST /v1/responses on its HTTP thread.
 struct ResponseRun {
-  ResponseRun(bool parse, bool thinking, bool summary, bool encrypted)
-      : output(parse, thinking), builder(summary, encrypted) {}
+  ResponseRun(bool parse, bool thinking, DsmlDialect dialect, bool summary, bool encrypted)
+      : output(parse, thinking, dialect), builder(summary, encrypted) {}
 
   ResponsesRequest request;
   Json items;  // the input it runs on (history + its input), with ids
@@ -1084,9 +1084,9 @@ void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
                      "input", "context_length_exceeded");
   }
 
-  const bool parse = ctx.format == ChatFormat::kDsv4;
-  auto run = std::make_shared<ResponseRun>(parse, gen->thinking && parse, parsed->reasoning_summary,
-                                           parsed->encrypted_reasoning);
+  const bool parse = IsDeepSeekFormat(ctx.format);
+  auto run = std::make_shared<ResponseRun>(parse, gen->thinking && parse, DsmlDialectOf(ctx.format),
+                                           parsed->reasoning_summary, parsed->encrypted_reasoning);
   run->request = std::move(parsed).value();
   run->items = std::move(items);
   run->id = RandomId("resp_");
@@ -1104,7 +1104,15 @@ void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
       static_cast<int32_t>(std::min<int64_t>(engine.ctx_size(), kMaxRepeatLastN));
   if (!gen->has_seed) s.sampling.seed = std::random_device{}();
   s.stop = gen->stop;
-  if (parse) {
+  if (parse && ctx.format == ChatFormat::kDsv41 && ForcesToolCall(*gen)) {
+    // The tool-call grammar (tool_choice.cc) writes V4's DSML tags.
+    return SendStatus(res,
+                      Unimplemented("'tool_choice' \"" + gen->tool_choice +
+                                        "\" is not supported for DeepSeek-V4.1 models yet",
+                                    "use tool_choice \"auto\"; the model still calls tools"),
+                      "tool_choice");
+  }
+  if (parse && ctx.format == ChatFormat::kDsv4) {
     s.constraint = MakeToolChoiceConstraint(*gen, *m.tokenizer,
                                             !gen->tools.empty() ? ctx.token_texts() : nullptr);
     run->forced_tool_call = s.constraint != nullptr && ForcesToolCall(*gen);

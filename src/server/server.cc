@@ -121,7 +121,7 @@ std::string StopReasonAnthropic(const SequenceEvent& ev, bool tool_calls, bool f
 
 // One choice (one engine sequence) as the HTTP side sees it.
 struct Choice {
-  explicit Choice(bool parse, bool thinking) : output(parse, thinking) {}
+  Choice(bool parse, bool thinking, DsmlDialect dialect) : output(parse, thinking, dialect) {}
   ChoiceOutput output;
   std::vector<std::string> tool_ids;  // one per tool call, made on its first delta
   Json logprobs = Json::array();      // chat: logprobs.content entries
@@ -680,10 +680,14 @@ Server::Server(Engine& engine, const ServerOptions& options)
   s.limits.max_top_logprobs = engine.options().max_top_logprobs;
   const Tokenizer* tok = engine.model().tokenizer.get();
   s.format = options.chat_format ? *options.chat_format
-             : tok != nullptr    ? DetectChatFormat(*tok, engine.model().chat_template)
-                                 : ChatFormat::kPlain;
+             : tok != nullptr
+                 ? DetectChatFormat(*tok, engine.model().chat_template,
+                                    engine.model().model ? engine.model().model->info().architecture
+                                                         : std::string())
+                 : ChatFormat::kPlain;
   const std::string& chat_template = engine.model().chat_template;
-  if (!options.chat_format && !chat_template.empty() && !IsDeepSeekV4ChatTemplate(chat_template)) {
+  if (!options.chat_format && s.format != ChatFormat::kDsv41 && !chat_template.empty() &&
+      !IsDeepSeekV4ChatTemplate(chat_template)) {
     LOG_WARNING(
         "serve: {}: its chat template is not DeepSeek-V4's and dsv4 renders no Jinja; chat "
         "requests get the plain format (--chat-format dsv4 uses the V4 encoding)",
@@ -974,10 +978,17 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
 
   std::vector<SequenceRequest> seqs;
   const uint64_t base_seed = r.has_seed ? r.sampling.seed : 0;
-  const bool parse = api != Api::kCompletion && format == ChatFormat::kDsv4;
+  const bool parse = api != Api::kCompletion && IsDeepSeekFormat(format);
   // tool_choice none / required / a named function: constrained decoding.
   ConstraintFactory constraint;
-  if (parse) {
+  if (parse && format == ChatFormat::kDsv41 && ForcesToolCall(r)) {
+    // The tool-call grammar (tool_choice.cc) writes V4's DSML tags.
+    return SendStatus(req, res,
+                      Unimplemented("'tool_choice' \"" + r.tool_choice +
+                                        "\" is not supported for DeepSeek-V4.1 models yet",
+                                    "use tool_choice \"auto\"; the model still calls tools"));
+  }
+  if (parse && format == ChatFormat::kDsv4) {
     if (ForcesToolCall(r) || !r.tools.empty()) {
       std::call_once(token_texts_once, [&] { token_texts = BuildTokenTexts(*m.tokenizer); });
     }
@@ -987,8 +998,7 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   if (r.response_format != ResponseFormat::kText) {
     // Structured output replaces tool_choice "none"'s ban (its vocabulary
     // has no markup tokens); a forced tool call with it is refused.
-    Result<ConstraintFactory> structured =
-        StructuredConstraint(r, r.thinking && parse && format == ChatFormat::kDsv4);
+    Result<ConstraintFactory> structured = StructuredConstraint(r, r.thinking && parse);
     if (!structured.ok()) return SendStatus(req, res, structured.status());
     constraint = *structured;
   }
@@ -1005,7 +1015,7 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
       s.top_logprobs = r.top_logprobs;
       s.constraint = constraint;
       seqs.push_back(std::move(s));
-      gen->choices.emplace_back(parse, r.thinking && format == ChatFormat::kDsv4);
+      gen->choices.emplace_back(parse, r.thinking && parse, DsmlDialectOf(format));
     }
   }
   Result<std::shared_ptr<RequestHandle>> handle = engine.Submit(std::move(seqs));

@@ -13,10 +13,11 @@
 #include <optional>
 #include <vector>
 
+#include "tokenizer/chat_dsv4_internal.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4 {
-namespace {
+namespace chat_internal {
 
 using Json = nlohmann::ordered_json;
 namespace tok = dsv4_tokens;
@@ -29,9 +30,6 @@ constexpr std::string_view kReasoningEffortMax =
     "Explicitly write out your entire deliberation process, documenting every intermediate step, "
     "considered alternative, and rejected hypothesis to ensure absolutely no assumption is left "
     "unchecked.\n\n";
-
-constexpr std::string_view kResponseFormatPrefix =
-    "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n";
 
 // Quick-instruction task -> its token.
 const std::map<std::string, std::string, std::less<>>& TaskTokens() {
@@ -283,11 +281,6 @@ Result<std::vector<const Json*>> ToolFunctions(const Json& tools, std::string_vi
   }
   return out;
 }
-
-struct ToolCall {
-  std::string name;
-  Json arguments;  // the "arguments" value as given (normally a JSON string)
-};
 
 // tool_calls_from_openai_format, validated.
 Result<std::vector<ToolCall>> ToolCalls(const Json& calls, std::string_view where) {
@@ -635,7 +628,53 @@ std::optional<std::string> FindInvalidUtf8(const Json& v, const std::string& pat
   return std::nullopt;
 }
 
-}  // namespace
+Result<Json> MessagesOf(const Json& request) {
+  Json messages;
+  if (request.is_array()) {
+    messages = request;
+  } else if (request.is_object()) {
+    const Json* m = Get(request, "messages");
+    if (m == nullptr || !m->is_array()) {
+      return InvalidArgument("request has no \"messages\" array");
+    }
+    messages = *m;
+    if (const Json* tools = Get(request, "tools"); tools != nullptr && Truthy(*tools)) {
+      std::string first_role =
+          !messages.empty() && messages[0].is_object() ? messages[0].value("role", "") : "";
+      if (first_role != "system" && first_role != "developer") {
+        Json system = Json::object();
+        system["role"] = "system";
+        system["content"] = "";
+        messages.insert(messages.begin(), std::move(system));
+      }
+      messages[0]["tools"] = *tools;
+    }
+  } else {
+    return InvalidArgument(fmt::format("request is a {}, expected messages (an array) or an object",
+                                       request.type_name()));
+  }
+
+  return messages;
+}
+
+Result<Json> ParseRequestJson(std::string_view request_json) {
+  Json request;
+  try {
+    request = Json::parse(request_json.begin(), request_json.end());
+  } catch (const Json::parse_error& e) {
+    return InvalidArgument(
+        fmt::format("chat request is not valid JSON (byte {}): {}", e.byte, e.what()),
+        "strings must be UTF-8 without lone surrogates (\\ud800 alone)");
+  } catch (const Json::exception& e) {  // e.g. a number too large for a double
+    return InvalidArgument(fmt::format("chat request is not valid JSON: {}", e.what()),
+                           "numbers must fit in a double");
+  }
+  return request;
+}
+
+}  // namespace chat_internal
+
+using namespace chat_internal;  // NOLINT(build/namespaces): defined in this file
 
 std::string PythonJsonDumps(const nlohmann::ordered_json& value) {
   std::string out;
@@ -667,30 +706,7 @@ Result<std::string> EncodeChatDsv4Impl(const Json& request, const Dsv4ChatOption
   if (auto bad = FindInvalidUtf8(request, "request")) {
     return InvalidArgument(fmt::format("{} is not valid UTF-8", *bad), "send UTF-8 text");
   }
-  Json messages;
-  if (request.is_array()) {
-    messages = request;
-  } else if (request.is_object()) {
-    const Json* m = Get(request, "messages");
-    if (m == nullptr || !m->is_array()) {
-      return InvalidArgument("request has no \"messages\" array");
-    }
-    messages = *m;
-    if (const Json* tools = Get(request, "tools"); tools != nullptr && Truthy(*tools)) {
-      std::string first_role =
-          !messages.empty() && messages[0].is_object() ? messages[0].value("role", "") : "";
-      if (first_role != "system" && first_role != "developer") {
-        Json system = Json::object();
-        system["role"] = "system";
-        system["content"] = "";
-        messages.insert(messages.begin(), std::move(system));
-      }
-      messages[0]["tools"] = *tools;
-    }
-  } else {
-    return InvalidArgument(fmt::format("request is a {}, expected messages (an array) or an object",
-                                       request.type_name()));
-  }
+  ASSIGN_OR_RETURN(Json messages, MessagesOf(request));
 
   ASSIGN_OR_RETURN(std::vector<Json> full, MergeToolMessages(messages));
   SortToolResultsByCallOrder(&full);
@@ -726,17 +742,7 @@ Result<std::string> EncodeChatDsv4(const nlohmann::ordered_json& request,
 
 Result<std::string> EncodeChatDsv4Json(std::string_view request_json,
                                        const Dsv4ChatOptions& options) {
-  Json request;
-  try {
-    request = Json::parse(request_json.begin(), request_json.end());
-  } catch (const Json::parse_error& e) {
-    return InvalidArgument(
-        fmt::format("chat request is not valid JSON (byte {}): {}", e.byte, e.what()),
-        "strings must be UTF-8 without lone surrogates (\\ud800 alone)");
-  } catch (const Json::exception& e) {  // e.g. a number too large for a double
-    return InvalidArgument(fmt::format("chat request is not valid JSON: {}", e.what()),
-                           "numbers must fit in a double");
-  }
+  ASSIGN_OR_RETURN(Json request, ParseRequestJson(request_json));
   return EncodeChatDsv4(request, options);
 }
 

@@ -15,12 +15,6 @@ namespace {
 namespace tok = dsv4_tokens;
 
 const std::string kDsml(tok::kDsml);
-const std::string kToolCallsStart = "\n\n<" + kDsml + "tool_calls";
-const std::string kToolCallsEnd = "</" + kDsml + "tool_calls>";
-const std::string kInvokeStart = "<" + kDsml + "invoke";
-const std::string kInvokeEnd = "</" + kDsml + "invoke>\n";
-const std::string kParamStart = "<" + kDsml + "parameter";
-const std::string kParamEnd = "</" + kDsml + "parameter";
 const std::string kEos(tok::kEos);
 // Headers whose close starts later than this are malformed.
 constexpr size_t kMaxHeader = 4096;
@@ -64,8 +58,22 @@ std::string JsonEscapeBody(std::string_view s) {
 
 }  // namespace
 
-Dsv4OutputParser::Dsv4OutputParser(Dsv4ThinkingMode mode)
-    : state_(mode == Dsv4ThinkingMode::kThinking ? State::kReasoning : State::kContent) {}
+Dsv4OutputParser::Tags::Tags(DsmlDialect dialect) {
+  const bool v41 = dialect == DsmlDialect::kV41;
+  const std::string calls = v41 ? " calls" : "tool_calls";
+  const std::string invoke = v41 ? " invoke" : "invoke";
+  const std::string param = v41 ? " parameter" : "parameter";
+  tool_calls_start = "\n\n<" + kDsml + calls;
+  tool_calls_end = "</" + kDsml + calls + ">";
+  invoke_start = "<" + kDsml + invoke;
+  invoke_end = "</" + kDsml + invoke + ">\n";
+  param_start = "<" + kDsml + param;
+  param_end = "</" + kDsml + param;
+}
+
+Dsv4OutputParser::Dsv4OutputParser(Dsv4ThinkingMode mode, DsmlDialect dialect)
+    : state_(mode == Dsv4ThinkingMode::kThinking ? State::kReasoning : State::kContent),
+      tags_(dialect) {}
 
 void Dsv4OutputParser::EmitReasoning(std::string_view s, Dsv4OutputDelta* delta) {
   result_.reasoning_content.append(s);
@@ -128,11 +136,11 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       return false;
     }
     case State::kContent: {
-      size_t tools = buf.find(kToolCallsStart);
+      size_t tools = buf.find(tags_.tool_calls_start);
       size_t eos = buf.find(kEos);
       if (tools != std::string_view::npos && (eos == std::string_view::npos || tools < eos)) {
         EmitContent(buf.substr(0, tools), delta);
-        consume(tools + kToolCallsStart.size());
+        consume(tools + tags_.tool_calls_start.size());
         state_ = State::kToolCallsOpen;
         return true;
       }
@@ -142,7 +150,7 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
         state_ = State::kAfterEos;
         return true;
       }
-      size_t safe = at_end ? buf.size() : SafeEnd(buf, {kToolCallsStart, kEos});
+      size_t safe = at_end ? buf.size() : SafeEnd(buf, {tags_.tool_calls_start, kEos});
       EmitContent(buf.substr(0, safe), delta);
       consume(safe);
       return false;
@@ -150,15 +158,15 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
     case State::kToolCallsOpen:
       return expect(">\n", State::kBetweenInvokes, "'>\\n' after <｜DSML｜tool_calls");
     case State::kBetweenInvokes: {
-      Match end = StartsWith(buf, kToolCallsEnd);
+      Match end = StartsWith(buf, tags_.tool_calls_end);
       if (end == Match::kYes) {
-        consume(kToolCallsEnd.size());
+        consume(tags_.tool_calls_end.size());
         state_ = State::kAfterToolCalls;
         return true;
       }
-      Match inv = StartsWith(buf, kInvokeStart);
+      Match inv = StartsWith(buf, tags_.invoke_start);
       if (inv == Match::kYes) {
-        consume(kInvokeStart.size());
+        consume(tags_.invoke_start.size());
         state_ = State::kInvokeHeader;
         return true;
       }
@@ -201,15 +209,15 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       return true;
     }
     case State::kInvokeBody: {
-      Match param = StartsWith(buf, kParamStart);
+      Match param = StartsWith(buf, tags_.param_start);
       if (param == Match::kYes) {
-        consume(kParamStart.size());
+        consume(tags_.param_start.size());
         state_ = State::kParamHeader;
         return true;
       }
-      Match end = StartsWith(buf, kInvokeEnd);
+      Match end = StartsWith(buf, tags_.invoke_end);
       if (end == Match::kYes) {
-        consume(kInvokeEnd.size());
+        consume(tags_.invoke_end.size());
         EmitArguments("}", delta);
         state_ = State::kBetweenInvokes;
         return true;
@@ -255,9 +263,10 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
       return true;
     }
     case State::kParamValue: {
-      size_t end = buf.find(kParamEnd);
-      size_t stop =
-          end == std::string_view::npos ? (at_end ? buf.size() : SafeEnd(buf, {kParamEnd})) : end;
+      size_t end = buf.find(tags_.param_end);
+      size_t stop = end == std::string_view::npos
+                        ? (at_end ? buf.size() : SafeEnd(buf, {tags_.param_end}))
+                        : end;
       std::string_view value = buf.substr(0, stop);
       EmitArguments(param_is_string_ ? JsonEscapeBody(value) : std::string(value), delta);
       consume(stop);
@@ -265,7 +274,7 @@ bool Dsv4OutputParser::Step(bool at_end, Dsv4OutputDelta* delta) {
         if (at_end) Fail("output ends inside a tool-call parameter", delta);
         return false;
       }
-      consume(kParamEnd.size());
+      consume(tags_.param_end.size());
       if (param_is_string_) EmitArguments("\"", delta);
       state_ = State::kParamClose;
       return true;
@@ -330,8 +339,9 @@ Dsv4OutputDelta Dsv4OutputParser::Finish() {
   return delta;
 }
 
-Dsv4ParsedOutput ParseDsv4Output(std::string_view text, Dsv4ThinkingMode mode) {
-  Dsv4OutputParser parser(mode);
+Dsv4ParsedOutput ParseDsv4Output(std::string_view text, Dsv4ThinkingMode mode,
+                                 DsmlDialect dialect) {
+  Dsv4OutputParser parser(mode, dialect);
   parser.Push(text);
   parser.Finish();
   Dsv4ParsedOutput out = parser.result();

@@ -14,6 +14,9 @@
 //       "</｜DSML｜invoke>\n")*
 //    "</｜DSML｜tool_calls>"]
 //   ["<｜end▁of▁sentence｜>"]
+// DeepSeek-V4.1 (chat_dsv41.h, DsmlDialect::kV41) has the same grammar with
+// the tag names "<｜DSML｜ calls>", "<｜DSML｜ invoke" and "<｜DSML｜ parameter"
+// (a space after ｜DSML｜); the other dialect's tags are then malformed output.
 // Tool-call arguments come out as the reference builds them: a JSON object
 // text, string="true" values JSON-quoted, others inserted verbatim.
 //
@@ -35,6 +38,12 @@
 #include "tokenizer/chat_dsv4.h"
 
 namespace dsv4 {
+
+// Which DSML tag names the model writes.
+enum class DsmlDialect {
+  kV4,   // <｜DSML｜tool_calls>, <｜DSML｜invoke, <｜DSML｜parameter
+  kV41,  // <｜DSML｜ calls>, <｜DSML｜ invoke, <｜DSML｜ parameter
+};
 
 struct Dsv4ToolCall {
   std::string name;
@@ -68,7 +77,7 @@ struct Dsv4OutputDelta {
 class Dsv4OutputParser {
  public:
   // kThinking: the prompt ended with <think>, so output starts with reasoning.
-  explicit Dsv4OutputParser(Dsv4ThinkingMode mode);
+  explicit Dsv4OutputParser(Dsv4ThinkingMode mode, DsmlDialect dialect = DsmlDialect::kV4);
 
   // Feeds the next generated text (well-formed UTF-8 pieces keep the deltas
   // well-formed). Text that may be the start of a marker is held back.
@@ -104,7 +113,19 @@ class Dsv4OutputParser {
   void EmitContent(std::string_view s, Dsv4OutputDelta* delta);
   void EmitArguments(std::string_view s, Dsv4OutputDelta* delta);
 
+  // The dialect's markers.
+  struct Tags {
+    explicit Tags(DsmlDialect dialect);
+    std::string tool_calls_start;  // "\n\n<｜DSML｜tool_calls" (no ">")
+    std::string tool_calls_end;    // "</｜DSML｜tool_calls>"
+    std::string invoke_start;      // "<｜DSML｜invoke"
+    std::string invoke_end;        // "</｜DSML｜invoke>\n"
+    std::string param_start;       // "<｜DSML｜parameter"
+    std::string param_end;         // "</｜DSML｜parameter"
+  };
+
   State state_;
+  Tags tags_;
   std::string buffer_;
   Dsv4ParsedOutput result_;
   bool finished_ = false;
@@ -115,7 +136,8 @@ class Dsv4OutputParser {
 
 // Parses a complete output. Malformed output comes back as {content = the raw
 // text without a trailing EOS, malformed = true, error}.
-Dsv4ParsedOutput ParseDsv4Output(std::string_view text, Dsv4ThinkingMode mode);
+Dsv4ParsedOutput ParseDsv4Output(std::string_view text, Dsv4ThinkingMode mode,
+                                 DsmlDialect dialect = DsmlDialect::kV4);
 
 }  // namespace dsv4
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -257,6 +258,29 @@ TEST(Cli, ChatTemplateMatchesOfficialCasesExactly) {
   bad = RunDsv4("chat-template --messages " + broken);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("wizard"), std::string::npos) << bad.out;
+}
+
+// A deepseek_v41 model directory selects the V4.1 encoding (--encoding
+// without one); its reasoning effort is checked and named.
+TEST(Cli, ChatTemplateV41FromTheModelDirectory) {
+  const std::string dir = ::testing::TempDir() + "v41_model";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << R"({"model_type": "deepseek_v41"})";
+  const std::string messages =
+      WriteTemp("v41_messages.json", R"([{"role": "system", "content": "S"},
+                                         {"role": "user", "content": "hi"}])");
+  const std::string expected =
+      "<｜begin▁of▁sentence｜><｜System｜>Reasoning Effort: 50 (range 1-100, the higher the "
+      "value, the more thorough the reasoning)\n\nS<｜User｜>hi<｜Assistant｜><think>";
+  Output o = RunDsv4("chat-template --messages " + messages + " --model " + dir +
+                     " --reasoning-effort low");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(o.out, expected);
+  o = RunDsv4("chat-template --messages " + messages + " --encoding dsv41 --reasoning-effort low");
+  EXPECT_EQ(o.out, expected);
+  o = RunDsv4("chat-template --messages " + messages + " --encoding dsv41 --reasoning-effort 0");
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_NE(o.out.find("--reasoning-effort"), std::string::npos) << o.out;
 }
 
 TEST(Cli, IdsInIdsOut) {

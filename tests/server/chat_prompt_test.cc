@@ -12,6 +12,7 @@
 #include "server/chat_format.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/chat_dsv4.h"
+#include "tokenizer/chat_dsv41.h"
 
 namespace dsv4::server {
 namespace {
@@ -57,6 +58,57 @@ TEST(ChatFormatDetect, TheModelsChatTemplateDecides) {
   EXPECT_FALSE(IsDeepSeekV4ChatTemplate(chatml));
   EXPECT_EQ(DetectChatFormat(V4Tokenizer(), chatml), ChatFormat::kPlain);
   EXPECT_EQ(DetectChatFormat(V4Tokenizer()), ChatFormat::kDsv4);
+}
+
+// DeepSeek-V4.1 has V4's special tokens and ships no chat template: its
+// architecture (config.json model_type "deepseek_v41") picks its encoding,
+// before any template or tokenizer test.
+TEST(ChatFormatDetect, DeepSeekV41ArchitecturePicksTheV41Encoding) {
+  EXPECT_EQ(DetectChatFormat(V4Tokenizer(), {}, "deepseek_v41"), ChatFormat::kDsv41);
+  EXPECT_EQ(DetectChatFormat(V4Tokenizer(), "<｜User｜><｜Assistant｜>｜DSML｜", "deepseek_v41"),
+            ChatFormat::kDsv41);
+  EXPECT_EQ(DetectChatFormat(V4Tokenizer(), {}, "deepseek_v4"), ChatFormat::kDsv4);
+  EXPECT_EQ(*ParseChatFormat("dsv41"), ChatFormat::kDsv41);
+  EXPECT_STREQ(ChatFormatName(ChatFormat::kDsv41), "dsv41");
+  EXPECT_TRUE(IsDeepSeekFormat(ChatFormat::kDsv41));
+  EXPECT_EQ(DsmlDialectOf(ChatFormat::kDsv41), DsmlDialect::kV41);
+}
+
+// The V4.1 goldens (tools/reference/make_v41_encoding_goldens.py) through the
+// server's prompt builder: byte-exact, with the reasoning effort a request
+// carries.
+TEST(ChatPrompt, V41GoldensRenderByteExact) {
+  auto raw = ReadFileToString(kDataDir + "dsv41_encoding/goldens.json");
+  ASSERT_TRUE(raw.ok());
+  const Json goldens = Json::parse(*raw);
+  int checked = 0;
+  for (const Json& g : goldens["encode"]) {
+    const Json& o = g["options"];
+    const Json& req = g["request"];
+    if (!o["drop_thinking"].get<bool>() || !o["add_bos"].get<bool>()) continue;
+    GenerationRequest r;
+    r.messages = req.is_array() ? req : req["messages"];
+    if (req.is_object() && req.contains("tools")) r.tools = req["tools"];
+    r.thinking = o["thinking_mode"] == "thinking";
+    const Json& e = o["reasoning_effort"];
+    if (e.is_string()) r.reasoning_budget = *ParseDsv41ReasoningEffort(e.get<std::string>());
+    if (e.is_number_integer()) r.reasoning_budget = e.get<int>();
+    auto prompt = BuildChatPrompt(r, ChatFormat::kDsv41);
+    ASSERT_TRUE(prompt.ok()) << g["name"] << ": " << prompt.status().ToString();
+    EXPECT_EQ(prompt->text, g["expected"].get<std::string>()) << g["name"];
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
+TEST(ChatPrompt, V41ReasoningBudgetOutOfRangeIsAnError) {
+  GenerationRequest r = UserSays("hi");
+  r.thinking = true;
+  r.reasoning_budget = 150;
+  auto prompt = BuildChatPrompt(r, ChatFormat::kDsv41);
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_EQ(prompt.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(prompt.status().message().find("reasoning_effort"), std::string::npos);
 }
 
 TEST(ChatPrompt, GoldensRenderByteExactWithContentRanges) {

@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CHECK(dsv4 || (!g.thinking && g.tools.empty()));
   for (int32_t id : req->context) CHECK(id >= 0 && id < model.vocab_size);
   if (!req->load_only && !req->raw) {
-    for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kPlain}) {
+    for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kDsv41, ChatFormat::kPlain}) {
       auto prompt = BuildChatPrompt(g, f);
       if (prompt.ok()) CHECK(utf8::IsValid(prompt->text));
     }

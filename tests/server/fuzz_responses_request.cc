@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto gen = BuildGenerationRequest(*req, req->input, limits);
       if (gen.ok()) {
         thinking = gen->thinking;
-        for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kPlain}) {
+        for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kDsv41, ChatFormat::kPlain}) {
           auto prompt = BuildChatPrompt(*gen, f);
           if (prompt.ok()) CHECK(utf8::IsValid(prompt->text));
         }

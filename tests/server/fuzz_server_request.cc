@@ -126,7 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CHECK(req->n >= 1 && req->n <= limits.max_n);
   CHECK(req->max_tokens == -1 || (req->max_tokens >= 1 && req->max_tokens <= limits.ctx_size));
   if (api != Api::kCompletion) {
-    for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kPlain}) {
+    for (ChatFormat f : {ChatFormat::kDsv4, ChatFormat::kDsv41, ChatFormat::kPlain}) {
       auto prompt = BuildChatPrompt(*req, f);
       if (prompt.ok()) CHECK(dsv4::utf8::IsValid(prompt->text));
     }

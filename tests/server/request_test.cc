@@ -843,3 +843,41 @@ TEST(LegacyFunctions, BadHistoryIsRefusedByField) {
 
 }  // namespace
 }  // namespace dsv4::server
+
+namespace dsv4::server {
+namespace {
+
+// DeepSeek-V4.1's numeric reasoning effort: OpenAI levels map onto it, an
+// integer 1..100 passes through; out of range is a 400 naming the field.
+TEST(ParseRequest, ReasoningEffortV41Budget) {
+  const std::pair<const char*, int> cases[] = {
+      {"\"low\"", 50},  {"\"minimal\"", 50}, {"\"medium\"", 75}, {"\"high\"", 75},
+      {"\"max\"", 100}, {"\"xhigh\"", 100},  {"1", 1},           {"42", 42}};
+  for (const auto& [value, budget] : cases) {
+    auto r = Parse(Api::kChat,
+                   std::string(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],)"
+                               R"( "reasoning_effort": )") +
+                       value + "}");
+    ASSERT_TRUE(r.ok()) << value << ": " << r.status().ToString();
+    EXPECT_EQ(r->reasoning_budget, budget) << value;
+    EXPECT_TRUE(r->thinking);
+  }
+  for (const char* bad : {"0", "101", "-3", "2.5", "true"}) {
+    ExpectError(Api::kChat,
+                std::string(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],)"
+                            R"( "reasoning_effort": )") +
+                    bad + "}",
+                StatusCode::kInvalidArgument, "'reasoning_effort'");
+  }
+}
+
+TEST(ParseRequest, ImageContentNamesWhereAndHints) {
+  auto r = Parse(Api::kChat, R"({"model": "m", "messages": [{"role": "user", "content": [)"
+                             R"({"type": "text", "text": "see"}, {"type": "image_url"}]}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("messages[0].content[1].type"), std::string::npos);
+  EXPECT_NE(r.status().hint().find("no image input"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4::server
