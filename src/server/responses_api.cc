@@ -1104,17 +1104,10 @@ void ResponsesApi::Create(const httplib::Request& req, httplib::Response& res) {
       static_cast<int32_t>(std::min<int64_t>(engine.ctx_size(), kMaxRepeatLastN));
   if (!gen->has_seed) s.sampling.seed = std::random_device{}();
   s.stop = gen->stop;
-  if (parse && ctx.format == ChatFormat::kDsv41 && ForcesToolCall(*gen)) {
-    // The tool-call grammar (tool_choice.cc) writes V4's DSML tags.
-    return SendStatus(res,
-                      Unimplemented("'tool_choice' \"" + gen->tool_choice +
-                                        "\" is not supported for DeepSeek-V4.1 models yet",
-                                    "use tool_choice \"auto\"; the model still calls tools"),
-                      "tool_choice");
-  }
-  if (parse && ctx.format == ChatFormat::kDsv4) {
+  if (parse && (ctx.format == ChatFormat::kDsv4 || ctx.format == ChatFormat::kDsv41)) {
     s.constraint = MakeToolChoiceConstraint(*gen, *m.tokenizer,
-                                            !gen->tools.empty() ? ctx.token_texts() : nullptr);
+                                            !gen->tools.empty() ? ctx.token_texts() : nullptr,
+                                            ctx.format == ChatFormat::kDsv41);
     run->forced_tool_call = s.constraint != nullptr && ForcesToolCall(*gen);
   }
   if (gen->response_format != ResponseFormat::kText) {

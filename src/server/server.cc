@@ -981,18 +981,12 @@ void Server::Impl::Generate(Api api, const httplib::Request& req, httplib::Respo
   const bool parse = api != Api::kCompletion && IsDeepSeekFormat(format);
   // tool_choice none / required / a named function: constrained decoding.
   ConstraintFactory constraint;
-  if (parse && format == ChatFormat::kDsv41 && ForcesToolCall(r)) {
-    // The tool-call grammar (tool_choice.cc) writes V4's DSML tags.
-    return SendStatus(req, res,
-                      Unimplemented("'tool_choice' \"" + r.tool_choice +
-                                        "\" is not supported for DeepSeek-V4.1 models yet",
-                                    "use tool_choice \"auto\"; the model still calls tools"));
-  }
-  if (parse && format == ChatFormat::kDsv4) {
+  if (parse && (format == ChatFormat::kDsv4 || format == ChatFormat::kDsv41)) {
     if (ForcesToolCall(r) || !r.tools.empty()) {
       std::call_once(token_texts_once, [&] { token_texts = BuildTokenTexts(*m.tokenizer); });
     }
-    constraint = MakeToolChoiceConstraint(r, *m.tokenizer, token_texts);
+    constraint =
+        MakeToolChoiceConstraint(r, *m.tokenizer, token_texts, format == ChatFormat::kDsv41);
     gen->forced_tool_call = constraint != nullptr && ForcesToolCall(r);
   }
   if (r.response_format != ResponseFormat::kText) {

@@ -18,16 +18,30 @@ namespace tok = dsv4_tokens;
 
 const std::string kDsml(tok::kDsml);
 const std::string kThinkEnd(tok::kThinkEnd);
-const std::string kOpenText = "\n\n<" + kDsml + "tool_calls>\n";
-const std::string kCallsMarker = "<" + kDsml + "tool_calls>\n";  // after content (auto)
-const std::string kInvokeOpen = "<" + kDsml + "invoke name=\"";
-const std::string kInvokeClose = "</" + kDsml + "invoke>\n";
-const std::string kParamOpen = "<" + kDsml + "parameter name=\"";
-const std::string kParamEnd = "</" + kDsml + "parameter";
-const std::string kToolCallsEnd = "</" + kDsml + "tool_calls>";
-constexpr size_t kMaxKeyBytes = 256;
+// The DSML tags of a tool-call block: V4's, or V4.1's (a space after the DSML
+// token, the block named "calls").
+struct DsmlTags {
+  std::string open_text, calls_marker, invoke_open, invoke_close, param_open, param_end, calls_end;
+  std::string InvokeHeader(const std::string& name) const { return invoke_open + name + "\">\n"; }
+};
 
-std::string InvokeHeader(const std::string& name) { return kInvokeOpen + name + "\">\n"; }
+DsmlTags MakeTags(bool v41) {
+  const std::string d = kDsml + (v41 ? " " : "");
+  const std::string calls = v41 ? "calls" : "tool_calls";
+  return {.open_text = "\n\n<" + d + calls + ">\n",
+          .calls_marker = "<" + d + calls + ">\n",  // after content (auto)
+          .invoke_open = "<" + d + "invoke name=\"",
+          .invoke_close = "</" + d + "invoke>\n",
+          .param_open = "<" + d + "parameter name=\"",
+          .param_end = "</" + d + "parameter",
+          .calls_end = "</" + d + calls + ">"};
+}
+
+const DsmlTags& Tags(bool v41) {
+  static const DsmlTags v4_tags = MakeTags(false), v41_tags = MakeTags(true);
+  return v41 ? v41_tags : v4_tags;
+}
+constexpr size_t kMaxKeyBytes = 256;
 
 // Bytes of `marker` matched at the end of the text after appending `b`, given
 // `pos` matched before (the KMP step, with the border found by brute force:
@@ -61,21 +75,22 @@ ToolCallConstraint::ToolCallConstraint(std::shared_ptr<const TokenTexts> texts, 
   for (const std::string& n : spec_.names) {
     CHECK(!n.empty() && n.find_first_of("\"\n<>") == std::string::npos, "bad tool name '%s'",
           n.c_str());
-    first_call_.push_back({InvokeHeader(n), Next::kBody});
+    first_call_.push_back({Tags(spec_.v41).InvokeHeader(n), Next::kBody});
     if (auto it = spec_.arguments.find(n); it != spec_.arguments.end()) {
-      tool_of_header_[InvokeHeader(n)] = static_cast<int32_t>(automata_.size());
+      tool_of_header_[Tags(spec_.v41).InvokeHeader(n)] = static_cast<int32_t>(automata_.size());
       automata_.push_back(std::make_shared<constrain::JsonAutomaton>(it->second));
     }
   }
   if (spec_.single_call) {
-    after_call_ = {{kToolCallsEnd, Next::kDone}};
+    after_call_ = {{Tags(spec_.v41).calls_end, Next::kDone}};
   } else {
     after_call_ = first_call_;
-    after_call_.push_back({kToolCallsEnd, Next::kDone});
+    after_call_.push_back({Tags(spec_.v41).calls_end, Next::kDone});
   }
   think_end_ = {{kThinkEnd, Next::kOpen}};
-  open_ = {{kOpenText, Next::kFirstCall}};
-  body_ = {{kParamOpen, Next::kKey}, {kInvokeClose, Next::kAfterCall}};
+  open_ = {{Tags(spec_.v41).open_text, Next::kFirstCall}};
+  body_ = {{Tags(spec_.v41).param_open, Next::kKey},
+           {Tags(spec_.v41).invoke_close, Next::kAfterCall}};
   key_type_ = {{"\" string=\"true\">", Next::kValue}, {"\" string=\"false\">", Next::kValue}};
   param_close_ = {{">\n", Next::kBody}};
   for (auto* set :
@@ -188,8 +203,8 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
       }
       return true;
     case Phase::kContent:
-      c.pos = Advance(kCallsMarker, c.pos, b);
-      if (c.pos == kCallsMarker.size()) Enter(c, Next::kFirstCall);
+      c.pos = Advance(Tags(spec_.v41).calls_marker, c.pos, b);
+      if (c.pos == Tags(spec_.v41).calls_marker.size()) Enter(c, Next::kFirstCall);
       return true;
     case Phase::kChoice: {
       // The candidates in [lo, hi) share their first `pos` bytes and are
@@ -268,7 +283,7 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
       return !std::string_view(c.key).ends_with(kDsml);
     case Phase::kValue: {
       ++c.value_len;
-      const uint32_t pos = Advance(kParamEnd, c.pos, b);
+      const uint32_t pos = Advance(Tags(spec_.v41).param_end, c.pos, b);
       if (c.tool >= 0) {
         // The bytes before the longest suffix that may begin the end marker
         // are value for sure.
@@ -278,7 +293,7 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
           if (!FeedValueByte(c, static_cast<unsigned char>(c.pending[i]))) return false;
         }
         c.pending.erase(0, sure);
-        if (pos == kParamEnd.size()) {  // the value ends: it must be complete
+        if (pos == Tags(spec_.v41).param_end.size()) {  // the value ends: it must be complete
           c.pending.clear();
           if (c.value_string && !FeedArgs(c, "\"")) return false;
           if (!automata_[c.tool]->MemberComplete(c.args)) return false;
@@ -292,7 +307,7 @@ bool ToolCallConstraint::Step(Cursor& c, unsigned char b) const {
         }
       }
       c.pos = pos;
-      if (c.pos == kParamEnd.size()) Enter(c, Next::kParamClose);
+      if (c.pos == Tags(spec_.v41).param_end.size()) Enter(c, Next::kParamClose);
       return true;
     }
     case Phase::kDone:
@@ -347,8 +362,8 @@ bool ToolCallConstraint::Allows(int32_t token) const {
     uint32_t pos = cursor_.pos;
     bool opens = false;
     for (char ch : bytes) {
-      pos = Advance(kCallsMarker, pos, static_cast<unsigned char>(ch));
-      if (pos == kCallsMarker.size()) opens = true;
+      pos = Advance(Tags(spec_.v41).calls_marker, pos, static_cast<unsigned char>(ch));
+      if (pos == Tags(spec_.v41).calls_marker.size()) opens = true;
     }
     if (!opens) return true;
   }
@@ -441,7 +456,7 @@ bool ToolCallConstraint::CompleteArguments(
       }
       if (c.value_string && !value.empty() && value.back() == '"') value.pop_back();
       feed(value);
-      feed(std::string_view(kParamEnd).substr(c.pos));
+      feed(std::string_view(Tags(spec_.v41).param_end).substr(c.pos));
       return true;
     }
     default:
@@ -504,7 +519,7 @@ std::string ToolCallConstraint::Completion(Cursor c) const {
       }
       case Phase::kValue:
         if (!c.value_string && c.value_len == 0) feed("null");  // "": not a JSON value
-        feed(std::string_view(kParamEnd).substr(c.pos));
+        feed(std::string_view(Tags(spec_.v41).param_end).substr(c.pos));
         break;
       case Phase::kDone:
         break;
@@ -544,7 +559,8 @@ bool ForcesToolCall(const GenerationRequest& request) {
 
 ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
                                            const Tokenizer& tokenizer,
-                                           const std::shared_ptr<const TokenTexts>& texts) {
+                                           const std::shared_ptr<const TokenTexts>& texts,
+                                           bool v41) {
   if (request.api == Api::kCompletion) return nullptr;
   if (request.tool_choice == "none") {
     const std::vector<int32_t> dsml = tokenizer.Encode(tok::kDsml, false);
@@ -566,6 +582,7 @@ ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
   }
   if (spec.names.empty()) return nullptr;
   spec.thinking = request.thinking;
+  spec.v41 = v41;
   spec.eos_id = tokenizer.eos_id();
   // The arguments of tools whose parameters are an object schema of the
   // supported subset are checked against it; the others' are free.
@@ -583,7 +600,7 @@ ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
   if (spec.optional && spec.arguments.empty()) return nullptr;  // nothing to check
   if (spec.thinking && !spec.optional) {
     for (const std::string& n : spec.names) {
-      const std::string header = kThinkEnd + kOpenText + InvokeHeader(n);
+      const std::string header = kThinkEnd + Tags(v41).open_text + Tags(v41).InvokeHeader(n);
       spec.reserve_tokens = std::max(
           spec.reserve_tokens, static_cast<int64_t>(tokenizer.Encode(header, false).size()) + 1);
     }

@@ -81,6 +81,7 @@ struct ToolCallSpec {
   bool single_call = false;        // exactly one invoke (a named tool_choice)
   bool optional = false;           // auto: content first; a call only where the model opens one
   bool thinking = false;           // the output starts with reasoning ended by </think>
+  bool v41 = false;                // DeepSeek-V4.1's DSML tags ("<｜DSML｜ calls>", …)
   int32_t eos_id = -1;
   // Tokens reserved for "</think>" + the call's header: fewer left than this
   // while reasoning forces "</think>". 0: never forced.
@@ -195,7 +196,8 @@ class BanTokensConstraint final : public SequenceConstraint {
 // cached by the caller (BuildTokenTexts).
 ConstraintFactory MakeToolChoiceConstraint(const GenerationRequest& request,
                                            const Tokenizer& tokenizer,
-                                           const std::shared_ptr<const TokenTexts>& texts);
+                                           const std::shared_ptr<const TokenTexts>& texts,
+                                           bool v41 = false);
 
 // Whether `request` forces a tool call (required or a named function).
 bool ForcesToolCall(const GenerationRequest& request);

@@ -521,3 +521,47 @@ TEST_F(ToolChoiceTest, FactoryCompilesObjectParameterSchemas) {
 
 }  // namespace
 }  // namespace dsv4::server
+
+namespace dsv4::server {
+namespace {
+
+// DeepSeek-V4.1's tags ("<｜DSML｜ calls>", a space after the DSML token):
+// its well-formed call passes untouched, a plain answer becomes a V4.1 call
+// that V4.1's output parser reads, and V4's block name is refused.
+TEST_F(ToolChoiceTest, V41TagsAreEnforcedAndParse) {
+  const std::string d = kDsml + " ";
+  auto block41 = [&](const std::string& name, const std::string& params) {
+    return "\n\n<" + d + "calls>\n<" + d + "invoke name=\"" + name + "\">\n" + params + "</" + d +
+           "invoke>\n</" + d + "calls>";
+  };
+  const std::string script =
+      block41("get_weather",
+              "<" + d + "parameter name=\"city\" string=\"true\">Paris</" + d + "parameter>\n");
+  auto make41 = [&] {
+    ToolCallSpec spec;
+    spec.names = {"get_weather", "get_time"};
+    spec.v41 = true;
+    spec.eos_id = tok().eos_id();
+    return ToolCallConstraint(texts(), spec);
+  };
+  ToolCallConstraint c = make41();
+  int refused = 0;
+  EXPECT_EQ(Drive(c, Ids(script), 200, &refused), script);
+  EXPECT_EQ(refused, 0);
+
+  ToolCallConstraint plain = make41();
+  const std::string out = Drive(plain, Ids("The weather is nice today."), 100, &refused);
+  EXPECT_GT(refused, 0);
+  const Dsv4ParsedOutput p = ParseDsv4Output(out, Dsv4ThinkingMode::kChat, DsmlDialect::kV41);
+  ASSERT_FALSE(p.malformed) << p.error << "\n" << out;
+  ASSERT_GE(p.tool_calls.size(), 1u);
+  EXPECT_TRUE(p.tool_calls[0].name == "get_weather" || p.tool_calls[0].name == "get_time");
+
+  ToolCallConstraint v4_block = make41();
+  refused = 0;
+  Drive(v4_block, Ids(Block(Call("get_weather", ""))), 100, &refused);
+  EXPECT_GT(refused, 0);  // V4's "<｜DSML｜tool_calls>" is not V4.1's block
+}
+
+}  // namespace
+}  // namespace dsv4::server
