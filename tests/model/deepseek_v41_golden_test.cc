@@ -255,3 +255,43 @@ TEST(V41Streaming, StreamedExpertsEqualResident) {
 
 }  // namespace
 }  // namespace dsv4::deepseek_v4
+
+namespace dsv4::deepseek_v4 {
+namespace {
+
+// A saved state (the stores, the index-key slot, the Engram history) loaded
+// into a new cache continues exactly like the original; bad bytes are refused
+// by kind.
+TEST(V41State, SavedStateContinuesLikeTheOriginal) {
+  const Fixture f = Open("csa2_fp8");
+  const int64_t T = static_cast<int64_t>(f.ids.size()), V = f.config.vocab_size;
+  auto m = Load(f, true, IndexKeyReading::kReference);
+  ASSERT_NE(m, nullptr);
+  const std::span<const int32_t> ids(f.ids);
+  const int64_t half = T / 2 + 1;  // odd: a ratio-2 group is open
+  auto a = m->NewCache(T);
+  std::vector<float> la(V), lb(V);
+  ASSERT_TRUE(m->Forward(ids.first(half), *a, la, false).ok());
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(a->SaveState(bytes).ok());
+  auto b = m->NewCache(T);
+  ASSERT_TRUE(b->LoadState(bytes).ok());
+  EXPECT_EQ(b->length(), half);
+  for (int64_t p = half; p < T; ++p) {
+    ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *a, la, false).ok());
+    ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *b, lb, false).ok());
+    ASSERT_EQ(la, lb) << "position " << p;
+  }
+  std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + bytes.size() / 2);
+  auto c = m->NewCache(T);
+  EXPECT_EQ(c->LoadState(cut).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(c->length(), 0);
+  std::vector<uint8_t> other = bytes;
+  other[0] ^= 0xFF;  // the tag
+  EXPECT_EQ(c->LoadState(other).code(), StatusCode::kInvalidArgument);
+  auto small = m->NewCache(half - 1);
+  EXPECT_EQ(small->LoadState(bytes).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace dsv4::deepseek_v4

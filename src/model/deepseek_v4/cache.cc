@@ -71,6 +71,10 @@ bool RowHistory::Read(ByteReader& r) {
   int64_t width = 0, begin = 0, end = 0;
   if (!r.Get(width) || !r.Get(begin) || !r.Get(end)) return false;
   if (width != width_ || begin < 0 || end < begin) return false;
+  if (width == 0) {  // a store the layer does not have
+    Reset(end);
+    return true;
+  }
   const uint64_t bytes = static_cast<uint64_t>(end - begin) * width * sizeof(float);
   if (bytes / sizeof(float) / width != static_cast<uint64_t>(end - begin) || bytes > r.left()) {
     return false;

@@ -74,6 +74,22 @@ bool Csa2LayerState::CanTruncate(int64_t n) const {
   return true;
 }
 
+void Csa2LayerState::Write(ByteWriter& w) const {
+  w.Put(ratio);
+  for (const RowHistory* h : {&window, &pending_kv, &pending_gate, &entries, &index_keys}) {
+    h->Write(w);
+  }
+}
+
+bool Csa2LayerState::Read(ByteReader& r) {
+  int64_t saved_ratio = 0;
+  if (!r.Get(saved_ratio) || saved_ratio != ratio) return false;
+  for (RowHistory* h : {&window, &pending_kv, &pending_gate, &entries, &index_keys}) {
+    if (!h->Read(r)) return false;
+  }
+  return true;
+}
+
 int64_t Csa2LayerState::allocated_bytes() const {
   return window.allocated_bytes() + pending_kv.allocated_bytes() + pending_gate.allocated_bytes() +
          entries.allocated_bytes() + index_keys.allocated_bytes();

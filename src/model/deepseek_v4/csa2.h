@@ -34,6 +34,7 @@
 #include <span>
 #include <vector>
 
+#include "base/byte_io.h"
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/layer_context.h"
@@ -58,6 +59,9 @@ struct Csa2LayerState {
   void Truncate(int64_t n_tokens);
   bool CanTruncate(int64_t n_tokens) const;
   int64_t allocated_bytes() const;
+  // Every store, and back (a saved sequence state); Read false on a layout mismatch.
+  void Write(ByteWriter& w) const;
+  [[nodiscard]] bool Read(ByteReader& r);
 
   int64_t ratio = 0;        // the layer's own compression (kv sources), else 0
   RowHistory window;        // [W + history, A] kv rows, every layer

@@ -132,6 +132,7 @@ class EngramSequence {
   explicit EngramSequence(const EngramHasher& hasher) : hasher_(&hasher) {}
 
   int64_t size() const { return static_cast<int64_t>(compressed_.size()); }
+  const EngramHasher& hasher() const { return *hasher_; }
   // Keeps the first n positions (n <= size()).
   void Truncate(int64_t n);
   // Appends `tokens` as positions size() .. size() + n − 1 and writes their

@@ -19,7 +19,7 @@ namespace dsv4::deepseek_v4 {
 DeepSeekV41Cache::DeepSeekV41Cache(const void* owner, const DeepSeekV4Config& c,
                                    std::span<const LayerPlan> plans, int64_t history,
                                    int64_t max_tokens)
-    : owner_(owner), max_tokens_(max_tokens) {
+    : owner_(owner), max_tokens_(max_tokens), vocab_size_(c.vocab_size) {
   for (const LayerPlan& p : plans) {
     if (p.role != LayerRole::kMain) continue;
     plans_.push_back(p);
@@ -70,6 +70,83 @@ void DeepSeekV41Cache::Truncate(int64_t n) {
   while (!slot_log_.empty() && slot_log_.back().first > n) slot_log_.pop_back();
   key_slot_ = !slot_log_.empty() && slot_log_.back().first == n ? slot_log_.back().second
                                                                 : SlotAfterSteps(n);
+}
+
+namespace {
+constexpr uint32_t kV41StateTag = 0x31344356;  // "VC41"
+}  // namespace
+
+Status DeepSeekV41Cache::SaveState(std::vector<uint8_t>& out) const {
+  ByteWriter w(out);
+  w.Put(kV41StateTag);
+  w.Put(static_cast<int64_t>(layers_.size()));
+  w.Put(length());
+  w.Put(computed_);
+  w.Put(key_slot_);
+  w.PutBytes(tokens_.data(), tokens_.size() * sizeof(int32_t));
+  w.Put(static_cast<int64_t>(slot_log_.size()));
+  for (const auto& [end, slot] : slot_log_) {
+    w.Put(end);
+    w.Put(slot);
+  }
+  for (const Csa2LayerState& l : layers_) l.Write(w);
+  return Status::Ok();
+}
+
+Status DeepSeekV41Cache::LoadState(std::span<const uint8_t> bytes) {
+  Truncate(0);
+  ByteReader r(bytes);
+  uint32_t tag = 0;
+  int64_t n_layers = 0, length = 0, computed = 0, slot = -1, n_log = 0;
+  if (!r.Get(tag) || !r.Get(n_layers) || !r.Get(length) || !r.Get(computed) || !r.Get(slot)) {
+    return DataLoss("DeepSeek-V4.1 cache state: truncated header");
+  }
+  if (tag != kV41StateTag || n_layers != static_cast<int64_t>(layers_.size())) {
+    return InvalidArgument("DeepSeek-V4.1 cache state: another cache layout (" +
+                           std::to_string(n_layers) + " layers, expected " +
+                           std::to_string(layers_.size()) + ")");
+  }
+  if (length < 0 || computed < 0 || computed > length) {
+    return DataLoss("DeepSeek-V4.1 cache state: bad lengths");
+  }
+  if (length > max_tokens_) {
+    return OutOfRange("DeepSeek-V4.1 cache state of " + std::to_string(length) +
+                      " tokens; this cache holds " + std::to_string(max_tokens_));
+  }
+  std::vector<int32_t> tokens;
+  if (!r.GetArray(static_cast<uint64_t>(length), tokens) || !r.Get(n_log) || n_log < 0 ||
+      n_log > length + 1) {
+    return DataLoss("DeepSeek-V4.1 cache state: truncated token ids or slot log");
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab_size_) return DataLoss("DeepSeek-V4.1 cache state: bad token id");
+  }
+  std::vector<std::pair<int64_t, int64_t>> log(n_log);
+  for (auto& [end, s] : log) {
+    if (!r.Get(end) || !r.Get(s)) return DataLoss("DeepSeek-V4.1 cache state: truncated slot log");
+  }
+  for (Csa2LayerState& l : layers_) {
+    if (!l.Read(r)) {
+      for (Csa2LayerState& x : layers_) x.Reset();
+      return DataLoss("DeepSeek-V4.1 cache state: a layer's stores do not fit this cache");
+    }
+  }
+  if (r.left() != 0) {
+    for (Csa2LayerState& x : layers_) x.Reset();
+    return DataLoss("DeepSeek-V4.1 cache state: trailing bytes");
+  }
+  tokens_ = std::move(tokens);
+  tokens_.reserve(max_tokens_);
+  computed_ = computed;
+  key_slot_ = slot;
+  slot_log_ = std::move(log);
+  if (engram_) {  // the n-gram history is the computed tokens' compressed ids
+    std::vector<int64_t> ids(computed * engram_->hasher().layout().n_layers() *
+                             engram_->hasher().layout().n_cols());
+    engram_->Truncate(0);
+    engram_->Append(std::span<const int32_t>(tokens_).first(computed), {}, ids.data());
+  }
+  return Status::Ok();
 }
 
 int64_t DeepSeekV41Cache::allocated_bytes() const {

@@ -52,6 +52,10 @@ class DeepSeekV41Cache final : public SequenceCache {
   // stores restart and the next Forward re-runs the first n tokens.
   void Truncate(int64_t n) override;
   int64_t KeepablePrefix(int64_t n) const override;
+  // The tokens, the layers' stores and the index-key slot (prompt states on
+  // disk, engine/state_file.h).
+  Status SaveState(std::vector<uint8_t>& out) const override;
+  Status LoadState(std::span<const uint8_t> bytes) override;
 
   const void* owner() const { return owner_; }
   int64_t max_tokens() const { return max_tokens_; }
@@ -74,6 +78,7 @@ class DeepSeekV41Cache final : public SequenceCache {
 
   const void* owner_;
   int64_t max_tokens_;
+  int64_t vocab_size_;
   std::vector<LayerPlan> plans_;
   std::vector<Csa2LayerState> layers_;                 // [L]
   std::vector<int32_t> tokens_;                        // [length]
