@@ -705,9 +705,8 @@ Result<SynthModelReport> WriteSyntheticDeepSeekV4(const SynthModelOptions& o) {
           (fs::path(DSV4_SOURCE_DIR) / "tests/data/tokenizer/deepseek_v4_tokenizer.json.gz")
               .string();
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, LoadTokenizer(tokenizer_src));
-    const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get());
-    if (bpe == nullptr || bpe->vocab_size() > o.vocab) {
+    ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> bpe, LoadTokenizerJson(tokenizer_src, ""));
+    if (bpe->vocab_size() > o.vocab) {
       return InvalidArgument("synth-model --arch v4.1: " + tokenizer_src +
                                  " is not a byte-level BPE tokenizer.json of at most --vocab " +
                                  std::to_string(o.vocab) + " tokens",
