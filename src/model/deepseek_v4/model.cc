@@ -72,31 +72,9 @@ Result<std::unique_ptr<DeepSeekV4Model>> DeepSeekV4Model::Load(
   m->reader_ = reader;
   ASSIGN_OR_RETURN(m->weights_, BindWeights(*reader, c, m->plans_));
 
-  for (const LayerPlan& p : m->plans_) {
-    m->rope_.emplace_back(c.qk_rope_head_dim, p.rope_theta,
-                          p.rope_yarn ? &c.rope_scaling : nullptr);
-  }
-  m->hc_ = HcParams{.streams = c.hc_mult,
-                    .hidden = c.hidden_size,
-                    .sinkhorn_iters = c.hc_sinkhorn_iters,
-                    .hc_eps = static_cast<float>(c.hc_eps),
-                    .norm_eps = static_cast<float>(c.rms_norm_eps)};
-  int64_t n_params = 0;
-  ForEachWeight(c, m->plans_, [&](const WeightDecl& d) {
-    if (d.mtp) return;
-    int64_t n = 1;
-    for (int64_t s : d.shape) n *= s;
-    n_params += n;
-  });
-  const int64_t max_context = options.max_context > 0
-                                  ? std::min(options.max_context, c.max_position_embeddings)
-                                  : c.max_position_embeddings;
-  m->info_ = ModelInfo{.architecture = "deepseek_v4",
-                       .vocab_size = c.vocab_size,
-                       .max_context = max_context,
-                       .n_params = n_params,
-                       .bos_id = c.bos_token_id,
-                       .eos_id = c.eos_token_id};
+  m->rope_ = LayerRopes(c, m->plans_);
+  m->hc_ = MakeHcParams(c);
+  m->info_ = MakeModelInfo(c, m->plans_, "deepseek_v4", options.max_context);
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   return m;
 }
@@ -758,9 +736,48 @@ Status DeepSeekV4Model::StreamExperts(int64_t budget_bytes, bool read_ahead) {
   return Status::Ok();
 }
 
-int64_t DeepSeekV4Model::routed_expert_bytes() const {
+int64_t DeepSeekV4Model::routed_expert_bytes() const { return RoutedExpertBytes(weights_); }
+
+namespace deepseek_v4 {
+
+std::vector<RopeFrequencies> LayerRopes(const DeepSeekV4Config& c,
+                                        const std::vector<LayerPlan>& plans) {
+  std::vector<RopeFrequencies> rope;
+  for (const LayerPlan& p : plans) {
+    rope.emplace_back(c.qk_rope_head_dim, p.rope_theta, p.rope_yarn ? &c.rope_scaling : nullptr);
+  }
+  return rope;
+}
+
+HcParams MakeHcParams(const DeepSeekV4Config& c) {
+  return HcParams{.streams = c.hc_mult,
+                  .hidden = c.hidden_size,
+                  .sinkhorn_iters = c.hc_sinkhorn_iters,
+                  .hc_eps = static_cast<float>(c.hc_eps),
+                  .norm_eps = static_cast<float>(c.rms_norm_eps)};
+}
+
+ModelInfo MakeModelInfo(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plans,
+                        std::string architecture, int64_t max_context) {
+  int64_t n_params = 0;
+  ForEachWeight(c, plans, [&](const WeightDecl& d) {
+    if (d.mtp) return;
+    int64_t n = 1;
+    for (int64_t s : d.shape) n *= s;
+    n_params += n;
+  });
+  return ModelInfo{.architecture = std::move(architecture),
+                   .vocab_size = c.vocab_size,
+                   .max_context = max_context > 0 ? std::min(max_context, c.max_position_embeddings)
+                                                  : c.max_position_embeddings,
+                   .n_params = n_params,
+                   .bos_id = c.bos_token_id,
+                   .eos_id = c.eos_token_id};
+}
+
+int64_t RoutedExpertBytes(const ModelWeights& weights) {
   int64_t n = 0;
-  for (const LayerWeights& lw : weights_.layers) {
+  for (const LayerWeights& lw : weights.layers) {
     for (const ExpertWeights& e : lw.moe.experts) {
       for (const LinearWeight* w : {&e.w1, &e.w3, &e.w2}) {
         n += w->weight.nbytes() + (w->scale.data != nullptr ? w->scale.nbytes() : 0);
@@ -769,6 +786,8 @@ int64_t DeepSeekV4Model::routed_expert_bytes() const {
   }
   return n;
 }
+
+}  // namespace deepseek_v4
 
 Result<std::unique_ptr<Model>> LoadDeepSeekV4Gguf(std::vector<std::unique_ptr<GgufFile>> parts,
                                                   const deepseek_v4::LoadOptions& options,

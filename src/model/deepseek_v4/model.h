@@ -62,6 +62,18 @@ struct LoadOptions {
   int32_t engram_token_count = 0;
 };
 
+// What DeepSeek-V4 and V4.1 models derive alike from their config at load:
+// each layer's RoPE (plan.rope_theta, YaRN on compressed layers), the mHC
+// parameters, the ModelInfo the engine sees (parameters of the main layers,
+// the context LoadOptions::max_context allows), and the bytes of the routed
+// experts (what --ram-budget streams).
+std::vector<RopeFrequencies> LayerRopes(const DeepSeekV4Config& c,
+                                        const std::vector<LayerPlan>& plans);
+HcParams MakeHcParams(const DeepSeekV4Config& c);
+ModelInfo MakeModelInfo(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plans,
+                        std::string architecture, int64_t max_context);
+int64_t RoutedExpertBytes(const ModelWeights& w);
+
 class DeepSeekV4Model final : public Model, public DraftModel {
  public:
   // Validates the config (and that the forward supports it), builds the layer

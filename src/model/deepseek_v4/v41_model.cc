@@ -229,31 +229,9 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
                           .WithContext(reader->path()));
     }
   }
-  for (const LayerPlan& p : m->plans_) {
-    m->rope_.emplace_back(c.qk_rope_head_dim, p.rope_theta,
-                          p.rope_yarn ? &c.rope_scaling : nullptr);
-  }
-  m->hc_ = HcParams{.streams = c.hc_mult,
-                    .hidden = c.hidden_size,
-                    .sinkhorn_iters = c.hc_sinkhorn_iters,
-                    .hc_eps = static_cast<float>(c.hc_eps),
-                    .norm_eps = static_cast<float>(c.rms_norm_eps)};
-  int64_t n_params = 0;
-  ForEachWeight(c, m->plans_, [&](const WeightDecl& d) {
-    if (d.mtp) return;
-    int64_t n = 1;
-    for (int64_t s : d.shape) n *= s;
-    n_params += n;
-  });
-  const int64_t max_context = options.max_context > 0
-                                  ? std::min(options.max_context, c.max_position_embeddings)
-                                  : c.max_position_embeddings;
-  m->info_ = ModelInfo{.architecture = "deepseek_v41",
-                       .vocab_size = c.vocab_size,
-                       .max_context = max_context,
-                       .n_params = n_params,
-                       .bos_id = c.bos_token_id,
-                       .eos_id = c.eos_token_id};
+  m->rope_ = LayerRopes(c, m->plans_);
+  m->hc_ = MakeHcParams(c);
+  m->info_ = MakeModelInfo(c, m->plans_, "deepseek_v41", options.max_context);
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   return m;
 }
@@ -279,17 +257,7 @@ Status DeepSeekV41Model::StreamExperts(int64_t budget_bytes) {
   return Status::Ok();
 }
 
-int64_t DeepSeekV41Model::routed_expert_bytes() const {
-  int64_t n = 0;
-  for (const LayerWeights& lw : weights_.layers) {
-    for (const ExpertWeights& e : lw.moe.experts) {
-      for (const LinearWeight* w : {&e.w1, &e.w3, &e.w2}) {
-        n += w->weight.nbytes() + (w->scale.data != nullptr ? w->scale.nbytes() : 0);
-      }
-    }
-  }
-  return n;
-}
+int64_t DeepSeekV41Model::routed_expert_bytes() const { return RoutedExpertBytes(weights_); }
 
 int64_t DeepSeekV41Model::engram_table_bytes() const {
   int64_t n = 0;
