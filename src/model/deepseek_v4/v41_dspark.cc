@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "model/deepseek_v4/dspark_session.h"
 #include "model/deepseek_v4/v41_model.h"
 #include "ops/matmul.h"
@@ -105,6 +106,18 @@ Status DeepSeekV41Model::ForwardBatch(std::span<const BatchEntry> entries) {
 
 std::unique_ptr<DraftSession> DeepSeekV41Model::NewDraftSession(int64_t max_tokens) {
   if (!has_dspark()) return nullptr;
+  // A verification is one multi-token call, and with the reference's index-key
+  // slot such a call scores other keys than the single-token steps plain
+  // decoding runs (csa2.h), so its logits, and greedy speculation's tokens,
+  // may differ from plain decoding's.
+  if (reading_ == IndexKeyReading::kReference && !warned_reference_slot_) {
+    warned_reference_slot_ = true;
+    LOG_WARNING(
+        "{}: speculative decoding with the reference's index-key slot: a verification call "
+        "reads the slot as a multi-token call does, so the output may differ from plain "
+        "decoding's; --v41-index-keys owner makes speculation lossless",
+        reader_->path());
+  }
   return std::make_unique<DSparkDraftSession<DeepSeekV41Model>>(*this, max_tokens);
 }
 

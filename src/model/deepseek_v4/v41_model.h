@@ -176,6 +176,7 @@ class DeepSeekV41Model final : public Model, public DraftModel {
   std::vector<float> dspark_x_, dspark_y_, dspark_e_;
   std::vector<int32_t> dspark_ids_;
   MoeScratch draft_moe_scratch_;
+  bool warned_reference_slot_ = false;
   Csa2Shared shared_;
   Csa2Scratch attn_scratch_;
   MoeScratch moe_scratch_;
