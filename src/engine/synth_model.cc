@@ -190,8 +190,8 @@ class Planner {
     const int64_t D = o.d_model, hc = 4, mix = (2 + hc) * hc, A = o.head_dim;
     const int64_t ID = o.index_head_dim, IH = o.index_n_heads;
     const bool stage = l >= o.n_layers;
-    const std::string p = stage ? "mtp." + std::to_string(l - o.n_layers) + "."
-                                : "layers." + std::to_string(l) + ".";
+    const std::string p =
+        stage ? "mtp." + std::to_string(l - o.n_layers) + "." : "layers." + std::to_string(l) + ".";
     auto has = [](const std::vector<int64_t>& v, int64_t x) {
       return std::find(v.begin(), v.end(), x) != v.end();
     };

@@ -221,9 +221,9 @@ TEST(V41DSpark, RollbackEqualsNeverDrafted) {
   const std::vector<int32_t> verify(ids.begin() + P, ids.begin() + P + B + 1);
   ASSERT_TRUE(m->Forward(verify, *main_a, logits, true).ok());
   main_a->Truncate(P + 2);
-  ASSERT_TRUE(m->DSparkObserve(m->last_features().first(2 * m->last_features().size() / (B + 1)),
-                               *draft_a)
-                  .ok());
+  ASSERT_TRUE(
+      m->DSparkObserve(m->last_features().first(2 * m->last_features().size() / (B + 1)), *draft_a)
+          .ok());
   // b: the committed tokens alone
   ASSERT_TRUE(m->Forward(std::span(ids).first(P + 2), *main_b, logits, false).ok());
   ASSERT_TRUE(m->DSparkObserve(m->last_features(), *draft_b).ok());
@@ -255,14 +255,14 @@ TEST(V41DSpark, BadCallsNameTheProblem) {
   ASSERT_TRUE(m->DSparkObserve(features, *draft).ok());
   EXPECT_ERROR(m->DSparkDraft(-1, *draft, kGreedy, block), StatusCode::kInvalidArgument,
                "token id -1 is outside the vocabulary");
-  EXPECT_ERROR(m->DSparkObserve(std::vector<float>(frow + 1), *draft),
-               StatusCode::kInvalidArgument, "expected a whole number of rows");
+  EXPECT_ERROR(m->DSparkObserve(std::vector<float>(frow + 1), *draft), StatusCode::kInvalidArgument,
+               "expected a whole number of rows");
   auto main_cache = m->NewCache(16);
   EXPECT_ERROR(m->DSparkObserve(features, *main_cache), StatusCode::kInvalidArgument,
                "not made by this model's NewMtpCache");
-  EXPECT_ERROR(
-      m->DSparkDraft(3, *draft, [](std::span<float>, int64_t) { return int32_t{100000}; }, block),
-      StatusCode::kInvalidArgument, "outside [0, 192)");
+  EXPECT_ERROR(m->DSparkDraft(
+                   3, *draft, [](std::span<float>, int64_t) { return int32_t{100000}; }, block),
+               StatusCode::kInvalidArgument, "outside [0, 192)");
   // A session's Observe after a Forward of other tokens.
   auto session = m->NewDraftSession(32);
   const std::vector<int32_t> two = {0, 5};

@@ -73,10 +73,9 @@ void DeepSeekV41Model::CaptureFeatures(int64_t layer, const float* x, int64_t T)
 }
 
 void DeepSeekV41Model::KeepFeatures(int64_t T) {
-  const int64_t frow =
-      has_dspark() ? static_cast<int64_t>(config_.dspark_target_layer_ids.size()) *
-                         config_.hidden_size
-                   : 0;
+  const int64_t frow = has_dspark() ? static_cast<int64_t>(config_.dspark_target_layer_ids.size()) *
+                                          config_.hidden_size
+                                    : 0;
   features_.assign(features_all_.begin(), features_all_.begin() + T * frow);
   entry_rows_ = {0, T};
 }
@@ -133,16 +132,16 @@ Status DeepSeekV41Model::DSparkObserve(std::span<const float> features, Sequence
   const int64_t D = c.hidden_size;
   const int64_t frow = static_cast<int64_t>(c.dspark_target_layer_ids.size()) * D;
   if (features.empty() || static_cast<int64_t>(features.size()) % frow != 0) {
-    return InvalidArgument("DeepSeek-V4.1 DSparkObserve: features have " +
-                           std::to_string(features.size()) +
-                           " floats, expected a whole number of rows of nT·D = " +
-                           std::to_string(frow));
+    return InvalidArgument(
+        "DeepSeek-V4.1 DSparkObserve: features have " + std::to_string(features.size()) +
+        " floats, expected a whole number of rows of nT·D = " + std::to_string(frow));
   }
   const int64_t n = static_cast<int64_t>(features.size()) / frow;
   auto* rings = dynamic_cast<DSparkRings*>(&seq);
   if (rings == nullptr || rings->owner() != this) {
-    return InvalidArgument("DeepSeek-V4.1 DSparkObserve: the cache was not made by this model's "
-                           "NewMtpCache");
+    return InvalidArgument(
+        "DeepSeek-V4.1 DSparkObserve: the cache was not made by this model's "
+        "NewMtpCache");
   }
   if (rings->length() + n > rings->max_tokens()) {
     return ResourceExhausted("context full: " + std::to_string(rings->length() + n) +
@@ -184,8 +183,9 @@ Status DeepSeekV41Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const D
   if (!has_dspark()) return NoDSpark(reader_->path());
   auto* rings = dynamic_cast<DSparkRings*>(&seq);
   if (rings == nullptr || rings->owner() != this) {
-    return InvalidArgument("DeepSeek-V4.1 DSparkDraft: the cache was not made by this model's "
-                           "NewMtpCache");
+    return InvalidArgument(
+        "DeepSeek-V4.1 DSparkDraft: the cache was not made by this model's "
+        "NewMtpCache");
   }
   if (rings->length() == 0) {
     return InvalidArgument("DeepSeek-V4.1 DSparkDraft: no committed position yet",
