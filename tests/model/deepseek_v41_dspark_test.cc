@@ -242,6 +242,29 @@ TEST(V41DSpark, RollbackEqualsNeverDrafted) {
   EXPECT_EQ(a.logits, b.logits);
 }
 
+// Drafting fewer rows than the block (the head and the Markov loop stop early)
+// proposes the same first drafts with the same logits and confidences.
+TEST(V41DSpark, FewerRowsDraftTheSamePrefix) {
+  auto m = Load(Dir(), IndexKeyReading::kOwner);
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> ids = ReadIds(Dir() + "/input_ids.txt");
+  const int64_t V = m->config().vocab_size;
+  auto cache = m->NewCache(64);
+  auto draft = m->NewMtpCache(64);
+  std::vector<float> logits(V);
+  ASSERT_TRUE(m->Forward(ids, *cache, logits, false).ok());
+  ASSERT_TRUE(m->DSparkObserve(m->last_features(), *draft).ok());
+  DeepSeekV41Model::DSparkBlock all, two;
+  ASSERT_TRUE(m->DSparkDraft(Argmax(logits), *draft, kGreedy, all).ok());
+  ASSERT_TRUE(m->DSparkDraft(Argmax(logits), *draft, kGreedy, two, 2).ok());
+  EXPECT_EQ(std::vector<int32_t>(two.tokens.begin(), two.tokens.begin() + 2),
+            std::vector<int32_t>(all.tokens.begin(), all.tokens.begin() + 2));
+  EXPECT_LE(MaxAbsDiff(std::span(two.logits).first(2 * V), std::span(all.logits).first(2 * V)),
+            1e-5f);
+  EXPECT_LE(MaxAbsDiff(std::span(two.confidence).first(2), std::span(all.confidence).first(2)),
+            1e-5f);
+}
+
 TEST(V41DSpark, BadCallsNameTheProblem) {
   auto m = Load(Dir(), IndexKeyReading::kReference);
   ASSERT_NE(m, nullptr);

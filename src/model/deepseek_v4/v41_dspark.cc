@@ -263,16 +263,17 @@ Status DeepSeekV41Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const D
     trace("out", plan.layer, x, {B, C, D});
   }
 
-  // ---- head: the last stage's lagged mix collapses; norm; the shared head ----
-  HcCollapse(pool, hc_, x, pre_mix_.data(), B, u);
-  dspark_y_.assign(u, u + B * D);
-  for (int64_t j = 0; j < B; ++j) RmsNorm(hn + j * D, u + j * D, d.norm.data(), D, eps);
-  ops::MatMul(pool, out.logits.data(), hn, weights_.head, B);
+  // ---- head: the last stage's lagged mix collapses; norm; the shared head, on the
+  // rows drafted (every block row attended to all B, so only the head can stop early) ----
+  const int64_t n_rows = rows > 0 ? std::min(rows, B) : B;
+  HcCollapse(pool, hc_, x, pre_mix_.data(), n_rows, u);
+  dspark_y_.assign(u, u + n_rows * D);
+  for (int64_t j = 0; j < n_rows; ++j) RmsNorm(hn + j * D, u + j * D, d.norm.data(), D, eps);
+  ops::MatMul(pool, out.logits.data(), hn, weights_.head, n_rows);
 
   // ---- Markov loop: row j adds head · embed[prev_j] (prev_0 = anchor, then the drafts) ----
   dspark_e_.resize(r);
   int32_t prev = anchor;
-  const int64_t n_rows = rows > 0 ? std::min(rows, B) : B;
   for (int64_t j = 0; j < n_rows; ++j) {
     DequantizeRow(d.markov_w1.dtype, d.markov_w1[prev].data, r, dspark_e_.data());
     float* bias = out.markov_bias.data() + j * V;

@@ -133,7 +133,9 @@ class DeepSeekV41Model final : public Model, public DraftModel {
   // One draft block after `anchor` (the token at position p + 1, p =
   // draft_cache.length() − 1); see DeepSeekV4Model::DSparkDraft. confidence:
   // the confidence head on [the collapsed stream before the norm ; the Markov
-  // embedding].
+  // embedding]. `rows` (≤ B; 0: B) limits the head and the Markov loop to the
+  // first `rows` drafts (the stages run all B rows); later rows of `out` are
+  // not written.
   using DSparkBlock = DeepSeekV4Model::DSparkBlock;
   using DraftPick = DeepSeekV4Model::DraftPick;
   Status DSparkDraft(int32_t anchor, SequenceCache& draft_cache, const DraftPick& pick,
