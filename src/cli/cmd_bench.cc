@@ -275,7 +275,8 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   sub->add_option(
       "--speculative", args->speculative,
       "also decode greedily with K drafts per round from the draft head (DeepSeek-V4 "
-      "with NextN MTP or DSpark weights), or auto (adaptive length); report the "
+      "with NextN MTP or DSpark weights, V4.1 with its DSpark stages), or auto (adaptive length); "
+      "report the "
       "acceptance, each length's verify cost and the projected speed (default 0 = off)");
   sub->add_option("--probe-mib", b.probe_mib,
                   "memory bandwidth probe buffer in MiB, several times the last-level cache "

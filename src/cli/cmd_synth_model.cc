@@ -39,8 +39,9 @@ void RegisterSynthModel(CLI::App& app, int& exit_code) {
   sub->add_option("--mtp-layers", o->mtp_layers,
                   "NextN MTP draft blocks, as the April release's 1 (default 0)");
   sub->add_option("--dspark-stages", o->dspark_stages,
-                  "DSpark draft stages fed by the last layers, as V4-Flash-0731's 3 (default 0: "
-                  "no draft module)");
+                  "DSpark draft stages fed by the last layers, as V4-Flash-0731's and "
+                  "V4.1-Flash's 3 (default 0: no draft module; v4.1: the stages' MoE has a "
+                  "third of the experts, half the top-k)");
   sub->add_option("--dspark-block", o->dspark_block, "DSpark tokens drafted per block (default 5)");
   sub->add_option("--shard-bytes", o->shard_bytes,
                   "split into shards + model.safetensors.index.json above this (default 2e9)");

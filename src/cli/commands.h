@@ -51,8 +51,10 @@ Result<std::vector<int32_t>> PromptIds(const LoadedModel& m, const std::string& 
 // --speculative K|auto, as `run` and `serve` take it (engine/speculative.h ParseSpeculative).
 inline constexpr const char* kSpeculativeHelp =
     "speculative decoding with K draft tokens per round, or auto (the length that gives the "
-    "most tokens/s, measured as it runs) (DeepSeek-V4 with its MTP layer or DSpark module; "
-    "greedy or sampled, no penalties); the output follows the same distribution as without";
+    "most tokens/s, measured as it runs) (DeepSeek-V4 with its MTP layer or DSpark module, V4.1 "
+    "with its DSpark stages; "
+    "greedy or sampled, no penalties); the output follows the same distribution as without "
+    "(V4.1: with --v41-index-keys owner)";
 
 // Prints "dsv4: error: ..." (and the hint) to stderr; returns exit code 2.
 int ReportError(const Status& status);

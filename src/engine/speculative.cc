@@ -124,7 +124,8 @@ Result<DraftModel*> DraftHead(LoadedModel& m) {
   if (drafter == nullptr) {
     return Unimplemented(m.path +
                              ": speculative decoding needs a model with a draft head (a "
-                             "DeepSeek-V4 checkpoint with its MTP layer or DSpark module, mtp.*)",
+                             "DeepSeek-V4 checkpoint with its MTP layer or DSpark module, or a "
+                             "DeepSeek-V4.1 one with its DSpark stages, mtp.*)",
                          "run without --speculative");
   }
   return drafter;

@@ -182,12 +182,16 @@ class Planner {
 
   // A DeepSeek-V4.1 layer (the reference's Block): V4's attention and MoE
   // tensors, wo_a in bf16, the CSA2 compressor and indexer of its roles, Engram.
+  // Layers l ≥ n_layers are the DSpark stages (the reference's DSparkBlock,
+  // "mtp.S."): window only, no Engram.
   void V41Layer(int64_t l, const V41Schedule& sc, int64_t n_experts,
                 const std::vector<int64_t>& engram_rows) {
     const SynthModelOptions& o = o_;
     const int64_t D = o.d_model, hc = 4, mix = (2 + hc) * hc, A = o.head_dim;
     const int64_t ID = o.index_head_dim, IH = o.index_n_heads;
-    const std::string p = "layers." + std::to_string(l) + ".";
+    const bool stage = l >= o.n_layers;
+    const std::string p =
+        stage ? "mtp." + std::to_string(l - o.n_layers) + "." : "layers." + std::to_string(l) + ".";
     auto has = [](const std::vector<int64_t>& v, int64_t x) {
       return std::find(v.begin(), v.end(), x) != v.end();
     };
@@ -206,7 +210,7 @@ class Planner {
     Bf16(p + "attn.wo_a.weight", o.o_groups * o.o_lora_rank, o.n_heads * A / o.o_groups);
     Fp8(p + "attn.wo_b", D, o.o_groups * o.o_lora_rank);
     Add(p + "attn.attn_sink", "F32", {o.n_heads}, Fill::kF32Zero);
-    const int64_t ratio = sc.compress_ratios[l];
+    const int64_t ratio = stage ? 0 : sc.compress_ratios[l];
     if (has(sc.kv_sources, l)) {
       Bf16(p + "attn.compressor.wkv.weight", A, D);
       if (ratio > 1) Bf16(p + "attn.compressor.wgate.weight", A, D);
@@ -240,6 +244,27 @@ class Planner {
     Fp8(p + "ffn.shared_experts.w1", o.moe_inter, D);
     Fp8(p + "ffn.shared_experts.w2", D, o.moe_inter);
     Fp8(p + "ffn.shared_experts.w3", o.moe_inter, D);
+  }
+
+  // V4.1 DSpark stage s of S (the reference's DSparkBlock): stage 0 projects
+  // the target features, the last carries the norm, the Markov head (embed,
+  // head) and the confidence head; no HC head.
+  void V41DSparkStage(int64_t s, const V41Schedule& sc, int64_t n_experts) {
+    const SynthModelOptions& o = o_;
+    const int64_t D = o.d_model, r = o.dspark_markov_rank;
+    const int64_t nT = o.dspark_stages;  // target layers: the last nT main layers
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    if (s == 0) {
+      Fp8(p + "main_proj", D, nT * D);
+      Norm(p + "main_norm.weight", D);
+    }
+    if (s == o.dspark_stages - 1) {
+      Norm(p + "norm.weight", D);
+      Bf16(p + "markov_head.embed.weight", o.vocab, r);
+      Bf16(p + "markov_head.head.weight", o.vocab, r);
+      Bf16(p + "confidence_head.proj.weight", 1, D + r);
+    }
+    V41Layer(o.n_layers + s, sc, n_experts, {});
   }
 
   std::vector<Planned>& planned() { return out_; }
@@ -288,6 +313,13 @@ std::vector<int64_t> EngramRows(const SynthModelOptions& o, const V41Schedule& s
   return rows;
 }
 
+// The V4.1 DSpark stages' MoE (routed experts, top-k): the release's ratio to
+// the main model's (128 of 384 experts, top 3 of 6).
+std::pair<int64_t, int64_t> V41DraftExperts(const SynthModelOptions& o, int64_t n_experts) {
+  const int64_t k = std::max<int64_t>(1, o.top_k / 2);
+  return {std::max(k, n_experts / 3), k};
+}
+
 std::vector<Planned> Plan(const SynthModelOptions& o, int64_t n_experts) {
   Planner p(o);
   if (o.arch == "v4.1") {
@@ -298,6 +330,9 @@ std::vector<Planned> Plan(const SynthModelOptions& o, int64_t n_experts) {
     const V41Schedule sc = MakeV41Schedule(o.n_layers);
     const std::vector<int64_t> rows = EngramRows(o, sc);
     for (int64_t l = 0; l < o.n_layers; ++l) p.V41Layer(l, sc, n_experts, rows);
+    for (int64_t s = 0; s < o.dspark_stages; ++s) {
+      p.V41DSparkStage(s, sc, V41DraftExperts(o, n_experts).first);
+    }
     return std::move(p.planned());
   }
   p.Top();
@@ -376,11 +411,11 @@ Status CheckOptions(const SynthModelOptions& o) {
     return InvalidArgument("synth-model: --arch " + o.arch + " is not v4 or v4.1");
   }
   if (o.arch == "v4.1") {
-    if (o.mtp_layers > 0 || o.dspark_stages > 0 || o.n_hash_layers > 1) {
+    if (o.mtp_layers > 0 || o.n_hash_layers > 1) {
       return InvalidArgument(
-          "synth-model --arch v4.1: no hash layers and no draft blocks (the V4.1 DSpark "
-          "stages are not run)",
-          "drop --hash-layers, --mtp-layers and --dspark-stages");
+          "synth-model --arch v4.1: no hash layers and no NextN MTP layers (V4.1 drafts with "
+          "its DSpark stages)",
+          "drop --hash-layers and --mtp-layers (--dspark-stages S adds the DSpark stages)");
     }
     if (o.engram_vocab < 2 || o.engram_vocab > (int64_t{1} << 30)) {
       return bad("engram-vocab", o.engram_vocab, "in 2..2^30");
@@ -441,7 +476,21 @@ nlohmann::ordered_json ConfigV41(const SynthModelOptions& o, int64_t n_experts,
   c["dtype"] = "fp8";
   c["expert_dtype"] = "fp4";
   c["compress_rope_theta"] = 160000;
-  c["compress_ratios"] = sc.compress_ratios;
+  std::vector<int64_t> ratios = sc.compress_ratios;
+  ratios.insert(ratios.end(), o.dspark_stages, 0);  // the stages: window only
+  c["compress_ratios"] = ratios;
+  if (o.dspark_stages > 0) {
+    std::vector<int64_t> targets;
+    for (int64_t l = o.n_layers - o.dspark_stages; l < o.n_layers; ++l) targets.push_back(l);
+    const auto [draft_experts, draft_k] = V41DraftExperts(o, n_experts);
+    c["n_mtp_layers"] = o.dspark_stages;
+    c["dspark_block_size"] = o.dspark_block;
+    c["dspark_noise_token_id"] = o.vocab - 1;
+    c["dspark_target_layer_ids"] = targets;
+    c["dspark_markov_rank"] = o.dspark_markov_rank;
+    c["dspark_n_routed_experts"] = draft_experts;
+    c["dspark_n_activated_experts"] = draft_k;
+  }
   c["synthetic"] = "random weights written by dsv4 synth-model (not a trained model)";
   return c;
 }

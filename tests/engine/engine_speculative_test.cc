@@ -1,7 +1,7 @@
 // Speculative decoding inside the serving engine (EngineOptions::speculative):
 // on the tiny DeepSeek-V4 checkpoints with a DSpark module and with a NextN
-// MTP layer, greedy outputs of concurrent sequences (different prompts,
-// joining at different steps, prefilling while others decode) are token for
+// MTP layer, and DeepSeek-V4.1's with its DSpark stages, greedy outputs of concurrent sequences
+// (different prompts, joining at different steps, prefilling while others decode) are token for
 // token those of the engine without speculation — with the real drafts and
 // with drafts edited to be right, partly right and wrong; sampling
 // reproduces from its seed and follows the plain sampling distribution;
@@ -10,6 +10,7 @@
 // failing sequence; and the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -50,10 +51,14 @@ std::vector<Outcome> Collect(RequestHandle& h) {
   return out;
 }
 
+// `name`: a checkpoint directory under tests/data/deepseek_v4, or a path
+// relative to it (V4.1's, loaded with the owner's index keys: there a
+// multi-token verification equals its single-token steps).
 LoadedModel LoadV4(const std::string& name) {
   LoadOptions o;
   o.model_path = dt::DataDir() + "/" + name;
   o.threads = 1;
+  o.v41_owner_index_keys = name.find("deepseek_v41") != std::string::npos;
   auto r = LoadModel(o);
   CHECK(r.ok(), "%s", r.status().ToString().c_str());
   return std::move(r).value();
@@ -88,7 +93,7 @@ std::vector<Outcome> RunAll(LoadedModel& m, const std::vector<SequenceRequest>& 
                             EngineOptions options, EngineMetrics* metrics = nullptr) {
   options.max_sequences = 2;
   options.prefill_chunk = 5;
-  options.ctx_size = 256;
+  options.ctx_size = std::min<int64_t>(256, m.model->info().max_context);
   auto engine = Engine::Start(m, options);
   CHECK(engine.ok(), "%s", engine.status().ToString().c_str());
   std::vector<std::shared_ptr<RequestHandle>> handles;
@@ -104,7 +109,7 @@ std::vector<Outcome> RunAll(LoadedModel& m, const std::vector<SequenceRequest>& 
 }
 
 struct GreedyCase {
-  std::string name;  // checkpoint directory under tests/data/deepseek_v4
+  std::string name;  // checkpoint directory (LoadV4)
   std::string kind;  // its draft head
 };
 void PrintTo(const GreedyCase& c, std::ostream* os) { *os << c.name; }
@@ -211,7 +216,7 @@ TEST_P(EngineSpeculativeGreedy, BatchedDraftsEqualSoloDrafts) {
     };
     if (max_sequences == 1) {
       o.max_sequences = 1;
-      o.ctx_size = 256;
+      o.ctx_size = std::min<int64_t>(256, m.model->info().max_context);
       auto engine = Engine::Start(m, o);
       CHECK(engine.ok(), "%s", engine.status().ToString().c_str());
       for (const SequenceRequest& r : requests) Collect(**(*engine)->Submit({r}));
@@ -227,8 +232,13 @@ TEST_P(EngineSpeculativeGreedy, BatchedDraftsEqualSoloDrafts) {
 
 INSTANTIATE_TEST_SUITE_P(DraftHeads, EngineSpeculativeGreedy,
                          ::testing::Values(GreedyCase{"dspark_mixed_bf16", "dspark"},
-                                           GreedyCase{"mixed_mtp_bf16", "mtp"}),
-                         [](const auto& info) { return info.param.name; });
+                                           GreedyCase{"mixed_mtp_bf16", "mtp"},
+                                           GreedyCase{"../deepseek_v41/dspark_bf16", "dspark"}),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           if (n.rfind("../", 0) == 0) n = n.substr(n.rfind('/') + 1) + "_v41";
+                           return n;
+                         });
 
 // A constraint for the mixed batch: only even ids, done after `n` tokens.
 class EvenTokens final : public SequenceConstraint {

@@ -435,5 +435,47 @@ TEST(SpeculativeDSpark, AdaptiveLengthKeepsTheGreedyOutput) {
   for (double t : spec.spec.verify_seconds_by_k) EXPECT_GT(t, 0.0);
 }
 
+// DeepSeek-V4.1 with its DSpark stages (the reference's tiny checkpoint),
+// through the engine: greedy speculation with real, all-right, all-wrong and
+// right-then-wrong drafts emits plain greedy decoding's tokens — under the
+// owner's index keys (--v41-index-keys owner), where a multi-token verify call
+// scores the same keys as single-token steps (docs/specs/deepseek-v4.1.md).
+TEST(SpeculativeDSparkV41, GreedyOutputIsIdenticalUnderTheOwnersIndexKeys) {
+  LoadOptions lo;
+  lo.model_path = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v41/dspark_bf16";
+  lo.threads = 1;
+  lo.v41_owner_index_keys = true;
+  auto loaded = LoadModel(lo);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_NE(loaded->model->draft_model(), nullptr);
+  EXPECT_EQ(loaded->model->draft_model()->draft_kind(), "dspark");
+  const int64_t B = loaded->model->draft_model()->max_drafts();
+  EXPECT_EQ(B, 4);
+  const std::vector<int32_t> prompt = dt::ReadIds(lo.model_path + "/input_ids.txt");
+  const int64_t n = 30;
+  const Output plain = Plain(*loaded, prompt, n, /*stop_at_eos=*/false);
+  ASSERT_EQ(static_cast<int64_t>(plain.tokens.size()), n);
+  for (int64_t k = 1; k <= B; ++k) {
+    for (int mode = 0; mode < 4; ++mode) {  // real, all right, all wrong, right then wrong
+      SpeculativeOptions o;
+      o.stop_at_eos = false;
+      if (mode > 0) {
+        o.edit_drafts = [&](int64_t pos, std::span<int32_t> drafts) {
+          for (size_t i = 0; i < drafts.size(); ++i) {
+            const int64_t g = pos + static_cast<int64_t>(i) - static_cast<int64_t>(prompt.size());
+            const bool right = mode == 1 || (mode == 3 && i == 0);
+            if (g >= 0 && g < n) drafts[i] = right ? plain.tokens[g] : (plain.tokens[g] + 1) % 7;
+          }
+        };
+      }
+      const Output spec = Speculative(*loaded, prompt, n, k, o);
+      EXPECT_EQ(spec.tokens, plain.tokens) << "k " << k << " mode " << mode;
+      EXPECT_EQ(1 + spec.spec.rounds + spec.spec.accepted, n) << "k " << k;
+      if (mode == 2) EXPECT_EQ(spec.spec.accepted, 0);
+      if (mode == 1) EXPECT_GT(spec.spec.acceptance_rate(), 0.9) << "k " << k;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -395,6 +395,85 @@ TEST_F(SynthModelTest, DSparkModuleLoadsAndDraftsLosslessly) {
   EXPECT_GT(r->accepted, 0);
 }
 
+// A DeepSeek-V4.1 with DSpark stages (--arch v4.1 --dspark-stages): the
+// config's draft keys (the stages' own MoE sizes, window-only ratios), the
+// V4.1 stage tensors (Markov embed / head, no HC head), and greedy speculation
+// emits plain greedy decoding's tokens under the owner's index keys.
+TEST_F(SynthModelTest, V41DSparkStagesLoadAndDraftLosslessly) {
+  SynthModelOptions o = Tiny(dir_);
+  o.arch = "v4.1";
+  o.n_layers = 6;
+  o.n_hash_layers = 0;
+  o.n_experts = 6;
+  o.top_k = 2;
+  o.head_dim = 128;
+  o.vocab = 129280;
+  o.index_n_heads = 4;
+  o.index_topk = 16;
+  o.engram_vocab = 500;
+  o.sliding_window = 16;
+  o.dspark_stages = 2;
+  o.dspark_block = 3;
+  o.dspark_markov_rank = 32;
+  ASSERT_TRUE(WriteSyntheticDeepSeekV4(o).ok());
+  std::ifstream cfg_in(fs::path(dir_) / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(cfg_in);
+  EXPECT_EQ(cfg["n_mtp_layers"], 2);
+  EXPECT_EQ(cfg["dspark_target_layer_ids"], nlohmann::json::array({4, 5}));
+  EXPECT_EQ(cfg["compress_ratios"], nlohmann::json::array({0, 0, 2, 2, 1, 1, 0, 0}));
+  EXPECT_EQ(cfg["dspark_n_routed_experts"], 2);  // a third of the main model's, at least top-k
+  EXPECT_EQ(cfg["dspark_n_activated_experts"], 1);
+  auto st = OpenSafetensors(dir_ + "/model.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_NE((*st)->Find("mtp.1.markov_head.embed.weight"), nullptr);
+  EXPECT_NE((*st)->Find("mtp.1.ffn.experts.1.w1.weight"), nullptr);
+  EXPECT_EQ((*st)->Find("mtp.1.ffn.experts.2.w1.weight"), nullptr);
+  EXPECT_EQ((*st)->Find("mtp.1.hc_head_fn"), nullptr);
+
+  LoadOptions lo;
+  lo.model_path = dir_;
+  lo.threads = 1;
+  lo.v41_owner_index_keys = true;
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->model->info().architecture, "deepseek_v41");
+  DraftModel* draft = m->model->draft_model();
+  ASSERT_NE(draft, nullptr);
+  EXPECT_EQ(draft->draft_kind(), "dspark");
+  EXPECT_EQ(draft->max_drafts(), 3);
+  std::vector<int32_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 5) % 511);
+  std::vector<int32_t> plain, spec;
+  GenerateOptions g;
+  g.max_tokens = 12;
+  g.sampling.temperature = 0.0f;
+  g.stop_at_eos = false;
+  ASSERT_TRUE(Generate(*m, prompt, g, [&](int32_t id, std::string_view) {
+                if (id >= 0) plain.push_back(id);
+              }).ok());
+  for (bool edit : {false, true}) {
+    SpeculativeOptions so;
+    so.draft_tokens = 3;
+    so.max_tokens = 12;
+    so.stop_at_eos = false;
+    if (edit) {  // the model's own next greedy tokens: blocks get accepted
+      so.edit_drafts = [&](int64_t position, std::span<int32_t> drafts) {
+        for (size_t j = 0; j < drafts.size(); ++j) {
+          const size_t at = static_cast<size_t>(position) - prompt.size() + j;
+          if (at < plain.size()) drafts[j] = plain[at];
+        }
+      };
+    }
+    spec.clear();
+    auto r = GenerateSpeculative(*m, prompt, so, [&](int32_t id, std::string_view) {
+      if (id >= 0) spec.push_back(id);
+    });
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(spec, plain) << (edit ? "edited" : "real") << " drafts";
+    if (edit) EXPECT_GT(r->accepted, 0);
+  }
+}
+
 // With a NextN MTP block (the April release's layout): FP8 e_proj/h_proj and
 // the block's own norms and mHC head bind, and the model drafts with it.
 TEST_F(SynthModelTest, MtpBlockLoadsAsTheDraftHead) {

@@ -99,3 +99,30 @@ def test_the_index_key_reading_is_a_flag():
                              "-n", "2", "-t", "1", "--v41-index-keys", reading],
                             capture_output=True, text=True, timeout=60)
         assert ok.returncode == 0, ok.stderr
+
+
+DSPARK = ROOT / "tests/data/deepseek_v41/dspark_bf16"
+
+
+def test_speculative_run_and_bench_with_the_dspark_stages():
+    """`run --speculative` drafts with the V4.1 DSpark stages: under the owner's index keys the
+    output equals plain decoding's; under the reference's slot it warns. `bench --speculative`
+    reports the acceptance and each draft length's cost."""
+    def run(*extra):
+        r = subprocess.run([_binary(), "run", "--model", str(DSPARK), "--prompt-ids", "0 5 7 9",
+                            "-n", "12", "-t", "1", "--temp", "0", *extra],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r
+    plain = run("--v41-index-keys", "owner")
+    spec = run("--v41-index-keys", "owner", "--speculative", "3")
+    assert spec.stdout.split("speculative:")[0].split() == plain.stdout.split()
+    assert "12 tokens in" in spec.stdout + spec.stderr
+    warned = run("--speculative", "2")
+    assert "--v41-index-keys owner makes speculation lossless" in warned.stderr
+    bench = subprocess.run([_binary(), "bench", "--model", str(DSPARK), "--prompt-len", "8",
+                            "--gen", "8", "--repeat", "1", "--probe-mib", "0", "-t", "1",
+                            "--v41-index-keys", "owner", "--speculative", "auto"],
+                           capture_output=True, text=True, timeout=300)
+    assert bench.returncode == 0, bench.stderr
+    assert "speculative (dspark, auto, up to 4 drafts per round)" in bench.stdout, bench.stdout

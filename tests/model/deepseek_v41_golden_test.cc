@@ -224,7 +224,8 @@ TEST_P(V41Golden, TruncateAndRerunDecodeAgain) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, V41Golden, ::testing::Values("csa2_bf16", "csa2_fp8"));
+INSTANTIATE_TEST_SUITE_P(Configs, V41Golden,
+                         ::testing::Values("csa2_bf16", "csa2_fp8", "dspark_bf16"));
 
 }  // namespace
 }  // namespace dsv4::deepseek_v4

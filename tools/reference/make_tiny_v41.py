@@ -35,6 +35,7 @@ import importlib
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -72,6 +73,21 @@ CONFIGS = {
         candidate_topk_blocks=2, candidate_block_size=4, index_n_heads=16, index_head_dim=32,
         index_topk=4, engram_layer_ids=[1], engram_max_ngram_size=4, engram_n_heads=3,
         engram_head_dim=32, engram_vocab_size=30, seq_len=33, prefill_len=13),
+    # csa2_bf16's schedule with a DSpark draft head: 3 window-only stages (their own expert
+    # count and top-k), target layers 1 (after its Engram) and 3, a window the prefill overflows
+    # and the decode steps wrap.
+    "dspark_bf16": dict(
+        seed=4103, dtype="bf16", vocab=192, dim=48, n_layers=5, n_heads=3, head_dim=64,
+        rope_head_dim=16, q_lora_rank=24, o_groups=3, o_lora_rank=16, window=6,
+        n_experts=6, topk=3, moe_inter=32, route_scale=2.5, swiglu_limit=2.0, hc_mult=2,
+        compress_ratios=[2, 2, 1, 1, 0, 0, 0, 0], kv_source_layers=[0, 2],
+        index_source_layers=[0, 1, 2, 3], candidate_source_layer=2,
+        candidate_topk_blocks=2, candidate_block_size=4, index_n_heads=16, index_head_dim=32,
+        index_topk=4, engram_layer_ids=[1], engram_max_ngram_size=4, engram_n_heads=3,
+        engram_head_dim=32, engram_vocab_size=30, seq_len=22, prefill_len=12,
+        dspark=dict(n_mtp_layers=3, dspark_block_size=4, dspark_noise_token_id=187,
+                    dspark_target_layer_ids=(1, 3), dspark_markov_rank=16,
+                    dspark_n_routed_experts=4, dspark_n_activated_experts=2)),
 }
 
 FP8_MAX = 448.0
@@ -103,6 +119,7 @@ def model_args(off, c, max_seq_len=64):
         engram_vocab_size=c["engram_vocab_size"], engram_n_heads=c["engram_n_heads"],
         engram_head_dim=c["engram_head_dim"], engram_pad_id=2, vision_n_layers=0,
         dspark_block_size=0)
+    kw.update(c.get("dspark", {}))
     args = off.model.ModelArgs(**kw, engram_num_embeddings=(0,) * len(c["engram_layer_ids"]),
                                engram_compressed_vocab_size=0)
     layout = off.engram.EngramLayout.from_args(args)
@@ -318,6 +335,8 @@ def checkpoint_tensors(model):
     mHC parameters, sinks and router biases, BF16 for everything else (values are bf16-exact)."""
     out = {}
     for name, t in model.state_dict().items():
+        if re.fullmatch(r"mtp\.\d+\.(embed|head)\.weight", name):
+            continue  # the DSpark stages' references to the shared embedding and head
         leaf = name.rsplit(".", 1)[-1]
         if t.dtype in (torch.float8_e4m3fn, torch.float8_e8m0fnu):
             out[name] = t.contiguous()
@@ -472,6 +491,37 @@ def index_key_reads(off, c, args, state, ids, owner):
     return steps
 
 
+@torch.inference_mode()
+def spec_decode(off, c, args, state, ids):
+    """The reference's draft calls (its model.py __main__, batch 1, temperature 0): prefill the
+    first P tokens and let forward_spec seed the stages' windows with main_hidden, then per
+    position: forward the prompt's token there and forward_spec from that call's argmax (the
+    anchor) and main_hidden. Returns main_hidden of every position [T, nT*D] and per step the
+    anchor, the block's drafts [B], their logits (Markov bias in) [B, V] and confidence [B]."""
+    model = build(off, c, args, state)
+    reset_runtime(off)
+    off.model.get_dspark_topk_idxs.cache_clear()
+    off.kernels.qat = True
+    p = c["prefill_len"]
+    out_ids, _, mh = model(torch.tensor([ids[:p]]), 0)
+    assert model.forward_spec(out_ids[:, -1], mh, 0) is None
+    hiddens, anchors, drafts, logits, conf, main = [mh[0]], [], [], [], [], []
+    for pos in range(p, len(ids)):
+        out_ids, lg, mh = model(torch.tensor([[ids[pos]]]), pos)
+        hiddens.append(mh[0])
+        main.append(lg[0, -1].float())
+        anchor = out_ids[:, -1]
+        o, dl, cf = model.forward_spec(anchor, mh, pos)
+        assert int(o[0, 0]) == int(anchor[0])
+        anchors.append(int(anchor[0]))
+        drafts.append(o[0, 1:].to(torch.int32))
+        logits.append(dl[0].float())
+        conf.append(cf[0].float())
+    return dict(main_hidden=torch.cat(hiddens), anchor=torch.tensor(anchors, dtype=torch.int32),
+                drafts=torch.stack(drafts), logits=torch.stack(logits), confidence=torch.stack(conf),
+                main_logits=torch.stack(main))
+
+
 def write_f32(path, t):
     t.detach().float().contiguous().numpy().astype("<f4").tofile(path)
 
@@ -515,6 +565,13 @@ def run(off, name, c, out_root):
     dec_owner = decode(off, c, args, state, ids, owner=True)
     write_f32(os.path.join(out, "decode_logits_owner.f32"), dec_owner)
     reads = index_key_reads(off, c, args, state, ids, owner=False)
+    spec = spec_decode(off, c, args, state, ids) if "dspark" in c else None
+    if spec is not None:
+        write_f32(os.path.join(out, "spec_main_hidden.f32"), spec["main_hidden"])
+        spec["anchor"].numpy().astype("<i4").tofile(os.path.join(out, "spec_anchor.i32"))
+        spec["drafts"].numpy().astype("<i4").tofile(os.path.join(out, "spec_drafts.i32"))
+        write_f32(os.path.join(out, "spec_logits.f32"), spec["logits"])
+        write_f32(os.path.join(out, "spec_confidence.f32"), spec["confidence"])
 
     cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(args).items()
            if not k.startswith("vision") and k not in ("max_batch_size", "temperature",
@@ -536,6 +593,10 @@ def run(off, name, c, out_root):
                                     (i in args.kv_source_layers and src != i) for i, src in s.items())),
         decode_index_key_sources=[{str(k): v for k, v in s.items()} for s in reads],
     )
+    if spec is not None:
+        report["spec_main_logits_vs_decode_max_abs"] = float((spec["main_logits"] - dec).abs().max())
+        report["spec_anchor"] = spec["anchor"].tolist()
+        report["spec_drafts"] = spec["drafts"].tolist()
     for k in [k for k in inter if k.endswith("candidates")]:
         mask, bs = inter[k], c["candidate_block_size"]
         ratio = args.compress_ratios[args.candidate_source_layer]

@@ -169,6 +169,15 @@ struct DeepSeekV4Config {
                     : num_nextn_predict_layers;
   }
   int64_t n_layers_total() const { return num_hidden_layers + n_draft_layers(); }
+  // The routed experts and top-k of a draft layer's MoE: V4.1's DSpark stages
+  // have their own (0: the main model's).
+  int64_t draft_routed_experts() const {
+    return v41() && dspark_n_routed_experts > 0 ? dspark_n_routed_experts : n_routed_experts;
+  }
+  int64_t draft_experts_per_tok() const {
+    return v41() && dspark_n_activated_experts > 0 ? dspark_n_activated_experts
+                                                   : num_experts_per_tok;
+  }
   int64_t head_dim_nope() const { return head_dim - qk_rope_head_dim; }
   int64_t hc_dim() const { return hc_mult * hidden_size; }        // C·D
   int64_t hc_mix_dim() const { return (2 + hc_mult) * hc_mult; }  // M = (2 + C)·C

@@ -25,6 +25,80 @@ void MatrixProduct(ThreadPool& pool, float* out, const float* x, const TensorVie
   ops::MatMul(pool, out, x, w, T);
 }
 
+// qr [T, Q] = q_norm(wq_a · x), q [T, H·A] = wq_b · qr, kv [T, A] =
+// kv_norm(wkv · x), RoPE at positions pos0 .., kv to FP8 (whole row, blocks of 32).
+void Project(const LayerContext& ctx, const AttentionWeights& w, const float* x, int64_t T,
+             int64_t pos0, Csa2Scratch& s) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const NumericsOptions& opts = ctx.numerics;
+  const int64_t Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
+  const int64_t R = c.qk_rope_head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Grow(s.qr, T * Q);
+  Grow(s.q, T * H * A);
+  Grow(s.kv, T * A);
+  Linear(pool, s.qr.data(), LinearInput(pool, x, T, w.wq_a, opts, s.act), w.wq_a, T);
+  for (int64_t t = 0; t < T; ++t) RmsNorm(&s.qr[t * Q], &s.qr[t * Q], w.q_norm.data(), Q, eps);
+  Linear(pool, s.q.data(), LinearInput(pool, s.qr.data(), T, w.wq_b, opts, s.act), w.wq_b, T);
+  Linear(pool, s.kv.data(), LinearInput(pool, x, T, w.wkv, opts, s.act), w.wkv, T);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t p = pos0 + t;
+    for (int64_t h = 0; h < H; ++h) ctx.rope.Rotate(&s.q[(t * H + h) * A + A - R], p, false);
+    float* kv = &s.kv[t * A];
+    RmsNorm(kv, kv, w.kv_norm.data(), A, eps);
+    ctx.rope.Rotate(kv + A - R, p, false);
+    if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(kv, A, 32);
+  }
+}
+
+// o [nh, A] = for each of nh heads (queries q [nh, A], sinks [nh]): softmax
+// over the keys with the sink (denominator only) · keys, fp32.
+void Attend(const float* q, int64_t nh, const std::vector<const float*>& keys, const float* sinks,
+            float scale, int64_t A, std::vector<float>& logit, float* o) {
+  const int64_t nk = static_cast<int64_t>(keys.size());
+  logit.resize(nh * nk);
+  ops::DotMany(q, nh, A, keys.data(), nk, A, logit.data());
+  for (int64_t h = 0; h < nh; ++h) {
+    float* l = &logit[h * nk];
+    float m = sinks[h];
+    for (int64_t i = 0; i < nk; ++i) {
+      l[i] *= scale;
+      m = std::max(m, l[i]);
+    }
+    float den = std::exp(sinks[h] - m);
+    for (int64_t i = 0; i < nk; ++i) {
+      l[i] = std::exp(l[i] - m);
+      den += l[i];
+    }
+    for (int64_t i = 0; i < nk; ++i) l[i] /= den;
+  }
+  std::fill(o, o + nh * A, 0.0f);
+  ops::AxpyMany(o, nh, A, logit.data(), keys.data(), nk, A);
+}
+
+// The grouped output of s.o [T, H, A]: z [T, G·O], group g = wo_a rows g·O..
+// on heads g·H/G..; out [T, D] = wo_b · z.
+void GroupedOutput(const LayerContext& ctx, const AttentionWeights& w, int64_t T, Csa2Scratch& s,
+                   float* out) {
+  ThreadPool& pool = ctx.pool;
+  const DeepSeekV4Config& c = ctx.config;
+  const NumericsOptions& opts = ctx.numerics;
+  const int64_t H = c.num_attention_heads, A = c.head_dim;
+  const int64_t G = c.o_groups, O = c.o_lora_rank, HG = H / G;
+  Grow(s.z, T * G * O);
+  Grow(s.o_group, T * HG * A);
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy(&s.o[(t * H + g * HG) * A], &s.o[(t * H + (g + 1) * HG) * A],
+                &s.o_group[t * HG * A]);
+    }
+    const float* in = LinearInput(pool, s.o_group.data(), T, w.wo_a, opts, s.act);
+    LinearRows(pool, &s.z[g * O], G * O, in, w.wo_a, T, g * O, (g + 1) * O);
+  }
+  Linear(pool, out, LinearInput(pool, s.z.data(), T, w.wo_b, opts, s.act), w.wo_b, T);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -107,30 +181,15 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
   const LayerPlan& plan = ctx.plan;
   const NumericsOptions& opts = ctx.numerics;
   const RopeFrequencies& rope = ctx.rope;
-  const int64_t D = c.hidden_size, Q = c.q_lora_rank, H = c.num_attention_heads, A = c.head_dim;
+  const int64_t H = c.num_attention_heads, A = c.head_dim;
   const int64_t R = c.qk_rope_head_dim, W = c.sliding_window;
-  const int64_t G = c.o_groups, O = c.o_lora_rank, HG = H / G;
   const int64_t r = plan.compress_ratio, end = pos0 + T;
   const float eps = static_cast<float>(c.rms_norm_eps);
   Csa2LayerState& own = states[plan.layer];
 
-  // ---- projections: qr [T, Q] = q_norm(wq_a · x), q [T, H·A] = wq_b · qr, kv [T, A] ----
-  Grow(s.qr, T * Q);
-  Grow(s.q, T * H * A);
-  Grow(s.kv, T * A);
-  Linear(pool, s.qr.data(), LinearInput(pool, x, T, w.wq_a, opts, s.act), w.wq_a, T);
-  for (int64_t t = 0; t < T; ++t) RmsNorm(&s.qr[t * Q], &s.qr[t * Q], w.q_norm.data(), Q, eps);
-  Linear(pool, s.q.data(), LinearInput(pool, s.qr.data(), T, w.wq_b, opts, s.act), w.wq_b, T);
-  Linear(pool, s.kv.data(), LinearInput(pool, x, T, w.wkv, opts, s.act), w.wkv, T);
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t p = pos0 + t;
-    for (int64_t h = 0; h < H; ++h) rope.Rotate(&s.q[(t * H + h) * A + A - R], p, false);
-    float* kv = &s.kv[t * A];
-    RmsNorm(kv, kv, w.kv_norm.data(), A, eps);
-    rope.Rotate(kv + A - R, p, false);
-    if (opts.kv_quant) ops::ref::QuantizeDequantizeFp8(kv, A, 32);
-    std::copy(kv, kv + A, own.window.Append(p));
-  }
+  // ---- projections (qr, q, kv), the window rows ----
+  Project(ctx, w, x, T, pos0, s);
+  for (int64_t t = 0; t < T; ++t) std::copy_n(&s.kv[t * A], A, own.window.Append(pos0 + t));
 
   // ---- compressed entries (kv sources), index keys (key owners) ----
   const Csa2Roles& roles = plan.csa2;
@@ -326,46 +385,65 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
           if (pk[i] >= 0) keys.push_back(src->entries.Row(pk[i]));
         }
       }
-      const int64_t nk = static_cast<int64_t>(keys.size());
-      logit.resize(nh * nk);
-      const float* q = &s.q[(t * H + h0) * A];
-      ops::DotMany(q, nh, A, keys.data(), nk, A, logit.data());
-      for (int64_t h = 0; h < nh; ++h) {
-        float* l = &logit[h * nk];
-        const float sink = w.attn_sink[h0 + h];
-        float m = sink;
-        for (int64_t i = 0; i < nk; ++i) {
-          l[i] *= scale;
-          m = std::max(m, l[i]);
-        }
-        float den = std::exp(sink - m);
-        for (int64_t i = 0; i < nk; ++i) {
-          l[i] = std::exp(l[i] - m);
-          den += l[i];
-        }
-        for (int64_t i = 0; i < nk; ++i) l[i] /= den;
-      }
       float* o = &s.o[(t * H + h0) * A];
-      std::fill(o, o + nh * A, 0.0f);
-      ops::AxpyMany(o, nh, A, logit.data(), keys.data(), nk, A);
+      Attend(&s.q[(t * H + h0) * A], nh, keys, &w.attn_sink[h0], scale, A, logit, o);
       for (int64_t h = 0; h < nh; ++h) rope.Rotate(o + h * A + A - R, p, true);
     }
   });
 
-  // ---- grouped output: z [T, G·O], group g = wo_a rows g·O.. on heads g·H/G..; out = wo_b · z
-  // ----
-  Grow(s.z, T * G * O);
-  Grow(s.o_group, T * HG * A);
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy(&s.o[(t * H + g * HG) * A], &s.o[(t * H + (g + 1) * HG) * A],
-                &s.o_group[t * HG * A]);
-    }
-    const float* in = LinearInput(pool, s.o_group.data(), T, w.wo_a, opts, s.act);
-    LinearRows(pool, &s.z[g * O], G * O, in, w.wo_a, T, g * O, (g + 1) * O);
+  GroupedOutput(ctx, w, T, s, out);
+}
+
+// ---------------------------------------------------------------------------
+// DSpark (the V4.1 reference's DSparkAttention)
+// ---------------------------------------------------------------------------
+
+void Csa2DSparkRingRows(const LayerContext& ctx, const AttentionWeights& w, const float* main_x,
+                        int64_t n, int64_t pos0, RowHistory& ring, Csa2Scratch& s) {
+  const DeepSeekV4Config& c = ctx.config;
+  const int64_t A = c.head_dim, R = c.qk_rope_head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Grow(s.kv, n * A);
+  Linear(ctx.pool, s.kv.data(), LinearInput(ctx.pool, main_x, n, w.wkv, ctx.numerics, s.act), w.wkv,
+         n);
+  for (int64_t t = 0; t < n; ++t) {
+    float* kv = &s.kv[t * A];
+    RmsNorm(kv, kv, w.kv_norm.data(), A, eps);
+    ctx.rope.Rotate(kv + A - R, pos0 + t, false);
+    if (ctx.numerics.kv_quant) ops::ref::QuantizeDequantizeFp8(kv, A, 32);
+    std::copy_n(kv, A, ring.Append(pos0 + t));
   }
-  Linear(pool, out, LinearInput(pool, s.z.data(), T, w.wo_b, opts, s.act), w.wo_b, T);
-  (void)D;
+}
+
+void Csa2DSparkAttention(const LayerContext& ctx, const AttentionWeights& w, const float* x,
+                         int64_t B, int64_t p, const RowHistory& ring, Csa2Scratch& s, float* out) {
+  const DeepSeekV4Config& c = ctx.config;
+  const int64_t H = c.num_attention_heads, A = c.head_dim, R = c.qk_rope_head_dim;
+  const int64_t W = c.sliding_window;
+  CHECK(ring.end() == p + 1 && ring.Holds(std::max<int64_t>(0, p - W + 1), p + 1),
+        "DSpark stage %lld: a block after position %lld, the ring holds [%lld, %lld)",
+        static_cast<long long>(ctx.plan.layer), static_cast<long long>(p),
+        static_cast<long long>(ring.begin()), static_cast<long long>(ring.end()));
+  Project(ctx, w, x, B, p + 1, s);
+  // Keys of every block row: ring slot i < min(W, p + 1) (the newest committed
+  // position ≡ i mod W, in slot order as the reference's index set), then the
+  // B block rows (no mask inside the block).
+  const int64_t n_ring = std::min(W, p + 1);
+  std::vector<const float*> keys;
+  for (int64_t i = 0; i < n_ring; ++i) keys.push_back(ring.Row(p - ((p - i) % W)));
+  for (int64_t j = 0; j < B; ++j) keys.push_back(&s.kv[j * A]);
+  Grow(s.o, B * H * A);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(A)));
+  ctx.pool.ParallelFor(B * H, [&](int64_t b, int64_t e, int) {
+    std::vector<float> logit;
+    for (int64_t jh = b; jh < e; ++jh) {
+      const int64_t j = jh / H, h = jh % H;
+      float* o = &s.o[(j * H + h) * A];
+      Attend(&s.q[(j * H + h) * A], 1, keys, &w.attn_sink[h], scale, A, logit, o);
+      ctx.rope.Rotate(o + A - R, p + 1 + j, true);
+    }
+  });
+  GroupedOutput(ctx, w, B, s, out);
 }
 
 }  // namespace dsv4::deepseek_v4

@@ -98,6 +98,20 @@ void Csa2Attention(const LayerContext& ctx, const AttentionWeights& w, const flo
                    int64_t n_tokens, int64_t pos0, std::span<Csa2LayerState> states,
                    Csa2Shared& shared, IndexKeyReading reading, Csa2Scratch& s, float* out);
 
+// The V4.1 DSpark stage's attention (the reference's DSparkAttention: window
+// only, no compression). Its ring holds one kv row per committed position,
+// made from the draft's main_x (main_norm(main_proj · target features)):
+// Csa2DSparkRingRows appends positions pos0 .. pos0+n−1 (main_x [n, D]):
+// kv_norm(wkv · main_x), RoPE, FP8 as the window rows.
+void Csa2DSparkRingRows(const LayerContext& ctx, const AttentionWeights& w, const float* main_x,
+                        int64_t n, int64_t pos0, RowHistory& ring, Csa2Scratch& s);
+// A draft block of B rows at positions p+1 .. p+B (x: [B, D]) attends to the
+// ring's rows of positions max(0, p−W+1) .. p and all B block rows (no causal
+// mask inside the block), with the sink; out: [B, D]. The ring is not changed.
+void Csa2DSparkAttention(const LayerContext& ctx, const AttentionWeights& w, const float* x,
+                         int64_t n_rows, int64_t p, const RowHistory& ring, Csa2Scratch& s,
+                         float* out);
+
 }  // namespace dsv4::deepseek_v4
 
 #endif  // DSV4_MODEL_DEEPSEEK_V4_CSA2_H_

@@ -103,7 +103,7 @@ std::string DescribeRelease(const DeepSeekV4Config& c) {
     const std::string size = c.hidden_size == 5120 && c.num_hidden_layers == 40
                                  ? "V4.1-Flash (2026-09-10)"
                                  : "a DeepSeek-V4.1";
-    return size + (c.dspark() ? " with its DSpark draft module (not run by dsv4)" : "");
+    return size + (c.dspark() ? " with its DSpark draft module" : "");
   }
   std::string size = c.hidden_size == 4096 && c.num_hidden_layers == 43   ? "V4-Flash"
                      : c.hidden_size == 7168 && c.num_hidden_layers == 61 ? "V4-Pro"

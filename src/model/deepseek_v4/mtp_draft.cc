@@ -15,15 +15,13 @@
 #include <memory>
 #include <vector>
 
+#include "model/deepseek_v4/dspark_session.h"
 #include "model/deepseek_v4/model.h"
 
 namespace dsv4::deepseek_v4 {
 namespace {
 
-// Greedy choice with the Sampler's tie rule: the lowest id among equal maxima.
-int32_t Greedy(std::span<const float> logits) {
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
+int32_t Greedy(std::span<const float> logits) { return GreedyDraft(logits); }
 
 class MtpDraftSession final : public DraftSession {
  public:
@@ -112,53 +110,10 @@ class MtpDraftSession final : public DraftSession {
 
 }  // namespace
 
-// DSpark as a draft head (spec §13.7): Observe feeds the committed
-// positions' target features to the stages' rings, Draft runs one block after
-// the anchor (the token the main model runs next) and proposes its first
-// drafts.size() tokens.
-class DSparkDraftSession final : public DraftSession {
- public:
-  DSparkDraftSession(DeepSeekV4Model& model, int64_t max_tokens)
-      : model_(model), cache_(model.NewMtpCache(max_tokens)) {}
-
-  Status Observe(std::span<const int32_t> tokens, int64_t kept, int64_t entry) override {
-    const int64_t T = static_cast<int64_t>(tokens.size());
-    if (T == 0 || kept < 1 || kept > T) {
-      return InvalidArgument("DSpark draft: Observe(" + std::to_string(T) + " tokens, kept " +
-                             std::to_string(kept) + ")");
-    }
-    const std::span<const float> f = model_.last_features(entry);  // [T, nT·D]
-    const int64_t row = static_cast<int64_t>(model_.config().dspark_target_layer_ids.size()) *
-                        model_.config().hidden_size;
-    if (static_cast<int64_t>(f.size()) != T * row) {
-      return InvalidArgument("DSpark draft: entry " + std::to_string(entry) +
-                                 " of the main model's last Forward did not run these " +
-                                 std::to_string(T) + " tokens",
-                             "call Observe right after the sequence's Forward");
-    }
-    return model_.DSparkObserve(f.first(kept * row), *cache_);
-  }
-
-  Result<int64_t> Draft(int32_t next, std::span<int32_t> drafts, const DraftPick& pick) override {
-    const int64_t k =
-        std::min<int64_t>(static_cast<int64_t>(drafts.size()), model_.config().dspark_block_size);
-    if (k == 0) return int64_t{0};
-    const DeepSeekV4Model::DraftPick row_pick = [&](std::span<float> row, int64_t j) {
-      return pick ? pick(row, j) : Greedy(row);
-    };
-    RETURN_IF_ERROR(model_.DSparkDraft(next, *cache_, row_pick, block_, k));
-    std::copy_n(block_.tokens.begin(), k, drafts.begin());
-    return k;
-  }
-
- private:
-  DeepSeekV4Model& model_;
-  std::unique_ptr<SequenceCache> cache_;
-  DeepSeekV4Model::DSparkBlock block_;
-};
-
 std::unique_ptr<DraftSession> DeepSeekV4Model::NewDraftSession(int64_t max_tokens) {
-  if (has_dspark()) return std::make_unique<DSparkDraftSession>(*this, max_tokens);
+  if (has_dspark()) {
+    return std::make_unique<DSparkDraftSession<DeepSeekV4Model>>(*this, max_tokens);
+  }
   if (!has_mtp()) return nullptr;
   return std::make_unique<MtpDraftSession>(*this, max_tokens);
 }

@@ -107,6 +107,9 @@ constexpr TensorNameRow kTable[] = {
   {S::kMtp, "markov_head.markov_w1.weight", "", "markov_w1.weight"},
   {S::kMtp, "markov_head.markov_w2.weight", "", "markov_w2.weight"},
   {S::kMtp, "confidence_head.proj.weight",  "", "conf_proj.weight"},
+  // V4.1 (the reference's DSparkMarkovHead)
+  {S::kMtp, "markov_head.embed.weight", "", ""},
+  {S::kMtp, "markov_head.head.weight",  "", ""},
 };
 // clang-format on
 

@@ -232,6 +232,9 @@ Result<std::unique_ptr<DeepSeekV41Model>> DeepSeekV41Model::Load(
   m->rope_ = LayerRopes(c, m->plans_);
   m->hc_ = MakeHcParams(c);
   m->info_ = MakeModelInfo(c, m->plans_, "deepseek_v41", options.max_context);
+  m->draft_config_ = c;
+  m->draft_config_.n_routed_experts = c.draft_routed_experts();
+  m->draft_config_.num_experts_per_tok = c.draft_experts_per_tok();
   m->pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));
   return m;
 }
@@ -311,6 +314,7 @@ Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache&
   }
   cache->Append(tokens);
   Run(tokens, cache->length() - T, *cache, all_logits ? 0 : T - 1, logits.data());
+  KeepFeatures(T);
   return Status::Ok();
 }
 
@@ -378,6 +382,7 @@ void DeepSeekV41Model::Run(std::span<const int32_t> tokens, int64_t pos0, DeepSe
       engram_reads_.bytes += stats.bytes;
       trace("engram_out", l, x, {T, C, D});
     }
+    CaptureFeatures(l, x, T);
     // attention: its own mixes, the collapse by the previous sublayer's pre
     HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T,
                        HcMix{.mix = mix_.data(),

@@ -12,7 +12,8 @@
 //   logits = head · norm(Σ pre·X)               // no hc_head: the last FFN's mix collapses
 //
 // Attention is CSA2 (csa2.h); the MoE, mHC mixes, RoPE and weights are V4's.
-// The DSpark stages and the vision tower of the release are not run.
+// The DSpark stages draft for speculative decoding (v41_dspark.cc); the vision
+// tower of the release is not run.
 //
 // Dimensions: T tokens in a call, D hidden, C hc_mult, V vocab.
 #ifndef DSV4_MODEL_DEEPSEEK_V4_V41_MODEL_H_
@@ -88,7 +89,7 @@ class DeepSeekV41Cache final : public SequenceCache {
   std::optional<EngramSequence> engram_;
 };
 
-class DeepSeekV41Model final : public Model {
+class DeepSeekV41Model final : public Model, public DraftModel {
  public:
   static Result<std::unique_ptr<DeepSeekV41Model>> Load(
       std::shared_ptr<const CheckpointReader> reader, const DeepSeekV4Config& config,
@@ -120,12 +121,50 @@ class DeepSeekV41Model final : public Model {
   int64_t engram_table_bytes() const;
   // Intermediates by golden-dump name (tests); null: off.
   void SetTrace(TraceFn fn) { trace_fn_ = std::move(fn); }
+  // The entries one after another; each entry's target features kept
+  // (last_features(entry)) for the draft head.
+  Status ForwardBatch(std::span<const BatchEntry> entries) override;
+
+  // ---- DSpark (the reference's DSparkBlock, forward_spec; v41_dspark.cc) ----
+  // As V4's (model.h, spec §13) but with lagged mHC in the stages, no HC head
+  // (the last stage's lagged mix collapses), CSA2's window numerics, the
+  // stages' own MoE sizes, and target features read at the *input* of each
+  // target layer (after its Engram).
+  DraftModel* draft_model() override { return has_dspark() ? this : nullptr; }
+  std::string_view draft_kind() const override { return "dspark"; }
+  int64_t max_drafts() const override { return config_.dspark_block_size; }
+  std::unique_ptr<DraftSession> NewDraftSession(int64_t max_tokens) override;
+  bool has_dspark() const { return weights_.dspark.has_value(); }
+  // The target features [T, nT·D] of entry `entry` of the last Forward /
+  // ForwardBatch's new tokens: per token, the mean over the C streams of each
+  // target layer's input, concatenated in layer order. Empty without DSpark.
+  std::span<const float> last_features(int64_t entry = 0) const;
+  // The draft cache: every stage's ring of kv rows from main_x (all kept, so
+  // any Truncate is in place).
+  std::unique_ptr<SequenceCache> NewMtpCache(int64_t max_tokens) const;
+  // Appends the next n committed positions (from draft_cache.length()) to the
+  // stages' rings, from their target features [n, nT·D].
+  Status DSparkObserve(std::span<const float> features, SequenceCache& draft_cache);
+  // One draft block after `anchor` (the token at position p + 1, p =
+  // draft_cache.length() − 1); see DeepSeekV4Model::DSparkDraft. confidence:
+  // the confidence head on [the collapsed stream before the norm ; the Markov
+  // embedding]. `rows` (≤ B; 0: B) limits the head and the Markov loop to the
+  // first `rows` drafts (the stages run all B rows); later rows of `out` are
+  // not written.
+  using DSparkBlock = DeepSeekV4Model::DSparkBlock;
+  using DraftPick = DeepSeekV4Model::DraftPick;
+  Status DSparkDraft(int32_t anchor, SequenceCache& draft_cache, const DraftPick& pick,
+                     DSparkBlock& out, int64_t rows = 0);
 
  private:
   DeepSeekV41Model() = default;
   // Runs T tokens at pos0 on `cache`; logits of rows [first_logit, T) into `logits`.
   void Run(std::span<const int32_t> tokens, int64_t pos0, DeepSeekV41Cache& cache,
            int64_t first_logit, float* logits);
+  // DSpark: the stream means of x [T, C, D] into features_all_ when `layer`
+  // is a target; after a Forward, its T rows as the new tokens' features.
+  void CaptureFeatures(int64_t layer, const float* x, int64_t T);
+  void KeepFeatures(int64_t T);
 
   DeepSeekV4Config config_;
   std::vector<LayerPlan> plans_;
@@ -146,6 +185,16 @@ class DeepSeekV41Model final : public Model {
   std::vector<float> x_, u_, h_, y_, mix_, pre_a_, post_a_, comb_a_, pre_f_, post_f_, comb_f_,
       pre_mix_;
   std::vector<int64_t> hashes_;
+  // DSpark: the stages' config (their MoE sizes), target features of the
+  // last Run [T, nT·D], the new tokens' of the last Forward / ForwardBatch,
+  // entry i's rows of them [e_i, e_{i+1}).
+  DeepSeekV4Config draft_config_;
+  std::vector<float> features_all_, features_;
+  std::vector<int64_t> entry_rows_;
+  std::vector<float> dspark_x_, dspark_y_, dspark_e_;
+  std::vector<int32_t> dspark_ids_;
+  MoeScratch draft_moe_scratch_;
+  bool warned_reference_slot_ = false;
   Csa2Shared shared_;
   Csa2Scratch attn_scratch_;
   MoeScratch moe_scratch_;

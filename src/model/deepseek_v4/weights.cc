@@ -42,10 +42,8 @@ void ForEachWeight(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plan
 
   for (const LayerPlan& p : plans) {
     const bool mtp = p.role == LayerRole::kMtp;
-    // The V4.1 DSpark stages (declared for the counts; not bound: not run)
-    // have their own expert count.
-    const int64_t El =
-        mtp && c.v41() && c.dspark_n_routed_experts > 0 ? c.dspark_n_routed_experts : E;
+    // The V4.1 DSpark stages have their own expert count.
+    const int64_t El = mtp ? c.draft_routed_experts() : E;
     auto add = [&](const std::string& rel, std::vector<int64_t> shape, K kind,
                    int64_t expert = -1) {
       fn(WeightDecl{.name = p.prefix + rel,
@@ -822,7 +820,8 @@ LayerWeights TakeLayer(Binder& binder, const DeepSeekV4Config& c, const LayerPla
   } else {
     m.bias = std::move(binder.Get(x + "ffn.gate.bias").f32);
   }
-  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+  const int64_t E = p.role == LayerRole::kMtp ? c.draft_routed_experts() : c.n_routed_experts;
+  for (int64_t e = 0; e < E; ++e) {
     const std::string ex = x + "ffn.experts." + std::to_string(e) + ".";
     m.experts.push_back(ExpertWeights{.w1 = TakeLinear(binder, ex + "w1.weight"),
                                       .w3 = TakeLinear(binder, ex + "w3.weight"),
@@ -861,7 +860,7 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
   std::vector<bool> bind_mtp(plans.size(), false);
   const bool dspark = c.dspark() && present("mtp.0.main_proj.weight");
   for (size_t i = 0; i < plans.size(); ++i) {
-    if (plans[i].role != LayerRole::kMtp || c.v41()) continue;  // V4.1 DSpark: not run
+    if (plans[i].role != LayerRole::kMtp) continue;
     bind_mtp[i] = c.dspark() ? dspark : present(plans[i].prefix + "e_proj.weight");
   }
   // Draft tensors of a kind this config does not describe (e.g. a DSpark
@@ -907,9 +906,15 @@ Result<ModelWeights> BindWeights(const CheckpointReader& reader, const DeepSeekV
       d.stages.push_back(TakeLayer(binder, c, p));
       if (static_cast<int64_t>(d.stages.size()) == c.n_draft_layers()) {
         d.norm = std::move(binder.Get(x + "norm.weight").f32);
-        d.hc_head = TakeHc(binder, x + "hc_head_fn", x + "hc_head_base", x + "hc_head_scale");
-        d.markov_w1 = binder.Get(x + "markov_head.markov_w1.weight").view;
-        d.markov_w2 = binder.Get(x + "markov_head.markov_w2.weight").view;
+        if (c.v41()) {  // no HC head (the last stage's lagged mix collapses); the Markov
+                        // head's embed / head
+          d.markov_w1 = binder.Get(x + "markov_head.embed.weight").view;
+          d.markov_w2 = binder.Get(x + "markov_head.head.weight").view;
+        } else {
+          d.hc_head = TakeHc(binder, x + "hc_head_fn", x + "hc_head_base", x + "hc_head_scale");
+          d.markov_w1 = binder.Get(x + "markov_head.markov_w1.weight").view;
+          d.markov_w2 = binder.Get(x + "markov_head.markov_w2.weight").view;
+        }
         d.confidence = std::move(binder.Get(x + "confidence_head.proj.weight").f32);
       }
     } else if (bind_mtp[i]) {

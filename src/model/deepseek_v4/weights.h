@@ -212,13 +212,16 @@ struct MtpWeights {
 
 // The DSpark draft module (spec §13.3): S window-only stages; stage 0 also
 // projects the target features, the last stage carries the heads. Embedding
-// and LM head are the main model's.
+// and LM head are the main model's. V4.1 (the reference's DSparkBlock): no
+// hc_head (the last stage's lagged mix collapses), the Markov head's
+// markov_head.embed / markov_head.head as markov_w1 / markov_w2, the stages'
+// MoE with dspark_n_routed_experts.
 struct DSparkWeights {
   LinearWeight main_proj;            // [D, nT·D] on the concatenated target features
   std::vector<float> main_norm;      // [D]
   std::vector<LayerWeights> stages;  // [S] window attention + scored MoE
   std::vector<float> norm;           // [D] final norm before the shared head
-  HyperConnectionWeights hc_head;    // fn [C, C·D], base [C], scale [1]
+  HyperConnectionWeights hc_head;    // fn [C, C·D], base [C], scale [1] (V4 only)
   TensorView markov_w1;              // [V, r] the previous token's Markov embedding
   TensorView markov_w2;              // [V, r] Markov bias = W2 · e
   std::vector<float> confidence;     // [D + r] confidence logit = w · [y ; e] (no bias)
