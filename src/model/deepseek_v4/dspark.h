@@ -12,11 +12,16 @@
 #define DSV4_MODEL_DEEPSEEK_V4_DSPARK_H_
 
 #include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/cache.h"
 #include "model/deepseek_v4/layer_context.h"
 #include "model/deepseek_v4/weights.h"
+#include "ops/matmul.h"
+#include "tensor/dtype.h"
 
 namespace dsv4::deepseek_v4 {
 
@@ -33,6 +38,41 @@ void DSparkRingRows(const LayerContext& ctx, const AttentionWeights& w, const fl
 // set) and the B block rows, with the sink, into s.o. The ring is not changed.
 void DSparkAttentionCore(const LayerContext& ctx, const AttentionWeights& w, int64_t p,
                          int64_t n_rows, const RowHistory& ring, AttentionScratch& s);
+
+// The Markov loop of a draft block (spec §13.5), V4's and V4.1's alike: row j
+// of out.logits (the shared head on the draft's output) gains the Markov bias
+// W2 · W1[prev_j] (prev_0 = anchor, then the drafts), out.confidence[j] =
+// w · [y_j ; e_j] with y [n_rows, D] the rows before the final norm, and
+// out.tokens[j] = pick(row j). e: scratch. Errors name `who` and the row
+// whose pick falls outside the vocabulary.
+template <class Block, class Pick>
+Status DSparkMarkovLoop(ThreadPool& pool, const DSparkWeights& d, int32_t anchor, int64_t n_rows,
+                        int64_t D, int64_t V, const float* y, std::vector<float>& e,
+                        const Pick& pick, Block& out, const char* who) {
+  const int64_t r = d.markov_w1.sizes[1];
+  e.resize(r);
+  int32_t prev = anchor;
+  for (int64_t j = 0; j < n_rows; ++j) {
+    DequantizeRow(d.markov_w1.dtype, d.markov_w1[prev].data, r, e.data());
+    float* bias = out.markov_bias.data() + j * V;
+    ops::MatMul(pool, bias, e.data(), d.markov_w2, 1);  // [V] fp32
+    float* row = out.logits.data() + j * V;
+    for (int64_t v = 0; v < V; ++v) row[v] += bias[v];
+    double conf = 0.0;  // no bias
+    for (int64_t i = 0; i < D; ++i) conf += static_cast<double>(d.confidence[i]) * y[j * D + i];
+    for (int64_t i = 0; i < r; ++i) conf += static_cast<double>(d.confidence[D + i]) * e[i];
+    out.confidence[j] = static_cast<float>(conf);
+    const int32_t next = pick(std::span<float>(row, V), j);
+    if (next < 0 || next >= V) {
+      return InvalidArgument(std::string(who) + " DSparkDraft: the pick of row " +
+                             std::to_string(j) + " is token " + std::to_string(next) +
+                             ", outside [0, " + std::to_string(V) + ")");
+    }
+    out.tokens[j] = next;
+    prev = next;
+  }
+  return Status::Ok();
+}
 
 }  // namespace dsv4::deepseek_v4
 

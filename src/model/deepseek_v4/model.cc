@@ -644,7 +644,7 @@ Status DeepSeekV4Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const Dr
   }
   const DSparkWeights& d = *weights_.dspark;
   const int64_t B = c.dspark_block_size, D = c.hidden_size, C = c.hc_mult;
-  const int64_t r = c.dspark_markov_rank, p = cache->length() - 1;
+  const int64_t p = cache->length() - 1;
   const Tracer trace(&trace_fn_, c.num_hidden_layers);
   const float eps = static_cast<float>(c.rms_norm_eps);
   ThreadPool& pool = *pool_;
@@ -682,32 +682,9 @@ Status DeepSeekV4Model::DSparkDraft(int32_t anchor, SequenceCache& seq, const Dr
   trace("dspark.final_norm_out", -1, h, {B, D});
   ops::MatMul(pool, out.logits.data(), h, weights_.head, B);
 
-  // ---- Markov loop: row j adds W2 · W1[prev_j] (prev_0 = anchor, then the drafts) ----
-  dspark_e_.resize(r);
-  int32_t prev = anchor;
   const int64_t n_rows = rows > 0 ? std::min(rows, B) : B;
-  for (int64_t j = 0; j < n_rows; ++j) {
-    DequantizeRow(d.markov_w1.dtype, d.markov_w1[prev].data, r, dspark_e_.data());
-    float* bias = out.markov_bias.data() + j * V;
-    ops::MatMul(pool, bias, dspark_e_.data(), d.markov_w2, 1);  // [V] fp32
-    float* row = out.logits.data() + j * V;
-    for (int64_t v = 0; v < V; ++v) row[v] += bias[v];
-    // Confidence logit w · [y_j ; e_j] (y before the final norm), no bias.
-    double conf = 0.0;
-    const float* y = dspark_y_.data() + j * D;
-    for (int64_t i = 0; i < D; ++i) conf += static_cast<double>(d.confidence[i]) * y[i];
-    for (int64_t i = 0; i < r; ++i) conf += static_cast<double>(d.confidence[D + i]) * dspark_e_[i];
-    out.confidence[j] = static_cast<float>(conf);
-    const int32_t next = pick(std::span<float>(row, V), j);
-    if (next < 0 || next >= V) {
-      return InvalidArgument("DeepSeek-V4 DSparkDraft: the pick of row " + std::to_string(j) +
-                             " is token " + std::to_string(next) + ", outside [0, " +
-                             std::to_string(V) + ")");
-    }
-    out.tokens[j] = next;
-    prev = next;
-  }
-  return Status::Ok();
+  return DSparkMarkovLoop(pool, d, anchor, n_rows, D, V, dspark_y_.data(), dspark_e_, pick, out,
+                          "DeepSeek-V4");
 }
 
 }  // namespace dsv4::deepseek_v4
