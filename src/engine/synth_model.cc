@@ -79,8 +79,8 @@ class Planner {
   }
   void Norm(const std::string& name, int64_t n) { Add(name, "BF16", {n}, Fill::kBf16One); }
 
-  // One block under `p` ("layers.N." or a DSpark stage's "mtp.S.").
-  void Layer(const std::string& p, int64_t ratio, bool hash, int64_t n_experts) {
+  // A block's norms, mHC sites and attention projections (V4.1: wo_a in bf16).
+  void NormsHcAttention(const std::string& p, bool wo_a_bf16) {
     const SynthModelOptions& o = o_;
     const int64_t D = o.d_model, hc = 4, mix = (2 + hc) * hc;
     Norm(p + "attn_norm.weight", D);
@@ -95,9 +95,44 @@ class Planner {
     Fp8(p + "attn.wq_b", o.n_heads * o.head_dim, o.q_lora_rank);
     Fp8(p + "attn.wkv", o.head_dim, D);
     Norm(p + "attn.kv_norm.weight", o.head_dim);
-    Fp8(p + "attn.wo_a", o.o_groups * o.o_lora_rank, o.n_heads * o.head_dim / o.o_groups);
+    const int64_t wo_a_rows = o.o_groups * o.o_lora_rank,
+                  wo_a_cols = o.n_heads * o.head_dim / o.o_groups;
+    if (wo_a_bf16) {
+      Bf16(p + "attn.wo_a.weight", wo_a_rows, wo_a_cols);
+    } else {
+      Fp8(p + "attn.wo_a", wo_a_rows, wo_a_cols);
+    }
     Fp8(p + "attn.wo_b", D, o.o_groups * o.o_lora_rank);
     Add(p + "attn.attn_sink", "F32", {o.n_heads}, Fill::kF32Zero);
+  }
+
+  // A block's MoE: the router (hash table or selection bias), the routed
+  // experts in FP4 and the shared one in FP8.
+  void Moe(const std::string& p, bool hash, int64_t n_experts) {
+    const SynthModelOptions& o = o_;
+    const int64_t D = o.d_model;
+    Bf16(p + "ffn.gate.weight", n_experts, D);
+    if (hash) {
+      Add(p + "ffn.gate.tid2eid", "I64", {o.vocab, o.top_k}, Fill::kTid2Eid);
+    } else {
+      Add(p + "ffn.gate.bias", "F32", {n_experts}, Fill::kRouterBias);
+    }
+    for (int64_t e = 0; e < n_experts; ++e) {
+      const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
+      Fp4(x + "w1", o.moe_inter, D);
+      Fp4(x + "w2", D, o.moe_inter);
+      Fp4(x + "w3", o.moe_inter, D);
+    }
+    Fp8(p + "ffn.shared_experts.w1", o.moe_inter, D);
+    Fp8(p + "ffn.shared_experts.w2", D, o.moe_inter);
+    Fp8(p + "ffn.shared_experts.w3", o.moe_inter, D);
+  }
+
+  // One block under `p` ("layers.N." or a DSpark stage's "mtp.S.").
+  void Layer(const std::string& p, int64_t ratio, bool hash, int64_t n_experts) {
+    const SynthModelOptions& o = o_;
+    const int64_t D = o.d_model;
+    NormsHcAttention(p, /*wo_a_bf16=*/false);
     if (ratio > 0) {
       const int64_t c = ratio == 4 ? 2 : 1;  // CSA compresses overlapping pairs
       Bf16(p + "attn.compressor.wkv.weight", c * o.head_dim, D);
@@ -114,21 +149,7 @@ class Planner {
           2500);
       Norm(p + "attn.indexer.compressor.norm.weight", o.index_head_dim);
     }
-    Bf16(p + "ffn.gate.weight", n_experts, D);
-    if (hash) {
-      Add(p + "ffn.gate.tid2eid", "I64", {o.vocab, o.top_k}, Fill::kTid2Eid);
-    } else {
-      Add(p + "ffn.gate.bias", "F32", {n_experts}, Fill::kRouterBias);
-    }
-    for (int64_t e = 0; e < n_experts; ++e) {
-      const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
-      Fp4(x + "w1", o.moe_inter, D);
-      Fp4(x + "w2", D, o.moe_inter);
-      Fp4(x + "w3", o.moe_inter, D);
-    }
-    Fp8(p + "ffn.shared_experts.w1", o.moe_inter, D);
-    Fp8(p + "ffn.shared_experts.w2", D, o.moe_inter);
-    Fp8(p + "ffn.shared_experts.w3", o.moe_inter, D);
+    Moe(p, hash, n_experts);
   }
 
   void Top() {
@@ -187,7 +208,7 @@ class Planner {
   void V41Layer(int64_t l, const V41Schedule& sc, int64_t n_experts,
                 const std::vector<int64_t>& engram_rows) {
     const SynthModelOptions& o = o_;
-    const int64_t D = o.d_model, hc = 4, mix = (2 + hc) * hc, A = o.head_dim;
+    const int64_t D = o.d_model, hc = 4, A = o.head_dim;
     const int64_t ID = o.index_head_dim, IH = o.index_n_heads;
     const bool stage = l >= o.n_layers;
     const std::string p =
@@ -195,21 +216,7 @@ class Planner {
     auto has = [](const std::vector<int64_t>& v, int64_t x) {
       return std::find(v.begin(), v.end(), x) != v.end();
     };
-    Norm(p + "attn_norm.weight", D);
-    Norm(p + "ffn_norm.weight", D);
-    for (const char* site : {"hc_attn", "hc_ffn"}) {
-      Add(p + site + "_fn", "F32", {mix, hc * D}, Fill::kF32Rand, hc * D);
-      Add(p + site + "_base", "F32", {mix}, Fill::kF32Zero);
-      Add(p + site + "_scale", "F32", {3}, Fill::kF32One);
-    }
-    Fp8(p + "attn.wq_a", o.q_lora_rank, D);
-    Norm(p + "attn.q_norm.weight", o.q_lora_rank);
-    Fp8(p + "attn.wq_b", o.n_heads * A, o.q_lora_rank);
-    Fp8(p + "attn.wkv", A, D);
-    Norm(p + "attn.kv_norm.weight", A);
-    Bf16(p + "attn.wo_a.weight", o.o_groups * o.o_lora_rank, o.n_heads * A / o.o_groups);
-    Fp8(p + "attn.wo_b", D, o.o_groups * o.o_lora_rank);
-    Add(p + "attn.attn_sink", "F32", {o.n_heads}, Fill::kF32Zero);
+    NormsHcAttention(p, /*wo_a_bf16=*/true);
     const int64_t ratio = stage ? 0 : sc.compress_ratios[l];
     if (has(sc.kv_sources, l)) {
       Bf16(p + "attn.compressor.wkv.weight", A, D);
@@ -233,17 +240,7 @@ class Planner {
       Add(p + "engram.q_weight", "BF16", {hc, D}, Fill::kBf16One);
       Add(p + "engram.k_weight", "BF16", {hc, D}, Fill::kBf16One);
     }
-    Bf16(p + "ffn.gate.weight", n_experts, D);
-    Add(p + "ffn.gate.bias", "F32", {n_experts}, Fill::kRouterBias);
-    for (int64_t e = 0; e < n_experts; ++e) {
-      const std::string x = p + "ffn.experts." + std::to_string(e) + ".";
-      Fp4(x + "w1", o.moe_inter, D);
-      Fp4(x + "w2", D, o.moe_inter);
-      Fp4(x + "w3", o.moe_inter, D);
-    }
-    Fp8(p + "ffn.shared_experts.w1", o.moe_inter, D);
-    Fp8(p + "ffn.shared_experts.w2", D, o.moe_inter);
-    Fp8(p + "ffn.shared_experts.w3", o.moe_inter, D);
+    Moe(p, /*hash=*/false, n_experts);
   }
 
   // V4.1 DSpark stage s of S (the reference's DSparkBlock): stage 0 projects
