@@ -34,12 +34,13 @@ int Run(const LogitsArgs& a) {
   }
   if (!a.logits_out.empty()) {
     std::FILE* f = std::fopen(a.logits_out.c_str(), "wb");
-    const bool ok = f != nullptr && std::fwrite(logits.data(), sizeof(float), logits.size(), f) ==
-                                        logits.size();
-    if (f != nullptr && std::fclose(f) != 0) return ReportError(IoError(a.logits_out + ": write failed"));
+    const bool ok = f != nullptr &&
+                    std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
+    if (f != nullptr && std::fclose(f) != 0)
+      return ReportError(IoError(a.logits_out + ": write failed"));
     if (!ok) {
-      return ReportError(IoError(a.logits_out + ": cannot write the logits",
-                                 "check the --logits-out path"));
+      return ReportError(
+          IoError(a.logits_out + ": cannot write the logits", "check the --logits-out path"));
     }
   }
   const int64_t k = std::min<int64_t>(a.top_k, V);

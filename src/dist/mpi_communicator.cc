@@ -58,8 +58,8 @@ class MpiCommunicator final : public Communicator {
       MPI_Get_count(&st, MPI_BYTE, &got);
       if (got != count) {
         return DataLoss("rank " + std::to_string(rank_) + ": a message from rank " +
-                        std::to_string(from) + " has " + std::to_string(got) +
-                        " bytes, expected " + std::to_string(count),
+                            std::to_string(from) + " has " + std::to_string(got) +
+                            " bytes, expected " + std::to_string(count),
                         "every rank must run the same dsv4 build on the same model");
       }
       if (n == 0) break;
@@ -87,9 +87,9 @@ class MpiCommunicator final : public Communicator {
       return InvalidArgument("Gather: the destination holds " + std::to_string(all.size()) +
                              " bytes, needs " + std::to_string(n * size_));
     }
-    const int rc = MPI_Gather(mine.data(), static_cast<int>(n), MPI_BYTE,
-                              rank_ == 0 ? all.data() : nullptr, static_cast<int>(n), MPI_BYTE, 0,
-                              MPI_COMM_WORLD);
+    const int rc =
+        MPI_Gather(mine.data(), static_cast<int>(n), MPI_BYTE, rank_ == 0 ? all.data() : nullptr,
+                   static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return Failed("MPI_Gather", rc);
     if (rank_ != 0) {
       traffic_.bytes += n;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "base/log.h"
 #include "dist/communicator.h"
@@ -78,6 +79,8 @@ class RingLink final : public PipelineLink {
   std::shared_ptr<Communicator> comm_;
 };
 
+class FrontCache;
+
 // What rank 0's model and its caches share: the inner model, the
 // communicator, and whether the workers have been stopped (a cache that
 // outlives the model then tells no one).
@@ -87,6 +90,9 @@ struct Front {
   std::unique_ptr<Model> model;
   int64_t next_id = 1;
   bool stopped = false;
+  // The live caches rank 0 made, by address (a cache handed in is looked up
+  // here: one of another model is refused).
+  std::unordered_map<const SequenceCache*, FrontCache*> caches;
   std::mutex mu;  // serialises the broadcasts (caches may be freed on other threads)
 
   void Send(const Command& cmd) {
@@ -123,6 +129,7 @@ class FrontCache final : public SequenceCache {
       : front_(std::move(front)), id_(id), inner_(std::move(inner)) {}
   ~FrontCache() override {
     std::lock_guard<std::mutex> lock(front_->mu);
+    front_->caches.erase(this);
     if (!front_->stopped) front_->Send(Command{.op = Op::kFreeCache, .a = id_});
   }
   int64_t length() const override { return inner_->length(); }
@@ -160,11 +167,14 @@ class FrontModel final : public Model {
     std::lock_guard<std::mutex> lock(front_->mu);
     const int64_t id = front_->next_id++;
     front_->Send(Command{.op = Op::kNewCache, .a = id, .b = max_tokens});
-    return std::make_unique<FrontCache>(front_, id, inner().NewCache(max_tokens));
+    auto cache = std::make_unique<FrontCache>(front_, id, inner().NewCache(max_tokens));
+    front_->caches[cache.get()] = cache.get();
+    return cache;
   }
   Status Forward(std::span<const int32_t> tokens, SequenceCache& cache, std::span<float> logits,
                  bool all_logits) override {
-    auto* fc = dynamic_cast<FrontCache*>(&cache);
+    std::lock_guard<std::mutex> lock(front_->mu);
+    FrontCache* fc = Find(&cache);
     if (fc == nullptr) {
       return InvalidArgument("Forward: the cache was not made by this model's NewCache");
     }
@@ -173,7 +183,6 @@ class FrontModel final : public Model {
       return InvalidArgument("Forward: logits buffer has " + std::to_string(logits.size()) +
                              " floats, needs " + std::to_string((all_logits ? T : 1) * V));
     }
-    std::lock_guard<std::mutex> lock(front_->mu);
     Command cmd{.op = Op::kForward, .a = fc->id(), .b = T, .c = all_logits};
     if (T <= kInline) std::copy(tokens.begin(), tokens.end(), cmd.tokens);
     front_->Send(cmd);
@@ -185,9 +194,10 @@ class FrontModel final : public Model {
     std::vector<int64_t> table;  // [entries, 3]: id, T, all_logits
     std::vector<int32_t> tokens;
     std::vector<BatchEntry> inner_entries;
+    std::lock_guard<std::mutex> lock(front_->mu);
     for (size_t i = 0; i < entries.size(); ++i) {
       const BatchEntry& e = entries[i];
-      auto* fc = dynamic_cast<FrontCache*>(e.cache);
+      FrontCache* fc = Find(e.cache);
       const int64_t T = static_cast<int64_t>(e.tokens.size());
       if (fc == nullptr) {
         return InvalidArgument("ForwardBatch entry " + std::to_string(i) +
@@ -200,10 +210,11 @@ class FrontModel final : public Model {
       }
       table.insert(table.end(), {fc->id(), T, e.all_logits ? 1 : 0});
       tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
-      inner_entries.push_back(BatchEntry{
-          .tokens = e.tokens, .cache = &fc->inner(), .logits = e.logits, .all_logits = e.all_logits});
+      inner_entries.push_back(BatchEntry{.tokens = e.tokens,
+                                         .cache = &fc->inner(),
+                                         .logits = e.logits,
+                                         .all_logits = e.all_logits});
     }
-    std::lock_guard<std::mutex> lock(front_->mu);
     front_->Send(Command{.op = Op::kForwardBatch,
                          .a = static_cast<int64_t>(entries.size()),
                          .b = static_cast<int64_t>(tokens.size())});
@@ -230,7 +241,8 @@ class FrontModel final : public Model {
     return inner().expert_stream_stats();
   }
   std::optional<KvUsage> kv_usage(const SequenceCache& cache) const override {
-    const auto* fc = dynamic_cast<const FrontCache*>(&cache);
+    std::lock_guard<std::mutex> lock(front_->mu);
+    const FrontCache* fc = Find(&cache);
     return fc != nullptr ? inner().kv_usage(fc->inner()) : std::nullopt;
   }
   std::vector<RankTraffic> traffic() override {
@@ -249,6 +261,10 @@ class FrontModel final : public Model {
 
  private:
   Model& inner() const { return *front_->model; }
+  FrontCache* Find(const SequenceCache* cache) const {  // under front_->mu
+    const auto it = front_->caches.find(cache);
+    return it != front_->caches.end() ? it->second : nullptr;
+  }
   std::shared_ptr<Front> front_;
   dist::Traffic meta_;  // what the traffic() calls themselves sent
 };
@@ -346,9 +362,7 @@ struct Verdict {
   char hint[512] = {};
 };
 
-void CopyText(char* dst, size_t n, const std::string& s) {
-  std::snprintf(dst, n, "%s", s.c_str());
-}
+void CopyText(char* dst, size_t n, const std::string& s) { std::snprintf(dst, n, "%s", s.c_str()); }
 
 RankReport Report(const Result<LoadedModel>& loaded) {
   RankReport r;
@@ -375,8 +389,7 @@ Status Judge(const std::vector<RankReport>& reports, const LoadedModel* own) {
     const RankReport& r = reports[i];
     if (r.code != 0) {
       return Status(static_cast<StatusCode>(r.code),
-                    "rank " + std::to_string(i) + " could not load its part: " + r.message,
-                    r.hint);
+                    "rank " + std::to_string(i) + " could not load its part: " + r.message, r.hint);
     }
   }
   const RankReport& r0 = reports[0];
@@ -384,8 +397,8 @@ Status Judge(const std::vector<RankReport>& reports, const LoadedModel* own) {
     const RankReport& r = reports[i];
     const std::string who = "rank " + std::to_string(i);
     if (r.n_files != r0.n_files) {
-      return InvalidArgument(who + " loaded " + std::to_string(r.n_files) + " model files, rank 0 " +
-                                 std::to_string(r0.n_files),
+      return InvalidArgument(who + " loaded " + std::to_string(r.n_files) +
+                                 " model files, rank 0 " + std::to_string(r0.n_files),
                              "give every rank the same model (a copy of the same files)");
     }
     for (int f = 0; f < r.n_files; ++f) {
@@ -398,8 +411,9 @@ Status Judge(const std::vector<RankReport>& reports, const LoadedModel* own) {
       }
     }
     if (r.load_hash != r0.load_hash || r.layers != r0.layers) {
-      return InvalidArgument(who + " loaded the model with other options than rank 0 (format, "
-                                   "architecture or load flags differ)",
+      return InvalidArgument(who +
+                                 " loaded the model with other options than rank 0 (format, "
+                                 "architecture or load flags differ)",
                              "start every rank with the same command line");
     }
   }

@@ -276,7 +276,8 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const S
     if (has_dspark()) CaptureFeatures(plan.layer, T);
   }
 
-  if (stage_ && stage_->link != nullptr) {  // ---- on to the next stage; the front gets the end ----
+  if (stage_ &&
+      stage_->link != nullptr) {  // ---- on to the next stage; the front gets the end ----
     stage_->link->SendNext(xs);
     if (frow > 0) stage_->link->SendNext(fs);
     if (front()) {
