@@ -18,7 +18,8 @@
 namespace dsv4::dist {
 
 // What this process has sent since it started (every byte counted once per
-// destination; a broadcast counts what the root sends: size − 1 copies).
+// destination, as if each message went straight there: a broadcast counts
+// size − 1 copies at the root, an all-gather size − 1 copies of each block).
 struct Traffic {
   int64_t bytes = 0;
   int64_t messages = 0;
@@ -38,6 +39,9 @@ class Communicator {
   // Every rank's `mine` (one size for all) into rank 0's `all` ([size, n]);
   // `all` is ignored on the other ranks.
   virtual Status Gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+  // In place: rank r's block is bytes [offsets[r], offsets[r+1]) of `data`
+  // ([size + 1] offsets, the same on every rank); every rank gets every block.
+  virtual Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets) = 0;
   // Ends every process of the job at once (exit code `code`), after an error
   // that leaves the others waiting for this one.
   [[noreturn]] virtual void Abort(int code) = 0;

@@ -98,6 +98,27 @@ class MpiCommunicator final : public Communicator {
     return Status::Ok();
   }
 
+  Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets) override {
+    counts_.resize(size_);
+    displs_.resize(size_);
+    for (int r = 0; r < size_; ++r) {
+      const int64_t n = offsets[r + 1] - offsets[r];
+      if (offsets[r + 1] > INT_MAX || n < 0 || offsets[r + 1] > static_cast<int64_t>(data.size())) {
+        return OutOfRange("AllGather: block " + std::to_string(r) + " at [" +
+                          std::to_string(offsets[r]) + ", " + std::to_string(offsets[r + 1]) +
+                          ") of " + std::to_string(data.size()) + " bytes");
+      }
+      counts_[r] = static_cast<int>(n);
+      displs_[r] = static_cast<int>(offsets[r]);
+    }
+    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts_.data(),
+                                  displs_.data(), MPI_BYTE, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return Failed("MPI_Allgatherv", rc);
+    traffic_.bytes += static_cast<int64_t>(counts_[rank_]) * (size_ - 1);
+    traffic_.messages += size_ - 1;
+    return Status::Ok();
+  }
+
   [[noreturn]] void Abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; keep the promise if it did
@@ -109,6 +130,7 @@ class MpiCommunicator final : public Communicator {
                    "a rank of the job has died or cannot be reached; see its own error above");
   }
   int rank_, size_;
+  std::vector<int> counts_, displs_;  // AllGather's, reused
 };
 
 void FinalizeAtExit() {

@@ -81,12 +81,30 @@ class RingLink final : public PipelineLink {
 
 class FrontCache;
 
+// Expert parallel: the routed experts' output rows, all-gathered.
+class GatherLink final : public ExpertLink {
+ public:
+  explicit GatherLink(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  void AllGather(std::span<float> data, std::span<const int64_t> offsets) override {
+    bytes_.resize(offsets.size());
+    for (size_t r = 0; r < offsets.size(); ++r) bytes_[r] = offsets[r] * int64_t{sizeof(float)};
+    if (Status st = comm_->AllGather(dist::MutableBytes(data), bytes_); !st.ok()) {
+      Fatal(*comm_, st);
+    }
+  }
+
+ private:
+  std::shared_ptr<Communicator> comm_;
+  std::vector<int64_t> bytes_;  // offsets in bytes, reused
+};
+
 // What rank 0's model and its caches share: the inner model, the
 // communicator, and whether the workers have been stopped (a cache that
 // outlives the model then tells no one).
 struct Front {
   std::shared_ptr<Communicator> comm;
   std::unique_ptr<RingLink> link;
+  std::unique_ptr<GatherLink> gather;
   std::unique_ptr<Model> model;
   int64_t next_id = 1;
   bool stopped = false;
@@ -469,15 +487,27 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
   ASSIGN_OR_RETURN(std::shared_ptr<Communicator> comm, dist::MpiWorld());
   const int rank = comm->rank(), size = comm->size();
   Result<LoadedModel> loaded = LoadModelInProcess(options);
-  if (loaded.ok() && options.parallel != "pipeline") {
-    loaded = options.parallel == "expert"
-                 ? Unimplemented("--parallel expert is not implemented yet",
-                                 "use --parallel pipeline (docs/distributed.md)")
-                 : InvalidArgument("--parallel '" + options.parallel + "' is not a parallelism",
-                                   "use pipeline");
+  const bool expert = options.parallel == "expert";
+  if (loaded.ok() && options.parallel != "pipeline" && !expert) {
+    loaded = InvalidArgument("--parallel '" + options.parallel + "' is not a parallelism",
+                             "use pipeline or expert");
   }
   std::vector<int64_t> first;
-  if (loaded.ok()) {
+  auto front = std::make_shared<Front>();
+  front->comm = comm;
+  front->link = std::make_unique<RingLink>(comm);
+  front->gather = std::make_unique<GatherLink>(comm);
+  if (loaded.ok() && expert) {
+    // Every layer on every rank; the routed experts split.
+    const int64_t layers = loaded->model->pipeline_layers();
+    first = {0};
+    for (int r = 0; r < size; ++r) first.push_back(layers);
+    if (Status st = loaded->model->SetExpertShard(
+            ExpertShard{.rank = rank, .ranks = size, .link = front->gather.get()});
+        !st.ok()) {
+      loaded = st;
+    }
+  } else if (loaded.ok()) {
     const int64_t layers = loaded->model->pipeline_layers();
     if (layers == 0) {
       loaded = Unimplemented(loaded->path + ": model " + loaded->model->info().architecture +
@@ -507,22 +537,25 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
     return Status(static_cast<StatusCode>(verdict.code), verdict.message, verdict.hint);
   }
 
-  auto front = std::make_shared<Front>();
-  front->comm = comm;
-  front->link = std::make_unique<RingLink>(comm);
-  const PipelineStage stage{.first_layer = first[rank],
+  const PipelineStage stage{.first_layer = expert ? 0 : first[rank],
                             .end_layer = first[rank + 1],
                             .front = rank == 0,
-                            .link = front->link.get()};
+                            .link = expert ? nullptr : front->link.get()};
   if (Status st = loaded->model->SetPipelineStage(stage); !st.ok()) Fatal(*comm, st);
   if (rank == 0) {
-    LOG_INFO("mpirun: {} ranks, pipeline parallel, layers split {}", size, [&] {
-      std::string s;
-      for (int r = 0; r < size; ++r) {
-        s += (r ? ", " : "") + std::to_string(first[r]) + ".." + std::to_string(first[r + 1] - 1);
-      }
-      return s;
-    }());
+    if (expert) {
+      LOG_INFO(
+          "mpirun: {} ranks, expert parallel (every layer on every rank, routed experts split)",
+          size);
+    } else {
+      LOG_INFO("mpirun: {} ranks, pipeline parallel, layers split {}", size, [&] {
+        std::string s;
+        for (int r = 0; r < size; ++r) {
+          s += (r ? ", " : "") + std::to_string(first[r]) + ".." + std::to_string(first[r + 1] - 1);
+        }
+        return s;
+      }());
+    }
     front->model = std::move(loaded->model);
     loaded->model = std::make_unique<FrontModel>(front);
     return loaded;

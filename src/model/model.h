@@ -163,6 +163,27 @@ struct PipelineStage {
   PipelineLink* link = nullptr;  // outlives the model's calls
 };
 
+// A process's share of a model whose routed experts are split over several
+// processes (expert parallel; engine/distributed.h): every process runs every
+// layer on every token (attention, routers, shared experts replicated), but a
+// MoE layer's routed experts only for the experts it owns — rank r of n owns
+// experts [E·r/n, E·(r+1)/n) of every main layer — and then the processes
+// exchange those outputs (each has all the routing, so each knows every
+// block's size) and each sums every token's experts in the one-process order.
+class ExpertLink {
+ public:
+  virtual ~ExpertLink() = default;
+  // In place: `data` holds rank r's block at floats [offsets[r], offsets[r+1])
+  // ([ranks + 1] offsets); fills the others' blocks from them. A transport
+  // failure ends the job (as PipelineLink).
+  virtual void AllGather(std::span<float> data, std::span<const int64_t> offsets) = 0;
+};
+struct ExpertShard {
+  int rank = 0;
+  int ranks = 1;
+  ExpertLink* link = nullptr;  // outlives the model's calls
+};
+
 // What one process of a model split over several has sent (engine/distributed.h).
 struct RankTraffic {
   int64_t bytes = 0;
@@ -229,6 +250,14 @@ class Model {
   virtual Status SetPipelineStage(const PipelineStage& stage) {
     (void)stage;
     return Unimplemented("model " + info().architecture + " cannot be split over processes",
+                         "run it in one process (without mpirun), or use a DeepSeek-V4 model");
+  }
+  // Runs only `shard`'s routed experts of the main layers from now on,
+  // exchanging their outputs over its link (ExpertShard). Errors: a model
+  // without routed experts to split (the default), a bad rank.
+  virtual Status SetExpertShard(const ExpertShard& shard) {
+    (void)shard;
+    return Unimplemented("model " + info().architecture + " has no experts to split",
                          "run it in one process (without mpirun), or use a DeepSeek-V4 model");
   }
   // Per rank, what each process of a split model has sent since load; empty

@@ -5,7 +5,7 @@ prompt position (`dsv4 logits --logits-out`, raw float32) and the generated
 tokens (`dsv4 run`, greedy and sampled, with the MTP / DSpark draft on and
 off), for every tiny model (window, CSA and HCA layers; hash and scored MoE)
 and a synthetic 8-layer model split 4 ways. Then the traffic `dsv4 bench`
-reports, and the faults: a rank that cannot load, mismatched model files, bad
+reports, expert parallel (the same checks), and the faults: a rank that cannot load, mismatched model files, bad
 splits — every rank exits with the error, none hangs.
 
 Open MPI comes from scripts/install-deps.sh (libopenmpi-dev, openmpi-bin); a
@@ -92,7 +92,10 @@ def test_logits_bit_identical(name, tmp_path):
     assert len(single) == 4 * len(ids_of(model)) * json.loads(
         (model / "config.json").read_text())["vocab_size"]
     for n in sorted({2, MODELS[name]}):
-        assert logits(model, tmp_path, n) == single, f"{n} ranks"
+        assert logits(model, tmp_path, n) == single, f"pipeline, {n} ranks"
+    # Expert parallel: 8 routed experts per layer, split 2 and 4 ways.
+    for n in (2, 4):
+        assert logits(model, tmp_path, n, "--parallel", "expert") == single, f"expert, {n} ranks"
 
 
 def test_synth_every_layer_kind_four_ranks(synth8, tmp_path):
@@ -100,6 +103,7 @@ def test_synth_every_layer_kind_four_ranks(synth8, tmp_path):
     assert logits(synth8, tmp_path, 4) == single
     assert logits(synth8, tmp_path, 4, "--layers-split", "1,3,2,2") == single
     assert logits(synth8, tmp_path, 2, "--layers-split", "7,1") == single
+    assert logits(synth8, tmp_path, 4, "--parallel", "expert") == single
 
 
 def generate(model_dir, n, *extra):
@@ -122,12 +126,15 @@ def generate(model_dir, n, *extra):
 def test_run_tokens_identical(name, extra):
     single = generate(DATA / name, 1, *extra)
     for n in sorted({2, MODELS[name]}):
-        assert generate(DATA / name, n, *extra) == single, f"{n} ranks"
+        assert generate(DATA / name, n, *extra) == single, f"pipeline, {n} ranks"
+    assert generate(DATA / name, 3, "--parallel", "expert", *extra) == single, "expert"
 
 
 def test_synth_run_with_mtp_four_ranks(synth8):
     for extra in (["--temp", "0"], ["--temp", "0", "--speculative", "3"]):
-        assert generate(synth8, 4, *extra) == generate(synth8, 1, *extra)
+        single = generate(synth8, 1, *extra)
+        assert generate(synth8, 4, *extra) == single
+        assert generate(synth8, 4, "--parallel", "expert", *extra) == single
 
 
 def test_bench_reports_traffic_per_rank():
@@ -151,11 +158,29 @@ def test_bench_reports_traffic_per_rank():
     assert f"ranks={n}" in summary and f"rank_decode_bytes_per_token={row + 64 * (n - 1)}" in summary
 
 
-def serve_completions(n, prompts):
+def test_bench_reports_expert_parallel_traffic():
+    """Expert parallel, decode: per MoE layer each rank sends the output rows
+    [D] fp32 of the token's experts it owns to every other rank (one all-gather
+    message to each); together k rows per layer."""
+    model = DATA / "mixed_mtp_bf16"
+    config = json.loads((model / "config.json").read_text())
+    layers, k, D = config["num_hidden_layers"], config["num_experts_per_tok"], config["hidden_size"]
+    r = run_dsv4(["bench", "--model", str(model), "--parallel", "expert", "--prompt-len", "16",
+                  "--gen", "8", "--repeat", "2", "--probe-mib", "0", "--threads", "1"], 2)
+    assert r.returncode == 0, r.stderr
+    decode = [l.split("decode ")[1].split() for l in r.stdout.splitlines()
+              if l.startswith("mpirun rank ")]
+    assert len(decode) == 2, r.stdout
+    # Rank 0's also holds its one 64-byte command broadcast per token.
+    assert int(decode[0][0]) - 64 + int(decode[1][0]) == layers * k * D * 4
+    assert decode[0][3] == f"{layers + 1:.3f}" and decode[1][3] == f"{layers:.3f}"
+
+
+def serve_completions(n, prompts, *extra):
     """Starts `dsv4 serve` (under mpirun when n > 1), sends the prompts at once
     (batched by the engine: ForwardBatch), returns their token ids."""
     cmd = [_binary(), "serve", "--model", str(DATA / "mixed_mtp_bf16"), "--host", "127.0.0.1",
-           "--port", "0", "--threads", "1", "--max-sequences", "2"]
+           "--port", "0", "--threads", "1", "--max-sequences", "2", *extra]
     if n > 1:
         cmd = [mpirun(), "--oversubscribe", "-n", str(n), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -192,7 +217,9 @@ def serve_completions(n, prompts):
 def test_serve_batched_identical():
     ids = [int(t) for t in ids_of(DATA / "mixed_mtp_bf16")]
     prompts = [ids[:20], ids[5:33]]
-    assert serve_completions(2, prompts) == serve_completions(1, prompts)
+    single = serve_completions(1, prompts)
+    assert serve_completions(2, prompts) == single
+    assert serve_completions(2, prompts, "--parallel", "expert") == single
 
 
 # ---- Faults: every rank exits with the error (exit code 2), none hangs ----
@@ -244,7 +271,6 @@ def test_mismatched_options_are_detected():
                                     "the model 4 layers"]),
     (2, ["--layers-split", "4,0"], ["'0' is not a layer count"]),
     (3, ["--layers-split", "2,2"], ["gives 2 ranks 4 layers; the job has 3 ranks"]),
-    (2, ["--parallel", "expert"], ["--parallel expert is not implemented yet"]),
 ])
 def test_bad_splits_are_refused(n, args, needles):
     r = run_dsv4(["logits", "--model", str(DATA / "swa_bf16"), "--prompt-ids", "0 1 2", *args], n)

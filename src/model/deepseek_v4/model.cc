@@ -182,7 +182,8 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
           plan.role != LayerRole::kMtp && router_options_ ? &*router_options_ : nullptr,
       .expert_cache = plan.role != LayerRole::kMtp ? expert_cache_.get() : nullptr,
       .next_plan = read_ahead ? &plans_[l + 1] : nullptr,
-      .next_moe = read_ahead ? &weights_.layers[l + 1].moe : nullptr};
+      .next_moe = read_ahead ? &weights_.layers[l + 1].moe : nullptr,
+      .expert_shard = plan.role == LayerRole::kMain && shard_ ? &*shard_ : nullptr};
   HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix);
   TraceHc(trace, "hc_attn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);
@@ -257,7 +258,7 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const S
   if (static_cast<int64_t>(features_all_.size()) < T * frow) features_all_.resize(T * frow);
   const std::span<float> xs(x, T * C * D), fs(features_all_.data(), T * frow);
 
-  if (front()) {
+  if (!stage_ || stage_->first_layer == 0) {
     // ---- Embedding, expanded to C identical streams (spec §3.4, §6.1) ----
     for (int64_t t = 0; t < T; ++t) {
       DequantizeRow(w.embed.dtype, w.embed[tokens[t]].data, D, u + t * D);
@@ -296,10 +297,33 @@ Status DeepSeekV4Model::SetPipelineStage(const PipelineStage& stage) {
                                std::to_string(L) + ")",
                            "give each rank a part of the layers (--layers-split)");
   }
-  if (!stage.front && stage.link == nullptr) {
-    return InvalidArgument("DeepSeek-V4 pipeline stage: a stage after the front needs a link");
+  if ((stage.first_layer > 0 || stage.end_layer < L) && stage.link == nullptr) {
+    return InvalidArgument(
+        "DeepSeek-V4 pipeline stage: a stage of part of the layers needs a link");
   }
   stage_ = stage;
+  return Status::Ok();
+}
+
+Status DeepSeekV4Model::SetExpertShard(const ExpertShard& shard) {
+  const int64_t E = config_.n_routed_experts;
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks ||
+      (shard.ranks > 1 && shard.link == nullptr)) {
+    return InvalidArgument("DeepSeek-V4 expert shard: rank " + std::to_string(shard.rank) + " of " +
+                           std::to_string(shard.ranks) + " without a link");
+  }
+  if (shard.ranks > E) {
+    return InvalidArgument(std::to_string(shard.ranks) + " ranks but the model has only " +
+                               std::to_string(E) + " routed experts per layer to split",
+                           "start at most as many processes as there are experts (mpirun -n)");
+  }
+  if (expert_cache_) {
+    return Unimplemented(
+        "--parallel expert with routed experts streamed (--ram-budget) is not "
+        "offered",
+        "pass --ram-budget off, or use --parallel pipeline");
+  }
+  shard_ = shard;
   return Status::Ok();
 }
 
