@@ -120,10 +120,9 @@ struct Front {
     }
   }
   void SendTokens(std::span<const int32_t> tokens) {
-    std::vector<int32_t> copy(tokens.begin(), tokens.end());
-    if (Status st = comm->Broadcast(dist::MutableBytes(std::span<int32_t>(copy))); !st.ok()) {
-      Fatal(*comm, st);
-    }
+    // Broadcast's buffer is in-out; on rank 0 it is only read.
+    const std::span<int32_t> data(const_cast<int32_t*>(tokens.data()), tokens.size());
+    if (Status st = comm->Broadcast(dist::MutableBytes(data)); !st.ok()) Fatal(*comm, st);
   }
 };
 
@@ -209,10 +208,10 @@ class FrontModel final : public Model {
   }
   Status ForwardBatch(std::span<const BatchEntry> entries) override {
     const int64_t V = info().vocab_size;
-    std::vector<int64_t> table;  // [entries, 3]: id, T, all_logits
-    std::vector<int32_t> tokens;
-    std::vector<BatchEntry> inner_entries;
     std::lock_guard<std::mutex> lock(front_->mu);
+    table_.clear();
+    tokens_.clear();
+    inner_entries_.clear();
     for (size_t i = 0; i < entries.size(); ++i) {
       const BatchEntry& e = entries[i];
       FrontCache* fc = Find(e.cache);
@@ -226,22 +225,22 @@ class FrontModel final : public Model {
                                std::to_string(e.logits.size()) + " floats, needs " +
                                std::to_string((e.all_logits ? T : 1) * V));
       }
-      table.insert(table.end(), {fc->id(), T, e.all_logits ? 1 : 0});
-      tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
-      inner_entries.push_back(BatchEntry{.tokens = e.tokens,
-                                         .cache = &fc->inner(),
-                                         .logits = e.logits,
-                                         .all_logits = e.all_logits});
+      table_.insert(table_.end(), {fc->id(), T, e.all_logits ? 1 : 0});
+      tokens_.insert(tokens_.end(), e.tokens.begin(), e.tokens.end());
+      inner_entries_.push_back(BatchEntry{.tokens = e.tokens,
+                                          .cache = &fc->inner(),
+                                          .logits = e.logits,
+                                          .all_logits = e.all_logits});
     }
     front_->Send(Command{.op = Op::kForwardBatch,
                          .a = static_cast<int64_t>(entries.size()),
-                         .b = static_cast<int64_t>(tokens.size())});
-    if (Status st = front_->comm->Broadcast(dist::MutableBytes(std::span<int64_t>(table)));
+                         .b = static_cast<int64_t>(tokens_.size())});
+    if (Status st = front_->comm->Broadcast(dist::MutableBytes(std::span<int64_t>(table_)));
         !st.ok()) {
       Fatal(*front_->comm, st);
     }
-    front_->SendTokens(tokens);
-    return inner().ForwardBatch(inner_entries);
+    front_->SendTokens(tokens_);
+    return inner().ForwardBatch(inner_entries_);
   }
   void SetThreads(int n_threads) override { inner().SetThreads(n_threads); }
   Status ApplyRuntimeOptions(const RuntimeOptions& options) override {
@@ -285,6 +284,10 @@ class FrontModel final : public Model {
   }
   std::shared_ptr<Front> front_;
   dist::Traffic meta_;  // what the traffic() calls themselves sent
+  // ForwardBatch's command and entries, reused (no allocation per step).
+  std::vector<int64_t> table_;  // [entries, 3]: cache id, T, all_logits
+  std::vector<int32_t> tokens_;
+  std::vector<BatchEntry> inner_entries_;
 };
 
 // The other ranks: mirror rank 0's calls until it stops. Returns when rank 0
