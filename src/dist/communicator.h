@@ -35,7 +35,9 @@ class Communicator {
   virtual Status Send(int to, int tag, std::span<const std::byte> data) = 0;
   virtual Status Recv(int from, int tag, std::span<std::byte> data) = 0;
   // rank 0's `data` to every rank (in place; the same size on every rank).
-  virtual Status Broadcast(std::span<std::byte> data) = 0;
+  // `patient`: a receiver that may wait long (a worker between requests)
+  // polls, then sleeps between polls, instead of spinning on a core.
+  virtual Status Broadcast(std::span<std::byte> data, bool patient = false) = 0;
   // Every rank's `mine` (one size for all) into rank 0's `all` ([size, n]);
   // `all` is ignored on the other ranks.
   virtual Status Gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;

@@ -2,9 +2,11 @@
 // so a failed call (a peer gone, a truncated message) comes back as a Status
 // naming the peer instead of aborting inside MPI. Messages larger than
 // INT_MAX bytes go in pieces (MPI counts are int).
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -67,11 +69,31 @@ class MpiCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  Status Broadcast(std::span<std::byte> data) override {
+  // Every broadcast is nonblocking (MPI_Ibcast) on every rank — blocking and
+  // nonblocking collectives do not match each other — and waited for at
+  // once, or, when patient, polled: spinning for the first millisecond (a
+  // decode step's next command comes within microseconds), then sleeping
+  // between polls, up to 1 ms, so an idle worker leaves its core alone.
+  Status Broadcast(std::span<std::byte> data, bool patient) override {
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
-      const int rc = MPI_Bcast(data.data() + at, count, MPI_BYTE, 0, MPI_COMM_WORLD);
-      if (rc != MPI_SUCCESS) return Failed("MPI_Bcast", rc);
+      MPI_Request request;
+      int rc = MPI_Ibcast(data.data() + at, count, MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+      if (rc == MPI_SUCCESS && (!patient || rank_ == 0)) {
+        rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      } else if (rc == MPI_SUCCESS) {
+        const auto start = std::chrono::steady_clock::now();
+        auto nap = std::chrono::microseconds(10);
+        for (int done = 0; rc == MPI_SUCCESS && !done;) {
+          rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+          if (done || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1)) {
+            continue;
+          }
+          std::this_thread::sleep_for(nap);
+          nap = std::min(nap * 2, std::chrono::microseconds(1000));
+        }
+      }
+      if (rc != MPI_SUCCESS) return Failed("MPI_Ibcast", rc);
       if (rank_ == 0) {
         traffic_.bytes += static_cast<int64_t>(count) * (size_ - 1);
         traffic_.messages += size_ - 1;

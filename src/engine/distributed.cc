@@ -310,8 +310,8 @@ void RunWorker(Communicator& comm, Model& model) {
     if (!st.ok()) Fatal(comm, st);
   };
   while (true) {
-    Command cmd;
-    check(comm.Broadcast({reinterpret_cast<std::byte*>(&cmd), sizeof(cmd)}));
+    Command cmd;  // waited for without spinning: rank 0 may be idle a long time
+    check(comm.Broadcast({reinterpret_cast<std::byte*>(&cmd), sizeof(cmd)}, /*patient=*/true));
     switch (cmd.op) {
       case Op::kStop:
         return;
@@ -369,7 +369,8 @@ void RunWorker(Communicator& comm, Model& model) {
 
 constexpr int kMaxFiles = 64;
 struct RankReport {
-  int32_t code = 0;  // StatusCode
+  int32_t code = 0;    // StatusCode
+  int32_t loaded = 0;  // 1: the load succeeded (a failure came after: the split)
   int32_t n_files = 0;
   int64_t layers = 0;  // Model::pipeline_layers
   uint64_t load_hash = 0;
@@ -385,8 +386,9 @@ struct Verdict {
 
 void CopyText(char* dst, size_t n, const std::string& s) { std::snprintf(dst, n, "%s", s.c_str()); }
 
-RankReport Report(const Result<LoadedModel>& loaded) {
+RankReport Report(const Result<LoadedModel>& loaded, bool load_ok) {
   RankReport r;
+  r.loaded = load_ok ? 1 : 0;
   if (!loaded.ok()) {
     r.code = static_cast<int32_t>(loaded.status().code());
     CopyText(r.message, sizeof(r.message), loaded.status().message());
@@ -410,7 +412,10 @@ Status Judge(const std::vector<RankReport>& reports, const LoadedModel* own) {
     const RankReport& r = reports[i];
     if (r.code != 0) {
       return Status(static_cast<StatusCode>(r.code),
-                    "rank " + std::to_string(i) + " could not load its part: " + r.message, r.hint);
+                    "rank " + std::to_string(i) +
+                        (r.loaded ? " cannot take its part: " : " could not load its part: ") +
+                        r.message,
+                    r.hint);
     }
   }
   const RankReport& r0 = reports[0];
@@ -490,6 +495,7 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
   ASSIGN_OR_RETURN(std::shared_ptr<Communicator> comm, dist::MpiWorld());
   const int rank = comm->rank(), size = comm->size();
   Result<LoadedModel> loaded = LoadModelInProcess(options);
+  const bool load_ok = loaded.ok();
   const bool expert = options.parallel == "expert";
   if (loaded.ok() && options.parallel != "pipeline" && !expert) {
     loaded = InvalidArgument("--parallel '" + options.parallel + "' is not a parallelism",
@@ -524,7 +530,7 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
   }
 
   // Every rank's report to rank 0; its verdict to every rank.
-  const RankReport mine = Report(loaded);
+  const RankReport mine = Report(loaded, load_ok);
   std::vector<RankReport> reports(rank == 0 ? size : 0);
   RETURN_IF_ERROR(comm->Gather(dist::Bytes(std::span<const RankReport>(&mine, 1)),
                                dist::MutableBytes(std::span<RankReport>(reports))));
