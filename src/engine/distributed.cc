@@ -257,6 +257,7 @@ class FrontModel final : public Model {
   std::optional<ExpertStreamStats> expert_stream_stats() const override {
     return inner().expert_stream_stats();
   }
+  std::optional<TableReads> table_reads() const override { return inner().table_reads(); }
   std::optional<KvUsage> kv_usage(const SequenceCache& cache) const override {
     std::lock_guard<std::mutex> lock(front_->mu);
     const FrontCache* fc = Find(&cache);
@@ -528,6 +529,13 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
       first = *split;
     }
   }
+  if (loaded.ok()) {
+    const PipelineStage stage{.first_layer = expert ? 0 : first[rank],
+                              .end_layer = first[rank + 1],
+                              .front = rank == 0,
+                              .link = expert ? nullptr : front->link.get()};
+    if (Status st = loaded->model->SetPipelineStage(stage); !st.ok()) loaded = st;
+  }
 
   // Every rank's report to rank 0; its verdict to every rank.
   const RankReport mine = Report(loaded, load_ok);
@@ -546,11 +554,6 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
     return Status(static_cast<StatusCode>(verdict.code), verdict.message, verdict.hint);
   }
 
-  const PipelineStage stage{.first_layer = expert ? 0 : first[rank],
-                            .end_layer = first[rank + 1],
-                            .front = rank == 0,
-                            .link = expert ? nullptr : front->link.get()};
-  if (Status st = loaded->model->SetPipelineStage(stage); !st.ok()) Fatal(*comm, st);
   if (rank == 0) {
     if (expert) {
       LOG_INFO(

@@ -4,7 +4,8 @@ Every split must give the one-process results bit for bit: the logits of every
 prompt position (`dsv4 logits --logits-out`, raw float32) and the generated
 tokens (`dsv4 run`, greedy and sampled, with the MTP / DSpark draft on and
 off), for every tiny model (window, CSA and HCA layers; hash and scored MoE)
-and a synthetic 8-layer model split 4 ways. Then the traffic `dsv4 bench`
+and a synthetic 8-layer model split 4 ways; DeepSeek-V4.1's tiny models under
+expert parallel. Then the traffic `dsv4 bench`
 reports, expert parallel (the same checks), and the faults: a rank that cannot load, mismatched model files, bad
 splits — every rank exits with the error, none hangs.
 
@@ -26,6 +27,7 @@ import pytest
 from conftest import ROOT, _binary
 
 DATA = ROOT / "tests/data/deepseek_v4"
+DATA41 = ROOT / "tests/data/deepseek_v41"
 # Every tiny model and its layer count (the most ranks it can take).
 MODELS = {
     "swa_bf16": 4, "swa_fp8": 2, "swa_bf16_v2": 3, "mixed_mtp_bf16": 3, "long_hca128_bf16": 3,
@@ -135,6 +137,24 @@ def test_synth_run_with_mtp_four_ranks(synth8):
         single = generate(synth8, 1, *extra)
         assert generate(synth8, 4, *extra) == single
         assert generate(synth8, 4, "--parallel", "expert", *extra) == single
+
+
+@pytest.mark.parametrize("name", ["csa2_bf16", "csa2_fp8"])
+def test_v41_expert_parallel_bit_identical(name, tmp_path):
+    """DeepSeek-V4.1 (CSA2, Engram): expert parallel gives one process's logits and tokens."""
+    model = DATA41 / name
+    single = logits(model, tmp_path, 1)
+    for n in (2, 3):
+        assert logits(model, tmp_path, n, "--parallel", "expert") == single, f"{n} ranks"
+    for extra in (["--temp", "0"], ["--temp", "0.9", "--seed", "5"]):
+        assert generate(model, 3, "--parallel", "expert", *extra) == generate(model, 1, *extra)
+
+
+def test_v41_cannot_be_split_by_layers():
+    model = DATA41 / "csa2_bf16"
+    r = run_dsv4(["logits", "--model", str(model), "--prompt-ids", "0 1 2"], 2)
+    fails(r, "rank 0 cannot take its part: DeepSeek-V4.1 cannot be split by layers",
+          "use --parallel expert")
 
 
 def test_bench_reports_traffic_per_rank():
