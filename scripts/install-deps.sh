@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libpcre2-dev libicu-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang clang-format clang-tidy libclang-rt-14-dev
   chromium chromium-driver
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

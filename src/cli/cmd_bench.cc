@@ -207,6 +207,17 @@ void PrintComputeAndMemory(const BenchReport& r) {
   }
 }
 
+// Under mpirun: each rank's messages per token (engine/distributed.h).
+void PrintTraffic(const BenchReport& r) {
+  for (size_t k = 0; k < r.traffic.size(); ++k) {
+    const RankTrafficReport& t = r.traffic[k];
+    std::printf(
+        "mpirun rank %zu sent per token: prefill %.0f bytes in %.3f messages, decode %.0f bytes "
+        "in %.3f messages\n",
+        k, t.prefill_bytes, t.prefill_messages, t.decode_bytes, t.decode_messages);
+  }
+}
+
 // The machine-readable last line.
 void PrintSummaryLine(const BenchReport& r) {
   std::printf(
@@ -235,6 +246,21 @@ void PrintSummaryLine(const BenchReport& r) {
         static_cast<long long>(kv->bytes()), static_cast<long long>(kv->bytes_unpruned()),
         static_cast<long long>(kv->peak_entries));
   }
+  if (!r.traffic.empty()) {
+    // The busiest rank's figures (the one a link's bandwidth limits first).
+    RankTrafficReport most;
+    for (const RankTrafficReport& t : r.traffic) {
+      most.prefill_bytes = std::max(most.prefill_bytes, t.prefill_bytes);
+      most.prefill_messages = std::max(most.prefill_messages, t.prefill_messages);
+      most.decode_bytes = std::max(most.decode_bytes, t.decode_bytes);
+      most.decode_messages = std::max(most.decode_messages, t.decode_messages);
+    }
+    std::printf(
+        " ranks=%zu rank_prefill_bytes_per_token=%.0f rank_prefill_messages_per_token=%.3f "
+        "rank_decode_bytes_per_token=%.0f rank_decode_messages_per_token=%.3f",
+        r.traffic.size(), most.prefill_bytes, most.prefill_messages, most.decode_bytes,
+        most.decode_messages);
+  }
   std::printf("\n");
 }
 
@@ -257,6 +283,7 @@ int Run(BenchArgs& a) {
   PrintSpeed(*loaded, a.bench, *report);
   PrintRoofline(a.bench, *report);
   PrintComputeAndMemory(*report);
+  PrintTraffic(*report);
   PrintSummaryLine(*report);
   return 0;
 }

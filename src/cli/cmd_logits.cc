@@ -16,6 +16,7 @@ struct LogitsArgs {
   std::string prompt;
   std::string prompt_ids;
   int top_k = 5;
+  std::string logits_out;  // raw little-endian f32 [T, V], for bit-for-bit comparisons
 };
 
 int Run(const LogitsArgs& a) {
@@ -30,6 +31,17 @@ int Run(const LogitsArgs& a) {
   std::vector<float> logits(T * V);
   if (Status st = model.Forward(*ids, *cache, logits, /*all_logits=*/true); !st.ok()) {
     return ReportError(st);
+  }
+  if (!a.logits_out.empty()) {
+    std::FILE* f = std::fopen(a.logits_out.c_str(), "wb");
+    const bool ok = f != nullptr &&
+                    std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
+    if (f != nullptr && std::fclose(f) != 0)
+      return ReportError(IoError(a.logits_out + ": write failed"));
+    if (!ok) {
+      return ReportError(
+          IoError(a.logits_out + ": cannot write the logits", "check the --logits-out path"));
+    }
   }
   const int64_t k = std::min<int64_t>(a.top_k, V);
   for (int64_t t = 0; t < T; ++t) {
@@ -52,6 +64,9 @@ void RegisterLogits(CLI::App& app, int& exit_code) {
   sub->add_option("-p,--prompt", args->prompt, "prompt text (tokenized with BOS)");
   sub->add_option("--top-k", args->top_k, "ids per position (default 5)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--logits-out", args->logits_out,
+                  "also write every position's logits to this file: raw little-endian float32 "
+                  "[T, vocab] (bit-for-bit comparisons)");
   sub->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

@@ -45,6 +45,13 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                "with --ram-budget streaming: read the experts the next layer will likely pick "
                "(its router applied to this layer's input) while a layer computes; pays where "
                "the guess is good and the disk has time to spare");
+  sub.add_option("--parallel", options.parallel,
+                 "under mpirun -n N: how the model is split over the N processes: pipeline "
+                 "(each runs a range of the layers; docs/distributed.md)")
+      ->check(CLI::IsMember({"pipeline", "expert"}));
+  sub.add_option("--layers-split", options.layers_split,
+                 "under mpirun -n N with --parallel pipeline: layers per rank, e.g. 10,11,11,11 "
+                 "(default auto: an even split, the remainder to the last ranks)");
   sub.add_option("--tokenizer", options.tokenizer_path,
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")

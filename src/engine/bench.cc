@@ -141,17 +141,33 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
     return model.Forward(prompt, cache, logits, false);
   };
   RETURN_IF_ERROR(prefill());
+  // A model split over processes: each rank's traffic, per token (the
+  // snapshots are outside the timed parts).
+  std::vector<RankTraffic> sent = model.traffic();
+  const auto add_traffic = [&](bool decode, double tokens) {
+    const std::vector<RankTraffic> now = model.traffic();
+    r.traffic.resize(now.size());
+    for (size_t k = 0; k < now.size(); ++k) {
+      const double bytes = static_cast<double>(now[k].bytes - sent[k].bytes) / tokens;
+      const double messages = static_cast<double>(now[k].messages - sent[k].messages) / tokens;
+      (decode ? r.traffic[k].decode_bytes : r.traffic[k].prefill_bytes) += bytes;
+      (decode ? r.traffic[k].decode_messages : r.traffic[k].prefill_messages) += messages;
+    }
+    sent = now;
+  };
   for (int i = 0; i < o.repeat; ++i) {
     Timer t;
     RETURN_IF_ERROR(prefill());
     r.prefill_tps.push_back(static_cast<double>(o.prompt_len) / t.Seconds());
   }
+  if (!sent.empty()) add_traffic(false, static_cast<double>(o.prompt_len) * o.repeat);
   const bool streaming = model.expert_stream_stats().has_value();
   ExpertStreamStats streamed;  // summed over the decode runs
   TableReads table;            // likewise
   double decode_seconds = 0.0;
   for (int i = 0; i < o.repeat; ++i) {
     if (i > 0) RETURN_IF_ERROR(prefill());
+    if (!sent.empty()) sent = model.traffic();
     const ExpertStreamStats before = model.expert_stream_stats().value_or(ExpertStreamStats{});
     const TableReads table_before = model.table_reads().value_or(TableReads{});
     Timer t;
@@ -169,6 +185,7 @@ Status MeasurePlainRuns(Model& model, std::span<const int32_t> prompt, SequenceC
       table.rows += after->rows - table_before.rows;
       table.bytes += after->bytes - table_before.bytes;
     }
+    if (!sent.empty() && o.gen > 0) add_traffic(true, static_cast<double>(o.gen) * o.repeat);
     if (streaming) {
       const ExpertStreamStats after = *model.expert_stream_stats();
       streamed.hits += after.hits - before.hits;

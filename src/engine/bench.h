@@ -166,6 +166,15 @@ struct ExpertStreamReport {
 double MeasureDiskRead(const std::string& path, int64_t block, int64_t total, int in_flight,
                        bool random);
 
+// Under mpirun (engine/distributed.h): what one rank sent per token, over
+// the timed prefills (per prompt token) and the decode runs (per decoded token).
+struct RankTrafficReport {
+  double prefill_bytes = 0.0;
+  double prefill_messages = 0.0;
+  double decode_bytes = 0.0;
+  double decode_messages = 0.0;
+};
+
 struct BenchReport {
   bool stream_only = false;         // a DSV4_STREAM_ONLY build: decode outputs are junk
   std::vector<double> prefill_tps;  // tokens/s of each run, in order
@@ -194,6 +203,7 @@ struct BenchReport {
   double prefill_efficiency = 0.0;
   std::optional<KvUsage> kv;                  // after the last decode run, for pruning caches
   std::optional<ExpertStreamReport> experts;  // when the model streams its experts
+  std::vector<RankTrafficReport> traffic;     // one per rank under mpirun; empty in one process
 };
 
 // One untimed warm-up prefill; `repeat` timed prefills back to back; then

@@ -14,6 +14,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/mapped_file.h"
+#include "engine/distributed.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
 #include "model/deepseek_v4/model.h"
@@ -554,6 +555,11 @@ Result<int64_t> ParseRamBudget(std::string_view text) {
 }
 
 Result<LoadedModel> LoadModel(const LoadOptions& options) {
+  if (DistributedLaunch()) return LoadDistributed(options);
+  return LoadModelInProcess(options);
+}
+
+Result<LoadedModel> LoadModelInProcess(const LoadOptions& options) {
   LoadOptions o = options;
   if (o.model_path.empty()) {
     o.model_path = DefaultModelPath();

@@ -75,6 +75,11 @@ struct LoadOptions {
   // likely pick (--expert-read-ahead; off by default: where the guess is often
   // wrong the extra reads cost more disk time than they hide, docs/benchmarks.md).
   bool expert_read_ahead = false;
+  // Under `mpirun -n N` (engine/distributed.h): how the model is split over
+  // the N processes. `parallel`: "pipeline" (layers split; the only one so
+  // far); `layers_split`: "auto" or one layer count per rank ("10,11,11,11").
+  std::string parallel = "pipeline";
+  std::string layers_split = "auto";
 };
 
 struct LoadedModel {
@@ -107,7 +112,11 @@ struct LoadedModel {
   }
 };
 
+// Under mpirun with several processes, LoadDistributed (engine/distributed.h):
+// on ranks other than 0 it does not return.
 Result<LoadedModel> LoadModel(const LoadOptions& options);
+// The load itself, in this process alone (LoadDistributed's part on each rank).
+Result<LoadedModel> LoadModelInProcess(const LoadOptions& options);
 
 // What identifies a loaded model's numerics for saved sequence states
 // (engine/state_file.h): LoadedModel::load_hash and each of its files' size

@@ -142,6 +142,54 @@ struct BatchEntry {
   bool all_logits = false;
 };
 
+// A process's part of a model split by layers over several processes
+// (pipeline parallel; engine/distributed.h sets it up over MPI). The residual
+// streams of a call's tokens ([T, C, D] for DeepSeek-V4, with the DSpark
+// target features [T, nT·D] after them) go from stage to stage around a ring:
+// the front (rank 0) embeds the tokens and runs the first layers, each later
+// stage receives, runs its layers and sends on, the last one back to the
+// front, which makes the logits. A transport failure ends the job (the link
+// reports it and aborts every process): a half-run layer cannot be undone.
+class PipelineLink {
+ public:
+  virtual ~PipelineLink() = default;
+  virtual void SendNext(std::span<const float> data) = 0;  // to the next stage (last: the front)
+  virtual void RecvPrev(std::span<float> data) = 0;        // from the previous stage
+};
+struct PipelineStage {
+  int64_t first_layer = 0;  // the main layers [first_layer, end_layer) run in this process
+  int64_t end_layer = 0;
+  bool front = true;             // embeds, makes logits, runs the draft head
+  PipelineLink* link = nullptr;  // outlives the model's calls
+};
+
+// A process's share of a model whose routed experts are split over several
+// processes (expert parallel; engine/distributed.h): every process runs every
+// layer on every token (attention, routers, shared experts replicated), but a
+// MoE layer's routed experts only for the experts it owns — rank r of n owns
+// experts [E·r/n, E·(r+1)/n) of every main layer — and then the processes
+// exchange those outputs (each has all the routing, so each knows every
+// block's size) and each sums every token's experts in the one-process order.
+class ExpertLink {
+ public:
+  virtual ~ExpertLink() = default;
+  // In place: `data` holds rank r's block at floats [offsets[r], offsets[r+1])
+  // ([ranks + 1] offsets); fills the others' blocks from them. A transport
+  // failure ends the job (as PipelineLink).
+  virtual void AllGather(std::span<float> data, std::span<const int64_t> offsets) = 0;
+};
+struct ExpertShard {
+  int rank = 0;
+  int ranks = 1;
+  ExpertLink* link = nullptr;  // outlives the model's calls
+};
+
+// What one process of a model split over several has sent (engine/distributed.h).
+struct RankTraffic {
+  int64_t bytes = 0;
+  int64_t messages = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -194,6 +242,27 @@ class Model {
   virtual std::optional<ExpertStreamStats> expert_stream_stats() const { return std::nullopt; }
   // Hash-table rows read so far (Engram); nullopt when the model has none.
   virtual std::optional<TableReads> table_reads() const { return std::nullopt; }
+  // ---- Split over processes (engine/distributed.h) ----
+  // Main layers a pipeline may split (0: the model cannot be split).
+  virtual int64_t pipeline_layers() const { return 0; }
+  // Runs only `stage`'s layers from now on (model.h PipelineStage). Errors: a
+  // model that cannot be split (the default), a range outside its layers.
+  virtual Status SetPipelineStage(const PipelineStage& stage) {
+    (void)stage;
+    return Unimplemented("model " + info().architecture + " cannot be split over processes",
+                         "run it in one process (without mpirun), or use a DeepSeek-V4 model");
+  }
+  // Runs only `shard`'s routed experts of the main layers from now on,
+  // exchanging their outputs over its link (ExpertShard). Errors: a model
+  // without routed experts to split (the default), a bad rank.
+  virtual Status SetExpertShard(const ExpertShard& shard) {
+    (void)shard;
+    return Unimplemented("model " + info().architecture + " has no experts to split",
+                         "run it in one process (without mpirun), or use a DeepSeek-V4 model");
+  }
+  // Per rank, what each process of a split model has sent since load; empty
+  // for a model in one process.
+  virtual std::vector<RankTraffic> traffic() { return {}; }
   // KV usage of `cache` (made by this model) for models whose caches can evict
   // entries; nullopt for others.
   virtual std::optional<KvUsage> kv_usage(const SequenceCache& cache) const {

@@ -13,6 +13,7 @@
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/plan.h"
 #include "model/deepseek_v4/rope.h"
+#include "model/model.h"
 
 namespace dsv4::deepseek_v4 {
 
@@ -39,6 +40,10 @@ struct LayerContext {
   // while this layer computes; null: nothing is read ahead.
   const LayerPlan* next_plan = nullptr;
   const MoeWeights* next_moe = nullptr;
+  // Expert parallel (model/model.h ExpertShard): this process runs its share
+  // of the routed experts and gathers the others'; null: all of them here.
+  // Main layers only.
+  const ExpertShard* expert_shard = nullptr;
 };
 
 // One sequence's T tokens at positions pos0 .. pos0+T−1, held in rows

@@ -139,7 +139,7 @@ Result<DeepSeekV4Cache*> DeepSeekV4Model::CheckCall(SequenceCache& seq, LayerRol
                              "use a shorter prompt or fewer --max-tokens");
   }
   const int64_t V = c.vocab_size;
-  if (static_cast<int64_t>(logits.size()) < (all_logits ? T : 1) * V) {
+  if (front() && static_cast<int64_t>(logits.size()) < (all_logits ? T : 1) * V) {
     return InvalidArgument(std::string("DeepSeek-V4 ") + what + ": logits buffer has " +
                            std::to_string(logits.size()) + " floats, needs " +
                            std::to_string((all_logits ? T : 1) * V));
@@ -182,7 +182,8 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
           plan.role != LayerRole::kMtp && router_options_ ? &*router_options_ : nullptr,
       .expert_cache = plan.role != LayerRole::kMtp ? expert_cache_.get() : nullptr,
       .next_plan = read_ahead ? &plans_[l + 1] : nullptr,
-      .next_moe = read_ahead ? &weights_.layers[l + 1].moe : nullptr};
+      .next_moe = read_ahead ? &weights_.layers[l + 1].moe : nullptr,
+      .expert_shard = plan.role == LayerRole::kMain && shard_ ? &*shard_ : nullptr};
   HcSiteCoefficients(pool, hc_, lw.hc_attn, x, T, mix);
   TraceHc(trace, "hc_attn", l, T);
   HcCollapse(pool, hc_, x, pre_.data(), T, u);
@@ -223,6 +224,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
 void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm,
                            int64_t layer, const float* x, int64_t n, float* logits,
                            const Tracer& trace) {
+  if (!front()) return;  // a later pipeline stage makes no logits
   const int64_t D = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   float* u = u_.data();
@@ -250,18 +252,79 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const S
   float* x = x_.data();  // [T, C, D]
   float* u = u_.data();  // [T, D]
 
-  // ---- Embedding, expanded to C identical streams (spec §3.4, §6.1) ----
-  for (int64_t t = 0; t < T; ++t) {
-    DequantizeRow(w.embed.dtype, w.embed[tokens[t]].data, D, u + t * D);
-    for (int64_t s = 0; s < C; ++s) std::copy_n(u + t * D, D, x + (t * C + s) * D);
+  // Pipeline parallel: the DSpark target features [T, nT·D] travel with x.
+  const int64_t frow =
+      has_dspark() ? static_cast<int64_t>(c.dspark_target_layer_ids.size()) * D : 0;
+  if (static_cast<int64_t>(features_all_.size()) < T * frow) features_all_.resize(T * frow);
+  const std::span<float> xs(x, T * C * D), fs(features_all_.data(), T * frow);
+
+  if (!stage_ || stage_->first_layer == 0) {
+    // ---- Embedding, expanded to C identical streams (spec §3.4, §6.1) ----
+    for (int64_t t = 0; t < T; ++t) {
+      DequantizeRow(w.embed.dtype, w.embed[tokens[t]].data, D, u + t * D);
+      for (int64_t s = 0; s < C; ++s) std::copy_n(u + t * D, D, x + (t * C + s) * D);
+    }
+    trace("embed", -1, u, {T, D});
+  } else {
+    stage_->link->RecvPrev(xs);  // ---- a later stage: the previous one's streams ----
+    if (frow > 0) stage_->link->RecvPrev(fs);
   }
-  trace("embed", -1, u, {T, D});
 
   for (const LayerPlan& plan : plans_) {
     if (plan.role != LayerRole::kMain) continue;
+    if (stage_ && (plan.layer < stage_->first_layer || plan.layer >= stage_->end_layer)) continue;
     RunBlock(plan, w.layers[plan.layer], tokens, segments, trace);
     if (has_dspark()) CaptureFeatures(plan.layer, T);
   }
+
+  if (stage_ &&
+      stage_->link != nullptr) {  // ---- on to the next stage; the front gets the end ----
+    stage_->link->SendNext(xs);
+    if (frow > 0) stage_->link->SendNext(fs);
+    if (front()) {
+      stage_->link->RecvPrev(xs);
+      if (frow > 0) stage_->link->RecvPrev(fs);
+    }
+  }
+}
+
+Status DeepSeekV4Model::SetPipelineStage(const PipelineStage& stage) {
+  const int64_t L = config_.num_hidden_layers;
+  if (stage.first_layer < 0 || stage.first_layer > stage.end_layer || stage.end_layer > L) {
+    return InvalidArgument("DeepSeek-V4 pipeline stage: layers [" +
+                               std::to_string(stage.first_layer) + ", " +
+                               std::to_string(stage.end_layer) + ") are outside the model's [0, " +
+                               std::to_string(L) + ")",
+                           "give each rank a part of the layers (--layers-split)");
+  }
+  if ((stage.first_layer > 0 || stage.end_layer < L) && stage.link == nullptr) {
+    return InvalidArgument(
+        "DeepSeek-V4 pipeline stage: a stage of part of the layers needs a link");
+  }
+  stage_ = stage;
+  return Status::Ok();
+}
+
+Status DeepSeekV4Model::SetExpertShard(const ExpertShard& shard) {
+  const int64_t E = config_.n_routed_experts;
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks ||
+      (shard.ranks > 1 && shard.link == nullptr)) {
+    return InvalidArgument("DeepSeek-V4 expert shard: rank " + std::to_string(shard.rank) + " of " +
+                           std::to_string(shard.ranks) + " without a link");
+  }
+  if (shard.ranks > E) {
+    return InvalidArgument(std::to_string(shard.ranks) + " ranks but the model has only " +
+                               std::to_string(E) + " routed experts per layer to split",
+                           "start at most as many processes as there are experts (mpirun -n)");
+  }
+  if (expert_cache_) {
+    return Unimplemented(
+        "--parallel expert with routed experts streamed (--ram-budget) is not "
+        "offered",
+        "pass --ram-budget off, or use --parallel pipeline");
+  }
+  shard_ = shard;
+  return Status::Ok();
 }
 
 void DeepSeekV4Model::CaptureFeatures(int64_t layer, int64_t n_rows) {
@@ -320,6 +383,7 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
     std::copy_n(features_all_.data() + (b - pos0) * frow, (seg_end - b) * frow,
                 features_.data() + (b - first_new) * frow);
     // ---- Head: HC head collapse → final norm → fp32 logits (§3.3, §6.2) ----
+    if (!front()) continue;  // a later pipeline stage makes no logits
     if (all_logits) {
       Head(weights_.hc_head, weights_.norm, -1, x_.data() + (b - pos0) * row, seg_end - b,
            logits.data() + (b - first_new) * V, trace);
@@ -443,7 +507,7 @@ Status DeepSeekV4Model::ForwardBatch(std::span<const BatchEntry> entries) {
       const int64_t seg_end = sg.pos0 + sg.n;
       sg.cache->Computed(seg_end);
       const int64_t b = j.entry->all_logits ? std::max(sg.pos0, j.first_new) : j.end - 1;
-      if (b >= seg_end || b < sg.pos0) continue;
+      if (b >= seg_end || b < sg.pos0 || !front()) continue;
       float* dst = j.entry->logits.data() + (j.entry->all_logits ? (b - j.first_new) * V : 0);
       std::copy_n(head_logits_.data() + at * V, (seg_end - b) * V, dst);
       at += seg_end - b;

@@ -132,6 +132,15 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   // From the checkpoint's tensor list (work_counts.cc).
   std::optional<WeightWork> weight_work_per_token() const override;
   int64_t routed_experts_run() const override { return moe_scratch_.experts_run; }
+  // Pipeline parallel (model/model.h PipelineStage): RunMain runs the stage's
+  // layers only, the residual streams (and DSpark features) coming from and
+  // going to the link; only the front embeds and makes logits.
+  int64_t pipeline_layers() const override { return config_.num_hidden_layers; }
+  Status SetPipelineStage(const PipelineStage& stage) override;
+  // Expert parallel (model/model.h ExpertShard): the main layers' MoE runs
+  // this rank's routed experts and gathers the others' outputs (moe.cc).
+  // Errors: a bad rank, more ranks than experts, streamed experts.
+  Status SetExpertShard(const ExpertShard& shard) override;
 
   // ---- Expert streaming (expert_cache.h; --ram-budget) ----
   // Streams the main layers' routed experts from the checkpoint through a
@@ -261,6 +270,9 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   HcParams hc_;
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
+  std::optional<PipelineStage> stage_;  // SetPipelineStage; unset: every layer here
+  std::optional<ExpertShard> shard_;    // SetExpertShard; unset: every expert here
+  bool front() const { return !stage_ || stage_->front; }
   std::optional<ScoredRouterOptions> router_options_;  // ApplyRuntimeOptions
   std::unique_ptr<ExpertCache> expert_cache_;          // StreamExperts
   bool expert_read_ahead_ = false;                     // StreamExperts

@@ -213,6 +213,28 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     s.row_weight[row] = r.weights[i];
   }
   const int64_t n_all = n_rows + T;
+  // Expert parallel (ExpertShard): this rank runs the routed experts of ids
+  // [E·r/n, E·(r+1)/n) alone — active experts [own_a, own_b), whose rows are
+  // contiguous (rows go by ascending id) — and gathers the others' rows of
+  // `down` after the products; the sum below is then the one-process sum.
+  const ExpertShard* shard = ctx.expert_shard;
+  int64_t own_a = 0, own_b = n_active;
+  if (shard != nullptr) {
+    const auto first_active_from = [&](int64_t rank) {
+      const int64_t e0 = E * rank / shard->ranks;
+      int64_t i = 0;
+      while (i < n_active && s.active[i] < e0) ++i;
+      return i;
+    };
+    own_a = first_active_from(shard->rank);
+    own_b = first_active_from(shard->rank + 1);
+    s.shard_offsets.resize(shard->ranks + 1);
+    for (int r = 0; r <= shard->ranks; ++r) {
+      const int64_t i = first_active_from(r);
+      s.shard_offsets[r] = (i < n_active ? s.first[i] : n_rows) * D;
+    }
+  }
+  const auto skipped = [&](int64_t i) { return i < n_active && (i < own_a || i >= own_b); };
   // One token with distinct picks (a hash table or frozen routing may repeat
   // an expert): every expert's one input row is that token's, so nothing is
   // gathered and its activations are quantised once (per row: the bits of a
@@ -302,7 +324,7 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     const auto w1_w3 = [&](bool read_now) {
       jobs.clear();  // capacity reserved: no allocation
       for (int64_t i : order) {
-        if ((i < n_active && pending[i] != 0) != read_now) continue;
+        if ((i < n_active && pending[i] != 0) != read_now || skipped(i)) continue;
         const ExpertWeights& ew = data_of(i);
         const int64_t f0 = first_of(i), n = count_of(i);
         const float* in = one_token ? xin : xin + f0 * D;
@@ -349,10 +371,14 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
         quantised_input(s.gate.data() + r0 * F, r1 - r0, &ExpertWeights::w2, s.act_w2);
     jobs.clear();
     for (int64_t i : order) {
+      if (skipped(i)) continue;
       const int64_t f0 = first_of(i);
       jobs.push_back({&data_of(i).w2, hin + (f0 - r0) * F, s.down.data() + f0 * D, count_of(i)});
     }
-    LinearMany(pool, jobs, s.job_rows);
+    if (!jobs.empty()) LinearMany(pool, jobs, s.job_rows);
+  }
+  if (shard != nullptr && shard->ranks > 1) {
+    shard->link->AllGather(std::span<float>(s.down.data(), n_rows * D), s.shard_offsets);
   }
 
   // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.

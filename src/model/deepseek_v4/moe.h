@@ -62,7 +62,8 @@ struct MoeScratch {
   Routing ahead;                             // the next layer's routing, guessed (read-ahead)
   std::vector<int32_t> ahead_ids;            // its distinct experts
   std::vector<int64_t> job_rows;             // LinearMany's row offsets
-  int64_t experts_run = 0;  // routed experts whose weights were read, all calls so far
+  std::vector<int64_t> shard_offsets;  // [ranks + 1] expert parallel: each rank's rows of down
+  int64_t experts_run = 0;             // routed experts whose weights were read, all calls so far
 };
 
 // Runtime options of the scored routers (model/runtime_options.h, an

@@ -298,7 +298,7 @@ Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache&
                           std::to_string(T) + " tokens > " + std::to_string(cache->max_tokens()),
                       "start a new sequence or raise the context size");
   }
-  if (static_cast<int64_t>(logits.size()) < (all_logits ? T : 1) * V) {
+  if (front_ && static_cast<int64_t>(logits.size()) < (all_logits ? T : 1) * V) {
     return InvalidArgument("DeepSeek-V4.1 Forward: logits buffer too small");
   }
   for (int32_t t : tokens) {
@@ -313,8 +313,41 @@ Status DeepSeekV41Model::Forward(std::span<const int32_t> tokens, SequenceCache&
     Run(replay, cache->computed(), *cache, static_cast<int64_t>(replay.size()), nullptr);
   }
   cache->Append(tokens);
-  Run(tokens, cache->length() - T, *cache, all_logits ? 0 : T - 1, logits.data());
+  Run(tokens, cache->length() - T, *cache, all_logits ? 0 : T - 1,
+      front_ ? logits.data() : nullptr);
   KeepFeatures(T);
+  return Status::Ok();
+}
+
+Status DeepSeekV41Model::SetPipelineStage(const PipelineStage& stage) {
+  if (stage.first_layer != 0 || stage.end_layer != config_.num_hidden_layers) {
+    return Unimplemented(
+        "DeepSeek-V4.1 cannot be split by layers: its later layers read the compressed caches "
+        "and index keys of earlier source layers (CSA2)",
+        "use --parallel expert");
+  }
+  front_ = stage.front;
+  return Status::Ok();
+}
+
+Status DeepSeekV41Model::SetExpertShard(const ExpertShard& shard) {
+  const int64_t E = config_.n_routed_experts;
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks ||
+      (shard.ranks > 1 && shard.link == nullptr)) {
+    return InvalidArgument("DeepSeek-V4.1 expert shard: rank " + std::to_string(shard.rank) +
+                           " of " + std::to_string(shard.ranks) + " without a link");
+  }
+  if (shard.ranks > E) {
+    return InvalidArgument(std::to_string(shard.ranks) + " ranks but the model has only " +
+                               std::to_string(E) + " routed experts per layer to split",
+                           "start at most as many processes as there are experts (mpirun -n)");
+  }
+  if (expert_cache_) {
+    return Unimplemented(
+        "--parallel expert with routed experts streamed (--ram-budget) is not offered",
+        "pass --ram-budget off");
+  }
+  shard_ = shard;
   return Status::Ok();
 }
 
@@ -372,7 +405,8 @@ void DeepSeekV41Model::Run(std::span<const int32_t> tokens, int64_t pos0, DeepSe
                            .rope = rope_[l],
                            .numerics = numerics_,
                            .trace = trace,
-                           .expert_cache = expert_cache_.get()};
+                           .expert_cache = expert_cache_.get(),
+                           .expert_shard = shard_ ? &*shard_ : nullptr};
     if (plan.engram >= 0) {
       EngramReadStats stats;
       EngramForward(pool, x, hashes_.data() + plan.engram * n_cols, n_eng * n_cols, nullptr, T,

@@ -155,6 +155,13 @@ class DeepSeekV41Model final : public Model, public DraftModel {
   using DraftPick = DeepSeekV4Model::DraftPick;
   Status DSparkDraft(int32_t anchor, SequenceCache& draft_cache, const DraftPick& pick,
                      DSparkBlock& out, int64_t rows = 0);
+  // ---- Split over processes (model/model.h): expert parallel only ----
+  // A pipeline stage of every layer (the front makes logits, the others not);
+  // a part of the layers is refused: later layers read the compressed caches
+  // and index keys of earlier source layers (CSA2), which stay on their rank.
+  int64_t pipeline_layers() const override { return config_.num_hidden_layers; }
+  Status SetPipelineStage(const PipelineStage& stage) override;
+  Status SetExpertShard(const ExpertShard& shard) override;
 
  private:
   DeepSeekV41Model() = default;
@@ -181,6 +188,8 @@ class DeepSeekV41Model final : public Model, public DraftModel {
   std::unique_ptr<ThreadPool> pool_;
   TraceFn trace_fn_;
   std::unique_ptr<ExpertCache> expert_cache_;  // StreamExperts
+  bool front_ = true;                          // SetPipelineStage: makes the logits
+  std::optional<ExpertShard> shard_;           // SetExpertShard; unset: every expert here
   // scratch
   std::vector<float> x_, u_, h_, y_, mix_, pre_a_, post_a_, comb_a_, pre_f_, post_f_, comb_f_,
       pre_mix_;

@@ -1,0 +1,81 @@
+// Communicator: what the processes of one model split over several (pipeline
+// or expert parallel, engine/distributed.h) say to each other — point-to-point
+// messages of bytes, a broadcast from rank 0 and a gather to it — and what
+// each has sent (bytes, messages: dsv4 bench's traffic figures). The MPI
+// implementation (mpi_communicator.cc) is the real one; every call returns a
+// Status naming the peer rank (MPI errors are returned, never fatal inside MPI).
+#ifndef DSV4_DIST_COMMUNICATOR_H_
+#define DSV4_DIST_COMMUNICATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+
+namespace dsv4::dist {
+
+// What this process has sent since it started (every byte counted once per
+// destination, as if each message went straight there: a broadcast counts
+// size − 1 copies at the root, an all-gather size − 1 copies of each block).
+struct Traffic {
+  int64_t bytes = 0;
+  int64_t messages = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Blocking point-to-point messages; `tag` tells kinds apart. Recv's `data`
+  // must be exactly the size sent.
+  virtual Status Send(int to, int tag, std::span<const std::byte> data) = 0;
+  virtual Status Recv(int from, int tag, std::span<std::byte> data) = 0;
+  // rank 0's `data` to every rank (in place; the same size on every rank).
+  // `patient`: a receiver that may wait long (a worker between requests)
+  // polls, then sleeps between polls, instead of spinning on a core.
+  virtual Status Broadcast(std::span<std::byte> data, bool patient = false) = 0;
+  // Every rank's `mine` (one size for all) into rank 0's `all` ([size, n]);
+  // `all` is ignored on the other ranks.
+  virtual Status Gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+  // In place: rank r's block is bytes [offsets[r], offsets[r+1]) of `data`
+  // ([size + 1] offsets, the same on every rank); every rank gets every block.
+  virtual Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets) = 0;
+  // Ends every process of the job at once (exit code `code`), after an error
+  // that leaves the others waiting for this one.
+  [[noreturn]] virtual void Abort(int code) = 0;
+  const Traffic& traffic() const { return traffic_; }
+
+ protected:
+  Traffic traffic_;
+};
+
+// Typed helpers over the byte calls.
+template <typename T>
+std::span<const std::byte> Bytes(std::span<const T> s) {
+  return std::as_bytes(s);
+}
+template <typename T>
+std::span<std::byte> MutableBytes(std::span<T> s) {
+  return std::as_writable_bytes(s);
+}
+
+// Whether this process was started by mpirun/mpiexec as one of several
+// (Open MPI's OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE > 1); true even in a build
+// without MPI, which then refuses to run (MpiWorld).
+bool LaunchedAsSeveralProcesses();
+// Whether this dsv4 was built with MPI (DSV4_WITH_MPI).
+bool BuiltWithMpi();
+
+// The MPI world: MPI initialised once per process (thread level serialized:
+// the serving engine calls the model from its own thread), errors returned.
+// MPI is finalised at exit. Errors: a build without MPI (Unimplemented), an
+// MPI that fails to start.
+Result<std::shared_ptr<Communicator>> MpiWorld();
+
+}  // namespace dsv4::dist
+
+#endif  // DSV4_DIST_COMMUNICATOR_H_

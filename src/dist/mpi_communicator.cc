@@ -1,0 +1,203 @@
+// The MPI Communicator (communicator.h): MPI_COMM_WORLD with MPI_ERRORS_RETURN,
+// so a failed call (a peer gone, a truncated message) comes back as a Status
+// naming the peer instead of aborting inside MPI. Messages larger than
+// INT_MAX bytes go in pieces (MPI counts are int).
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dist/communicator.h"
+
+#if DSV4_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace dsv4::dist {
+
+#if DSV4_WITH_MPI
+
+bool BuiltWithMpi() { return true; }
+
+namespace {
+
+constexpr int64_t kChunk = int64_t{1} << 30;  // bytes per MPI call
+
+std::string MpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(code, text, &n);
+  return std::string(text, n);
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status Send(int to, int tag, std::span<const std::byte> data) override {
+    for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
+      const int count = static_cast<int>(std::min(kChunk, n - at));
+      const int rc = MPI_Send(data.data() + at, count, MPI_BYTE, to, tag, MPI_COMM_WORLD);
+      if (rc != MPI_SUCCESS) return Failed("MPI_Send to rank " + std::to_string(to), rc);
+      traffic_.bytes += count;
+      traffic_.messages += 1;
+      if (n == 0) break;
+    }
+    return Status::Ok();
+  }
+
+  Status Recv(int from, int tag, std::span<std::byte> data) override {
+    for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
+      const int count = static_cast<int>(std::min(kChunk, n - at));
+      MPI_Status st;
+      const int rc = MPI_Recv(data.data() + at, count, MPI_BYTE, from, tag, MPI_COMM_WORLD, &st);
+      if (rc != MPI_SUCCESS) return Failed("MPI_Recv from rank " + std::to_string(from), rc);
+      int got = 0;
+      MPI_Get_count(&st, MPI_BYTE, &got);
+      if (got != count) {
+        return DataLoss("rank " + std::to_string(rank_) + ": a message from rank " +
+                            std::to_string(from) + " has " + std::to_string(got) +
+                            " bytes, expected " + std::to_string(count),
+                        "every rank must run the same dsv4 build on the same model");
+      }
+      if (n == 0) break;
+    }
+    return Status::Ok();
+  }
+
+  // Every broadcast is nonblocking (MPI_Ibcast) on every rank — blocking and
+  // nonblocking collectives do not match each other — and waited for at
+  // once, or, when patient, polled: spinning for the first millisecond (a
+  // decode step's next command comes within microseconds), then sleeping
+  // between polls, up to 1 ms, so an idle worker leaves its core alone.
+  Status Broadcast(std::span<std::byte> data, bool patient) override {
+    for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n; at += kChunk) {
+      const int count = static_cast<int>(std::min(kChunk, n - at));
+      MPI_Request request;
+      int rc = MPI_Ibcast(data.data() + at, count, MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+      if (rc == MPI_SUCCESS && (!patient || rank_ == 0)) {
+        rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      } else if (rc == MPI_SUCCESS) {
+        const auto start = std::chrono::steady_clock::now();
+        auto nap = std::chrono::microseconds(10);
+        for (int done = 0; rc == MPI_SUCCESS && !done;) {
+          rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+          if (done || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1)) {
+            continue;
+          }
+          std::this_thread::sleep_for(nap);
+          nap = std::min(nap * 2, std::chrono::microseconds(1000));
+        }
+      }
+      if (rc != MPI_SUCCESS) return Failed("MPI_Ibcast", rc);
+      if (rank_ == 0) {
+        traffic_.bytes += static_cast<int64_t>(count) * (size_ - 1);
+        traffic_.messages += size_ - 1;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+    const int64_t n = static_cast<int64_t>(mine.size());
+    if (n > INT_MAX) return OutOfRange("Gather: " + std::to_string(n) + " bytes per rank");
+    if (rank_ == 0 && static_cast<int64_t>(all.size()) < n * size_) {
+      return InvalidArgument("Gather: the destination holds " + std::to_string(all.size()) +
+                             " bytes, needs " + std::to_string(n * size_));
+    }
+    const int rc =
+        MPI_Gather(mine.data(), static_cast<int>(n), MPI_BYTE, rank_ == 0 ? all.data() : nullptr,
+                   static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return Failed("MPI_Gather", rc);
+    if (rank_ != 0) {
+      traffic_.bytes += n;
+      traffic_.messages += 1;
+    }
+    return Status::Ok();
+  }
+
+  Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets) override {
+    counts_.resize(size_);
+    displs_.resize(size_);
+    for (int r = 0; r < size_; ++r) {
+      const int64_t n = offsets[r + 1] - offsets[r];
+      if (offsets[r + 1] > INT_MAX || n < 0 || offsets[r + 1] > static_cast<int64_t>(data.size())) {
+        return OutOfRange("AllGather: block " + std::to_string(r) + " at [" +
+                          std::to_string(offsets[r]) + ", " + std::to_string(offsets[r + 1]) +
+                          ") of " + std::to_string(data.size()) + " bytes");
+      }
+      counts_[r] = static_cast<int>(n);
+      displs_[r] = static_cast<int>(offsets[r]);
+    }
+    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts_.data(),
+                                  displs_.data(), MPI_BYTE, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return Failed("MPI_Allgatherv", rc);
+    traffic_.bytes += static_cast<int64_t>(counts_[rank_]) * (size_ - 1);
+    traffic_.messages += size_ - 1;
+    return Status::Ok();
+  }
+
+  [[noreturn]] void Abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; keep the promise if it did
+  }
+
+ private:
+  Status Failed(const std::string& what, int rc) const {
+    return IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " + MpiErrorText(rc),
+                   "a rank of the job has died or cannot be reached; see its own error above");
+  }
+  int rank_, size_;
+  std::vector<int> counts_, displs_;  // AllGather's, reused
+};
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Communicator>> MpiWorld() {
+  static std::mutex mu;
+  static std::shared_ptr<Communicator> world;
+  std::lock_guard<std::mutex> lock(mu);
+  if (world) return world;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    return IoError("MPI_Init_thread failed", "is this process started by mpirun?");
+  }
+  std::atexit(FinalizeAtExit);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return Unimplemented("this MPI offers thread level " + std::to_string(provided) +
+                             ", dsv4 needs MPI_THREAD_SERIALIZED",
+                         "use Open MPI (libopenmpi-dev) built with thread support");
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  world = std::make_shared<MpiCommunicator>(rank, size);
+  return world;
+}
+
+#else  // !DSV4_WITH_MPI
+
+bool BuiltWithMpi() { return false; }
+
+Result<std::shared_ptr<Communicator>> MpiWorld() {
+  return Unimplemented(
+      "this dsv4 was built without MPI, but it was started by mpirun as one of several "
+      "processes",
+      "install libopenmpi-dev and openmpi-bin (scripts/install-deps.sh) and rebuild "
+      "(DSV4_WITH_MPI is on when CMake finds MPI)");
+}
+
+#endif
+
+}  // namespace dsv4::dist
