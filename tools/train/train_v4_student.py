@@ -32,8 +32,11 @@ import struct
 import sys
 import time
 
-import numpy as np
-import torch
+# OpenMP threads that spin at barriers lose most of their time to a busy shared machine
+# (steps 5-10x slower next to compiler jobs); passive waiting costs little when alone.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
