@@ -199,28 +199,40 @@ TEST_P(V41Golden, DecodeMatchesTheReferenceSlot) {
   }
 }
 
-// Truncating back into the decode and re-running gives the same logits (the
-// slot restored from the log; the Engram history cut).
+// Truncating back into the decode and re-running gives the same logits: in
+// place within the rollback rows (the index-key slot restored from the log,
+// the Engram history cut), and past them, where the cache re-runs the kept
+// tokens as one call. That replay is a prefill, which the reference's slot
+// makes differ from single steps, so it is compared under the owner reading.
 TEST_P(V41Golden, TruncateAndRerunDecodeAgain) {
   const Fixture f = Open(GetParam());
   const int64_t T = static_cast<int64_t>(f.ids.size()), V = f.config.vocab_size;
-  auto m = Load(f, true, IndexKeyReading::kReference);
-  ASSERT_NE(m, nullptr);
-  const std::vector<float> golden = ReadF32File(Dir(GetParam()) + "/decode_logits.f32");
-  auto cache = m->NewCache(T);
-  std::vector<float> step(V);
   const std::span<const int32_t> ids(f.ids);
-  ASSERT_TRUE(m->Forward(ids.first(f.prefill_len), *cache, step, false).ok());
-  for (int64_t p = f.prefill_len; p < T; ++p) {
-    ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *cache, step, false).ok());
-  }
-  const int64_t back = f.prefill_len + 3;
-  cache->Truncate(back);
-  for (int64_t p = back; p < T; ++p) {
-    ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *cache, step, false).ok());
-    std::vector<float> want(golden.begin() + (p - f.prefill_len) * V,
-                            golden.begin() + (p - f.prefill_len + 1) * V);
-    ExpectClose(step, want, V, 1e-2f, "after truncation, position " + std::to_string(p));
+  struct Case {
+    IndexKeyReading reading;
+    const char* golden;
+    int64_t back;
+  };
+  for (const Case& k : {Case{IndexKeyReading::kReference, "/decode_logits.f32", T - 4},
+                        Case{IndexKeyReading::kOwner, "/decode_logits_owner.f32", f.prefill_len}}) {
+    auto m = Load(f, true, k.reading);
+    ASSERT_NE(m, nullptr);
+    const std::vector<float> golden = ReadF32File(Dir(GetParam()) + k.golden);
+    auto cache = m->NewCache(T);
+    std::vector<float> step(V);
+    ASSERT_TRUE(m->Forward(ids.first(f.prefill_len), *cache, step, false).ok());
+    for (int64_t p = f.prefill_len; p < T; ++p) {
+      ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *cache, step, false).ok());
+    }
+    cache->Truncate(k.back);
+    std::vector<float> got;
+    for (int64_t p = k.back; p < T; ++p) {
+      ASSERT_TRUE(m->Forward(ids.subspan(p, 1), *cache, step, false).ok());
+      got.insert(got.end(), step.begin(), step.end());
+    }
+    ExpectClose(got,
+                std::vector<float>(golden.begin() + (k.back - f.prefill_len) * V, golden.end()), V,
+                1e-2f, std::string(k.golden) + " after a truncation to " + std::to_string(k.back));
   }
 }
 

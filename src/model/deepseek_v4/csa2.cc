@@ -107,6 +107,7 @@ void GroupedOutput(const LayerContext& ctx, const AttentionWeights& w, int64_t T
 
 void Csa2LayerState::Init(const DeepSeekV4Config& c, const LayerPlan& p, int64_t history) {
   const int64_t A = c.head_dim;
+  window_size = c.sliding_window;
   window.Init(A, c.sliding_window + history);
   ratio = p.csa2.kv_source ? p.compress_ratio : 0;
   if (ratio > 1) {
@@ -138,14 +139,9 @@ void Csa2LayerState::Truncate(int64_t n) {
 }
 
 bool Csa2LayerState::CanTruncate(int64_t n) const {
-  const int64_t W = window.width() > 0 ? window.end() - window.begin() : 0;
-  (void)W;
-  if (n > window.end()) return false;
-  // The window rows positions n − W .. n − 1 and the open group's compressor rows.
-  if (!window.Holds(std::max<int64_t>(window.begin(), 0), n)) return false;
-  if (n > 0 && window.begin() > std::max<int64_t>(0, n - 1)) return false;
-  if (ratio > 1 && !pending_kv.Holds(n - n % ratio, n)) return false;
-  return true;
+  // The window rows of positions n − W .. n − 1 and the open group's compressor rows.
+  return n <= window.end() && window.Holds(std::max<int64_t>(0, n - window_size), n) &&
+         (ratio <= 1 || pending_kv.Holds(n - n % ratio, n));
 }
 
 void Csa2LayerState::Write(ByteWriter& w) const {

@@ -63,6 +63,7 @@ struct Csa2LayerState {
   void Write(ByteWriter& w) const;
   [[nodiscard]] bool Read(ByteReader& r);
 
+  int64_t window_size = 0;  // W
   int64_t ratio = 0;        // the layer's own compression (kv sources), else 0
   RowHistory window;        // [W + history, A] kv rows, every layer
   RowHistory pending_kv;    // kv sources, r > 1: [r + history, A] un-pooled compressor rows
