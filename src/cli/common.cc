@@ -52,6 +52,31 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
   sub.add_option("--layers-split", options.layers_split,
                  "under mpirun -n N with --parallel pipeline: layers per rank, e.g. 10,11,11,11 "
                  "(default auto: an even split, the remainder to the last ranks)");
+  sub.add_option("--mpi-timeout", options.mpi_timeout_s,
+                 "under mpirun -n N: seconds a rank waits for another inside a call (a stage's "
+                 "streams, an all-gather, a command's data) before every rank ends with an error "
+                 "naming the rank awaited (default 300; 0: wait forever). Waiting for the next "
+                 "request never times out")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option_function<std::string>(
+         "--pipeline-micro-batch",
+         [&options](const std::string& v) {
+           options.pipeline_micro_batch = v == "auto" ? 0 : v == "off" ? -1 : std::stoll(v);
+         },
+         "under mpirun -n N with --parallel pipeline: a prompt (one sequence) runs through the "
+         "stages in micro-batches of this many tokens, so that the stages overlap (the "
+         "logits stay bit-identical); auto (the default): ceil(T / N) tokens when that is at "
+         "least 16, else one piece; off: one piece")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto" || v == "off") return {};
+            char* end = nullptr;
+            const long long n = std::strtoll(v.c_str(), &end, 10);
+            return !v.empty() && end == v.c_str() + v.size() && n >= 1
+                       ? std::string()
+                       : "'" + v + "' is not a token count (give TOKENS >= 1, auto or off)";
+          },
+          "TOKENS|auto|off"));
   sub.add_option("--tokenizer", options.tokenizer_path,
                  "tokenizer file (default: found beside or inside the model)");
   sub.add_option("-t,--threads", options.threads, "threads (default: all cores)")

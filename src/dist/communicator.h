@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -30,20 +31,43 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Blocking point-to-point messages; `tag` tells kinds apart. Recv's `data`
-  // must be exactly the size sent.
-  virtual Status Send(int to, int tag, std::span<const std::byte> data) = 0;
-  virtual Status Recv(int from, int tag, std::span<std::byte> data) = 0;
+  // How long one call below may wait for its peers, in seconds (0: forever,
+  // the default). A wait past it fails the call with a Status naming this
+  // rank, the peer and `what` was awaited ("rank 0 waited 120 s for rank 2's
+  // residual streams ..."): a peer that is stopped or hung without dying
+  // (MPI itself has no receive timeouts) ends the job instead of hanging it.
+  // A `patient` Broadcast never times out (a worker waiting for the next
+  // request: an idle server is normal).
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  double timeout() const { return timeout_s_; }
+  // Point-to-point messages; `tag` tells kinds apart. Recv's `data` must be
+  // exactly the size sent. `what` names the message in a timeout's error
+  // ("residual streams after layers [0, 4)"); the peer's rank is added.
+  virtual Status Send(int to, int tag, std::span<const std::byte> data,
+                      std::string_view what = "a message") = 0;
+  virtual Status Recv(int from, int tag, std::span<std::byte> data,
+                      std::string_view what = "a message") = 0;
+  // Send without waiting: `data` must stay alive and unchanged until
+  // WaitSent, which waits for every send started so far (the timeout counts
+  // from WaitSent's start). A pipeline stage sends its micro-batches on this
+  // way and goes on with the next while the next stage takes them.
+  virtual Status StartSend(int to, int tag, std::span<const std::byte> data,
+                           std::string_view what = "a message") = 0;
+  virtual Status WaitSent() = 0;
   // rank 0's `data` to every rank (in place; the same size on every rank).
   // `patient`: a receiver that may wait long (a worker between requests)
-  // polls, then sleeps between polls, instead of spinning on a core.
-  virtual Status Broadcast(std::span<std::byte> data, bool patient = false) = 0;
+  // polls, then sleeps between polls, instead of spinning on a core, and
+  // never times out.
+  virtual Status Broadcast(std::span<std::byte> data, bool patient = false,
+                           std::string_view what = "a broadcast") = 0;
   // Every rank's `mine` (one size for all) into rank 0's `all` ([size, n]);
   // `all` is ignored on the other ranks.
-  virtual Status Gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+  virtual Status Gather(std::span<const std::byte> mine, std::span<std::byte> all,
+                        std::string_view what = "a gather") = 0;
   // In place: rank r's block is bytes [offsets[r], offsets[r+1]) of `data`
   // ([size + 1] offsets, the same on every rank); every rank gets every block.
-  virtual Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets) = 0;
+  virtual Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets,
+                           std::string_view what = "an all-gather") = 0;
   // Ends every process of the job at once (exit code `code`), after an error
   // that leaves the others waiting for this one.
   [[noreturn]] virtual void Abort(int code) = 0;
@@ -51,6 +75,7 @@ class Communicator {
 
  protected:
   Traffic traffic_;
+  double timeout_s_ = 0;
 };
 
 // Typed helpers over the byte calls.

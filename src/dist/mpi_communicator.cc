@@ -4,6 +4,7 @@
 // INT_MAX bytes go in pieces (MPI counts are int).
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -32,17 +33,32 @@ std::string MpiErrorText(int code) {
   return std::string(text, n);
 }
 
+constexpr int kTimedOut = -1;  // Await: the timeout passed (MPI error codes are >= 0)
+
+// "3", "0.5": a timeout in seconds as the operator wrote it.
+std::string SecondsText(double s) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", s);
+  return text;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  Status Send(int to, int tag, std::span<const std::byte> data) override {
+  Status Send(int to, int tag, std::span<const std::byte> data, std::string_view what) override {
+    const auto start = std::chrono::steady_clock::now();
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
-      const int rc = MPI_Send(data.data() + at, count, MPI_BYTE, to, tag, MPI_COMM_WORLD);
-      if (rc != MPI_SUCCESS) return Failed("MPI_Send to rank " + std::to_string(to), rc);
+      MPI_Request request;
+      int rc = MPI_Isend(data.data() + at, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, &request);
+      if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, nullptr);
+      if (rc == kTimedOut) {
+        return TimedOut("rank " + std::to_string(to) + " to take " + std::string(what), to);
+      }
+      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to rank " + std::to_string(to), rc);
       traffic_.bytes += count;
       traffic_.messages += 1;
       if (n == 0) break;
@@ -50,12 +66,48 @@ class MpiCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  Status Recv(int from, int tag, std::span<std::byte> data) override {
+  Status StartSend(int to, int tag, std::span<const std::byte> data,
+                   std::string_view what) override {
+    for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
+      const int count = static_cast<int>(std::min(kChunk, n - at));
+      MPI_Request request;
+      const int rc =
+          MPI_Isend(data.data() + at, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, &request);
+      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to rank " + std::to_string(to), rc);
+      pending_.push_back({request, to, std::string(what)});
+      traffic_.bytes += count;
+      traffic_.messages += 1;
+      if (n == 0) break;
+    }
+    return Status::Ok();
+  }
+
+  Status WaitSent() override {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = pending_[i];
+      const int rc = Await(p.request, /*patient=*/false, start, nullptr);
+      if (rc == kTimedOut) {
+        return TimedOut("rank " + std::to_string(p.to) + " to take " + p.what, p.to);
+      }
+      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to rank " + std::to_string(p.to), rc);
+    }
+    pending_.clear();
+    return Status::Ok();
+  }
+
+  Status Recv(int from, int tag, std::span<std::byte> data, std::string_view what) override {
+    const auto start = std::chrono::steady_clock::now();
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
       MPI_Status st;
-      const int rc = MPI_Recv(data.data() + at, count, MPI_BYTE, from, tag, MPI_COMM_WORLD, &st);
-      if (rc != MPI_SUCCESS) return Failed("MPI_Recv from rank " + std::to_string(from), rc);
+      MPI_Request request;
+      int rc = MPI_Irecv(data.data() + at, count, MPI_BYTE, from, tag, MPI_COMM_WORLD, &request);
+      if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, &st);
+      if (rc == kTimedOut) {
+        return TimedOut("rank " + std::to_string(from) + "'s " + std::string(what), from);
+      }
+      if (rc != MPI_SUCCESS) return Failed("MPI_Irecv from rank " + std::to_string(from), rc);
       int got = 0;
       MPI_Get_count(&st, MPI_BYTE, &got);
       if (got != count) {
@@ -70,28 +122,17 @@ class MpiCommunicator final : public Communicator {
   }
 
   // Every broadcast is nonblocking (MPI_Ibcast) on every rank — blocking and
-  // nonblocking collectives do not match each other — and waited for at
-  // once, or, when patient, polled: spinning for the first millisecond (a
-  // decode step's next command comes within microseconds), then sleeping
-  // between polls, up to 1 ms, so an idle worker leaves its core alone.
-  Status Broadcast(std::span<std::byte> data, bool patient) override {
+  // nonblocking collectives do not match each other — and waited for (Await).
+  Status Broadcast(std::span<std::byte> data, bool patient, std::string_view what) override {
+    const auto start = std::chrono::steady_clock::now();
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
       MPI_Request request;
       int rc = MPI_Ibcast(data.data() + at, count, MPI_BYTE, 0, MPI_COMM_WORLD, &request);
-      if (rc == MPI_SUCCESS && (!patient || rank_ == 0)) {
-        rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
-      } else if (rc == MPI_SUCCESS) {
-        const auto start = std::chrono::steady_clock::now();
-        auto nap = std::chrono::microseconds(10);
-        for (int done = 0; rc == MPI_SUCCESS && !done;) {
-          rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-          if (done || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1)) {
-            continue;
-          }
-          std::this_thread::sleep_for(nap);
-          nap = std::min(nap * 2, std::chrono::microseconds(1000));
-        }
+      if (rc == MPI_SUCCESS) rc = Await(request, patient && rank_ != 0, start, nullptr);
+      if (rc == kTimedOut) {
+        return rank_ == 0 ? TimedOut(Others(" to take ") + std::string(what), Other())
+                          : TimedOut("rank 0's " + std::string(what), 0);
       }
       if (rc != MPI_SUCCESS) return Failed("MPI_Ibcast", rc);
       if (rank_ == 0) {
@@ -102,17 +143,25 @@ class MpiCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  Status Gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+  Status Gather(std::span<const std::byte> mine, std::span<std::byte> all,
+                std::string_view what) override {
     const int64_t n = static_cast<int64_t>(mine.size());
     if (n > INT_MAX) return OutOfRange("Gather: " + std::to_string(n) + " bytes per rank");
     if (rank_ == 0 && static_cast<int64_t>(all.size()) < n * size_) {
       return InvalidArgument("Gather: the destination holds " + std::to_string(all.size()) +
                              " bytes, needs " + std::to_string(n * size_));
     }
-    const int rc =
-        MPI_Gather(mine.data(), static_cast<int>(n), MPI_BYTE, rank_ == 0 ? all.data() : nullptr,
-                   static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return Failed("MPI_Gather", rc);
+    const auto start = std::chrono::steady_clock::now();
+    MPI_Request request;
+    int rc =
+        MPI_Igather(mine.data(), static_cast<int>(n), MPI_BYTE, rank_ == 0 ? all.data() : nullptr,
+                    static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+    if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, nullptr);
+    if (rc == kTimedOut) {
+      return rank_ == 0 ? TimedOut(Others("'s ") + std::string(what), Other())
+                        : TimedOut("rank 0 to take " + std::string(what), 0);
+    }
+    if (rc != MPI_SUCCESS) return Failed("MPI_Igather", rc);
     if (rank_ != 0) {
       traffic_.bytes += n;
       traffic_.messages += 1;
@@ -120,7 +169,8 @@ class MpiCommunicator final : public Communicator {
     return Status::Ok();
   }
 
-  Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets) override {
+  Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets,
+                   std::string_view what) override {
     counts_.resize(size_);
     displs_.resize(size_);
     for (int r = 0; r < size_; ++r) {
@@ -133,9 +183,13 @@ class MpiCommunicator final : public Communicator {
       counts_[r] = static_cast<int>(n);
       displs_[r] = static_cast<int>(offsets[r]);
     }
-    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts_.data(),
-                                  displs_.data(), MPI_BYTE, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return Failed("MPI_Allgatherv", rc);
+    const auto start = std::chrono::steady_clock::now();
+    MPI_Request request;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts_.data(),
+                             displs_.data(), MPI_BYTE, MPI_COMM_WORLD, &request);
+    if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, nullptr);
+    if (rc == kTimedOut) return TimedOut(Others("'s ") + std::string(what), Other());
+    if (rc != MPI_SUCCESS) return Failed("MPI_Iallgatherv", rc);
     traffic_.bytes += static_cast<int64_t>(counts_[rank_]) * (size_ - 1);
     traffic_.messages += size_ - 1;
     return Status::Ok();
@@ -147,12 +201,64 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // Waits for `request` (started at `start`): MPI_Wait when there is no
+  // timeout; otherwise polled — spinning for the first millisecond (a decode
+  // step's message comes within microseconds), then yielding the core between
+  // polls — until done or the timeout has passed (kTimedOut; the request is
+  // left pending: the job is about to end). `patient`: never times out, and
+  // sleeps between polls, up to 1 ms, so an idle worker leaves its core alone.
+  int Await(MPI_Request& request, bool patient, std::chrono::steady_clock::time_point start,
+            MPI_Status* status) const {
+    MPI_Status ignored;
+    MPI_Status* st = status != nullptr ? status : &ignored;
+    if (!patient && timeout_s_ <= 0) return MPI_Wait(&request, st);
+    const auto limit = std::chrono::duration<double>(timeout_s_);
+    auto nap = std::chrono::microseconds(10);
+    for (int done = 0;;) {
+      const int rc = MPI_Test(&request, &done, st);
+      if (rc != MPI_SUCCESS || done) return rc;
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (!patient && waited > limit) return kTimedOut;
+      if (waited < std::chrono::milliseconds(1)) continue;
+      if (patient) {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  // The one other rank of a collective (-1: several; a collective cannot
+  // tell which of them is late), and its name followed by `tail`: "rank 1's ",
+  // "the other ranks' ".
+  int Other() const { return size_ == 2 ? 1 - rank_ : -1; }
+  std::string Others(std::string_view tail) const {
+    if (Other() >= 0) return "rank " + std::to_string(Other()) + std::string(tail);
+    return tail == "'s " ? "the other ranks' " : "the other ranks" + std::string(tail);
+  }
+  // `waited_for` names the peer and the message; `peer` is the rank awaited
+  // (-1: several).
+  Status TimedOut(const std::string& waited_for, int peer) const {
+    const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : "one of the other ranks";
+    return IoError("rank " + std::to_string(rank_) + " waited " + SecondsText(timeout_s_) +
+                       " s for " + waited_for + " (--mpi-timeout)",
+                   who +
+                       " is stopped, hung or slower than the timeout allows, and every rank "
+                       "ends here; if it is only slow, raise --mpi-timeout SECONDS (0: wait "
+                       "forever)");
+  }
   Status Failed(const std::string& what, int rc) const {
     return IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " + MpiErrorText(rc),
                    "a rank of the job has died or cannot be reached; see its own error above");
   }
   int rank_, size_;
   std::vector<int> counts_, displs_;  // AllGather's, reused
+  struct Pending {                    // a send StartSend began, WaitSent ends
+    MPI_Request request;
+    int to;
+    std::string what;
+  };
+  std::vector<Pending> pending_;
 };
 
 void FinalizeAtExit() {

@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "base/log.h"
@@ -51,32 +53,61 @@ static_assert(sizeof(Command) == 64);
 // A transport failure inside a forward: the layers already run cannot be
 // undone and the other ranks wait on this one, so the job ends here.
 [[noreturn]] void Fatal(Communicator& comm, const Status& st) {
-  std::fprintf(stderr, "dsv4: error: rank %d: %s\n", comm.rank(), st.message().c_str());
+  const std::string who = "rank " + std::to_string(comm.rank());
+  // The transport's errors name the rank already ("rank 0 waited ...").
+  const bool named = st.message().starts_with(who + " ") || st.message().starts_with(who + ":");
+  std::fprintf(stderr, "dsv4: error: %s%s\n", named ? "" : (who + ": ").c_str(),
+               st.message().c_str());
   if (!st.hint().empty()) std::fprintf(stderr, "dsv4: hint: %s\n", st.hint().c_str());
   std::fflush(stderr);
   comm.Abort(2);
 }
 
 // The ring of stages: rank r receives from r − 1 and sends to r + 1, the last
-// rank back to rank 0.
+// rank back to rank 0. `first`: each rank's first layer, then the layer count
+// ([ranks + 1]; set once the split is known), to name the data in an error.
 class RingLink final : public PipelineLink {
  public:
   explicit RingLink(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
-  void SendNext(std::span<const float> data) override {
+  void set_split(std::vector<int64_t> first) { first_ = std::move(first); }
+  // A copy goes out (the caller reuses `data` at once); Flush waits for them.
+  void SendNext(std::span<const float> data, std::string_view what) override {
     const int to = (comm_->rank() + 1) % comm_->size();
-    if (Status st = comm_->Send(to, kTagActivation, dist::Bytes(data)); !st.ok()) {
+    if (used_ == sent_.size()) sent_.emplace_back();
+    std::vector<float>& copy = sent_[used_++];
+    copy.assign(data.begin(), data.end());
+    if (Status st = comm_->StartSend(to, kTagActivation, dist::Bytes(std::span<const float>(copy)),
+                                     Name(what, comm_->rank()));
+        !st.ok()) {
       Fatal(*comm_, st);
     }
   }
-  void RecvPrev(std::span<float> data) override {
+  void Flush() override {
+    if (Status st = comm_->WaitSent(); !st.ok()) Fatal(*comm_, st);
+    used_ = 0;
+  }
+  void RecvPrev(std::span<float> data, std::string_view what) override {
     const int from = (comm_->rank() + comm_->size() - 1) % comm_->size();
-    if (Status st = comm_->Recv(from, kTagActivation, dist::MutableBytes(data)); !st.ok()) {
+    if (Status st = comm_->Recv(from, kTagActivation, dist::MutableBytes(data), Name(what, from));
+        !st.ok()) {
       Fatal(*comm_, st);
     }
   }
 
  private:
+  // "residual streams after layers [4, 8)": the output of `rank`'s stage.
+  std::string Name(std::string_view what, int rank) const {
+    std::string s(what);
+    if (rank + 1 < static_cast<int>(first_.size())) {
+      s += " after layers [" + std::to_string(first_[rank]) + ", " +
+           std::to_string(first_[rank + 1]) + ")";
+    }
+    return s;
+  }
   std::shared_ptr<Communicator> comm_;
+  std::vector<int64_t> first_;
+  std::vector<std::vector<float>> sent_;  // the copies in flight (the first used_), reused
+  size_t used_ = 0;
 };
 
 class FrontCache;
@@ -85,10 +116,12 @@ class FrontCache;
 class GatherLink final : public ExpertLink {
  public:
   explicit GatherLink(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
-  void AllGather(std::span<float> data, std::span<const int64_t> offsets) override {
+  void AllGather(std::span<float> data, std::span<const int64_t> offsets, int64_t layer) override {
     bytes_.resize(offsets.size());
     for (size_t r = 0; r < offsets.size(); ++r) bytes_[r] = offsets[r] * int64_t{sizeof(float)};
-    if (Status st = comm_->AllGather(dist::MutableBytes(data), bytes_); !st.ok()) {
+    if (Status st = comm_->AllGather(dist::MutableBytes(data), bytes_,
+                                     "routed expert outputs of layer " + std::to_string(layer));
+        !st.ok()) {
       Fatal(*comm_, st);
     }
   }
@@ -115,14 +148,19 @@ struct Front {
 
   void Send(const Command& cmd) {
     Command c = cmd;
-    if (Status st = comm->Broadcast({reinterpret_cast<std::byte*>(&c), sizeof(c)}); !st.ok()) {
+    if (Status st = comm->Broadcast({reinterpret_cast<std::byte*>(&c), sizeof(c)},
+                                    /*patient=*/false, "the next command");
+        !st.ok()) {
       Fatal(*comm, st);
     }
   }
   void SendTokens(std::span<const int32_t> tokens) {
     // Broadcast's buffer is in-out; on rank 0 it is only read.
     const std::span<int32_t> data(const_cast<int32_t*>(tokens.data()), tokens.size());
-    if (Status st = comm->Broadcast(dist::MutableBytes(data)); !st.ok()) Fatal(*comm, st);
+    if (Status st = comm->Broadcast(dist::MutableBytes(data), /*patient=*/false, "token ids");
+        !st.ok()) {
+      Fatal(*comm, st);
+    }
   }
 };
 
@@ -132,8 +170,8 @@ Status GatherTraffic(Communicator& comm, dist::Traffic& meta, std::span<dist::Tr
   const dist::Traffic before = comm.traffic();
   const dist::Traffic mine{.bytes = before.bytes - meta.bytes,
                            .messages = before.messages - meta.messages};
-  RETURN_IF_ERROR(
-      comm.Gather(dist::Bytes(std::span<const dist::Traffic>(&mine, 1)), dist::MutableBytes(all)));
+  RETURN_IF_ERROR(comm.Gather(dist::Bytes(std::span<const dist::Traffic>(&mine, 1)),
+                              dist::MutableBytes(all), "traffic counts"));
   meta.bytes += comm.traffic().bytes - before.bytes;
   meta.messages += comm.traffic().messages - before.messages;
   return Status::Ok();
@@ -235,7 +273,8 @@ class FrontModel final : public Model {
     front_->Send(Command{.op = Op::kForwardBatch,
                          .a = static_cast<int64_t>(entries.size()),
                          .b = static_cast<int64_t>(tokens_.size())});
-    if (Status st = front_->comm->Broadcast(dist::MutableBytes(std::span<int64_t>(table_)));
+    if (Status st = front_->comm->Broadcast(dist::MutableBytes(std::span<int64_t>(table_)),
+                                            /*patient=*/false, "batch table");
         !st.ok()) {
       Fatal(*front_->comm, st);
     }
@@ -330,7 +369,7 @@ void RunWorker(Communicator& comm, Model& model) {
         if (cmd.b <= kInline) {
           std::copy_n(cmd.tokens, cmd.b, tokens.begin());
         } else {
-          check(comm.Broadcast(dist::MutableBytes(std::span<int32_t>(tokens))));
+          check(comm.Broadcast(dist::MutableBytes(std::span<int32_t>(tokens)), false, "token ids"));
         }
         // The same checks fail here as on rank 0 (same cache, same tokens):
         // then neither ran anything, and the error is rank 0's to report.
@@ -340,8 +379,8 @@ void RunWorker(Communicator& comm, Model& model) {
       case Op::kForwardBatch: {
         table.resize(cmd.a * 3);
         tokens.resize(cmd.b);
-        check(comm.Broadcast(dist::MutableBytes(std::span<int64_t>(table))));
-        check(comm.Broadcast(dist::MutableBytes(std::span<int32_t>(tokens))));
+        check(comm.Broadcast(dist::MutableBytes(std::span<int64_t>(table)), false, "batch table"));
+        check(comm.Broadcast(dist::MutableBytes(std::span<int32_t>(tokens)), false, "token ids"));
         entries.clear();
         int64_t at = 0;
         for (int64_t i = 0; i < cmd.a; ++i) {
@@ -533,7 +572,9 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
     const PipelineStage stage{.first_layer = expert ? 0 : first[rank],
                               .end_layer = first[rank + 1],
                               .front = rank == 0,
-                              .link = expert ? nullptr : front->link.get()};
+                              .link = expert ? nullptr : front->link.get(),
+                              .stages = size,
+                              .micro_batch = options.pipeline_micro_batch};
     if (Status st = loaded->model->SetPipelineStage(stage); !st.ok()) loaded = st;
   }
 
@@ -553,6 +594,10 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
   if (verdict.code != 0) {
     return Status(static_cast<StatusCode>(verdict.code), verdict.message, verdict.hint);
   }
+  // From here on a wait inside a call is bounded (--mpi-timeout); the
+  // start-up above is not (a rank may load for long).
+  comm->set_timeout(options.mpi_timeout_s);
+  if (!expert) front->link->set_split(first);
 
   if (rank == 0) {
     if (expert) {

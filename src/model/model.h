@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -153,14 +154,31 @@ struct BatchEntry {
 class PipelineLink {
  public:
   virtual ~PipelineLink() = default;
-  virtual void SendNext(std::span<const float> data) = 0;  // to the next stage (last: the front)
-  virtual void RecvPrev(std::span<float> data) = 0;        // from the previous stage
+  // To the next stage (the last one's: to the front), without waiting for it
+  // to be taken (`data` may be reused on return); Flush waits until the next
+  // stage has taken every message sent. `what` names the data in a transport
+  // error ("residual streams").
+  virtual void SendNext(std::span<const float> data, std::string_view what) = 0;
+  virtual void Flush() = 0;
+  // From the previous stage (the front's: from the last one).
+  virtual void RecvPrev(std::span<float> data, std::string_view what) = 0;
 };
 struct PipelineStage {
   int64_t first_layer = 0;  // the main layers [first_layer, end_layer) run in this process
   int64_t end_layer = 0;
   bool front = true;             // embeds, makes logits, runs the draft head
   PipelineLink* link = nullptr;  // outlives the model's calls
+  // Micro-batches: a one-sequence Forward of T tokens runs in pieces of
+  // `micro_batch` tokens (kMicroBatchAuto: ceil(T / stages), when that is at
+  // least kMicroBatchMin; kMicroBatchOff: one piece); each stage sends a piece
+  // on and starts the next while the next stage runs it, and the front makes
+  // the logits once the pieces come back. Every stage must be given the same
+  // values (the pieces are the messages).
+  int64_t stages = 1;
+  int64_t micro_batch = kMicroBatchAuto;
+  static constexpr int64_t kMicroBatchAuto = 0;
+  static constexpr int64_t kMicroBatchOff = -1;
+  static constexpr int64_t kMicroBatchMin = 16;
 };
 
 // A process's share of a model whose routed experts are split over several
@@ -174,9 +192,11 @@ class ExpertLink {
  public:
   virtual ~ExpertLink() = default;
   // In place: `data` holds rank r's block at floats [offsets[r], offsets[r+1])
-  // ([ranks + 1] offsets); fills the others' blocks from them. A transport
-  // failure ends the job (as PipelineLink).
-  virtual void AllGather(std::span<float> data, std::span<const int64_t> offsets) = 0;
+  // ([ranks + 1] offsets); fills the others' blocks from them; `layer` names
+  // the main layer in a transport error. A transport failure ends the job
+  // (as PipelineLink).
+  virtual void AllGather(std::span<float> data, std::span<const int64_t> offsets,
+                         int64_t layer) = 0;
 };
 struct ExpertShard {
   int rank = 0;

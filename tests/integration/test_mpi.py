@@ -108,6 +108,41 @@ def test_synth_every_layer_kind_four_ranks(synth8, tmp_path):
     assert logits(synth8, tmp_path, 4, "--parallel", "expert") == single
 
 
+# Micro-batched prefill (--pipeline-micro-batch): the prompt runs through the
+# stages in pieces, the stages overlapping; sizes that divide the prompt and
+# sizes that do not (the last piece shorter), down to one token.
+MICRO = ("1", "3", "7", "16")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_micro_batched_logits_bit_identical(name, tmp_path):
+    model = DATA / name
+    single = logits(model, tmp_path, 1)
+    for n in sorted({2, min(4, MODELS[name])}):
+        for size in MICRO:
+            assert logits(model, tmp_path, n, "--pipeline-micro-batch", size) == single, \
+                f"{n} ranks, micro-batches of {size}"
+
+
+def test_synth_micro_batched_four_ranks(synth8, tmp_path):
+    """161 tokens past an HCA pool: auto (ceil(161 / N) tokens) and sizes that
+    do not divide it, so pieces end at every kind of compression boundary."""
+    single = logits(synth8, tmp_path, 1)
+    for n in (2, 4):
+        for size in ("auto", "5", "24", "50"):
+            assert logits(synth8, tmp_path, n, "--pipeline-micro-batch", size) == single, \
+                f"{n} ranks, micro-batches of {size}"
+    assert logits(synth8, tmp_path, 4, "--layers-split", "1,3,2,2",
+                  "--pipeline-micro-batch", "13") == single
+    assert logits(synth8, tmp_path, 4, "--pipeline-micro-batch", "off") == single
+
+
+def test_bad_micro_batch_is_refused():
+    r = run_dsv4(["logits", "--model", str(DATA / "swa_bf16"), "--prompt-ids", "0 1 2",
+                  "--pipeline-micro-batch", "0"])
+    fails(r, "'0' is not a token count (give TOKENS >= 1, auto or off)")
+
+
 def generate(model_dir, n, *extra):
     r = run_dsv4(["run", "--model", str(model_dir), "--prompt-ids", " ".join(ids_of(model_dir)),
                   "-n", "24", "--print-ids", "--threads", "1", *extra], n)
@@ -123,6 +158,7 @@ def generate(model_dir, n, *extra):
     ("mixed_mtp_bf16", ["--temp", "0.9", "--seed", "7", "--speculative", "2"]),
     ("dspark_mixed_bf16", ["--temp", "0"]),
     ("dspark_mixed_bf16", ["--temp", "0", "--speculative", "4"]),
+    ("dspark_mixed_bf16", ["--temp", "0", "--speculative", "4", "--pipeline-micro-batch", "5"]),
     ("long_hca128_bf16", ["--temp", "0.8", "--seed", "3"]),
 ])
 def test_run_tokens_identical(name, extra):
@@ -136,6 +172,7 @@ def test_synth_run_with_mtp_four_ranks(synth8):
     for extra in (["--temp", "0"], ["--temp", "0", "--speculative", "3"]):
         single = generate(synth8, 1, *extra)
         assert generate(synth8, 4, *extra) == single
+        assert generate(synth8, 4, "--pipeline-micro-batch", "7", *extra) == single
         assert generate(synth8, 4, "--parallel", "expert", *extra) == single
 
 
@@ -352,6 +389,60 @@ def test_a_rank_that_dies_ends_the_job():
         proc.wait(timeout=60)  # no hang: the whole job ends
         assert proc.returncode != 0
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("parallel,awaited", [
+    ("pipeline", "rank 1's residual streams after layers [2, 4) (--mpi-timeout)"),
+    ("expert", "rank 1's routed expert outputs of layer 0 (--mpi-timeout)"),
+])
+def test_a_stopped_rank_times_out(parallel, awaited):
+    """kill -STOP of rank 1 (stopped, not dead: MPI alone would wait forever).
+    An idle server waits for requests without a timeout; the request that
+    needs rank 1 ends every rank after --mpi-timeout with the waiting rank,
+    the rank awaited and what it waited for on stderr."""
+    cmd = [mpirun(), "--oversubscribe", "-n", "2", _binary(), "serve", "--model",
+           str(DATA / "swa_bf16"), "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+           "--parallel", parallel, "--mpi-timeout", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=mpi_env())
+    victim = None
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while "listening on" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+        assert "listening on" in line, proc.stderr.read()
+        url = "http://127.0.0.1:" + line.split("127.0.0.1:")[1].split()[0] + "/v1/completions"
+        body = {"model": "swa_bf16", "prompt": [0, 5, 9, 17, 3], "max_tokens": 4,
+                "temperature": 0}
+        time.sleep(4)  # idle past the timeout: the workers wait for the next request
+        assert httpx.post(url, timeout=60, json=body).status_code == 200
+        victim = rank_process(proc.pid, 1)
+        assert victim, "rank 1 not found"
+        os.kill(victim, signal.SIGSTOP)
+        started = time.monotonic()
+        try:
+            httpx.post(url, timeout=60, json=body)
+        except httpx.HTTPError:
+            pass  # the server ends mid-request
+        proc.wait(timeout=60)  # no hang: the whole job ends
+        assert time.monotonic() - started < 60
+        stderr = proc.stderr.read()
+        assert proc.returncode != 0
+        assert "dsv4: error: rank 0 waited 2 s for " + awaited in stderr, stderr
+        assert "dsv4: hint: rank 1 is stopped, hung or slower than the timeout allows" in stderr, \
+            stderr
+    finally:
+        if victim is not None:
+            try:
+                os.kill(victim, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         if proc.poll() is None:
             proc.kill()
             proc.wait()

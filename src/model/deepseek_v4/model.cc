@@ -243,7 +243,7 @@ void DeepSeekV4Model::EnsureContextScratch(int64_t max_tokens) {
 }
 
 void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const Segment> segments,
-                              const Tracer& trace) {
+                              const Tracer& trace, bool wait_back) {
   const DeepSeekV4Config& c = config_;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.hidden_size, C = c.hc_mult;
   const ModelWeights& w = weights_;
@@ -266,8 +266,9 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const S
     }
     trace("embed", -1, u, {T, D});
   } else {
-    stage_->link->RecvPrev(xs);  // ---- a later stage: the previous one's streams ----
-    if (frow > 0) stage_->link->RecvPrev(fs);
+    // ---- a later stage: the previous one's streams ----
+    stage_->link->RecvPrev(xs, "residual streams");
+    if (frow > 0) stage_->link->RecvPrev(fs, "DSpark target features");
   }
 
   for (const LayerPlan& plan : plans_) {
@@ -279,13 +280,24 @@ void DeepSeekV4Model::RunMain(std::span<const int32_t> tokens, std::span<const S
 
   if (stage_ &&
       stage_->link != nullptr) {  // ---- on to the next stage; the front gets the end ----
-    stage_->link->SendNext(xs);
-    if (frow > 0) stage_->link->SendNext(fs);
+    stage_->link->SendNext(xs, "residual streams");
+    if (frow > 0) stage_->link->SendNext(fs, "DSpark target features");
+    if (!wait_back) return;
     if (front()) {
-      stage_->link->RecvPrev(xs);
-      if (frow > 0) stage_->link->RecvPrev(fs);
+      stage_->link->RecvPrev(xs, "residual streams");
+      if (frow > 0) stage_->link->RecvPrev(fs, "DSpark target features");
     }
+    stage_->link->Flush();
   }
+}
+
+int64_t DeepSeekV4Model::MicroBatch(int64_t work) const {
+  if (!stage_ || stage_->link == nullptr || stage_->micro_batch == PipelineStage::kMicroBatchOff) {
+    return work;
+  }
+  if (stage_->micro_batch > 0) return std::min(work, stage_->micro_batch);
+  const int64_t n = (work + stage_->stages - 1) / std::max<int64_t>(stage_->stages, 1);
+  return n >= PipelineStage::kMicroBatchMin ? n : work;
 }
 
 Status DeepSeekV4Model::SetPipelineStage(const PipelineStage& stage) {
@@ -367,30 +379,55 @@ Status DeepSeekV4Model::Forward(std::span<const int32_t> tokens, SequenceCache& 
   entry_rows_.assign({0, T});
 
   // A replay of [computed, first_new) after a deep Truncate, then the new
-  // tokens, in segments that end at the rollback checkpoints.
-  while (cache->computed() < end) {
-    const int64_t pos0 = cache->computed();
-    const int64_t seg_end = cache->SegmentEnd(pos0, end);
-    const Segment seg{.cache = cache, .row0 = 0, .n = seg_end - pos0, .pos0 = pos0};
-    RunMain(cache->tokens().subspan(pos0, seg_end - pos0), {&seg, 1}, trace);
-    cache->Computed(seg_end);
-    // x_ holds the final residual streams of [pos0, seg_end); keep the new
-    // tokens' rows (the MTP input) and make their logits.
-    const int64_t b = std::max(pos0, first_new);
-    if (b >= seg_end) continue;
-    std::copy_n(x_.data() + (b - pos0) * row, (seg_end - b) * row,
-                hidden_.data() + (b - first_new) * row);
+  // tokens, in segments that end at the rollback checkpoints and, in a
+  // pipeline, at every micro-batch's end (MicroBatch; one RunMain per piece).
+  const int64_t start = cache->computed();
+  const int64_t piece = MicroBatch(end - start);
+  const bool pieces = piece < end - start;
+  // The final residual streams [n, C, D] of [pos0, pos0 + n) at `x`: the new
+  // tokens' rows kept (the MTP input), their logits made.
+  const auto finish = [&](int64_t pos0, int64_t n, const float* x) {
+    const int64_t seg_end = pos0 + n, b = std::max(pos0, first_new);
+    if (b >= seg_end) return;
+    std::copy_n(x + (b - pos0) * row, (seg_end - b) * row, hidden_.data() + (b - first_new) * row);
     std::copy_n(features_all_.data() + (b - pos0) * frow, (seg_end - b) * frow,
                 features_.data() + (b - first_new) * frow);
     // ---- Head: HC head collapse → final norm → fp32 logits (§3.3, §6.2) ----
-    if (!front()) continue;  // a later pipeline stage makes no logits
+    if (!front()) return;  // a later pipeline stage makes no logits
     if (all_logits) {
-      Head(weights_.hc_head, weights_.norm, -1, x_.data() + (b - pos0) * row, seg_end - b,
+      Head(weights_.hc_head, weights_.norm, -1, x + (b - pos0) * row, seg_end - b,
            logits.data() + (b - first_new) * V, trace);
     } else if (seg_end == end) {
-      Head(weights_.hc_head, weights_.norm, -1, x_.data() + (seg_end - 1 - pos0) * row, 1,
-           logits.data(), trace);
+      Head(weights_.hc_head, weights_.norm, -1, x + (seg_end - 1 - pos0) * row, 1, logits.data(),
+           trace);
     }
+  };
+  piece_ends_.clear();
+  while (cache->computed() < end) {
+    const int64_t pos0 = cache->computed();
+    const int64_t seg_end = std::min(cache->SegmentEnd(pos0, end), pos0 + piece);
+    const Segment seg{.cache = cache, .row0 = 0, .n = seg_end - pos0, .pos0 = pos0};
+    RunMain(cache->tokens().subspan(pos0, seg_end - pos0), {&seg, 1}, trace,
+            /*wait_back=*/!pieces);
+    cache->Computed(seg_end);
+    if (pieces) {
+      piece_ends_.push_back(seg_end);
+    } else {
+      finish(pos0, seg_end - pos0, x_.data());
+    }
+  }
+  if (pieces) {
+    // ---- Micro-batches: the front gets the pieces' final streams in order ----
+    for (size_t i = 0; i < piece_ends_.size() && front(); ++i) {
+      const int64_t b = i == 0 ? start : piece_ends_[i - 1], n = piece_ends_[i] - b;
+      stage_->link->RecvPrev(std::span<float>(x_.data(), n * row), "residual streams");
+      if (frow > 0) {
+        stage_->link->RecvPrev(std::span<float>(features_all_.data(), n * frow),
+                               "DSpark target features");
+      }
+      finish(b, n, x_.data());
+    }
+    stage_->link->Flush();
   }
   return Status::Ok();
 }

@@ -231,9 +231,15 @@ class DeepSeekV4Model final : public Model, public DraftModel {
     int64_t row0 = 0, n = 0, pos0 = 0;
   };
   // Embedding + every main layer for the concatenated `tokens` [N] of the
-  // segments (x_ = the final residual streams [N, C, D]).
+  // segments (x_ = the final residual streams [N, C, D]). A pipeline stage
+  // runs its layers and sends the streams on; with `wait_back` the front then
+  // receives the final streams and every stage waits until its sends are
+  // taken; without, a micro-batched Forward does both once all pieces ran.
   void RunMain(std::span<const int32_t> tokens, std::span<const Segment> segments,
-               const Tracer& trace);
+               const Tracer& trace, bool wait_back = true);
+  // Tokens per pipeline micro-batch of a one-sequence call with `work` tokens
+  // to run (PipelineStage::micro_batch); `work` when it is not cut.
+  int64_t MicroBatch(int64_t work) const;
   // Validates a Forward/ForwardMtp call; returns the cache.
   Result<DeepSeekV4Cache*> CheckCall(SequenceCache& cache, LayerRole role,
                                      std::span<const int32_t> tokens, std::span<float> logits,
@@ -308,6 +314,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   std::vector<float> hidden_;          // [T, C, D] the last Forward's final residual (new tokens)
   std::vector<int64_t> entry_rows_;    // [entries + 1] entry i's rows of hidden_: [e_i, e_{i+1})
   std::vector<float> mtp_hidden_;      // [T, C, D] the last ForwardMtp's block output
+  std::vector<int64_t> piece_ends_;    // Forward: each micro-batch's end position
   std::vector<float> features_all_;    // [N, nT·D] DSpark target features of RunMain's rows
   std::vector<float> features_;        // [T, nT·D] those of the last Forward's new tokens
   std::vector<float> dspark_x_;        // [n, D] main_x of DSparkObserve

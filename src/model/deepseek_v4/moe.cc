@@ -378,7 +378,8 @@ void MoeForward(const LayerContext& ctx, const MoeWeights& w, const float* x,
     if (!jobs.empty()) LinearMany(pool, jobs, s.job_rows);
   }
   if (shard != nullptr && shard->ranks > 1) {
-    shard->link->AllGather(std::span<float>(s.down.data(), n_rows * D), s.shard_offsets);
+    shard->link->AllGather(std::span<float>(s.down.data(), n_rows * D), s.shard_offsets,
+                           ctx.plan.layer);
   }
 
   // y (fp32) = Σ over experts in ascending id of their outputs, then + shared.
