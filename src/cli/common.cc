@@ -47,10 +47,17 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
                "the guess is good and the disk has time to spare");
   sub.add_option("--parallel", options.parallel,
                  "under mpirun -n N: how the model is split over the N processes: pipeline "
-                 "(each runs a range of the layers; docs/distributed.md)")
-      ->check(CLI::IsMember({"pipeline", "expert"}));
+                 "(each runs a range of the layers; docs/distributed.md), expert (each runs every "
+                 "layer and a share of the routed experts) or pipeline,expert (stages of several "
+                 "ranks, which split the stage's experts; --stages)")
+      ->check(CLI::IsMember({"pipeline", "expert", "pipeline,expert"}));
+  sub.add_option("--stages", options.stages,
+                 "with --parallel pipeline,expert: pipeline stages (default 2); mpirun -n N "
+                 "starts N / stages ranks per stage, consecutive ranks together")
+      ->check(CLI::PositiveNumber);
   sub.add_option("--layers-split", options.layers_split,
-                 "under mpirun -n N with --parallel pipeline: layers per rank, e.g. 10,11,11,11 "
+                 "under mpirun -n N with --parallel pipeline: layers per rank (per stage with "
+                 "pipeline,expert), e.g. 10,11,11,11 "
                  "(default auto: an even split, the remainder to the last ranks)");
   sub.add_option("--mpi-timeout", options.mpi_timeout_s,
                  "under mpirun -n N: seconds a rank waits for another inside a call (a stage's "

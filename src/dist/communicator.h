@@ -68,6 +68,10 @@ class Communicator {
   // ([size + 1] offsets, the same on every rank); every rank gets every block.
   virtual Status AllGather(std::span<std::byte> data, std::span<const int64_t> offsets,
                            std::string_view what = "an all-gather") = 0;
+  // The ranks that give the same `color` (every rank calls it), as a
+  // communicator of their own, ranked in this one's order. Its messages also
+  // count in this one's traffic; its errors name ranks as this one does.
+  virtual Result<std::shared_ptr<Communicator>> Split(int color) = 0;
   // Ends every process of the job at once (exit code `code`), after an error
   // that leaves the others waiting for this one.
   [[noreturn]] virtual void Abort(int code) = 0;

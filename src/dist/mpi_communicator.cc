@@ -1,4 +1,5 @@
-// The MPI Communicator (communicator.h): MPI_COMM_WORLD with MPI_ERRORS_RETURN,
+// The MPI Communicator (communicator.h): MPI_COMM_WORLD (or a part of it,
+// Split) with MPI_ERRORS_RETURN,
 // so a failed call (a peer gone, a truncated message) comes back as a Status
 // naming the peer instead of aborting inside MPI. Messages larger than
 // INT_MAX bytes go in pieces (MPI counts are int).
@@ -44,7 +45,12 @@ std::string SecondsText(double s) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  // `world`: each rank's rank in MPI_COMM_WORLD, for a communicator of a part
+  // of the job (Split; errors name world ranks); `parent`: whose traffic the
+  // messages also count in.
+  MpiCommunicator(MPI_Comm comm, int rank, int size, std::vector<int> world = {},
+                  Traffic* parent = nullptr)
+      : comm_(comm), rank_(rank), size_(size), world_(std::move(world)), parent_(parent) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -53,14 +59,13 @@ class MpiCommunicator final : public Communicator {
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
       MPI_Request request;
-      int rc = MPI_Isend(data.data() + at, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, &request);
+      int rc = MPI_Isend(data.data() + at, count, MPI_BYTE, to, tag, comm_, &request);
       if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, nullptr);
       if (rc == kTimedOut) {
-        return TimedOut("rank " + std::to_string(to) + " to take " + std::string(what), to);
+        return TimedOut(Name(to) + " to take " + std::string(what), to);
       }
-      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to rank " + std::to_string(to), rc);
-      traffic_.bytes += count;
-      traffic_.messages += 1;
+      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to " + Name(to), rc);
+      Count(count, 1);
       if (n == 0) break;
     }
     return Status::Ok();
@@ -71,12 +76,10 @@ class MpiCommunicator final : public Communicator {
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n || n == 0; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
       MPI_Request request;
-      const int rc =
-          MPI_Isend(data.data() + at, count, MPI_BYTE, to, tag, MPI_COMM_WORLD, &request);
-      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to rank " + std::to_string(to), rc);
+      const int rc = MPI_Isend(data.data() + at, count, MPI_BYTE, to, tag, comm_, &request);
+      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to " + Name(to), rc);
       pending_.push_back({request, to, std::string(what)});
-      traffic_.bytes += count;
-      traffic_.messages += 1;
+      Count(count, 1);
       if (n == 0) break;
     }
     return Status::Ok();
@@ -88,9 +91,9 @@ class MpiCommunicator final : public Communicator {
       Pending& p = pending_[i];
       const int rc = Await(p.request, /*patient=*/false, start, nullptr);
       if (rc == kTimedOut) {
-        return TimedOut("rank " + std::to_string(p.to) + " to take " + p.what, p.to);
+        return TimedOut(Name(p.to) + " to take " + p.what, p.to);
       }
-      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to rank " + std::to_string(p.to), rc);
+      if (rc != MPI_SUCCESS) return Failed("MPI_Isend to " + Name(p.to), rc);
     }
     pending_.clear();
     return Status::Ok();
@@ -102,18 +105,17 @@ class MpiCommunicator final : public Communicator {
       const int count = static_cast<int>(std::min(kChunk, n - at));
       MPI_Status st;
       MPI_Request request;
-      int rc = MPI_Irecv(data.data() + at, count, MPI_BYTE, from, tag, MPI_COMM_WORLD, &request);
+      int rc = MPI_Irecv(data.data() + at, count, MPI_BYTE, from, tag, comm_, &request);
       if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, &st);
       if (rc == kTimedOut) {
-        return TimedOut("rank " + std::to_string(from) + "'s " + std::string(what), from);
+        return TimedOut(Name(from) + "'s " + std::string(what), from);
       }
-      if (rc != MPI_SUCCESS) return Failed("MPI_Irecv from rank " + std::to_string(from), rc);
+      if (rc != MPI_SUCCESS) return Failed("MPI_Irecv from " + Name(from), rc);
       int got = 0;
       MPI_Get_count(&st, MPI_BYTE, &got);
       if (got != count) {
-        return DataLoss("rank " + std::to_string(rank_) + ": a message from rank " +
-                            std::to_string(from) + " has " + std::to_string(got) +
-                            " bytes, expected " + std::to_string(count),
+        return DataLoss(Name(rank_) + ": a message from " + Name(from) + " has " +
+                            std::to_string(got) + " bytes, expected " + std::to_string(count),
                         "every rank must run the same dsv4 build on the same model");
       }
       if (n == 0) break;
@@ -128,7 +130,7 @@ class MpiCommunicator final : public Communicator {
     for (int64_t at = 0, n = static_cast<int64_t>(data.size()); at < n; at += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - at));
       MPI_Request request;
-      int rc = MPI_Ibcast(data.data() + at, count, MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+      int rc = MPI_Ibcast(data.data() + at, count, MPI_BYTE, 0, comm_, &request);
       if (rc == MPI_SUCCESS) rc = Await(request, patient && rank_ != 0, start, nullptr);
       if (rc == kTimedOut) {
         return rank_ == 0 ? TimedOut(Others(" to take ") + std::string(what), Other())
@@ -136,8 +138,7 @@ class MpiCommunicator final : public Communicator {
       }
       if (rc != MPI_SUCCESS) return Failed("MPI_Ibcast", rc);
       if (rank_ == 0) {
-        traffic_.bytes += static_cast<int64_t>(count) * (size_ - 1);
-        traffic_.messages += size_ - 1;
+        Count(static_cast<int64_t>(count) * (size_ - 1), size_ - 1);
       }
     }
     return Status::Ok();
@@ -155,7 +156,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
     int rc =
         MPI_Igather(mine.data(), static_cast<int>(n), MPI_BYTE, rank_ == 0 ? all.data() : nullptr,
-                    static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+                    static_cast<int>(n), MPI_BYTE, 0, comm_, &request);
     if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, nullptr);
     if (rc == kTimedOut) {
       return rank_ == 0 ? TimedOut(Others("'s ") + std::string(what), Other())
@@ -163,8 +164,7 @@ class MpiCommunicator final : public Communicator {
     }
     if (rc != MPI_SUCCESS) return Failed("MPI_Igather", rc);
     if (rank_ != 0) {
-      traffic_.bytes += n;
-      traffic_.messages += 1;
+      Count(n, 1);
     }
     return Status::Ok();
   }
@@ -186,13 +186,29 @@ class MpiCommunicator final : public Communicator {
     const auto start = std::chrono::steady_clock::now();
     MPI_Request request;
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts_.data(),
-                             displs_.data(), MPI_BYTE, MPI_COMM_WORLD, &request);
+                             displs_.data(), MPI_BYTE, comm_, &request);
     if (rc == MPI_SUCCESS) rc = Await(request, /*patient=*/false, start, nullptr);
     if (rc == kTimedOut) return TimedOut(Others("'s ") + std::string(what), Other());
     if (rc != MPI_SUCCESS) return Failed("MPI_Iallgatherv", rc);
-    traffic_.bytes += static_cast<int64_t>(counts_[rank_]) * (size_ - 1);
-    traffic_.messages += size_ - 1;
+    Count(static_cast<int64_t>(counts_[rank_]) * (size_ - 1), size_ - 1);
     return Status::Ok();
+  }
+
+  Result<std::shared_ptr<Communicator>> Split(int color) override {
+    MPI_Comm sub;
+    int rc = MPI_Comm_split(comm_, color, rank_, &sub);
+    if (rc != MPI_SUCCESS) return Failed("MPI_Comm_split", rc);
+    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(sub, &rank);
+    MPI_Comm_size(sub, &size);
+    int me = world_.empty() ? rank_ : world_[rank_];
+    std::vector<int> world(size);
+    rc = MPI_Allgather(&me, 1, MPI_INT, world.data(), 1, MPI_INT, sub);
+    if (rc != MPI_SUCCESS) return Failed("MPI_Allgather", rc);
+    auto c = std::make_shared<MpiCommunicator>(sub, rank, size, std::move(world), &traffic_);
+    c->set_timeout(timeout_s_);
+    return std::shared_ptr<Communicator>(std::move(c));
   }
 
   [[noreturn]] void Abort(int code) override {
@@ -233,25 +249,36 @@ class MpiCommunicator final : public Communicator {
   // "the other ranks' ".
   int Other() const { return size_ == 2 ? 1 - rank_ : -1; }
   std::string Others(std::string_view tail) const {
-    if (Other() >= 0) return "rank " + std::to_string(Other()) + std::string(tail);
+    if (Other() >= 0) return Name(Other()) + std::string(tail);
     return tail == "'s " ? "the other ranks' " : "the other ranks" + std::string(tail);
   }
   // `waited_for` names the peer and the message; `peer` is the rank awaited
   // (-1: several).
   Status TimedOut(const std::string& waited_for, int peer) const {
-    const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : "one of the other ranks";
-    return IoError("rank " + std::to_string(rank_) + " waited " + SecondsText(timeout_s_) +
-                       " s for " + waited_for + " (--mpi-timeout)",
+    const std::string who = peer >= 0 ? Name(peer) : "one of the other ranks";
+    return IoError(Name(rank_) + " waited " + SecondsText(timeout_s_) + " s for " + waited_for +
+                       " (--mpi-timeout)",
                    who +
                        " is stopped, hung or slower than the timeout allows, and every rank "
                        "ends here; if it is only slow, raise --mpi-timeout SECONDS (0: wait "
                        "forever)");
   }
   Status Failed(const std::string& what, int rc) const {
-    return IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " + MpiErrorText(rc),
+    return IoError(Name(rank_) + ": " + what + " failed: " + MpiErrorText(rc),
                    "a rank of the job has died or cannot be reached; see its own error above");
   }
+  std::string Name(int r) const { return "rank " + std::to_string(world_.empty() ? r : world_[r]); }
+  void Count(int64_t bytes, int64_t messages) {
+    for (Traffic* t : {&traffic_, parent_}) {
+      if (t == nullptr) continue;
+      t->bytes += bytes;
+      t->messages += messages;
+    }
+  }
+  MPI_Comm comm_;
   int rank_, size_;
+  std::vector<int> world_;
+  Traffic* parent_;
   std::vector<int> counts_, displs_;  // AllGather's, reused
   struct Pending {                    // a send StartSend began, WaitSent ends
     MPI_Request request;
@@ -288,7 +315,7 @@ Result<std::shared_ptr<Communicator>> MpiWorld() {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  world = std::make_shared<MpiCommunicator>(rank, size);
+  world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, rank, size);
   return world;
 }
 

@@ -63,16 +63,22 @@ static_assert(sizeof(Command) == 64);
   comm.Abort(2);
 }
 
-// The ring of stages: rank r receives from r − 1 and sends to r + 1, the last
-// rank back to rank 0. `first`: each rank's first layer, then the layer count
-// ([ranks + 1]; set once the split is known), to name the data in an error.
+// The ring of stages: stage s receives from s − 1 and sends to s + 1, the
+// last stage back to stage 0. A stage is `group` consecutive ranks (more than
+// one with --parallel pipeline,expert: they split its experts and all hold
+// its streams); rank i of a stage sends to rank i of the next, and only rank
+// 0 takes the end (the last stage's other ranks send nothing back). `first`:
+// each stage's first layer, then the layer count ([stages + 1]; set once the
+// split is known), to name the data in an error.
 class RingLink final : public PipelineLink {
  public:
-  explicit RingLink(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  RingLink(std::shared_ptr<Communicator> comm, int group)
+      : comm_(std::move(comm)), group_(std::max(group, 1)) {}
   void set_split(std::vector<int64_t> first) { first_ = std::move(first); }
   // A copy goes out (the caller reuses `data` at once); Flush waits for them.
   void SendNext(std::span<const float> data, std::string_view what) override {
-    const int to = (comm_->rank() + 1) % comm_->size();
+    const int to = (comm_->rank() + group_) % comm_->size();
+    if (to < group_ && to != 0) return;  // the end goes to rank 0 alone
     if (used_ == sent_.size()) sent_.emplace_back();
     std::vector<float>& copy = sent_[used_++];
     copy.assign(data.begin(), data.end());
@@ -87,7 +93,7 @@ class RingLink final : public PipelineLink {
     used_ = 0;
   }
   void RecvPrev(std::span<float> data, std::string_view what) override {
-    const int from = (comm_->rank() + comm_->size() - 1) % comm_->size();
+    const int from = (comm_->rank() + comm_->size() - group_) % comm_->size();
     if (Status st = comm_->Recv(from, kTagActivation, dist::MutableBytes(data), Name(what, from));
         !st.ok()) {
       Fatal(*comm_, st);
@@ -98,13 +104,15 @@ class RingLink final : public PipelineLink {
   // "residual streams after layers [4, 8)": the output of `rank`'s stage.
   std::string Name(std::string_view what, int rank) const {
     std::string s(what);
-    if (rank + 1 < static_cast<int>(first_.size())) {
-      s += " after layers [" + std::to_string(first_[rank]) + ", " +
-           std::to_string(first_[rank + 1]) + ")";
+    const int stage = rank / group_;
+    if (stage + 1 < static_cast<int>(first_.size())) {
+      s += " after layers [" + std::to_string(first_[stage]) + ", " +
+           std::to_string(first_[stage + 1]) + ")";
     }
     return s;
   }
   std::shared_ptr<Communicator> comm_;
+  int group_;
   std::vector<int64_t> first_;
   std::vector<std::vector<float>> sent_;  // the copies in flight (the first used_), reused
   size_t used_ = 0;
@@ -112,22 +120,25 @@ class RingLink final : public PipelineLink {
 
 class FrontCache;
 
-// Expert parallel: the routed experts' output rows, all-gathered.
+// Expert parallel: the routed experts' output rows, all-gathered among
+// `comm`'s ranks (a stage's, with pipeline,expert); errors end the job from
+// `world`.
 class GatherLink final : public ExpertLink {
  public:
-  explicit GatherLink(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  GatherLink(std::shared_ptr<Communicator> comm, std::shared_ptr<Communicator> world)
+      : comm_(std::move(comm)), world_(std::move(world)) {}
   void AllGather(std::span<float> data, std::span<const int64_t> offsets, int64_t layer) override {
     bytes_.resize(offsets.size());
     for (size_t r = 0; r < offsets.size(); ++r) bytes_[r] = offsets[r] * int64_t{sizeof(float)};
     if (Status st = comm_->AllGather(dist::MutableBytes(data), bytes_,
                                      "routed expert outputs of layer " + std::to_string(layer));
         !st.ok()) {
-      Fatal(*comm_, st);
+      Fatal(*world_, st);
     }
   }
 
  private:
-  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> comm_, world_;
   std::vector<int64_t> bytes_;  // offsets in bytes, reused
 };
 
@@ -536,46 +547,66 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
   const int rank = comm->rank(), size = comm->size();
   Result<LoadedModel> loaded = LoadModelInProcess(options);
   const bool load_ok = loaded.ok();
-  const bool expert = options.parallel == "expert";
-  if (loaded.ok() && options.parallel != "pipeline" && !expert) {
+  const bool expert = options.parallel == "expert", mix = options.parallel == "pipeline,expert";
+  if (loaded.ok() && options.parallel != "pipeline" && !expert && !mix) {
     loaded = InvalidArgument("--parallel '" + options.parallel + "' is not a parallelism",
-                             "use pipeline or expert");
+                             "use pipeline, expert or pipeline,expert");
   }
+  // Stages of `group` consecutive ranks: rank r runs stage r / group, whose
+  // routed experts its ranks split `group` ways (it owns share r % group).
+  const int stages = expert ? 1 : mix ? options.stages : size;
+  const bool grouped = stages >= 1 && stages <= size && size % stages == 0;
+  const int group = grouped ? size / stages : 1;
+  if (loaded.ok() && !grouped) {
+    loaded = InvalidArgument("--parallel pipeline,expert: --stages " + std::to_string(stages) +
+                                 " does not divide the job's " + std::to_string(size) +
+                                 " ranks into stages of equal size",
+                             "start a multiple of --stages ranks (mpirun -n), e.g. -n 4 "
+                             "--stages 2: two stages of two ranks");
+  }
+  const int stage = rank / group, share = rank % group;
   std::vector<int64_t> first;
   auto front = std::make_shared<Front>();
   front->comm = comm;
-  front->link = std::make_unique<RingLink>(comm);
-  front->gather = std::make_unique<GatherLink>(comm);
-  if (loaded.ok() && expert) {
-    // Every layer on every rank; the routed experts split.
+  front->link = std::make_unique<RingLink>(comm, group);
+  // A stage's ranks all-gather their experts' outputs among themselves. Every
+  // rank splits (a collective), also one whose load failed.
+  std::shared_ptr<Communicator> experts = comm;
+  if (mix) {
+    ASSIGN_OR_RETURN(experts, comm->Split(grouped ? stage : rank));
+  }
+  front->gather = std::make_unique<GatherLink>(experts, comm);
+  if (loaded.ok()) {
     const int64_t layers = loaded->model->pipeline_layers();
-    first = {0};
-    for (int r = 0; r < size; ++r) first.push_back(layers);
-    if (Status st = loaded->model->SetExpertShard(
-            ExpertShard{.rank = rank, .ranks = size, .link = front->gather.get()});
-        !st.ok()) {
-      loaded = st;
-    }
-  } else if (loaded.ok()) {
-    const int64_t layers = loaded->model->pipeline_layers();
-    if (layers == 0) {
+    if (expert) {
+      first = {0, layers};  // every layer on every rank
+    } else if (layers == 0) {
       loaded = Unimplemented(loaded->path + ": model " + loaded->model->info().architecture +
                                  " cannot be split over processes",
                              "run it without mpirun, or use a DeepSeek-V4 model");
-    } else if (auto split = ParseLayersSplit(options.layers_split, layers, size); !split.ok()) {
-      loaded = split.status();
+    } else if (auto split = ParseLayersSplit(options.layers_split, layers, stages); !split.ok()) {
+      loaded = mix ? split.status().WithContext("--parallel pipeline,expert, " +
+                                                std::to_string(stages) + " stages")
+                   : split.status();
     } else {
       first = *split;
     }
   }
+  if (loaded.ok() && group > 1) {
+    if (Status st = loaded->model->SetExpertShard(
+            ExpertShard{.rank = share, .ranks = group, .link = front->gather.get()});
+        !st.ok()) {
+      loaded = st;
+    }
+  }
   if (loaded.ok()) {
-    const PipelineStage stage{.first_layer = expert ? 0 : first[rank],
-                              .end_layer = first[rank + 1],
-                              .front = rank == 0,
-                              .link = expert ? nullptr : front->link.get(),
-                              .stages = size,
-                              .micro_batch = options.pipeline_micro_batch};
-    if (Status st = loaded->model->SetPipelineStage(stage); !st.ok()) loaded = st;
+    const PipelineStage st{.first_layer = first[stage],
+                           .end_layer = first[stage + 1],
+                           .front = rank == 0,
+                           .link = stages > 1 ? front->link.get() : nullptr,
+                           .stages = stages,
+                           .micro_batch = options.pipeline_micro_batch};
+    if (Status s = loaded->model->SetPipelineStage(st); !s.ok()) loaded = s;
   }
 
   // Every rank's report to rank 0; its verdict to every rank.
@@ -597,21 +628,28 @@ Result<LoadedModel> LoadDistributed(const LoadOptions& options) {
   // From here on a wait inside a call is bounded (--mpi-timeout); the
   // start-up above is not (a rank may load for long).
   comm->set_timeout(options.mpi_timeout_s);
-  if (!expert) front->link->set_split(first);
+  experts->set_timeout(options.mpi_timeout_s);
+  front->link->set_split(first);
 
   if (rank == 0) {
+    const auto layers = [&] {
+      std::string s;
+      for (int r = 0; r < stages; ++r) {
+        s += (r ? ", " : "") + std::to_string(first[r]) + ".." + std::to_string(first[r + 1] - 1);
+      }
+      return s;
+    };
     if (expert) {
       LOG_INFO(
           "mpirun: {} ranks, expert parallel (every layer on every rank, routed experts split)",
           size);
+    } else if (mix) {
+      LOG_INFO(
+          "mpirun: {} ranks, pipeline and expert parallel: {} stages of {} ranks, layers split "
+          "{}, each stage's routed experts split {} ways",
+          size, stages, group, layers(), group);
     } else {
-      LOG_INFO("mpirun: {} ranks, pipeline parallel, layers split {}", size, [&] {
-        std::string s;
-        for (int r = 0; r < size; ++r) {
-          s += (r ? ", " : "") + std::to_string(first[r]) + ".." + std::to_string(first[r + 1] - 1);
-        }
-        return s;
-      }());
+      LOG_INFO("mpirun: {} ranks, pipeline parallel, layers split {}", size, layers());
     }
     front->model = std::move(loaded->model);
     loaded->model = std::make_unique<FrontModel>(front);

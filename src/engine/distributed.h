@@ -14,6 +14,13 @@
 // size and first and last MiB) to rank 0, which checks them against its own;
 // every rank then gets the verdict and all of them fail alike, the error
 // naming the rank and what failed or differs.
+//
+// Expert parallel (--parallel expert): every rank runs every layer and a
+// share of the routed experts (model/model.h ExpertShard); both together
+// (--parallel pipeline,expert --stages S): S stages of N / S ranks, a
+// stage's ranks splitting its experts. A prompt goes through the stages in
+// micro-batches (--pipeline-micro-batch). Every wait inside a call is bounded
+// by --mpi-timeout: past it the job ends with an error naming the ranks.
 #ifndef DSV4_ENGINE_DISTRIBUTED_H_
 #define DSV4_ENGINE_DISTRIBUTED_H_
 

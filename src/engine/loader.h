@@ -76,12 +76,15 @@ struct LoadOptions {
   // wrong the extra reads cost more disk time than they hide, docs/benchmarks.md).
   bool expert_read_ahead = false;
   // Under `mpirun -n N` (engine/distributed.h): how the model is split over
-  // the N processes. `parallel`: "pipeline" (layers split) or "expert"
-  // (routed experts split); `layers_split`: "auto" or one layer count per rank
+  // the N processes. `parallel`: "pipeline" (layers split), "expert"
+  // (routed experts split) or both (below); `layers_split`: "auto" or one layer count per rank
   // ("10,11,11,11"); `mpi_timeout_s`: how long a rank waits for another inside
   // a call before the job ends with an error naming both (0: forever).
+  // "pipeline,expert": `stages` stages of N / stages ranks each, a stage's
+  // ranks splitting its routed experts.
   std::string parallel = "pipeline";
   std::string layers_split = "auto";
+  int stages = 2;
   double mpi_timeout_s = 300;
   // Pipeline micro-batches (model.h PipelineStage::micro_batch): tokens per
   // piece of a one-sequence call; 0: auto (ceil(T / ranks), at least 16);

@@ -137,6 +137,47 @@ def test_synth_micro_batched_four_ranks(synth8, tmp_path):
     assert logits(synth8, tmp_path, 4, "--pipeline-micro-batch", "off") == single
 
 
+# Pipeline and expert parallel together: 4 ranks as 2 stages of 2, each
+# stage's routed experts split between its two ranks.
+MIX = ("--parallel", "pipeline,expert", "--stages", "2")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_pipeline_expert_mix_bit_identical(name, tmp_path):
+    model = DATA / name
+    single = logits(model, tmp_path, 1)
+    assert logits(model, tmp_path, 4, *MIX) == single
+    assert logits(model, tmp_path, 4, *MIX, "--pipeline-micro-batch", "3") == single
+
+
+def test_synth_pipeline_expert_mix(synth8, tmp_path):
+    single = logits(synth8, tmp_path, 1)
+    assert logits(synth8, tmp_path, 4, *MIX) == single
+    assert logits(synth8, tmp_path, 4, *MIX, "--layers-split", "3,5",
+                  "--pipeline-micro-batch", "7") == single
+    # The two ends: 4 stages of one rank (pipeline), one stage of 4 (expert).
+    assert logits(synth8, tmp_path, 4, "--parallel", "pipeline,expert", "--stages", "4") == single
+    assert logits(synth8, tmp_path, 4, "--parallel", "pipeline,expert", "--stages", "1") == single
+    for extra in (["--temp", "0", "--speculative", "3"], ["--temp", "0.9", "--seed", "3"]):
+        assert generate(synth8, 4, *MIX, *extra) == generate(synth8, 1, *extra)
+
+
+def test_pipeline_expert_mix_dspark_tokens():
+    extra = ["--temp", "0", "--speculative", "4"]
+    assert generate(DATA / "dspark_mixed_bf16", 4, *MIX, *extra) == \
+        generate(DATA / "dspark_mixed_bf16", 1, *extra)
+
+
+def test_pipeline_expert_mix_bad_stages():
+    r = run_dsv4(["logits", "--model", str(DATA / "swa_bf16"), "--prompt-ids", "0 1 2",
+                  "--parallel", "pipeline,expert", "--stages", "3"], 4)
+    fails(r, "rank 0 cannot take its part: --parallel pipeline,expert: --stages 3 does not "
+             "divide the job's 4 ranks into stages of equal size", "e.g. -n 4 --stages 2")
+    r = run_dsv4(["logits", "--model", str(DATA / "swa_fp8"), "--prompt-ids", "0 1 2",
+                  "--parallel", "pipeline,expert", "--stages", "2", "--layers-split", "1,1,1"], 4)
+    fails(r, "--parallel pipeline,expert, 2 stages: --layers-split '1,1,1' gives 3 ranks")
+
+
 def test_bad_micro_batch_is_refused():
     r = run_dsv4(["logits", "--model", str(DATA / "swa_bf16"), "--prompt-ids", "0 1 2",
                   "--pipeline-micro-batch", "0"])
@@ -277,6 +318,7 @@ def test_serve_batched_identical():
     single = serve_completions(1, prompts)
     assert serve_completions(2, prompts) == single
     assert serve_completions(2, prompts, "--parallel", "expert") == single
+    assert serve_completions(4, prompts, *MIX) == single
 
 
 # ---- Faults: every rank exits with the error (exit code 2), none hangs ----
@@ -394,18 +436,19 @@ def test_a_rank_that_dies_ends_the_job():
             proc.wait()
 
 
-@pytest.mark.parametrize("parallel,awaited", [
-    ("pipeline", "rank 1's residual streams after layers [2, 4) (--mpi-timeout)"),
-    ("expert", "rank 1's routed expert outputs of layer 0 (--mpi-timeout)"),
+@pytest.mark.parametrize("n,parallel,awaited", [
+    (2, ["--parallel", "pipeline"], "rank 1's residual streams after layers [2, 4) (--mpi-timeout)"),
+    (2, ["--parallel", "expert"], "rank 1's routed expert outputs of layer 0 (--mpi-timeout)"),
+    (4, list(MIX), "rank 1's routed expert outputs of layer 0 (--mpi-timeout)"),
 ])
-def test_a_stopped_rank_times_out(parallel, awaited):
+def test_a_stopped_rank_times_out(n, parallel, awaited):
     """kill -STOP of rank 1 (stopped, not dead: MPI alone would wait forever).
     An idle server waits for requests without a timeout; the request that
     needs rank 1 ends every rank after --mpi-timeout with the waiting rank,
     the rank awaited and what it waited for on stderr."""
-    cmd = [mpirun(), "--oversubscribe", "-n", "2", _binary(), "serve", "--model",
+    cmd = [mpirun(), "--oversubscribe", "-n", str(n), _binary(), "serve", "--model",
            str(DATA / "swa_bf16"), "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-           "--parallel", parallel, "--mpi-timeout", "2"]
+           *parallel, "--mpi-timeout", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=mpi_env())
     victim = None
