@@ -68,7 +68,9 @@ void AddModelOptions(CLI::App& sub, LoadOptions& options) {
   sub.add_option_function<std::string>(
          "--pipeline-micro-batch",
          [&options](const std::string& v) {
-           options.pipeline_micro_batch = v == "auto" ? 0 : v == "off" ? -1 : std::stoll(v);
+           options.pipeline_micro_batch = v == "auto"  ? 0
+                                          : v == "off" ? -1
+                                                       : std::strtoll(v.c_str(), nullptr, 10);
          },
          "under mpirun -n N with --parallel pipeline: a prompt (one sequence) runs through the "
          "stages in micro-batches of this many tokens, so that the stages overlap (the "
