@@ -48,6 +48,7 @@ struct BenchArgs {
   std::string kv_pruner = "auto";
   int64_t kv_budget = -1;
   std::string speculative = "0";  // draft tokens per round, or "auto"; "0" = off
+  std::string prompt;             // --prompt: a text instead of the pseudo-random prompt
 };
 
 // The speed lines: the model, prefill and decode medians, every run, page faults.
@@ -278,6 +279,12 @@ int Run(BenchArgs& a) {
   if (!spec.ok()) return ReportError(spec.status());
   a.bench.speculative = spec->draft_tokens;
   a.bench.speculative_auto = spec->adaptive;
+  if (!a.prompt.empty()) {
+    auto ids = PromptIds(*loaded, a.prompt, "");
+    if (!ids.ok()) return ReportError(ids.status());
+    a.bench.prompt = std::move(*ids);
+    a.bench.prompt_len = static_cast<int64_t>(a.bench.prompt.size());
+  }
   auto report = RunBench(*loaded, a.bench);
   if (!report.ok()) return ReportError(report.status());
   PrintSpeed(*loaded, a.bench, *report);
@@ -295,7 +302,11 @@ void RegisterBench(CLI::App& app, int& exit_code) {
   BenchOptions& b = args->bench;
   CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode tokens/s");
   AddModelOptions(*sub, args->load);
-  sub->add_option("--prompt-len", b.prompt_len, "prompt tokens (default 128)");
+  sub->add_option("--prompt-len", b.prompt_len,
+                  "prompt tokens of a fixed pseudo-random prompt (default 128)");
+  sub->add_option("-p,--prompt", args->prompt,
+                  "a text prompt instead (BOS added; it sets the prompt length): a real text, "
+                  "where --speculative's acceptance is the draft head's on real use");
   sub->add_option("--gen", b.gen, "decoded tokens (default 64)");
   sub->add_option("--repeat", b.repeat, "runs; the median is reported (default 3)")
       ->check(CLI::PositiveNumber);

@@ -11,7 +11,9 @@ namespace dsv4::cli {
 
 void AddModelOptions(CLI::App& sub, LoadOptions& options) {
   sub.add_option("-m,--model", options.model_path,
-                 "model: llama2.c .bin, .gguf (default: the embedded stories260K)");
+                 "model: a checkpoint directory, .gguf, llama2.c .bin, or a bundled model's "
+                 "name: deepseek_v4_stories (the default, a trained DeepSeek-V4 student) or "
+                 "stories260K (its llama2.c teacher)");
   sub.add_option("--model-draft", options.draft_model_path,
                  "deepseek4 GGUF models: the draft module's GGUF, as llama.cpp's converter "
                  "writes it: the NextN MTP block (--mtp: mtp-*.gguf) or the DSpark module "

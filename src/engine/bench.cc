@@ -441,10 +441,15 @@ Result<BenchReport> RunBench(LoadedModel& loaded, const BenchOptions& o) {
     return InvalidArgument("--repeat " + std::to_string(o.repeat) + " is not a positive number",
                            "run at least once");
   }
+  if (!o.prompt.empty() && static_cast<int64_t>(o.prompt.size()) != o.prompt_len) {
+    return InvalidArgument("the bench prompt has " + std::to_string(o.prompt.size()) +
+                               " ids but prompt_len is " + std::to_string(o.prompt_len),
+                           "set prompt_len to the prompt's length");
+  }
   if (o.speculative > 0) RETURN_IF_ERROR(DraftHead(loaded).status());
   BenchReport r;
   r.stream_only = ops::StreamOnlyBuild();
-  const std::vector<int32_t> prompt = BenchPrompt(info, o.prompt_len);
+  const std::vector<int32_t> prompt = o.prompt.empty() ? BenchPrompt(info, o.prompt_len) : o.prompt;
   auto cache = model.NewCache(info.max_context);
   RETURN_IF_ERROR(MeasurePlainRuns(model, prompt, *cache, o, r));
   // The memory roofline: weight bytes per token and the measured bandwidth.

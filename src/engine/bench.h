@@ -84,8 +84,12 @@ Result<KvUsage> KvCacheUsage(const Model& model, const SequenceCache& cache);
 // What RunBench measures (`dsv4 bench`'s flags).
 struct BenchOptions {
   int64_t prompt_len = 128;  // prompt tokens, a fixed pseudo-random prompt
-  int64_t gen = 64;          // decoded tokens per run
-  int repeat = 3;            // runs of each kind; the medians are reported
+  // A prompt of its own (ids from BOS, prompt_len of them; `--prompt TEXT`):
+  // a real text, where a draft head's acceptance means something. Empty: the
+  // pseudo-random prompt.
+  std::vector<int32_t> prompt;
+  int64_t gen = 64;  // decoded tokens per run
+  int repeat = 3;    // runs of each kind; the medians are reported
   // Speculative decoding through the model's draft head (NextN MTP or
   // DSpark): drafts per round, the most with speculative_auto (the adaptive
   // length); 0 = off. `--speculative K|auto` (ParseSpeculative).

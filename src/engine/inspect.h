@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/loader.h"
 
 namespace dsv4 {
 
@@ -19,6 +20,15 @@ namespace dsv4 {
 // deepseek4 GGUF's draft module file (--model-draft), or empty.
 Result<std::string> InspectModel(const std::string& path, const std::vector<int64_t>& contexts = {},
                                  const std::string& draft = "");
+
+// `dsv4 inspect --routing-stats FILE`: runs the documents of the text file
+// `file` (split on <|endoftext|>, each from BOS, as `dsv4 perplexity` does)
+// through the model of `load` and reports what its routers and indexers chose:
+// per MoE layer the share of picks each expert took, the busiest expert's load
+// over the mean and the effective number of experts (e^entropy); per CSA layer
+// the indexer's picks by age against what a uniform choice would give.
+// Errors: the model's or the file's, a model that does not count its choices.
+Result<std::string> RoutingStatsReport(const LoadOptions& load, const std::string& file);
 
 }  // namespace dsv4
 

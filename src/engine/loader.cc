@@ -366,16 +366,6 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
     // The seed-article family (docs/seed-mechanisms.md); tokenizer: tokenizer.json or a
     // llama2.c tokenizer tok<V>.bin / tok512.bin beside the config.
     ASSIGN_OR_RETURN(m.model, LoadSeedModel(o.model_path, threads));
-    if (o.tokenizer_path.empty() && !fs::exists(dir / "tokenizer.json")) {
-      const int64_t V = m.model->info().vocab_size;
-      for (const std::string& name :
-           {"tok" + std::to_string(V) + ".bin", std::string("tok512.bin")}) {
-        if (!fs::exists(dir / name)) continue;
-        ASSIGN_OR_RETURN(m.tokenizer,
-                         Tok512Tokenizer((dir / name).string(), static_cast<int32_t>(V)));
-        break;
-      }
-    }
   } else {
     return Unimplemented(config_path + ": model_type '" + type + "' is not supported",
                          "supported checkpoint directories: deepseek_v4, deepseek_v41, " +
@@ -385,6 +375,18 @@ Result<LoadedModel> LoadDirectory(const LoadOptions& o) {
   if (!m.tokenizer && (!o.tokenizer_path.empty() || fs::exists(dir / "tokenizer.json") ||
                        fs::exists(dir / "tokenizer.json.gz"))) {
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok_path));
+  }
+  if (!m.tokenizer) {
+    // A small model trained on a llama2.c vocabulary (models/deepseek_v4_stories,
+    // the seed family) carries tok<V>.bin or tok512.bin beside its config.
+    const int64_t V = m.model->info().vocab_size;
+    for (const std::string& name :
+         {"tok" + std::to_string(V) + ".bin", std::string("tok512.bin")}) {
+      if (!fs::exists(dir / name)) continue;
+      ASSIGN_OR_RETURN(m.tokenizer,
+                       Tok512Tokenizer((dir / name).string(), static_cast<int32_t>(V)));
+      break;
+    }
   }
   m.path = o.model_path;
   m.format = "safetensors";
@@ -425,18 +427,38 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
                        "directory");
 }
 
-std::string DefaultModelPath() {
-  const fs::path rel = fs::path("models") / "stories260K" / "stories260K.bin";
+namespace {
+
+// `rel` under the checkout dsv4 runs from: next to the executable or one of its
+// parents, else the source tree it was built from. Empty when neither has it.
+std::string FindInCheckout(const fs::path& rel) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-      if (fs::exists(dir / rel)) return (dir / rel).string();
+      if (fs::exists(dir / rel, ec)) return (dir / rel).string();
       if (dir == dir.root_path()) break;
     }
   }
   const fs::path src = fs::path(DSV4_SOURCE_DIR) / rel;
-  if (fs::exists(src)) return src.string();
+  if (fs::exists(src, ec)) return src.string();
+  return "";
+}
+
+}  // namespace
+
+std::string DefaultModelPath() { return BundledModelPath(kDefaultModelName); }
+
+std::string BundledModelPath(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return "";
+  }
+  const std::string dir = FindInCheckout(fs::path("models") / name);
+  if (dir.empty()) return "";
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "config.json", ec)) return dir;  // a checkpoint directory
+  const fs::path bin = fs::path(dir) / (name + ".bin");           // a llama2.c model
+  if (fs::exists(bin, ec)) return bin.string();
   return "";
 }
 
@@ -564,13 +586,21 @@ Result<LoadedModel> LoadModelInProcess(const LoadOptions& options) {
   if (o.model_path.empty()) {
     o.model_path = DefaultModelPath();
     if (o.model_path.empty()) {
-      return NotFound("the default model models/stories260K/stories260K.bin was not found",
-                      "pass --model PATH, or run from a dsv4 checkout");
+      return NotFound(
+          std::string("the default model models/") + kDefaultModelName + " was not found",
+          "pass --model PATH, or run from a dsv4 checkout");
     }
   }
   std::error_code ec;
   if (!fs::exists(o.model_path, ec)) {
-    return NotFound(o.model_path + ": no such file or directory", "check the --model path");
+    // A bundled model's name (stories260K, deepseek_v4_stories) stands for its path.
+    const std::string bundled = BundledModelPath(o.model_path);
+    if (bundled.empty()) {
+      return NotFound(o.model_path + ": no such file or directory",
+                      std::string("check the --model path; bundled models by name: ") +
+                          kDefaultModelName + ", stories260K");
+    }
+    o.model_path = bundled;
   }
   if (!o.draft_model_path.empty()) {
     if (!fs::exists(o.draft_model_path, ec)) {

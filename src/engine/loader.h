@@ -28,7 +28,7 @@ namespace dsv4 {
 class GgufFile;
 
 struct LoadOptions {
-  std::string model_path;      // empty: the embedded default model (stories260K)
+  std::string model_path;      // empty: the default model; or a bundled model's name
   std::string tokenizer_path;  // empty: found from the model
   // A draft model for speculative decoding in a file of its own (llama.cpp's
   // -md): a deepseek4 GGUF's NextN MTP file (`mtp-*.gguf`) or DSpark module
@@ -152,9 +152,17 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path);
 // Errors name the file and the key that is missing or malformed.
 Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file);
 
-// The embedded default model, models/stories260K/stories260K.bin, searched for
-// next to the executable (and its parents) and in the source tree it was built
-// from. Empty when not found.
+// The bundled default model: the DeepSeek-V4 student distilled from stories260K
+// (models/deepseek_v4_stories, tools/train/).
+inline constexpr const char* kDefaultModelName = "deepseek_v4_stories";
+
+// A model bundled under models/<name>/, searched for next to the executable (and
+// its parents) and in the source tree it was built from: the directory when it is
+// a checkpoint (config.json), else models/<name>/<name>.bin (a llama2.c model such
+// as stories260K). Empty when not found or when `name` is a path.
+std::string BundledModelPath(const std::string& name);
+
+// BundledModelPath(kDefaultModelName).
 std::string DefaultModelPath();
 
 // The whole of a file the front ends read (prompts, messages, documents, id

@@ -133,6 +133,34 @@ struct TableReads {
   int64_t bytes = 0;
 };
 
+// What a model's routers and indexers chose, summed over every call since
+// Model::EnableUsageStats: the view of routing skew and of the indexer's
+// selections that only trained weights give (`dsv4 inspect --routing-stats`).
+struct LayerUsage {
+  int64_t layer = 0;   // the plan's index (draft layers follow the main ones)
+  bool draft = false;  // an MTP / draft layer
+  bool hash_routed = false;
+  std::vector<int64_t> expert_picks;  // [E] (token, pick) pairs routed to each expert
+  // The indexer (CSA layers), over the queries that saw more compressed
+  // entries than it keeps (a real choice): their number, the entries they saw
+  // and their picks by age, in entries back from the newest one the query
+  // sees: bucket 0 the newest, bucket b ≥ 1 ages [2^(b−1), 2^b).
+  int64_t index_queries = 0;
+  int64_t index_visible = 0;
+  int64_t index_recent = 0;         // picks among the query's newest top-k entries
+  double index_recent_uniform = 0;  // that count expected of picks uniform over the entries
+  double index_relative_age = 0;    // Σ age / (visible − 1) over the picks (uniform: ½ each)
+  std::vector<int64_t> index_age;   // [buckets] picks
+  int64_t index_picks() const {
+    int64_t n = 0;
+    for (int64_t v : index_age) n += v;
+    return n;
+  }
+};
+struct UsageStats {
+  std::vector<LayerUsage> layers;  // the layers with a router, in plan order
+};
+
 // One sequence's share of a batched step (Model::ForwardBatch): its new
 // tokens, its cache (distinct per entry) and where its logits go — [T, V] when
 // all_logits, else the last token's [V].
@@ -260,6 +288,16 @@ class Model {
   // The expert cache's counters when the model streams its routed experts
   // (--ram-budget); nullopt otherwise.
   virtual std::optional<ExpertStreamStats> expert_stream_stats() const { return std::nullopt; }
+  // Starts counting (on) or stops and clears (off) UsageStats. Errors: a model
+  // that does not count them (the default).
+  virtual Status EnableUsageStats(bool on) {
+    (void)on;
+    return Unimplemented(
+        "model " + info().architecture + " does not count its routing and indexer choices",
+        "routing statistics cover DeepSeek-V4 checkpoints");
+  }
+  // The counts since EnableUsageStats(true); nullopt while off.
+  virtual std::optional<UsageStats> usage_stats() const { return std::nullopt; }
   // Hash-table rows read so far (Engram); nullopt when the model has none.
   virtual std::optional<TableReads> table_reads() const { return std::nullopt; }
   // ---- Split over processes (engine/distributed.h) ----

@@ -48,10 +48,28 @@ int CountLines(const std::string& s) {
   return n;
 }
 
-TEST(Cli, RunDefaultModelPrintsAStory) {
-  Output o = RunDsv4("run --temperature 0 --max-tokens 40");
+TEST(Cli, RunStories260KByNamePrintsItsStory) {
+  Output o = RunDsv4("run --model stories260K --temperature 0 --max-tokens 40");
   EXPECT_EQ(o.exit_code, 0) << o.out;
   EXPECT_EQ(o.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << o.out;
+}
+
+// The default model is the bundled DeepSeek-V4 student (models/deepseek_v4_stories):
+// a story of its own, from the default prompt, in words.
+TEST(Cli, RunDefaultModelIsTheDeepSeekV4Student) {
+  const std::string args = " --temperature 0 --max-tokens 60";
+  Output o = RunDsv4("run" + args);
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(o.out, RunDsv4("run --model deepseek_v4_stories" + args).out);
+  EXPECT_NE(o.out, RunDsv4("run --model stories260K" + args).out);
+  EXPECT_EQ(o.out.rfind("Once upon a time", 0), 0u) << o.out;
+  std::istringstream words(o.out);
+  int n = 0;
+  for (std::string w; words >> w;) n += w.find_first_of("abcdefghijklmnopqrstuvwxyz") != w.npos;
+  EXPECT_GE(n, 25) << o.out;
+  Output info = RunDsv4("inspect --model deepseek_v4_stories");
+  EXPECT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_NE(info.out.find("csa"), std::string::npos) << info.out;
 }
 
 TEST(Cli, SeededSamplingIsReproducible) {
@@ -137,7 +155,7 @@ TEST(Cli, BenchListsEveryRun) {
 // whose bits the AVX-512 matvecs give, so the greedy story is the same. An
 // unknown value is a warning, and the default kernels run.
 TEST(Cli, PortableKernelsTellTheSameStory) {
-  const std::string args = "run --temperature 0 --max-tokens 40";
+  const std::string args = "run --model stories260K --temperature 0 --max-tokens 40";
   const Output native = RunDsv4(args);
   ASSERT_EQ(native.exit_code, 0) << native.out;
   const Output portable = RunDsv4(args + " --threads 1", "DSV4_KERNELS=portable");
@@ -285,11 +303,12 @@ TEST(Cli, ChatTemplateV41FromTheModelDirectory) {
 
 TEST(Cli, IdsInIdsOut) {
   // Greedy ids from BOS equal llama2.c's (tests/data/stories260K/greedy256_ids.txt).
-  Output o = RunDsv4("run --prompt-ids 1 --print-ids --temperature 0 --max-tokens 8");
+  Output o =
+      RunDsv4("run --model stories260K --prompt-ids 1 --print-ids --temperature 0 --max-tokens 8");
   EXPECT_EQ(o.exit_code, 0) << o.out;
   EXPECT_EQ(o.out, "403 407 261 378 432 383 286 261\n");
   // logits: top-5 per position, as the oracle lists them for position 0.
-  o = RunDsv4("logits --prompt-ids '1 403' --top-k 2");
+  o = RunDsv4("logits --model stories260K --prompt-ids '1 403' --top-k 2");
   int pos[2], id[4];
   float logit[4];
   ASSERT_EQ(std::sscanf(o.out.c_str(), "%d %d:%f %d:%f\n%d %d:%f %d:%f", &pos[0], &id[0], &logit[0],
@@ -415,6 +434,33 @@ TEST(Cli, ServeAndRunTakeTheSeedRuntimeOptions) {
     EXPECT_EQ(o.exit_code, 2) << o.out;
     EXPECT_NE(o.out.find("--expert-mask: expert 99"), std::string::npos) << o.out;
   }
+}
+
+// `inspect --routing-stats FILE`: the student's expert-use histogram for each of
+// its MoE layers and the indexer's picks for its CSA layers; a model that does not
+// count them and a missing file are named errors.
+TEST(Cli, InspectRoutingStats) {
+  const std::string text = std::string(DSV4_TEST_DATA_DIR) + "/text/tinystories_sample.txt";
+  Output o = RunDsv4("inspect --model deepseek_v4_stories --routing-stats " + text);
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("routing statistics of"), std::string::npos) << o.out;
+  for (const char* line :
+       {"layer  0 hash", "layer  1 scored", "layer  2 scored", "layer  3 scored"}) {
+    EXPECT_NE(o.out.find(line), std::string::npos) << line << "\n" << o.out;
+  }
+  EXPECT_EQ(o.out.find("layer  4 draft"), std::string::npos) << o.out;  // the MTP layer did not run
+  const size_t indexer = o.out.find("\nindexer:");
+  ASSERT_NE(indexer, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("layer  1 ", indexer), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("layer  3 ", indexer), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("layer  2 ", indexer), std::string::npos) << o.out;  // HCA: no indexer
+  Output llama = RunDsv4("inspect --model stories260K --routing-stats " + text);
+  EXPECT_EQ(llama.exit_code, 2) << llama.out;
+  EXPECT_NE(llama.out.find("does not count its routing and indexer choices"), std::string::npos)
+      << llama.out;
+  Output missing = RunDsv4("inspect --model deepseek_v4_stories --routing-stats /nonexistent.txt");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("/nonexistent.txt"), std::string::npos) << missing.out;
 }
 
 TEST(Cli, InspectsLlamaFiles) {

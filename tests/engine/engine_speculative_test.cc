@@ -459,7 +459,8 @@ TEST(EngineSpeculative, AFailingBatchEndsOnlyItsSequence) {
 }
 
 TEST(EngineSpeculativeBad, NeedsADraftHead) {
-  LoadOptions lo;  // the embedded stories260K
+  LoadOptions lo;
+  lo.model_path = "stories260K";  // bundled, by name
   auto llama = LoadModel(lo);
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
   EngineOptions o;

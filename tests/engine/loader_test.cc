@@ -1,6 +1,8 @@
 // LoadModel's stop ids (LoadedModel::stop_ids): a checkpoint directory stops
 // at its generation_config.json `eos_token_id` (an id or a list), else at its
 // config's EOS, and never at BOS; llama2.c story models also stop at BOS.
+// Bundled models load by name, the default is the DeepSeek-V4 student, and a
+// checkpoint directory finds a llama2.c tokenizer (tok512.bin) beside it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,7 +23,8 @@ const std::string kV4 = std::string(DSV4_TEST_DATA_DIR) + "/deepseek_v4/";
 // optional generation_config.json.
 class V4Dir {
  public:
-  V4Dir(const std::string& name, const std::string& generation_config) {
+  V4Dir(const std::string& name, const std::string& generation_config,
+        const std::string& tokenizer = "") {
     dir_ = fs::temp_directory_path() /
            ("dsv4_loader_test_" + name + "_" +
             std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
@@ -33,6 +36,7 @@ class V4Dir {
     if (!generation_config.empty()) {
       std::ofstream(dir_ / "generation_config.json") << generation_config;
     }
+    if (!tokenizer.empty()) fs::copy_file(kModels + "tok512.bin", dir_ / tokenizer);
   }
   ~V4Dir() { fs::remove_all(dir_); }
   std::string path() const { return dir_.string(); }
@@ -173,6 +177,65 @@ TEST(LoaderStopIds, GenerationStopsAtTheCheckpointsStopIds) {
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_EQ(st->stop_reason, "eos");
   EXPECT_EQ(out, std::vector<int32_t>(free_run.begin(), free_run.begin() + first));
+}
+
+TEST(LoaderBundled, NamesStandForTheBundledModels) {
+  const std::string llama = BundledModelPath("stories260K");
+  ASSERT_FALSE(llama.empty());
+  EXPECT_TRUE(fs::equivalent(llama, kModels + "stories260K.bin")) << llama;
+  const std::string student = BundledModelPath("deepseek_v4_stories");
+  ASSERT_FALSE(student.empty());
+  EXPECT_TRUE(fs::equivalent(student, std::string(DSV4_SOURCE_DIR) + "/models/deepseek_v4_stories"))
+      << student;
+  EXPECT_EQ(DefaultModelPath(), student);
+  // Paths and unknown names are not names.
+  for (const char* bad : {"", ".", "..", "models/stories260K", "stories260K/", "no_such_model"}) {
+    EXPECT_EQ(BundledModelPath(bad), "") << bad;
+  }
+}
+
+TEST(LoaderBundled, LoadByNameAndTheDefault) {
+  auto llama = Load("stories260K");
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_EQ(llama->format, "llama2c");
+  auto student = Load("");  // the default: the DeepSeek-V4 student with tok512
+  ASSERT_TRUE(student.ok()) << student.status().ToString();
+  EXPECT_EQ(student->format, "safetensors");
+  EXPECT_EQ(student->model->info().architecture, "deepseek_v4");
+  ASSERT_NE(student->tokenizer, nullptr);
+  EXPECT_EQ(student->tokenizer->Encode("Once upon a time", true),
+            llama->tokenizer->Encode("Once upon a time", true));
+  // It stops where its teacher's stories end: EOS and BOS (generation_config.json).
+  EXPECT_TRUE(student->IsStop(1));
+  EXPECT_TRUE(student->IsStop(2));
+  auto unknown = Load("no_such_model");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("no_such_model: no such file or directory"),
+            std::string::npos)
+      << unknown.status().ToString();
+  EXPECT_NE(unknown.status().hint().find("bundled models by name: deepseek_v4_stories"),
+            std::string::npos)
+      << unknown.status().ToString();
+}
+
+// A checkpoint directory without tokenizer.json takes a llama2.c tok512.bin
+// beside it (the student's layout, checked in LoadByNameAndTheDefault); one
+// whose pieces outnumber the model's vocabulary is refused by name.
+TEST(LoaderBundled, Tok512BesideACheckpointMustFitItsVocabulary) {
+  {
+    V4Dir dir("swa_bf16", "");
+    auto m = Load(dir.path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->tokenizer, nullptr);  // token ids only
+  }
+  V4Dir dir("swa_bf16", "", "tok512.bin");  // 512 pieces, vocab_size 256
+  auto m = Load(dir.path());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("tok512.bin: 2641 bytes left over after the model's 256 "
+                                      "tokens"),
+            std::string::npos)
+      << m.status().ToString();
 }
 
 }  // namespace

@@ -250,7 +250,7 @@ TEST(Speculative, ContextLimitStopsLikePlainDecoding) {
 }
 
 TEST(SpeculativeBad, NeedsADeepSeekV4ModelWithMtp) {
-  auto llama = LoadModel(LoadOptions{});  // the embedded stories260K
+  auto llama = LoadModel(LoadOptions{.model_path = "stories260K"});  // bundled, by name
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
   const std::vector<int32_t> prompt = {1};
   auto r =

@@ -5,7 +5,7 @@ port (the server prints the port it bound), waits until /health answers, and
 stops it (SIGTERM, then SIGKILL) afterwards. The binary is $DSV4_BIN (set by
 `make test`), else build/release/dsv4.
 
-Models: stories260K (the embedded default, plain prompt format) and the
+Models: stories260K (bundled, by name; plain prompt format) and the
 test-only scripted echo model over the DeepSeek-V4 tokenizer
 (`--test-echo-model`, see src/engine/echo_model.h), which makes reasoning
 and DSML tool-call output deterministic.
@@ -36,6 +36,8 @@ class Server:
     """A running `dsv4 serve`; `url` is http://127.0.0.1:PORT."""
 
     def __init__(self, *args, env=None):
+        if not any(a in ("--model", "-m", "--test-echo-model") for a in args):
+            args = ("--model", "stories260K", *args)  # the bundled llama2.c model, by name
         self.args = [_binary(), "serve", "--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env={**os.environ, **(env or {})})

@@ -39,6 +39,8 @@ def greedy(server, prompt, n, headers=None, cut=True):
 
 
 async def start(*args):
+    if not any(a in ("--server", "--model", "-m") for a in args):
+        args = ("--model", "stories260K", *args)  # the bundled model the servers here run
     client = LanguageClient("dsv4-test", "1")
     await client.start_io(_binary(), "lsp", *args)
     result = await asyncio.wait_for(client.initialize_async(lsp.InitializeParams(

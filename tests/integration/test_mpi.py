@@ -379,7 +379,7 @@ def test_bad_splits_are_refused(n, args, needles):
 def test_too_many_ranks_and_unsplittable_models():
     r = run_dsv4(["logits", "--model", str(DATA / "swa_fp8"), "--prompt-ids", "0 1"], 3)
     fails(r, "rank 0 cannot take its part: 3 ranks but the model has only 2 layers to split")
-    r = run_dsv4(["logits", "--prompt-ids", "1 2"], 2)  # the default llama2.c model
+    r = run_dsv4(["logits", "--model", "stories260K", "--prompt-ids", "1 2"], 2)  # llama2.c
     fails(r, "cannot be split over processes")
 
 

@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import struct
 import sys
 import time
@@ -247,6 +248,11 @@ def save_official(model, config, path):
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(vs.official_config(), f, indent=2)
         f.write("\n")
+    # Its teacher's stories end where run.c stops: at EOS or at a new BOS.
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": [2, 1]}, f, indent=2)
+        f.write("\n")
+    shutil.copyfile(TOKENIZER, os.path.join(path, "tok512.bin"))  # dsv4 finds it beside config.json
 
 
 def cmd_train(a):

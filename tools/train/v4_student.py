@@ -134,7 +134,7 @@ class Student(nn.Module):
         pe = {"main": m.rotary_emb(e, position_ids=pos, layer_type="main"),
               "compress": m.rotary_emb(e, position_ids=pos, layer_type="compress")}
         mask = hm.create_sliding_window_causal_mask(config=self.config, inputs_embeds=e,
-                                                    attention_mask=None, cache=None,
+                                                    attention_mask=None, past_key_values=None,
                                                     position_ids=pos)
         h = self.mtp(x, e, pe, pos, mask)
         return out.logits, F.linear(h, head_w)

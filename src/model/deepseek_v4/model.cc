@@ -200,6 +200,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
     AttentionState& state = sg.cache->layer(plan.role == LayerRole::kMtp ? 0 : l);
     AttentionCore(ctx, lw.attn, TokenRun{.row0 = sg.row0, .n_tokens = sg.n, .pos0 = sg.pos0}, state,
                   attn_scratch_);
+    if (usage_ && plan.has_indexer) CountIndexPicks(plan, sg.n, sg.pos0);
   }
   AttentionOutput(ctx, lw.attn, T, attn_scratch_, y);
   trace("attn_out", l, y, {T, D});
@@ -216,9 +217,60 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   });
   trace("ffn_norm_out", l, h, {T, D});
   MoeForward(ctx, lw.moe, h, tokens, moe_scratch_, y);
+  if (usage_) CountRouting(plan, c, T);
   trace("ffn_out", l, y, {T, D});
   HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T);
   trace("out", l, x, {T, C, D});
+}
+
+Status DeepSeekV4Model::EnableUsageStats(bool on) {
+  usage_.reset();
+  if (!on) return Status::Ok();
+  const DeepSeekV4Config& c = config_;
+  UsageStats u;
+  for (const LayerPlan& plan : plans_) {
+    LayerUsage& l = u.layers.emplace_back();
+    l.layer = plan.layer;
+    l.draft = plan.role != LayerRole::kMain;
+    l.hash_routed = plan.router == RouterKind::kHash;
+    l.expert_picks.assign(c.n_routed_experts, 0);
+    if (plan.has_indexer) l.index_age.assign(kUsageAgeBuckets, 0);
+  }
+  usage_ = std::move(u);
+  return Status::Ok();
+}
+
+void DeepSeekV4Model::CountIndexPicks(const LayerPlan& plan, int64_t T, int64_t pos0) {
+  LayerUsage& u = usage_->layers[plan.layer];
+  const int64_t k = config_.index_topk, r = plan.compress_ratio;
+  const int32_t* top = attn_scratch_.top.data();  // [T, k]
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = (pos0 + t + 1) / r;  // entries the query sees
+    if (n <= k) continue;                  // all of them: no choice made
+    ++u.index_queries;
+    u.index_visible += n;
+    u.index_recent_uniform += static_cast<double>(k * k) / static_cast<double>(n);
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t id = top[t * k + j];
+      if (id < 0) continue;
+      const int64_t age = n - 1 - id;
+      int64_t b = 0;
+      while (b + 1 < kUsageAgeBuckets && (int64_t{1} << b) <= age) ++b;
+      ++u.index_age[b];
+      if (age < k) ++u.index_recent;
+      u.index_relative_age += static_cast<double>(age) / static_cast<double>(n - 1);
+    }
+  }
+}
+
+void DeepSeekV4Model::CountRouting(const LayerPlan& plan, const DeepSeekV4Config& c, int64_t T) {
+  LayerUsage& u = usage_->layers[plan.layer];
+  const int64_t k = c.num_experts_per_tok;  // the layer's config: a draft may have its own
+  if (static_cast<int64_t>(u.expert_picks.size()) < c.n_routed_experts) {
+    u.expert_picks.resize(c.n_routed_experts, 0);
+  }
+  const std::vector<int32_t>& experts = moe_scratch_.routing.experts;  // [T, k]
+  for (int64_t i = 0; i < T * k; ++i) ++u.expert_picks[experts[i]];
 }
 
 void DeepSeekV4Model::Head(const HyperConnectionWeights& hc_head, const std::vector<float>& norm,

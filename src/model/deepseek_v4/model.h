@@ -132,6 +132,10 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   // From the checkpoint's tensor list (work_counts.cc).
   std::optional<WeightWork> weight_work_per_token() const override;
   int64_t routed_experts_run() const override { return moe_scratch_.experts_run; }
+  // Routing and indexer counts (model/model.h UsageStats), per layer with a
+  // router: main layers, then the draft's.
+  Status EnableUsageStats(bool on) override;
+  std::optional<UsageStats> usage_stats() const override { return usage_; }
   // Pipeline parallel (model/model.h PipelineStage): RunMain runs the stage's
   // layers only, the residual streams (and DSpark features) coming from and
   // going to the link; only the front embeds and makes logits.
@@ -328,6 +332,12 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   std::vector<float> head_logits_;     // [n, V] their logits
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;
+  static constexpr int64_t kUsageAgeBuckets = 12;  // LayerUsage::index_age
+  std::optional<UsageStats> usage_;                // EnableUsageStats: one entry per plan layer
+  // Adds a layer's indexer picks (attn_scratch_.top of a run of T tokens from
+  // pos0) and its routing (moe_scratch_.routing of T tokens) to usage_.
+  void CountIndexPicks(const LayerPlan& plan, int64_t T, int64_t pos0);
+  void CountRouting(const LayerPlan& plan, const DeepSeekV4Config& c, int64_t T);
 };
 
 }  // namespace dsv4::deepseek_v4
