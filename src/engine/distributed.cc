@@ -61,6 +61,7 @@ static_assert(sizeof(Command) == 64);
   if (!st.hint().empty()) std::fprintf(stderr, "dsv4: hint: %s\n", st.hint().c_str());
   std::fflush(stderr);
   comm.Abort(2);
+  std::abort();  // not reached: Abort ends the process (a virtual call's [[noreturn]] is not seen)
 }
 
 // The ring of stages: stage s receives from s − 1 and sends to s + 1, the
@@ -398,6 +399,7 @@ void RunWorker(Communicator& comm, Model& model) {
           const int64_t n = table[i * 3 + 1];
           entries.push_back(BatchEntry{.tokens = std::span<const int32_t>(tokens).subspan(at, n),
                                        .cache = &cache_of(table[i * 3]),
+                                       .logits = {},
                                        .all_logits = table[i * 3 + 2] != 0});
           at += n;
         }

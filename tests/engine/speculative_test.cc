@@ -250,7 +250,9 @@ TEST(Speculative, ContextLimitStopsLikePlainDecoding) {
 }
 
 TEST(SpeculativeBad, NeedsADeepSeekV4ModelWithMtp) {
-  auto llama = LoadModel(LoadOptions{.model_path = "stories260K"});  // bundled, by name
+  LoadOptions lo;
+  lo.model_path = "stories260K";  // bundled, by name
+  auto llama = LoadModel(lo);
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
   const std::vector<int32_t> prompt = {1};
   auto r =

@@ -121,7 +121,9 @@ TEST(EngineBackend, FimWhenTheVocabularyHasIt) {
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE((*off)->fim());
 
-  Result<LoadedModel> stories = LoadModel(LoadOptions{.model_path = "stories260K"});
+  LoadOptions stories_options;
+  stories_options.model_path = "stories260K";
+  Result<LoadedModel> stories = LoadModel(stories_options);
   ASSERT_TRUE(stories.ok()) << stories.status().ToString();
   Result<std::unique_ptr<Engine>> e2 = Engine::Start(*stories, EngineOptions{});
   ASSERT_TRUE(e2.ok());

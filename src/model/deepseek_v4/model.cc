@@ -2,6 +2,7 @@
 #include "model/deepseek_v4/model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "base/mapped_file.h"
@@ -217,7 +218,7 @@ void DeepSeekV4Model::RunBlock(const LayerPlan& plan, const LayerWeights& lw,
   });
   trace("ffn_norm_out", l, h, {T, D});
   MoeForward(ctx, lw.moe, h, tokens, moe_scratch_, y);
-  if (usage_) CountRouting(plan, c, T);
+  if (usage_) CountRouting(plan, T);
   trace("ffn_out", l, y, {T, D});
   HcExpand(pool, hc_, x, y, post_.data(), comb_.data(), T);
   trace("out", l, x, {T, C, D});
@@ -254,21 +255,18 @@ void DeepSeekV4Model::CountIndexPicks(const LayerPlan& plan, int64_t T, int64_t 
       const int32_t id = top[t * k + j];
       if (id < 0) continue;
       const int64_t age = n - 1 - id;
-      int64_t b = 0;
-      while (b + 1 < kUsageAgeBuckets && (int64_t{1} << b) <= age) ++b;
-      ++u.index_age[b];
+      // bucket 0: age 0; bucket b: ages [2^(b−1), 2^b), the last one open-ended
+      ++u.index_age[std::min<int64_t>(std::bit_width(static_cast<uint64_t>(age)),
+                                      kUsageAgeBuckets - 1)];
       if (age < k) ++u.index_recent;
       u.index_relative_age += static_cast<double>(age) / static_cast<double>(n - 1);
     }
   }
 }
 
-void DeepSeekV4Model::CountRouting(const LayerPlan& plan, const DeepSeekV4Config& c, int64_t T) {
+void DeepSeekV4Model::CountRouting(const LayerPlan& plan, int64_t T) {
   LayerUsage& u = usage_->layers[plan.layer];
-  const int64_t k = c.num_experts_per_tok;  // the layer's config: a draft may have its own
-  if (static_cast<int64_t>(u.expert_picks.size()) < c.n_routed_experts) {
-    u.expert_picks.resize(c.n_routed_experts, 0);
-  }
+  const int64_t k = config_.num_experts_per_tok;
   const std::vector<int32_t>& experts = moe_scratch_.routing.experts;  // [T, k]
   for (int64_t i = 0; i < T * k; ++i) ++u.expert_picks[experts[i]];
 }
@@ -370,23 +368,8 @@ Status DeepSeekV4Model::SetPipelineStage(const PipelineStage& stage) {
 }
 
 Status DeepSeekV4Model::SetExpertShard(const ExpertShard& shard) {
-  const int64_t E = config_.n_routed_experts;
-  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks ||
-      (shard.ranks > 1 && shard.link == nullptr)) {
-    return InvalidArgument("DeepSeek-V4 expert shard: rank " + std::to_string(shard.rank) + " of " +
-                           std::to_string(shard.ranks) + " without a link");
-  }
-  if (shard.ranks > E) {
-    return InvalidArgument(std::to_string(shard.ranks) + " ranks but the model has only " +
-                               std::to_string(E) + " routed experts per layer to split",
-                           "start at most as many processes as there are experts (mpirun -n)");
-  }
-  if (expert_cache_) {
-    return Unimplemented(
-        "--parallel expert with routed experts streamed (--ram-budget) is not "
-        "offered",
-        "pass --ram-budget off, or use --parallel pipeline");
-  }
+  RETURN_IF_ERROR(
+      CheckExpertShard(shard, "DeepSeek-V4", config_.n_routed_experts, expert_cache_ != nullptr));
   shard_ = shard;
   return Status::Ok();
 }
@@ -903,6 +886,25 @@ ModelInfo MakeModelInfo(const DeepSeekV4Config& c, const std::vector<LayerPlan>&
                    .n_params = n_params,
                    .bos_id = c.bos_token_id,
                    .eos_id = c.eos_token_id};
+}
+
+Status CheckExpertShard(const ExpertShard& shard, const char* name, int64_t E, bool streamed) {
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks ||
+      (shard.ranks > 1 && shard.link == nullptr)) {
+    return InvalidArgument(std::string(name) + " expert shard: rank " + std::to_string(shard.rank) +
+                           " of " + std::to_string(shard.ranks) + " without a link");
+  }
+  if (shard.ranks > E) {
+    return InvalidArgument(std::to_string(shard.ranks) + " ranks but the model has only " +
+                               std::to_string(E) + " routed experts per layer to split",
+                           "start at most as many processes as there are experts (mpirun -n)");
+  }
+  if (streamed) {
+    return Unimplemented(
+        "--parallel expert with routed experts streamed (--ram-budget) is not offered",
+        "pass --ram-budget off");
+  }
+  return Status::Ok();
 }
 
 int64_t RoutedExpertBytes(const ModelWeights& weights) {

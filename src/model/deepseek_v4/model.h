@@ -73,6 +73,9 @@ HcParams MakeHcParams(const DeepSeekV4Config& c);
 ModelInfo MakeModelInfo(const DeepSeekV4Config& c, const std::vector<LayerPlan>& plans,
                         std::string architecture, int64_t max_context);
 int64_t RoutedExpertBytes(const ModelWeights& w);
+// Whether `shard` fits a model (`name`, E routed experts per layer): a rank in
+// range with a link, at most E ranks, and no expert streaming (`streamed`).
+Status CheckExpertShard(const ExpertShard& shard, const char* name, int64_t E, bool streamed);
 
 class DeepSeekV4Model final : public Model, public DraftModel {
  public:
@@ -337,7 +340,7 @@ class DeepSeekV4Model final : public Model, public DraftModel {
   // Adds a layer's indexer picks (attn_scratch_.top of a run of T tokens from
   // pos0) and its routing (moe_scratch_.routing of T tokens) to usage_.
   void CountIndexPicks(const LayerPlan& plan, int64_t T, int64_t pos0);
-  void CountRouting(const LayerPlan& plan, const DeepSeekV4Config& c, int64_t T);
+  void CountRouting(const LayerPlan& plan, int64_t T);
 };
 
 }  // namespace dsv4::deepseek_v4

@@ -331,22 +331,8 @@ Status DeepSeekV41Model::SetPipelineStage(const PipelineStage& stage) {
 }
 
 Status DeepSeekV41Model::SetExpertShard(const ExpertShard& shard) {
-  const int64_t E = config_.n_routed_experts;
-  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks ||
-      (shard.ranks > 1 && shard.link == nullptr)) {
-    return InvalidArgument("DeepSeek-V4.1 expert shard: rank " + std::to_string(shard.rank) +
-                           " of " + std::to_string(shard.ranks) + " without a link");
-  }
-  if (shard.ranks > E) {
-    return InvalidArgument(std::to_string(shard.ranks) + " ranks but the model has only " +
-                               std::to_string(E) + " routed experts per layer to split",
-                           "start at most as many processes as there are experts (mpirun -n)");
-  }
-  if (expert_cache_) {
-    return Unimplemented(
-        "--parallel expert with routed experts streamed (--ram-budget) is not offered",
-        "pass --ram-budget off");
-  }
+  RETURN_IF_ERROR(
+      CheckExpertShard(shard, "DeepSeek-V4.1", config_.n_routed_experts, expert_cache_ != nullptr));
   shard_ = shard;
   return Status::Ok();
 }
